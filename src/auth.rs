@@ -1,0 +1,294 @@
+//! Authentication (user/password, token, several users, bcrypt hashes) and authorization
+//! (publish/subscribe allow and deny lists). Pure decisions: no I/O, no connection state.
+
+use crate::config::{Options, Permissions, SubjectPermission};
+use crate::subject::{has_wildcard, pattern_matches, subset_match};
+use bytes::Bytes;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Credentials a client presented in CONNECT.
+#[derive(Default, Debug, Clone, Copy)]
+pub struct Credentials<'a> {
+    pub user: Option<&'a str>,
+    pub pass: Option<&'a str>,
+    pub token: Option<&'a str>,
+}
+
+/// Who a connection turned out to be.
+#[derive(Debug, Clone)]
+pub struct Identity {
+    pub user: String,
+    pub account: String,
+    pub perms: Option<Arc<CompiledPerms>>,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Rules {
+    allow: Option<Vec<Bytes>>,
+    deny: Vec<Bytes>,
+}
+
+impl Rules {
+    fn compile(p: &Option<SubjectPermission>) -> Rules {
+        match p {
+            None => Rules::default(),
+            Some(sp) => Rules {
+                allow: if sp.allow.is_empty() {
+                    None
+                } else {
+                    Some(sp.allow.iter().map(|s| Bytes::from(s.clone())).collect())
+                },
+                deny: sp.deny.iter().map(|s| Bytes::from(s.clone())).collect(),
+            },
+        }
+    }
+
+    /// nats-server's rule: allowed if the allow list (when there is one) matches, and the
+    /// deny list does not. Wildcard tokens in `subject` are compared literally.
+    fn permits(&self, subject: &[u8]) -> bool {
+        let allowed = match &self.allow {
+            None => true,
+            Some(a) => a.iter().any(|p| pattern_matches(p, subject)),
+        };
+        allowed && !self.deny.iter().any(|p| pattern_matches(p, subject))
+    }
+}
+
+/// Permissions compiled for fast checks.
+#[derive(Debug, Clone, Default)]
+pub struct CompiledPerms {
+    publish: Rules,
+    subscribe: Rules,
+}
+
+impl CompiledPerms {
+    pub fn new(p: &Permissions) -> Self {
+        CompiledPerms {
+            publish: Rules::compile(&p.publish),
+            subscribe: Rules::compile(&p.subscribe),
+        }
+    }
+
+    pub fn can_publish(&self, subject: &[u8]) -> bool {
+        self.publish.permits(subject)
+    }
+
+    pub fn can_subscribe(&self, subject: &[u8]) -> bool {
+        self.subscribe.permits(subject)
+    }
+
+    /// For an allowed wildcard subscription: the deny patterns it overlaps, which must be
+    /// filtered out at delivery (nats-server's message deny filter).
+    pub fn deny_filter(&self, subject: &[u8]) -> Option<Arc<Vec<Bytes>>> {
+        if !has_wildcard(subject) || self.subscribe.deny.is_empty() {
+            return None;
+        }
+        let hits: Vec<Bytes> = self
+            .subscribe
+            .deny
+            .iter()
+            .filter(|d| subset_match(d, subject) || crate::subject::overlaps(d, subject))
+            .cloned()
+            .collect();
+        (!hits.is_empty()).then(|| Arc::new(hits))
+    }
+}
+
+struct UserEntry {
+    password: String,
+    account: String,
+    perms: Option<Arc<CompiledPerms>>,
+}
+
+enum Mode {
+    Open,
+    Token(String),
+    Users(HashMap<String, UserEntry>),
+}
+
+/// Decides whether CONNECT credentials are good and which account they open.
+pub struct Authenticator {
+    mode: Mode,
+    no_auth_user: Option<String>,
+}
+
+/// Compare a presented secret with a configured one that may be a bcrypt hash.
+fn secret_matches(configured: &str, presented: &str) -> bool {
+    if configured.starts_with("$2a$")
+        || configured.starts_with("$2b$")
+        || configured.starts_with("$2y$")
+    {
+        return bcrypt::verify(presented, configured).unwrap_or(false);
+    }
+    // Constant-time over the presented length.
+    let (a, b) = (configured.as_bytes(), presented.as_bytes());
+    let mut diff = (a.len() != b.len()) as u8;
+    for (i, x) in b.iter().enumerate() {
+        diff |= x ^ a.get(i).copied().unwrap_or(0);
+    }
+    diff == 0
+}
+
+impl Authenticator {
+    pub fn new(o: &Options) -> Self {
+        let mode = if let Some(t) = &o.auth_token {
+            Mode::Token(t.clone())
+        } else if let Some(u) = &o.username {
+            let mut m = HashMap::new();
+            m.insert(
+                u.clone(),
+                UserEntry {
+                    password: o.password.clone().unwrap_or_default(),
+                    account: crate::account::GLOBAL_ACCOUNT.into(),
+                    perms: None,
+                },
+            );
+            Mode::Users(m)
+        } else if !o.users.is_empty() {
+            Mode::Users(
+                o.users
+                    .iter()
+                    .map(|u| {
+                        (
+                            u.username.clone(),
+                            UserEntry {
+                                password: u.password.clone(),
+                                account: u
+                                    .account
+                                    .clone()
+                                    .unwrap_or_else(|| crate::account::GLOBAL_ACCOUNT.into()),
+                                perms: u
+                                    .permissions
+                                    .as_ref()
+                                    .map(|p| Arc::new(CompiledPerms::new(p))),
+                            },
+                        )
+                    })
+                    .collect(),
+            )
+        } else {
+            Mode::Open
+        };
+        Authenticator {
+            mode,
+            no_auth_user: o.no_auth_user.clone(),
+        }
+    }
+
+    pub fn required(&self) -> bool {
+        !matches!(self.mode, Mode::Open)
+    }
+
+    /// The identity for these credentials, or `None` for an authorization violation.
+    pub fn authenticate(&self, c: Credentials<'_>) -> Option<Identity> {
+        let open = |user: &str| Identity {
+            user: user.to_string(),
+            account: crate::account::GLOBAL_ACCOUNT.into(),
+            perms: None,
+        };
+        match &self.mode {
+            Mode::Open => Some(open(c.user.unwrap_or(""))),
+            Mode::Token(t) => {
+                let presented = c.token.or(c.pass)?;
+                secret_matches(t, presented).then(|| open(""))
+            }
+            Mode::Users(users) => {
+                let (name, pass) = match (c.user, c.token) {
+                    (Some(u), _) if !u.is_empty() => (u, c.pass.unwrap_or("")),
+                    (_, None) if c.pass.is_none() => (self.no_auth_user.as_deref()?, ""),
+                    _ => return None,
+                };
+                let e = users.get(name)?;
+                let by_no_auth = c.user.is_none_or(str::is_empty);
+                if !by_no_auth && !secret_matches(&e.password, pass) {
+                    return None;
+                }
+                Some(Identity {
+                    user: name.to_string(),
+                    account: e.account.clone(),
+                    perms: e.perms.clone(),
+                })
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::User;
+
+    fn creds<'a>(u: Option<&'a str>, p: Option<&'a str>, t: Option<&'a str>) -> Credentials<'a> {
+        Credentials {
+            user: u,
+            pass: p,
+            token: t,
+        }
+    }
+
+    #[test]
+    fn token_and_single_user() {
+        let a = Authenticator::new(&Options {
+            auth_token: Some("s3cr3t".into()),
+            ..Options::default()
+        });
+        assert!(a.authenticate(creds(None, None, Some("s3cr3t"))).is_some());
+        assert!(a.authenticate(creds(None, None, Some("nope"))).is_none());
+        assert!(a.authenticate(creds(None, None, None)).is_none());
+        let a = Authenticator::new(&Options {
+            username: Some("u".into()),
+            password: Some("p".into()),
+            ..Options::default()
+        });
+        assert!(a.authenticate(creds(Some("u"), Some("p"), None)).is_some());
+        assert!(a.authenticate(creds(Some("u"), Some("x"), None)).is_none());
+        assert!(a.authenticate(creds(Some("x"), Some("p"), None)).is_none());
+    }
+
+    #[test]
+    fn bcrypt_and_accounts() {
+        let hash = bcrypt::hash("pw", 4).expect("hash");
+        let o = Options {
+            accounts: vec!["A".into()],
+            users: vec![User {
+                username: "a".into(),
+                password: hash,
+                account: Some("A".into()),
+                permissions: None,
+            }],
+            ..Options::default()
+        };
+        let a = Authenticator::new(&o);
+        let id = a
+            .authenticate(creds(Some("a"), Some("pw"), None))
+            .expect("auth");
+        assert_eq!(id.account, "A");
+        assert!(a
+            .authenticate(creds(Some("a"), Some("pw2"), None))
+            .is_none());
+    }
+
+    #[test]
+    fn permissions() {
+        let p = CompiledPerms::new(&Permissions {
+            publish: Some(SubjectPermission {
+                allow: vec!["foo.*".into(), "bar".into()],
+                deny: vec!["foo.secret".into()],
+            }),
+            subscribe: Some(SubjectPermission {
+                allow: vec![],
+                deny: vec!["private.>".into()],
+            }),
+        });
+        assert!(p.can_publish(b"foo.x"));
+        assert!(p.can_publish(b"bar"));
+        assert!(!p.can_publish(b"foo.secret"));
+        assert!(!p.can_publish(b"baz"));
+        assert!(p.can_subscribe(b"public"));
+        assert!(!p.can_subscribe(b"private.x"));
+        assert!(p.can_subscribe(b">"));
+        assert!(p.deny_filter(b">").is_some());
+        assert!(p.deny_filter(b"public.*").is_none());
+    }
+}

@@ -1,0 +1,842 @@
+//! The client kind: INFO/CONNECT handshake, authentication, PUB/HPUB/SUB/UNSUB/PING/PONG and
+//! delivery into subscribers' outbound buffers. Runs one task per connection (the read loop);
+//! the writer task lives in `conn`. Talks to the rest of the server only through the account
+//! (sublist) and `ServerShared`.
+
+use crate::account::{Account, SubRef, Subscription};
+use crate::auth::{CompiledPerms, Credentials};
+use crate::conn::{writer, CloseReason, Conn, ConnKind, Push};
+use crate::proto::encode;
+use crate::proto::info::ConnectInfo;
+use crate::proto::parser::{Kind, Limits, Op, ParseError, Parser};
+use crate::server::ServerShared;
+use crate::subject;
+use crate::sublist::SublistResult;
+use bytes::{Buf, Bytes, BytesMut};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+/// nats-server's `-ERR` texts for clients.
+pub mod errs {
+    pub const UNKNOWN_OP: &str = "Unknown Protocol Operation";
+    pub const INVALID_SUBJECT: &str = "Invalid Subject";
+    pub const INVALID_PUB_SUBJECT: &str = "Invalid Publish Subject";
+    pub const AUTH_VIOLATION: &str = "Authorization Violation";
+    pub const AUTH_TIMEOUT: &str = "Authentication Timeout";
+    pub const STALE: &str = "Stale Connection";
+    pub const MAX_CONNECTIONS: &str = "maximum connections exceeded";
+    pub const MAX_SUBS: &str = "maximum subscriptions exceeded";
+    pub const NO_RESPONDERS_NEEDS_HEADERS: &str = "no responders requires headers support";
+    pub const INVALID_PROTOCOL: &str = "invalid client protocol";
+}
+
+/// How long a producer waits, per batch, for stalled destinations to drain.
+const STALL_WAIT: Duration = Duration::from_millis(100);
+/// Entries of the per-connection match cache.
+const L1_SIZE: usize = 64;
+const READ_CHUNK: usize = 64 * 1024;
+
+/// Accept one client connection and serve it until it closes.
+pub async fn serve(srv: Arc<ServerShared>, stream: TcpStream, addr: SocketAddr) {
+    let _ = stream.set_nodelay(true);
+    let cid = srv.next_cid();
+    let conn = Arc::new(Conn::new(cid, ConnKind::Client, addr, srv.opts.max_pending));
+    let (rd, wr) = stream.into_split();
+    let writer = tokio::spawn(writer::run(conn.clone(), wr, srv.opts.write_deadline));
+
+    let mut c = Client::new(srv.clone(), conn.clone());
+    c.send_info();
+    tracing::debug!("{} - Client connection created", conn.log_prefix());
+    if !srv.register_client(&conn) {
+        c.send_err(errs::MAX_CONNECTIONS);
+        tracing::error!(
+            "{} - Maximum connections exceeded ({})",
+            conn.log_prefix(),
+            srv.opts.max_connections
+        );
+        conn.close(CloseReason::MaxConnectionsExceeded);
+    } else {
+        c.read_loop(rd).await;
+    }
+    c.cleanup();
+    let _ = writer.await;
+    srv.unregister_client(&conn);
+}
+
+/// Task-local state of one client connection.
+struct Client {
+    srv: Arc<ServerShared>,
+    conn: Arc<Conn>,
+    acc: Arc<Account>,
+    perms: Option<Arc<CompiledPerms>>,
+    connected: bool,
+    verbose: bool,
+    pedantic: bool,
+    echo: bool,
+    headers: bool,
+    no_responders: bool,
+    pings_out: u32,
+    last_in: Instant,
+    /// When the ping timer fires next (re-armed early at CONNECT, to measure RTT).
+    next_ping: Instant,
+    /// When the PING whose PONG measures RTT was sent.
+    rtt_start: Option<Instant>,
+    rtt_known: bool,
+    /// Match results by subject, valid while the account sublist's generation is unchanged.
+    l1: HashMap<Vec<u8>, (u64, Arc<SublistResult<SubRef>>)>,
+    /// Publish permission decisions by subject.
+    pub_ok: HashMap<Vec<u8>, bool>,
+    /// Destinations whose buffers went non-empty during this batch: kicked after it.
+    to_kick: Vec<Arc<Conn>>,
+    /// Destinations past their stall mark: waited for after the batch.
+    stalled: Vec<Arc<Conn>>,
+    rng: SmallRng,
+    batch_in_msgs: u64,
+    batch_in_bytes: u64,
+    batch_out_msgs: u64,
+    batch_out_bytes: u64,
+    trace: bool,
+}
+
+enum Flow {
+    Continue,
+    Close(CloseReason),
+}
+
+impl Client {
+    fn new(srv: Arc<ServerShared>, conn: Arc<Conn>) -> Self {
+        let acc = srv.accounts.global();
+        let srv_ping_interval = srv.opts.ping_interval;
+        Client {
+            trace: crate::logging::trace_enabled(),
+            srv,
+            conn,
+            acc,
+            perms: None,
+            connected: false,
+            // nats-server's defaults before (or without) CONNECT.
+            verbose: true,
+            pedantic: true,
+            echo: true,
+            headers: false,
+            no_responders: false,
+            pings_out: 0,
+            last_in: Instant::now(),
+            next_ping: Instant::now() + srv_ping_interval,
+            rtt_start: None,
+            rtt_known: false,
+            l1: HashMap::new(),
+            pub_ok: HashMap::new(),
+            to_kick: Vec::new(),
+            stalled: Vec::new(),
+            rng: SmallRng::from_rng(&mut rand::rng()),
+            batch_in_msgs: 0,
+            batch_in_bytes: 0,
+            batch_out_msgs: 0,
+            batch_out_bytes: 0,
+        }
+    }
+
+    // ----- sending control lines to this client -----
+
+    fn send_raw(&self, bytes: &[u8]) {
+        if self.trace {
+            let line = String::from_utf8_lossy(bytes.strip_suffix(b"\r\n").unwrap_or(bytes))
+                .trim_end()
+                .replace("-ERR '", "-ERR ")
+                .replace("+OK", "OK");
+            let line = line.strip_suffix('\'').unwrap_or(&line);
+            tracing::trace!("{} - ->> [{line}]", self.conn.log_prefix());
+        }
+        self.conn
+            .out
+            .push_now(bytes.len(), |b| b.extend_from_slice(bytes));
+    }
+
+    fn send_err(&self, text: &str) {
+        let line = format!("-ERR '{text}'\r\n");
+        self.send_raw(line.as_bytes());
+    }
+
+    fn send_ok(&self) {
+        if self.verbose {
+            self.send_raw(b"+OK\r\n");
+        }
+    }
+
+    fn send_info(&self) {
+        let json = self.srv.client_info_json(&self.conn);
+        // nats-server writes a space between the JSON and the CRLF.
+        let mut line = Vec::with_capacity(json.len() + 8);
+        line.extend_from_slice(b"INFO ");
+        line.extend_from_slice(&json);
+        line.extend_from_slice(b" \r\n");
+        self.send_raw(&line);
+    }
+
+    // ----- the read loop -----
+
+    async fn read_loop(&mut self, mut rd: tokio::net::tcp::OwnedReadHalf) {
+        let opts = &self.srv.opts;
+        let mut parser = Parser::new(
+            Kind::Client,
+            Limits {
+                max_control_line: opts.max_control_line,
+                max_payload: opts.max_payload,
+            },
+        );
+        let auth_deadline = Instant::now() + opts.auth_timeout;
+        let auth_required = self.srv.auth.required();
+        let ping_interval = opts.ping_interval.max(Duration::from_millis(10));
+        let mut buf = BytesMut::with_capacity(READ_CHUNK);
+        let conn = self.conn.clone();
+        loop {
+            if buf.capacity() - buf.len() < READ_CHUNK / 4 {
+                buf.reserve(READ_CHUNK);
+            }
+            let next_ping = self.next_ping;
+            let read = tokio::select! {
+                biased;
+                _ = conn.closed() => return,
+                r = rd.read_buf(&mut buf) => r,
+                _ = tokio::time::sleep_until(auth_deadline), if auth_required && !self.connected => {
+                    self.send_err(errs::AUTH_TIMEOUT);
+                    tracing::error!("{} - Authentication Timeout", conn.log_prefix());
+                    conn.close(CloseReason::AuthenticationTimeout);
+                    return;
+                }
+                _ = tokio::time::sleep_until(next_ping) => {
+                    self.next_ping = Instant::now() + ping_interval;
+                    if let Flow::Close(r) = self.ping_timer(ping_interval) {
+                        conn.close(r);
+                        return;
+                    }
+                    continue;
+                }
+            };
+            match read {
+                Ok(0) => {
+                    tracing::debug!(
+                        "{} - Client connection closed: Client Closed",
+                        conn.log_prefix()
+                    );
+                    conn.close(CloseReason::ClientClosed);
+                    return;
+                }
+                Err(e) => {
+                    tracing::debug!("{} - read error: {e}", conn.log_prefix());
+                    conn.close(CloseReason::ReadError);
+                    return;
+                }
+                Ok(_) => {}
+            }
+            let now = SystemTime::now();
+            self.last_in = Instant::now();
+            conn.touch(now);
+            let mut consumed = 0;
+            let mut outcome = Flow::Continue;
+            while consumed < buf.len() {
+                match parser.parse(&buf[consumed..]) {
+                    Ok(Some((op, n))) => {
+                        consumed += n;
+                        outcome = self.handle(op);
+                        if matches!(outcome, Flow::Close(_)) {
+                            break;
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        outcome = Flow::Close(self.parse_error(e, &buf[consumed..]));
+                        break;
+                    }
+                }
+            }
+            buf.advance(consumed);
+            self.end_batch().await;
+            if let Flow::Close(r) = outcome {
+                conn.close(r);
+                return;
+            }
+        }
+    }
+
+    /// Report a protocol error the way nats-server does (an -ERR only for some kinds; bad
+    /// sizes and argument counts close silently) and pick the close reason.
+    fn parse_error(&self, e: ParseError, rest: &[u8]) -> CloseReason {
+        let snippet = String::from_utf8_lossy(&rest[..rest.len().min(32)]).into_owned();
+        let reason = match e {
+            ParseError::MaxControlLine => CloseReason::MaxControlLineExceeded,
+            ParseError::MaxPayload { .. } => CloseReason::MaxPayloadExceeded,
+            _ => CloseReason::ProtocolViolation,
+        };
+        if let Some(text) = e.err_text() {
+            self.send_err(text);
+        }
+        tracing::error!(
+            "{} - Client parser ERROR: {e}: proto: {snippet:?}",
+            self.conn.log_prefix()
+        );
+        reason
+    }
+
+    /// After a batch of ops: publish counters, wake destinations, slow down for stalled ones.
+    async fn end_batch(&mut self) {
+        if self.batch_in_msgs > 0 {
+            let s = &self.srv.stats;
+            s.in_msgs.fetch_add(self.batch_in_msgs, Relaxed);
+            s.in_bytes.fetch_add(self.batch_in_bytes, Relaxed);
+            s.out_msgs.fetch_add(self.batch_out_msgs, Relaxed);
+            s.out_bytes.fetch_add(self.batch_out_bytes, Relaxed);
+            let c = &self.conn.counters;
+            c.in_msgs.fetch_add(self.batch_in_msgs, Relaxed);
+            c.in_bytes.fetch_add(self.batch_in_bytes, Relaxed);
+            self.batch_in_msgs = 0;
+            self.batch_in_bytes = 0;
+            self.batch_out_msgs = 0;
+            self.batch_out_bytes = 0;
+        }
+        for d in self.to_kick.drain(..) {
+            d.out.kick();
+        }
+        if !self.stalled.is_empty() {
+            let stalled = std::mem::take(&mut self.stalled);
+            let deadline = Instant::now() + STALL_WAIT;
+            for d in &stalled {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                if !Arc::ptr_eq(d, &self.conn) {
+                    d.out.wait_drained(left).await;
+                }
+            }
+            self.stalled = stalled;
+            self.stalled.clear();
+        }
+    }
+
+    /// nats-server's ping timer: a PING per interval unless the client was active within it
+    /// (the first one always goes out, to measure RTT); `ping_max` unanswered PINGs and the
+    /// next tick closes the connection as stale.
+    fn ping_timer(&mut self, interval: Duration) -> Flow {
+        tracing::debug!("{} - Client Ping Timer", self.conn.log_prefix());
+        let idle = self.last_in.elapsed();
+        if self.rtt_known && idle < interval {
+            tracing::debug!(
+                "{} - Delaying PING due to client activity {}s ago",
+                self.conn.log_prefix(),
+                idle.as_secs()
+            );
+            return Flow::Continue;
+        }
+        if self.pings_out + 1 > self.srv.opts.ping_max {
+            tracing::debug!(
+                "{} - Stale Client Connection - Closing",
+                self.conn.log_prefix()
+            );
+            self.send_err(errs::STALE);
+            return Flow::Close(CloseReason::StaleConnection);
+        }
+        self.pings_out += 1;
+        if self.rtt_start.is_none() && !self.rtt_known {
+            self.rtt_start = Some(Instant::now());
+        }
+        self.send_raw(b"PING\r\n");
+        Flow::Continue
+    }
+
+    // ----- ops -----
+
+    fn trace_op(&self, op: &Op<'_>) {
+        let line = match op {
+            Op::Pub {
+                subject,
+                reply,
+                payload,
+            } => format!(
+                "PUB {}{} {}",
+                String::from_utf8_lossy(subject),
+                reply
+                    .map(|r| format!(" {}", String::from_utf8_lossy(r)))
+                    .unwrap_or_default(),
+                payload.len()
+            ),
+            Op::Hpub {
+                subject,
+                reply,
+                header,
+                payload,
+            } => format!(
+                "HPUB {}{} {} {}",
+                String::from_utf8_lossy(subject),
+                reply
+                    .map(|r| format!(" {}", String::from_utf8_lossy(r)))
+                    .unwrap_or_default(),
+                header.len(),
+                header.len() + payload.len()
+            ),
+            Op::Sub {
+                subject,
+                queue,
+                sid,
+            } => format!(
+                "SUB {}{} {}",
+                String::from_utf8_lossy(subject),
+                queue
+                    .map(|q| format!(" {}", String::from_utf8_lossy(q)))
+                    .unwrap_or_default(),
+                String::from_utf8_lossy(sid)
+            ),
+            Op::Unsub { sid, max } => format!(
+                "UNSUB {}{}",
+                String::from_utf8_lossy(sid),
+                max.map(|m| format!(" {m}")).unwrap_or_default()
+            ),
+            Op::Connect(j) => format!("CONNECT {}", String::from_utf8_lossy(j)),
+            Op::Ping => "PING".into(),
+            Op::Pong => "PONG".into(),
+            other => format!("{other:?}"),
+        };
+        tracing::trace!("{} - <<- [{line}]", self.conn.log_prefix());
+    }
+
+    fn handle(&mut self, op: Op<'_>) -> Flow {
+        if self.trace {
+            self.trace_op(&op);
+        }
+        if !self.connected && !matches!(op, Op::Connect(_)) && self.srv.auth.required() {
+            self.send_err(errs::AUTH_VIOLATION);
+            return Flow::Close(CloseReason::AuthenticationViolation);
+        }
+        match op {
+            Op::Connect(json) => self.on_connect(json),
+            Op::Ping => {
+                self.send_raw(b"PONG\r\n");
+                Flow::Continue
+            }
+            Op::Pong => {
+                self.pings_out = 0;
+                if let Some(t) = self.rtt_start.take() {
+                    self.rtt_known = true;
+                    self.conn.meta().rtt = Some(t.elapsed());
+                }
+                Flow::Continue
+            }
+            Op::Pub {
+                subject,
+                reply,
+                payload,
+            } => self.on_pub(subject, reply, None, payload),
+            Op::Hpub {
+                subject,
+                reply,
+                header,
+                payload,
+            } => {
+                if !self.headers {
+                    // nats-server closes without an -ERR.
+                    tracing::error!("{} - message headers not supported", self.conn.log_prefix());
+                    return Flow::Close(CloseReason::ProtocolViolation);
+                }
+                self.on_pub(subject, reply, Some(header), payload)
+            }
+            Op::Sub {
+                subject,
+                queue,
+                sid,
+            } => self.on_sub(subject, queue, sid),
+            Op::Unsub { sid, max } => self.on_unsub(sid, max),
+            Op::Ok | Op::Err(_) | Op::Info(_) => Flow::Continue,
+            _ => {
+                self.send_err(errs::UNKNOWN_OP);
+                Flow::Close(CloseReason::ProtocolViolation)
+            }
+        }
+    }
+
+    fn on_connect(&mut self, json: &[u8]) -> Flow {
+        // Bad JSON closes without an -ERR, as nats-server does; the reason goes to the log.
+        let ci = match ConnectInfo::from_json(json) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!("{} - {e}", self.conn.log_prefix());
+                return Flow::Close(CloseReason::ProtocolViolation);
+            }
+        };
+        if !(0..=1).contains(&ci.protocol) {
+            self.send_err(errs::INVALID_PROTOCOL);
+            tracing::error!("{} - invalid client protocol", self.conn.log_prefix());
+            return Flow::Close(CloseReason::BadClientProtocolVersion);
+        }
+        if self.connected {
+            // nats-server tolerates a second CONNECT; options are updated, identity is not.
+            self.verbose = ci.verbose;
+            self.pedantic = ci.pedantic;
+            self.send_ok();
+            return Flow::Continue;
+        }
+        fn nonempty(s: &str) -> Option<&str> {
+            (!s.is_empty()).then_some(s)
+        }
+        let creds = Credentials {
+            user: nonempty(&ci.user),
+            pass: nonempty(&ci.pass),
+            token: nonempty(&ci.auth_token),
+        };
+        let Some(id) = self.srv.auth.authenticate(creds) else {
+            if ci.user.is_empty() {
+                tracing::error!("{} - authentication error", self.conn.log_prefix());
+            } else {
+                tracing::error!(
+                    "{} - authentication error - User {:?}",
+                    self.conn.log_prefix(),
+                    ci.user
+                );
+            }
+            self.send_err(errs::AUTH_VIOLATION);
+            return Flow::Close(CloseReason::AuthenticationViolation);
+        };
+        let Some(acc) = self.srv.accounts.get(&id.account) else {
+            self.send_err(errs::AUTH_VIOLATION);
+            return Flow::Close(CloseReason::AuthenticationViolation);
+        };
+        if ci.no_responders && !ci.headers {
+            self.send_err(errs::NO_RESPONDERS_NEEDS_HEADERS);
+            tracing::error!(
+                "{} - {}",
+                self.conn.log_prefix(),
+                errs::NO_RESPONDERS_NEEDS_HEADERS
+            );
+            return Flow::Close(CloseReason::ProtocolViolation);
+        }
+        self.verbose = ci.verbose;
+        self.pedantic = ci.pedantic;
+        self.echo = ci.echo;
+        self.headers = ci.headers;
+        self.no_responders = ci.no_responders;
+        self.conn.headers.store(ci.headers, Relaxed);
+        self.perms = id.perms;
+        acc.num_conns.fetch_add(1, Relaxed);
+        self.acc = acc;
+        {
+            let mut m = self.conn.meta();
+            m.name = ci.name;
+            m.lang = ci.lang;
+            m.version = ci.version;
+            m.user = id.user;
+            m.account = self.acc.name.clone();
+        }
+        self.connected = true;
+        // nats-server re-arms the ping timer at CONNECT to measure RTT soon.
+        let first = self.srv.opts.ping_interval.min(Duration::from_secs(2));
+        let jitter = first.mul_f64(self.rng.random_range(0.0..0.2));
+        self.next_ping = Instant::now() + first + jitter;
+        self.send_ok();
+        Flow::Continue
+    }
+
+    fn lookup(&mut self, subject: &[u8]) -> Arc<SublistResult<SubRef>> {
+        let gen = self.acc.sublist.generation();
+        if let Some((g, r)) = self.l1.get(subject) {
+            if *g == gen {
+                return r.clone();
+            }
+        }
+        let r = self.acc.sublist.matches(subject);
+        if self.l1.len() >= L1_SIZE && !self.l1.contains_key(subject) {
+            self.l1.clear();
+        }
+        self.l1.insert(subject.to_vec(), (gen, r.clone()));
+        r
+    }
+
+    fn can_publish(&mut self, subject: &[u8]) -> bool {
+        let Some(p) = &self.perms else { return true };
+        if let Some(ok) = self.pub_ok.get(subject) {
+            return *ok;
+        }
+        let ok = p.can_publish(subject);
+        if self.pub_ok.len() >= 128 {
+            self.pub_ok.clear();
+        }
+        self.pub_ok.insert(subject.to_vec(), ok);
+        ok
+    }
+
+    fn on_pub(
+        &mut self,
+        subject: &[u8],
+        reply: Option<&[u8]>,
+        header: Option<&[u8]>,
+        payload: &[u8],
+    ) -> Flow {
+        // nats-server: a malformed subject is never delivered; a wildcard one is delivered
+        // literally. Pedantic clients get an -ERR for either (and the wildcard one still goes).
+        let well_formed = subject::is_valid_subject(subject);
+        if self.pedantic && (!well_formed || subject::has_wildcard(subject)) {
+            self.send_err(errs::INVALID_PUB_SUBJECT);
+        }
+        if !well_formed {
+            return Flow::Continue;
+        }
+        if !self.can_publish(subject) {
+            let s = String::from_utf8_lossy(subject);
+            tracing::error!(
+                "{} - Publish Violation - User {:?}, Subject {s:?}",
+                self.conn.log_prefix(),
+                self.conn.meta().user
+            );
+            self.send_err(&format!("Permissions Violation for Publish to \"{s}\""));
+            return Flow::Continue;
+        }
+        self.send_ok();
+        let size = header.map_or(0, <[u8]>::len) + payload.len();
+        self.batch_in_msgs += 1;
+        self.batch_in_bytes += size as u64;
+        self.acc.in_msgs.fetch_add(1, Relaxed);
+        let r = self.lookup(subject);
+        let mut delivered = 0u64;
+        for s in &r.psubs {
+            if !self.echo && s.conn.cid == self.conn.cid {
+                continue;
+            }
+            if self.deliver(s, subject, reply, header, payload) {
+                delivered += 1;
+            }
+        }
+        for g in &r.qsubs {
+            let n = g.members.len();
+            if n == 0 {
+                continue;
+            }
+            let start = match g.pick(&mut self.rng) {
+                Some(first) => g
+                    .members
+                    .iter()
+                    .position(|m| Arc::ptr_eq(&m.0, &first.0))
+                    .unwrap_or(0),
+                None => self.rng.random_range(0..n),
+            };
+            for i in 0..n {
+                let s = &g.members[(start + i) % n];
+                if !self.echo && s.conn.cid == self.conn.cid {
+                    continue;
+                }
+                if s.conn.is_closed() {
+                    continue;
+                }
+                if self.deliver(s, subject, reply, header, payload) {
+                    delivered += 1;
+                    break;
+                }
+            }
+        }
+        if delivered == 0 && self.no_responders {
+            if let Some(reply) = reply {
+                self.send_no_responders(reply);
+            }
+        }
+        Flow::Continue
+    }
+
+    /// `HMSG <reply> <sid> 16 16` + `NATS/1.0 503` to this client's own subscription on the
+    /// reply subject.
+    fn send_no_responders(&mut self, reply: &[u8]) {
+        let r = self.lookup(reply);
+        let own = r
+            .psubs
+            .iter()
+            .find(|s| s.conn.cid == self.conn.cid)
+            .cloned();
+        if let Some(s) = own {
+            let hdr: &[u8] = b"NATS/1.0 503\r\n\r\n";
+            self.deliver(&s, reply, None, Some(hdr), b"");
+        }
+    }
+
+    /// Append one message to `sub`'s connection. Returns false when nothing was delivered.
+    #[inline]
+    fn deliver(
+        &mut self,
+        sub: &SubRef,
+        subject: &[u8],
+        reply: Option<&[u8]>,
+        header: Option<&[u8]>,
+        payload: &[u8],
+    ) -> bool {
+        if sub.denies(subject) {
+            return false;
+        }
+        let (ok, last) = sub.count_delivery();
+        if !ok {
+            return false;
+        }
+        let dest = &sub.conn;
+        let header = header.filter(|_| dest.headers.load(Relaxed));
+        let need = encode::msg_len(subject, &sub.sid, reply, header, payload);
+        let r = dest.out.push(need, |b| {
+            encode::write_msg_or_hmsg(b, subject, &sub.sid, reply, header, payload)
+        });
+        match r {
+            Push::Ok { kick, stall } => {
+                if kick {
+                    self.to_kick.push(dest.clone());
+                }
+                if stall {
+                    self.stalled.push(dest.clone());
+                }
+            }
+            Push::Overflow => {
+                self.slow_consumer(dest);
+                return false;
+            }
+            Push::Closed => return false,
+        }
+        let size = (header.map_or(0, <[u8]>::len) + payload.len()) as u64;
+        dest.counters.out_msgs.fetch_add(1, Relaxed);
+        dest.counters.out_bytes.fetch_add(size, Relaxed);
+        self.batch_out_msgs += 1;
+        self.batch_out_bytes += size;
+        if self.trace {
+            tracing::trace!(
+                "{} - ->> [MSG {} {} {}]",
+                dest.log_prefix(),
+                String::from_utf8_lossy(subject),
+                String::from_utf8_lossy(&sub.sid),
+                size
+            );
+        }
+        if last {
+            // The subscription lives in this account's sublist: that is where we found it.
+            self.acc.retire(&sub.0);
+        }
+        true
+    }
+
+    fn slow_consumer(&self, dest: &Arc<Conn>) {
+        if dest.is_closed() {
+            return;
+        }
+        self.srv.stats.slow_consumers.fetch_add(1, Relaxed);
+        tracing::info!(
+            "{} - Slow Consumer Detected: MaxPending of {} Exceeded",
+            dest.log_prefix(),
+            self.srv.opts.max_pending
+        );
+        dest.close(CloseReason::SlowConsumerPendingBytes);
+    }
+
+    fn on_sub(&mut self, subject: &[u8], queue: Option<&[u8]>, sid: &[u8]) -> Flow {
+        if !subject::is_valid_subject(subject)
+            || queue.is_some_and(|q| !subject::is_valid_queue_name(q))
+        {
+            self.send_err(errs::INVALID_SUBJECT);
+            return Flow::Continue;
+        }
+        let deny = match &self.perms {
+            Some(p) => {
+                if !p.can_subscribe(subject) {
+                    let s = String::from_utf8_lossy(subject);
+                    let text = match queue {
+                        Some(q) => format!(
+                            "Permissions Violation for Subscription to \"{s}\" using queue \"{}\"",
+                            String::from_utf8_lossy(q)
+                        ),
+                        None => format!("Permissions Violation for Subscription to \"{s}\""),
+                    };
+                    tracing::error!(
+                        "{} - Subscription Violation - User {:?}, Subject {s:?}, SID {}",
+                        self.conn.log_prefix(),
+                        self.conn.meta().user,
+                        String::from_utf8_lossy(sid)
+                    );
+                    self.send_err(&text);
+                    return Flow::Continue;
+                }
+                p.deny_filter(subject)
+            }
+            None => None,
+        };
+        let max_subs = self.srv.opts.max_subscriptions;
+        let sub = {
+            let mut subs = self.conn.subs();
+            if subs.contains_key(sid) {
+                // nats-server keeps the first subscription for a sid.
+                drop(subs);
+                self.send_ok();
+                return Flow::Continue;
+            }
+            if max_subs > 0 && subs.len() >= max_subs {
+                drop(subs);
+                tracing::error!(
+                    "{} - Maximum Subscriptions Exceeded (max {max_subs})",
+                    self.conn.log_prefix()
+                );
+                self.send_err(errs::MAX_SUBS);
+                return Flow::Continue;
+            }
+            let sub = Arc::new(Subscription {
+                conn: self.conn.clone(),
+                subject: Bytes::copy_from_slice(subject),
+                queue: queue.map(Bytes::copy_from_slice),
+                sid: Bytes::copy_from_slice(sid),
+                max: AtomicU64::new(0),
+                delivered: AtomicU64::new(0),
+                deny,
+            });
+            subs.insert(sub.sid.clone(), sub.clone());
+            sub
+        };
+        if self
+            .acc
+            .sublist
+            .insert(subject, queue, SubRef(sub.clone()))
+            .is_err()
+        {
+            self.conn.subs().remove(sid);
+            self.send_err(errs::INVALID_SUBJECT);
+            return Flow::Continue;
+        }
+        self.send_ok();
+        Flow::Continue
+    }
+
+    fn on_unsub(&mut self, sid: &[u8], max: Option<u64>) -> Flow {
+        let sub = self.conn.subs().get(sid).cloned();
+        if let Some(sub) = sub {
+            match max {
+                Some(m) if m > 0 && sub.delivered.load(Relaxed) < m => {
+                    sub.max.store(m, Relaxed);
+                }
+                _ => self.acc.retire(&sub),
+            }
+        }
+        self.send_ok();
+        Flow::Continue
+    }
+
+    /// Remove every subscription of this connection from its account.
+    fn cleanup(&mut self) {
+        let subs: Vec<_> = self.conn.subs().drain().map(|(_, s)| s).collect();
+        for s in subs {
+            let _ = self
+                .acc
+                .sublist
+                .remove(&s.subject, s.queue.as_deref(), &SubRef(s.clone()));
+        }
+        if self.connected {
+            self.acc.num_conns.fetch_sub(1, Relaxed);
+        }
+        self.l1.clear();
+        self.to_kick.clear();
+        self.stalled.clear();
+    }
+}

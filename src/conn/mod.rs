@@ -1,0 +1,183 @@
+//! What every connection kind shares: identity, counters, the outbound buffer with its writer
+//! task, and the close signal with its reason. Knows nothing of client or route semantics.
+
+pub mod outbound;
+pub mod writer;
+
+use bytes::Bytes;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio_util::sync::CancellationToken;
+
+pub use outbound::{Outbound, Push};
+
+use crate::account::Subscription;
+
+/// Which kind of peer a connection serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConnKind {
+    Client,
+    Route,
+}
+
+/// Why a connection closed; the texts are nats-server's `/connz` `reason` strings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CloseReason {
+    ClientClosed,
+    AuthenticationTimeout,
+    AuthenticationViolation,
+    TlsHandshakeError,
+    SlowConsumerPendingBytes,
+    SlowConsumerWriteDeadline,
+    WriteError,
+    ReadError,
+    ParseError,
+    StaleConnection,
+    ProtocolViolation,
+    BadClientProtocolVersion,
+    MaxPayloadExceeded,
+    MaxControlLineExceeded,
+    MaxConnectionsExceeded,
+    ServerShutdown,
+}
+
+impl CloseReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CloseReason::ClientClosed => "Client Closed",
+            CloseReason::AuthenticationTimeout => "Authentication Timeout",
+            CloseReason::AuthenticationViolation => "Authentication Failure",
+            CloseReason::TlsHandshakeError => "TLS Handshake Failure",
+            CloseReason::SlowConsumerPendingBytes => "Slow Consumer (Pending Bytes)",
+            CloseReason::SlowConsumerWriteDeadline => "Slow Consumer (Write Deadline)",
+            CloseReason::WriteError => "Write Error",
+            CloseReason::ReadError => "Read Error",
+            CloseReason::ParseError => "Parse Error",
+            CloseReason::StaleConnection => "Stale Connection",
+            CloseReason::ProtocolViolation => "Protocol Violation",
+            CloseReason::BadClientProtocolVersion => "Bad Client Protocol Version",
+            CloseReason::MaxPayloadExceeded => "Maximum Message Payload Exceeded",
+            CloseReason::MaxControlLineExceeded => "Maximum Control Line Exceeded",
+            CloseReason::MaxConnectionsExceeded => "Maximum Connections Exceeded",
+            CloseReason::ServerShutdown => "Server Shutdown",
+        }
+    }
+
+    pub fn is_slow_consumer(self) -> bool {
+        matches!(
+            self,
+            CloseReason::SlowConsumerPendingBytes | CloseReason::SlowConsumerWriteDeadline
+        )
+    }
+}
+
+/// Message and byte counters of one connection (relaxed atomics: monitoring only).
+#[derive(Default, Debug)]
+pub struct Counters {
+    pub in_msgs: AtomicU64,
+    pub in_bytes: AtomicU64,
+    pub out_msgs: AtomicU64,
+    pub out_bytes: AtomicU64,
+}
+
+/// What monitoring shows about a connection, filled from CONNECT and auth.
+#[derive(Default, Debug, Clone)]
+pub struct ConnMeta {
+    pub name: String,
+    pub lang: String,
+    pub version: String,
+    pub user: String,
+    pub account: String,
+    pub rtt: Option<Duration>,
+}
+
+/// The shared half of a connection: everything other tasks may touch.
+pub struct Conn {
+    pub cid: u64,
+    pub kind: ConnKind,
+    pub addr: SocketAddr,
+    pub start: SystemTime,
+    pub out: Outbound,
+    pub counters: Counters,
+    /// The peer understands HMSG (client CONNECT `headers:true`).
+    pub headers: AtomicBool,
+    /// Unix nanos of the last inbound activity.
+    pub last_activity: AtomicU64,
+    pub meta: Mutex<ConnMeta>,
+    /// Subscriptions by sid (clients) — shared so a publisher can retire an auto-unsubscribed one.
+    pub subs: Mutex<HashMap<Bytes, Arc<Subscription>>>,
+    close_reason: OnceLock<CloseReason>,
+    closing: CancellationToken,
+}
+
+pub fn unix_nanos(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+impl Conn {
+    pub fn new(cid: u64, kind: ConnKind, addr: SocketAddr, max_pending: usize) -> Self {
+        let start = SystemTime::now();
+        Conn {
+            cid,
+            kind,
+            addr,
+            start,
+            out: Outbound::new(max_pending),
+            counters: Counters::default(),
+            headers: AtomicBool::new(false),
+            last_activity: AtomicU64::new(unix_nanos(start)),
+            meta: Mutex::new(ConnMeta::default()),
+            subs: Mutex::new(HashMap::new()),
+            close_reason: OnceLock::new(),
+            closing: CancellationToken::new(),
+        }
+    }
+
+    /// Start closing with `reason` (the first reason wins). The writer flushes what is
+    /// queued (e.g. a final `-ERR`) and shuts the socket; the reader stops.
+    pub fn close(&self, reason: CloseReason) {
+        if self.close_reason.set(reason).is_ok() {
+            self.out.close();
+            self.closing.cancel();
+        }
+    }
+
+    pub fn close_reason(&self) -> Option<CloseReason> {
+        self.close_reason.get().copied()
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.close_reason.get().is_some()
+    }
+
+    /// Resolves when the connection starts closing.
+    pub fn closed(&self) -> tokio_util::sync::WaitForCancellationFuture<'_> {
+        self.closing.cancelled()
+    }
+
+    pub fn touch(&self, now: SystemTime) {
+        self.last_activity.store(unix_nanos(now), Relaxed);
+    }
+
+    pub fn meta(&self) -> std::sync::MutexGuard<'_, ConnMeta> {
+        self.meta.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn subs(&self) -> std::sync::MutexGuard<'_, HashMap<Bytes, Arc<Subscription>>> {
+        self.subs.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// `ip:port - cid:N` as nats-server prefixes per-connection log lines.
+    pub fn log_prefix(&self) -> String {
+        let kind = match self.kind {
+            ConnKind::Client => "cid",
+            ConnKind::Route => "rid",
+        };
+        format!("{} - {}:{}", self.addr, kind, self.cid)
+    }
+}

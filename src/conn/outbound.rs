@@ -1,0 +1,172 @@
+//! The outbound buffer of one connection: producers append encoded frames under a short lock;
+//! the writer task is woken only when the buffer goes from empty to non-empty, then takes the
+//! whole buffer in one swap and writes it in one call. The pending-bytes bound lives here.
+
+use bytes::BytesMut;
+use std::sync::Mutex;
+use tokio::sync::Notify;
+
+const INITIAL_CAPACITY: usize = 32 * 1024;
+/// A buffer that grew past this during a burst is dropped rather than kept as the spare.
+const MAX_KEPT_CAPACITY: usize = 4 * 1024 * 1024;
+
+/// Outcome of an append.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Push {
+    /// Appended. `kick`: the buffer was empty, so the caller must `kick` the writer (now or
+    /// after its batch). `stall`: the buffer is past the stall mark, so the producer should
+    /// wait for it to drain (`wait_drained`) before producing more.
+    Ok { kick: bool, stall: bool },
+    /// Appending would pass `max_pending`: nothing was appended (slow consumer).
+    Overflow,
+    /// The connection is closing: nothing was appended.
+    Closed,
+}
+
+struct State {
+    buf: BytesMut,
+    closed: bool,
+}
+
+pub struct Outbound {
+    state: Mutex<State>,
+    notify: Notify,
+    drained: Notify,
+    max_pending: usize,
+    stall_at: usize,
+}
+
+/// Producers slow down when a destination holds this much unwritten data (or half its
+/// `max_pending`, whichever is lower), as nats-server stalls fast producers.
+const STALL_CAP: usize = 8 * 1024 * 1024;
+
+impl Outbound {
+    pub fn new(max_pending: usize) -> Self {
+        Outbound {
+            state: Mutex::new(State {
+                buf: BytesMut::new(),
+                closed: false,
+            }),
+            notify: Notify::new(),
+            drained: Notify::new(),
+            max_pending,
+            stall_at: (max_pending / 2).min(STALL_CAP),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Append `need` bytes written by `f`.
+    #[inline]
+    pub fn push(&self, need: usize, f: impl FnOnce(&mut BytesMut)) -> Push {
+        let mut st = self.lock();
+        if st.closed {
+            return Push::Closed;
+        }
+        let was_empty = st.buf.is_empty();
+        if st.buf.len() + need > self.max_pending {
+            return Push::Overflow;
+        }
+        if st.buf.capacity() == 0 {
+            st.buf.reserve(INITIAL_CAPACITY.max(need));
+        }
+        f(&mut st.buf);
+        Push::Ok {
+            kick: was_empty,
+            stall: st.buf.len() > self.stall_at,
+        }
+    }
+
+    /// Append and wake the writer at once if needed (for control replies outside a batch).
+    pub fn push_now(&self, need: usize, f: impl FnOnce(&mut BytesMut)) -> Push {
+        let r = self.push(need, f);
+        if let Push::Ok { kick: true, .. } = r {
+            self.kick();
+        }
+        r
+    }
+
+    /// Wake the writer.
+    #[inline]
+    pub fn kick(&self) {
+        self.notify.notify_one();
+    }
+
+    /// Bytes waiting to be written.
+    pub fn pending(&self) -> usize {
+        self.lock().buf.len()
+    }
+
+    /// Refuse further appends; what is queued still gets written.
+    pub fn close(&self) {
+        self.lock().closed = true;
+        self.notify.notify_one();
+        self.drained.notify_waiters();
+    }
+
+    /// Swap the pending bytes out for `spare` (the writer's emptied buffer). Returns the
+    /// bytes to write (maybe empty) and whether the buffer is closed.
+    pub fn take(&self, spare: &mut BytesMut) -> bool {
+        spare.clear();
+        if spare.capacity() > MAX_KEPT_CAPACITY {
+            *spare = BytesMut::with_capacity(INITIAL_CAPACITY);
+        }
+        let mut st = self.lock();
+        std::mem::swap(&mut st.buf, spare);
+        st.closed
+    }
+
+    /// Wait for a kick.
+    pub async fn wait(&self) {
+        self.notify.notified().await;
+    }
+
+    /// Called by the writer after each write.
+    pub fn signal_drained(&self) {
+        self.drained.notify_waiters();
+    }
+
+    /// Wait (at most `limit`) until the buffer is below the stall mark or closed.
+    pub async fn wait_drained(&self, limit: std::time::Duration) {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let notified = self.drained.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let st = self.lock();
+                if st.closed || st.buf.len() <= self.stall_at {
+                    return;
+                }
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_to_nonempty_once_and_bound() {
+        let o = Outbound::new(10);
+        let ok = |kick, stall| Push::Ok { kick, stall };
+        assert_eq!(o.push(4, |b| b.extend_from_slice(b"abcd")), ok(true, false));
+        assert_eq!(o.push(4, |b| b.extend_from_slice(b"efgh")), ok(false, true));
+        assert_eq!(o.push(4, |b| b.extend_from_slice(b"ijkl")), Push::Overflow);
+        assert_eq!(o.pending(), 8);
+        let mut spare = BytesMut::new();
+        assert!(!o.take(&mut spare));
+        assert_eq!(&spare[..], b"abcdefgh");
+        assert_eq!(o.push(1, |b| b.extend_from_slice(b"x")), ok(true, false));
+        o.close();
+        assert_eq!(o.push(1, |b| b.extend_from_slice(b"y")), Push::Closed);
+        assert!(o.take(&mut spare));
+        assert_eq!(&spare[..], b"x");
+    }
+}

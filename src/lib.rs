@@ -1,0 +1,21 @@
+//! natsd: a NATS server in Rust, a drop-in for nats-server. The library face (`Server`,
+//! `Options`) lets tests and examples embed real servers; `main.rs` is the command line.
+//!
+//! Layout: `proto` (wire formats, no I/O), `subject` + `sublist` (interest), `account`,
+//! `auth`, `conn` (what every connection kind shares), `client`, `server`, `monitor`.
+
+pub mod account;
+pub mod auth;
+pub mod client;
+pub mod config;
+pub mod conn;
+pub mod logging;
+pub mod monitor;
+pub mod proto;
+pub mod server;
+pub mod subject;
+pub mod sublist;
+pub mod util;
+
+pub use config::Options;
+pub use server::Server;

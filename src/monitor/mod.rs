@@ -1,0 +1,116 @@
+//! HTTP monitoring (nats-server's `-m` port): `/`, `/varz`, `/connz`, `/healthz`, with
+//! nats-server's JSON field names and `?callback=` JSONP. Reads server state; changes nothing.
+
+pub mod connz;
+pub mod varz;
+
+use crate::server::ServerShared;
+use axum::extract::{Query, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use serde::Serialize;
+use std::collections::HashMap;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+type Params = Query<HashMap<String, String>>;
+
+pub async fn serve(srv: Arc<ServerShared>, l: TcpListener, stop: CancellationToken) {
+    let app = Router::new()
+        .route("/", get(index))
+        .route("/varz", get(varz_h))
+        .route("/connz", get(connz_h))
+        .route("/healthz", get(healthz_h))
+        .with_state(srv);
+    let r = axum::serve(l, app)
+        .with_graceful_shutdown(async move { stop.cancelled().await })
+        .await;
+    if let Err(e) = r {
+        tracing::error!("http monitor stopped: {e}");
+    }
+}
+
+fn count(srv: &ServerShared, path: &str) {
+    let mut m = srv.http_req_stats.lock().unwrap_or_else(|e| e.into_inner());
+    *m.entry(path.to_string()).or_insert(0) += 1;
+}
+
+/// JSON (indented like nats-server's) or JSONP when `callback` is given.
+pub fn json_response<T: Serialize>(
+    status: StatusCode,
+    v: &T,
+    params: &HashMap<String, String>,
+) -> Response {
+    let body = match serde_json::to_string_pretty(v) {
+        Ok(b) => b,
+        Err(e) => {
+            return (StatusCode::INTERNAL_SERVER_ERROR, format!("error: {e}")).into_response()
+        }
+    };
+    match params.get("callback").filter(|c| !c.is_empty()) {
+        Some(cb) => (
+            status,
+            [(header::CONTENT_TYPE, "application/javascript")],
+            format!("{cb}({body})"),
+        )
+            .into_response(),
+        None => (status, [(header::CONTENT_TYPE, "application/json")], body).into_response(),
+    }
+}
+
+fn bad_request(msg: String) -> Response {
+    (StatusCode::BAD_REQUEST, msg).into_response()
+}
+
+async fn index(State(srv): State<Arc<ServerShared>>) -> Response {
+    count(&srv, "/");
+    let body = "<html><body><h1>natsd</h1><ul>\
+        <li><a href=\"varz\">varz</a></li>\
+        <li><a href=\"connz\">connz</a></li>\
+        <li><a href=\"healthz\">healthz</a></li>\
+        </ul></body></html>";
+    ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response()
+}
+
+async fn varz_h(State(srv): State<Arc<ServerShared>>, Query(p): Params) -> Response {
+    count(&srv, "/varz");
+    json_response(StatusCode::OK, &varz::Varz::of(&srv), &p)
+}
+
+async fn connz_h(State(srv): State<Arc<ServerShared>>, Query(p): Params) -> Response {
+    count(&srv, "/connz");
+    match connz::ConnzQuery::parse(&p) {
+        Ok(q) => json_response(StatusCode::OK, &connz::connz(&srv, &q), &p),
+        Err(e) => bad_request(e),
+    }
+}
+
+#[derive(Serialize)]
+struct Health {
+    status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status_code: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+async fn healthz_h(State(srv): State<Arc<ServerShared>>, Query(p): Params) -> Response {
+    count(&srv, "/healthz");
+    if srv.is_shutting_down() {
+        let h = Health {
+            status: "unavailable",
+            status_code: Some(503),
+            error: Some("server is shutting down".into()),
+        };
+        return json_response(StatusCode::SERVICE_UNAVAILABLE, &h, &p);
+    }
+    let h = Health {
+        status: "ok",
+        status_code: None,
+        error: None,
+    };
+    json_response(StatusCode::OK, &h, &p)
+}

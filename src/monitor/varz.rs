@@ -1,0 +1,150 @@
+//! `/varz`: general server information and counters, field for field as nats-server 2.9.
+
+use crate::config::{COMPAT_VERSION, NATSD_VERSION};
+use crate::server::ServerShared;
+use crate::util::time::{rfc3339_nano, uptime};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::SystemTime;
+
+#[derive(Serialize, Default)]
+pub struct Empty {}
+
+#[derive(Serialize)]
+pub struct Varz {
+    pub server_id: String,
+    pub server_name: String,
+    pub version: String,
+    pub proto: u32,
+    pub go: String,
+    pub host: String,
+    pub port: u16,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub auth_required: bool,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub connect_urls: Vec<String>,
+    pub max_connections: usize,
+    pub ping_interval: u128,
+    pub ping_max: u32,
+    pub http_host: String,
+    pub http_port: u16,
+    pub http_base_path: String,
+    pub https_port: u16,
+    pub auth_timeout: f64,
+    pub max_control_line: usize,
+    pub max_payload: usize,
+    pub max_pending: usize,
+    pub cluster: Empty,
+    pub gateway: Empty,
+    pub leaf: Empty,
+    pub mqtt: Empty,
+    pub websocket: Empty,
+    pub jetstream: Empty,
+    pub tls_timeout: f64,
+    pub write_deadline: u128,
+    pub start: String,
+    pub now: String,
+    pub uptime: String,
+    pub mem: u64,
+    pub cores: usize,
+    pub gomaxprocs: usize,
+    pub cpu: f64,
+    pub connections: usize,
+    pub total_connections: u64,
+    pub routes: usize,
+    pub remotes: usize,
+    pub leafnodes: usize,
+    pub in_msgs: u64,
+    pub out_msgs: u64,
+    pub in_bytes: u64,
+    pub out_bytes: u64,
+    pub slow_consumers: u64,
+    pub subscriptions: usize,
+    pub http_req_stats: BTreeMap<String, u64>,
+    pub config_load_time: String,
+    pub system_account: String,
+    /// natsd's own version (not in nats-server's `/varz`).
+    pub natsd_version: String,
+}
+
+/// Resident set size in bytes, from /proc (0 where unavailable).
+fn rss_bytes() -> u64 {
+    let Ok(s) = std::fs::read_to_string("/proc/self/statm") else {
+        return 0;
+    };
+    let pages: u64 = s
+        .split_whitespace()
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    pages * 4096
+}
+
+impl Varz {
+    pub fn of(srv: &ServerShared) -> Varz {
+        let o = &srv.opts;
+        let now = SystemTime::now();
+        let cores = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1);
+        let subscriptions = srv.accounts.all().iter().map(|a| a.sublist.count()).sum();
+        let http = srv.http_addr.get();
+        Varz {
+            server_id: srv.id.clone(),
+            server_name: srv.name.clone(),
+            version: COMPAT_VERSION.into(),
+            proto: 1,
+            go: "go1.19.8".into(),
+            host: o.host.clone(),
+            port: srv.client_addr.get().map(|a| a.port()).unwrap_or(o.port),
+            auth_required: srv.auth.required(),
+            connect_urls: srv.connect_urls(),
+            max_connections: o.max_connections,
+            ping_interval: o.ping_interval.as_nanos(),
+            ping_max: o.ping_max,
+            http_host: http.map(|a| a.ip().to_string()).unwrap_or_default(),
+            http_port: http.map(|a| a.port()).unwrap_or(0),
+            http_base_path: String::new(),
+            https_port: 0,
+            auth_timeout: o.auth_timeout.as_secs_f64(),
+            max_control_line: o.max_control_line,
+            max_payload: o.max_payload,
+            max_pending: o.max_pending,
+            cluster: Empty {},
+            gateway: Empty {},
+            leaf: Empty {},
+            mqtt: Empty {},
+            websocket: Empty {},
+            jetstream: Empty {},
+            tls_timeout: 2.0,
+            write_deadline: o.write_deadline.as_nanos(),
+            start: rfc3339_nano(srv.start),
+            now: rfc3339_nano(now),
+            uptime: uptime(now.duration_since(srv.start).unwrap_or_default()),
+            mem: rss_bytes(),
+            cores,
+            gomaxprocs: cores,
+            cpu: 0.0,
+            connections: srv.num_clients(),
+            total_connections: srv.stats.total_connections.load(Relaxed),
+            routes: 0,
+            remotes: 0,
+            leafnodes: 0,
+            in_msgs: srv.stats.in_msgs.load(Relaxed),
+            out_msgs: srv.stats.out_msgs.load(Relaxed),
+            in_bytes: srv.stats.in_bytes.load(Relaxed),
+            out_bytes: srv.stats.out_bytes.load(Relaxed),
+            slow_consumers: srv.stats.slow_consumers.load(Relaxed),
+            subscriptions,
+            http_req_stats: srv
+                .http_req_stats
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
+            config_load_time: rfc3339_nano(srv.start),
+            system_account: crate::account::SYSTEM_ACCOUNT.into(),
+            natsd_version: NATSD_VERSION.into(),
+        }
+    }
+}

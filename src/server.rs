@@ -1,0 +1,279 @@
+//! The server: shared state (accounts, clients, counters), the client listener and its accept
+//! loop, the monitoring listener, and the lifecycle (start, ready, shutdown). Connection kinds
+//! live in their own modules and are handed sockets from here.
+
+use crate::account::Accounts;
+use crate::auth::Authenticator;
+use crate::config::{Options, COMPAT_VERSION};
+use crate::conn::{CloseReason, Conn};
+use crate::monitor::connz::ConnInfo;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::SystemTime;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// Server-wide counters (what `/varz` reports).
+#[derive(Default, Debug)]
+pub struct Stats {
+    pub in_msgs: AtomicU64,
+    pub in_bytes: AtomicU64,
+    pub out_msgs: AtomicU64,
+    pub out_bytes: AtomicU64,
+    pub slow_consumers: AtomicU64,
+    pub total_connections: AtomicU64,
+}
+
+/// State every connection and the monitor share.
+pub struct ServerShared {
+    pub opts: Options,
+    pub id: String,
+    pub name: String,
+    pub accounts: Accounts,
+    pub auth: Authenticator,
+    pub stats: Stats,
+    pub start: SystemTime,
+    pub client_addr: OnceLock<SocketAddr>,
+    pub http_addr: OnceLock<SocketAddr>,
+    pub http_req_stats: Mutex<BTreeMap<String, u64>>,
+    clients: Mutex<HashMap<u64, Arc<Conn>>>,
+    closed: Mutex<VecDeque<ConnInfo>>,
+    next_cid: AtomicU64,
+    shutdown: CancellationToken,
+}
+
+impl ServerShared {
+    pub fn next_cid(&self) -> u64 {
+        self.next_cid.fetch_add(1, Relaxed)
+    }
+
+    fn clients_lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<Conn>>> {
+        self.clients.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Register a new client; false when `max_connections` is reached.
+    pub fn register_client(&self, c: &Arc<Conn>) -> bool {
+        let mut m = self.clients_lock();
+        if m.len() >= self.opts.max_connections {
+            return false;
+        }
+        m.insert(c.cid, c.clone());
+        self.stats.total_connections.fetch_add(1, Relaxed);
+        true
+    }
+
+    /// Forget a finished client and remember it in the closed-connections ring.
+    pub fn unregister_client(&self, c: &Arc<Conn>) {
+        let was = self.clients_lock().remove(&c.cid).is_some();
+        if !was || self.opts.max_closed_clients == 0 {
+            return;
+        }
+        let info = ConnInfo::of(c, SystemTime::now(), true);
+        let mut ring = self.closed.lock().unwrap_or_else(|e| e.into_inner());
+        while ring.len() >= self.opts.max_closed_clients {
+            ring.pop_front();
+        }
+        ring.push_back(info);
+    }
+
+    pub fn clients(&self) -> Vec<Arc<Conn>> {
+        let mut v: Vec<_> = self.clients_lock().values().cloned().collect();
+        v.sort_by_key(|c| c.cid);
+        v
+    }
+
+    pub fn num_clients(&self) -> usize {
+        self.clients_lock().len()
+    }
+
+    pub fn closed_clients(&self) -> Vec<ConnInfo> {
+        self.closed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .cloned()
+            .collect()
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutdown.is_cancelled()
+    }
+
+    /// Client URLs advertised in INFO `connect_urls` (the cluster fills in peers later).
+    pub fn connect_urls(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// The INFO JSON sent to one client.
+    pub fn client_info_json(&self, c: &Conn) -> Vec<u8> {
+        let port = self.client_addr.get().map(|a| a.port()).unwrap_or(0);
+        let info = crate::proto::info::ServerInfo {
+            server_id: self.id.clone(),
+            server_name: self.name.clone(),
+            version: COMPAT_VERSION.into(),
+            proto: 1,
+            go: "go1.19.8".into(),
+            host: self.opts.host.clone(),
+            port,
+            headers: true,
+            auth_required: self.auth.required(),
+            max_payload: self.opts.max_payload as i64,
+            client_id: Some(c.cid),
+            client_ip: Some(c.addr.ip().to_string()),
+            connect_urls: self.connect_urls(),
+            ..Default::default()
+        };
+        serde_json::to_vec(&info).unwrap_or_default()
+    }
+}
+
+/// A running server. Dropping it does not stop it: call `shutdown`.
+pub struct Server {
+    shared: Arc<ServerShared>,
+    tasks: TaskTracker,
+}
+
+impl Server {
+    /// Bind the listeners and start serving. Port 0 (client or monitor) picks a free port;
+    /// the bound addresses are reported by `client_addr` / `http_addr`.
+    pub async fn start(opts: Options) -> io::Result<Server> {
+        opts.validate()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let id = crate::util::ids::server_id();
+        let name = opts.server_name.clone().unwrap_or_else(|| id.clone());
+        let shared = Arc::new(ServerShared {
+            accounts: Accounts::new(opts.accounts.iter().map(String::as_str)),
+            auth: Authenticator::new(&opts),
+            stats: Stats::default(),
+            start: SystemTime::now(),
+            client_addr: OnceLock::new(),
+            http_addr: OnceLock::new(),
+            http_req_stats: Mutex::new(BTreeMap::new()),
+            clients: Mutex::new(HashMap::new()),
+            closed: Mutex::new(VecDeque::new()),
+            next_cid: AtomicU64::new(1),
+            shutdown: CancellationToken::new(),
+            id,
+            name,
+            opts,
+        });
+        let o = &shared.opts;
+        tracing::info!("Starting nats-server");
+        tracing::info!("  Version:  {}", COMPAT_VERSION);
+        tracing::info!("  natsd:    {}", crate::config::NATSD_VERSION);
+        tracing::info!("  Git:      [not set]");
+        tracing::info!("  Name:     {}", shared.name);
+        tracing::info!("  ID:       {}", shared.id);
+        if let Some(p) = &o.pid_file {
+            std::fs::write(p, std::process::id().to_string()).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("could not write pid file {}: {e}", p.display()),
+                )
+            })?;
+        }
+        let tasks = TaskTracker::new();
+        if let Some(hp) = o.http_port {
+            let host = o.http_host.clone().unwrap_or_else(|| o.host.clone());
+            let l = TcpListener::bind((host.as_str(), hp)).await.map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("can't listen on monitor {host}:{hp}: {e}"),
+                )
+            })?;
+            let addr = l.local_addr()?;
+            let _ = shared.http_addr.set(addr);
+            tracing::info!("Starting http monitor on {}", addr);
+            tasks.spawn(crate::monitor::serve(
+                shared.clone(),
+                l,
+                shared.shutdown.clone(),
+            ));
+        }
+        let l = TcpListener::bind((o.host.as_str(), o.port))
+            .await
+            .map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("can't listen on {}:{}: {e}", o.host, o.port),
+                )
+            })?;
+        let addr = l.local_addr()?;
+        let _ = shared.client_addr.set(addr);
+        tracing::info!("Listening for client connections on {}", addr);
+        if shared.auth.required() {
+            tracing::info!("Server requires authentication for client connections");
+        }
+        tasks.spawn(accept_loop(shared.clone(), l, tasks.clone()));
+        tracing::info!("Server is ready");
+        Ok(Server { shared, tasks })
+    }
+
+    pub fn client_addr(&self) -> SocketAddr {
+        *self
+            .shared
+            .client_addr
+            .get()
+            .unwrap_or(&SocketAddr::from(([0, 0, 0, 0], 0)))
+    }
+
+    pub fn http_addr(&self) -> Option<SocketAddr> {
+        self.shared.http_addr.get().copied()
+    }
+
+    /// `nats://127.0.0.1:<port>` for clients.
+    pub fn client_url(&self) -> String {
+        let a = self.client_addr();
+        let host = if a.ip().is_unspecified() {
+            "127.0.0.1".to_string()
+        } else {
+            a.ip().to_string()
+        };
+        format!("nats://{host}:{}", a.port())
+    }
+
+    pub fn id(&self) -> &str {
+        &self.shared.id
+    }
+
+    pub fn shared(&self) -> &Arc<ServerShared> {
+        &self.shared
+    }
+
+    /// Stop accepting, close every connection, and wait for all tasks to end.
+    pub async fn shutdown(self) {
+        tracing::info!("Initiating Shutdown...");
+        self.shared.shutdown.cancel();
+        for c in self.shared.clients() {
+            c.close(CloseReason::ServerShutdown);
+        }
+        self.tasks.close();
+        self.tasks.wait().await;
+        if let Some(p) = &self.shared.opts.pid_file {
+            let _ = std::fs::remove_file(p);
+        }
+        tracing::info!("Server Exiting..");
+    }
+}
+
+async fn accept_loop(srv: Arc<ServerShared>, l: TcpListener, tasks: TaskTracker) {
+    loop {
+        tokio::select! {
+            _ = srv.shutdown.cancelled() => return,
+            r = l.accept() => match r {
+                Ok((stream, addr)) => {
+                    tasks.spawn(crate::client::serve(srv.clone(), stream, addr));
+                }
+                Err(e) => {
+                    // Out of descriptors and the like: log, breathe, go on.
+                    tracing::error!("Temporary Client Accept Error ({e}), sleeping 10ms");
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,1033 @@
+//! The interest trie: which subscriptions want a published subject.
+//!
+//! A [`Sublist`] stores entries (local subscriptions, a route's interest, ...) under subject
+//! patterns in a trie with one level per token: literal children keyed by token, a `*` child
+//! and a `>` child. Each node holds plain entries and queue entries grouped by queue name.
+//! [`Sublist::matches`] returns every plain entry whose pattern matches a literal subject and
+//! the queue groups, merged by name across trie nodes, from which the caller picks one member
+//! per group ([`QueueGroup::pick`], weighted). Results are cached per subject; the cache is
+//! kept exact by dropping only the entries an insert/remove could change. This module knows
+//! nothing about connections, routes or accounts: entries are an opaque [`SubEntry`].
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use bytes::Bytes;
+
+use crate::subject::{self, FWC, PWC, SEP};
+
+/// The match cache is split into `1 << SHARD_BITS` independently locked shards, so that
+/// publishers on different subjects do not contend on one lock or one counter.
+const SHARD_BITS: u32 = 4;
+const SHARDS: usize = 1 << SHARD_BITS;
+/// Most results one cache shard holds (4096 in all) before it is swept ...
+const SHARD_MAX: usize = 256;
+/// ... down to this many, dropping arbitrary entries.
+const SHARD_LOW: usize = 192;
+
+/// What a sublist stores: a handle on one subscription or one piece of remote interest.
+pub trait SubEntry: Clone + Send + Sync + 'static {
+    /// Identity: two entries are the same subscription (used by remove).
+    fn same(&self, other: &Self) -> bool;
+    /// Queue weight: 1 for a local queue subscriber; a route's queue interest carries the
+    /// peer's member count.
+    fn weight(&self) -> u32 {
+        1
+    }
+}
+
+/// The members of one queue group that match a subject, gathered from every trie node.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueueGroup<T> {
+    pub name: Bytes,
+    pub members: Vec<T>,
+    /// Sum of the members' weights.
+    pub total_weight: u64,
+}
+
+impl<T: SubEntry> QueueGroup<T> {
+    /// A member chosen at random with probability `weight / total_weight`; members of weight
+    /// 0 are never chosen. `None` if the group's total weight is 0.
+    pub fn pick(&self, rng: &mut impl rand::Rng) -> Option<&T> {
+        if self.total_weight == 0 {
+            return None;
+        }
+        let mut r = rng.random_range(0..self.total_weight);
+        for m in &self.members {
+            let w = u64::from(m.weight());
+            if r < w {
+                return Some(m);
+            }
+            r -= w;
+        }
+        None
+    }
+}
+
+/// Everything that wants one subject: plain entries get a copy each, each queue group one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SublistResult<T> {
+    pub psubs: Vec<T>,
+    pub qsubs: Vec<QueueGroup<T>>,
+}
+
+impl<T> Default for SublistResult<T> {
+    fn default() -> Self {
+        SublistResult {
+            psubs: Vec::new(),
+            qsubs: Vec::new(),
+        }
+    }
+}
+
+impl<T> SublistResult<T> {
+    /// True if nothing is interested.
+    pub fn is_empty(&self) -> bool {
+        self.psubs.is_empty() && self.qsubs.is_empty()
+    }
+
+    /// Fan-out: number of plain entries plus number of queue groups (one delivery each).
+    pub fn len(&self) -> usize {
+        self.psubs.len() + self.qsubs.len()
+    }
+}
+
+/// Why an insert or remove was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SublistError {
+    InvalidSubject,
+    InvalidQueue,
+    NotFound,
+}
+
+impl fmt::Display for SublistError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SublistError::InvalidSubject => "invalid subject",
+            SublistError::InvalidQueue => "invalid queue name",
+            SublistError::NotFound => "subscription not found",
+        })
+    }
+}
+
+impl std::error::Error for SublistError {}
+
+/// Counters in the shape of nats-server's `/subsz`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SublistStats {
+    pub num_subscriptions: u64,
+    pub num_cache: u64,
+    pub num_inserts: u64,
+    pub num_removes: u64,
+    pub num_matches: u64,
+    /// Fraction of `matches` calls answered from the cache, 0.0..=1.0.
+    pub cache_hit_rate: f64,
+    /// Largest fan-out ([`SublistResult::len`]) among cached results.
+    pub max_fanout: u64,
+    /// Mean fan-out among cached results.
+    pub avg_fanout: f64,
+}
+
+/// One trie node: the entries whose pattern ends here, and the next token level.
+struct Node<T> {
+    psubs: Vec<T>,
+    qsubs: Vec<(Bytes, Vec<T>)>,
+    literal: HashMap<Box<[u8]>, Node<T>>,
+    pwc: Option<Box<Node<T>>>,
+    fwc: Option<Box<Node<T>>>,
+}
+
+impl<T> Default for Node<T> {
+    fn default() -> Self {
+        Node {
+            psubs: Vec::new(),
+            qsubs: Vec::new(),
+            literal: HashMap::new(),
+            pwc: None,
+            fwc: None,
+        }
+    }
+}
+
+/// Split off the first token: `(token, rest)`, `rest` is `None` after the last token.
+fn split_token(s: &[u8]) -> (&[u8], Option<&[u8]>) {
+    match s.iter().position(|&b| b == SEP) {
+        Some(i) => (&s[..i], Some(&s[i + 1..])),
+        None => (s, None),
+    }
+}
+
+impl<T: SubEntry> Node<T> {
+    fn is_empty(&self) -> bool {
+        self.psubs.is_empty()
+            && self.qsubs.is_empty()
+            && self.literal.is_empty()
+            && self.pwc.is_none()
+            && self.fwc.is_none()
+    }
+
+    /// Take one entry equal to `entry` out of this node's plain or queue list.
+    fn remove_entry(&mut self, queue: Option<&[u8]>, entry: &T) -> bool {
+        let list = match queue {
+            None => &mut self.psubs,
+            Some(q) => match self.qsubs.iter_mut().position(|(n, _)| n == q) {
+                Some(i) => {
+                    let members = &mut self.qsubs[i].1;
+                    let Some(j) = members.iter().position(|e| e.same(entry)) else {
+                        return false;
+                    };
+                    members.swap_remove(j);
+                    if members.is_empty() {
+                        self.qsubs.swap_remove(i);
+                    }
+                    return true;
+                }
+                None => return false,
+            },
+        };
+        match list.iter().position(|e| e.same(entry)) {
+            Some(j) => {
+                list.swap_remove(j);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Remove `entry` under the remaining subject `rest` below this node, pruning children
+    /// left empty. Returns whether it was found.
+    fn remove_below(&mut self, rest: &[u8], queue: Option<&[u8]>, entry: &T) -> bool {
+        let (tok, more) = split_token(rest);
+        let child = if tok == PWC {
+            self.pwc.as_deref_mut()
+        } else if tok == FWC {
+            self.fwc.as_deref_mut()
+        } else {
+            self.literal.get_mut(tok)
+        };
+        let Some(child) = child else {
+            return false;
+        };
+        let found = match more {
+            None => child.remove_entry(queue, entry),
+            Some(r) => child.remove_below(r, queue, entry),
+        };
+        if found && child.is_empty() {
+            if tok == PWC {
+                self.pwc = None;
+            } else if tok == FWC {
+                self.fwc = None;
+            } else {
+                self.literal.remove(tok);
+            }
+        }
+        found
+    }
+
+    /// Add this node's entries (a pattern ending here matches) to `res`.
+    fn collect_into(&self, res: &mut SublistResult<T>) {
+        res.psubs.extend(self.psubs.iter().cloned());
+        for (name, members) in &self.qsubs {
+            let weight: u64 = members.iter().map(|m| u64::from(m.weight())).sum();
+            match res.qsubs.iter_mut().find(|g| g.name == name) {
+                Some(g) => {
+                    g.members.extend(members.iter().cloned());
+                    g.total_weight += weight;
+                }
+                None => res.qsubs.push(QueueGroup {
+                    name: name.clone(),
+                    members: members.clone(),
+                    total_weight: weight,
+                }),
+            }
+        }
+    }
+
+    fn has_entries(&self) -> bool {
+        !self.psubs.is_empty() || !self.qsubs.is_empty()
+    }
+
+    /// Collect every entry whose pattern, continuing below this node, matches `rest`.
+    fn match_below(&self, rest: &[u8], res: &mut SublistResult<T>) {
+        let (tok, more) = split_token(rest);
+        if let Some(f) = &self.fwc {
+            f.collect_into(res); // `>` takes `tok` and everything after it.
+        }
+        for child in [self.pwc.as_deref(), self.literal.get(tok)]
+            .into_iter()
+            .flatten()
+        {
+            match more {
+                None => child.collect_into(res),
+                Some(r) => child.match_below(r, res),
+            }
+        }
+    }
+
+    /// True if any pattern below this node matches `rest`.
+    fn interest_below(&self, rest: &[u8]) -> bool {
+        let (tok, more) = split_token(rest);
+        if self.fwc.as_deref().is_some_and(Node::has_entries) {
+            return true;
+        }
+        [self.pwc.as_deref(), self.literal.get(tok)]
+            .into_iter()
+            .flatten()
+            .any(|child| match more {
+                None => child.has_entries(),
+                Some(r) => child.interest_below(r),
+            })
+    }
+
+    /// Append `(subject, queue, entry)` for every entry at or below this node; `path` holds
+    /// this node's subject.
+    fn snapshot(&self, path: &mut Vec<u8>, out: &mut Vec<(Bytes, Option<Bytes>, T)>) {
+        if self.has_entries() {
+            let subj = Bytes::copy_from_slice(path);
+            out.extend(self.psubs.iter().map(|e| (subj.clone(), None, e.clone())));
+            for (q, members) in &self.qsubs {
+                out.extend(
+                    members
+                        .iter()
+                        .map(|e| (subj.clone(), Some(q.clone()), e.clone())),
+                );
+            }
+        }
+        let children = self
+            .literal
+            .iter()
+            .map(|(t, n)| (&t[..], n))
+            .chain(self.pwc.as_deref().map(|n| (PWC, n)))
+            .chain(self.fwc.as_deref().map(|n| (FWC, n)));
+        for (tok, child) in children {
+            let len = path.len();
+            if len > 0 {
+                path.push(SEP);
+            }
+            path.extend_from_slice(tok);
+            child.snapshot(path, out);
+            path.truncate(len);
+        }
+    }
+}
+
+type CacheMap<T> = HashMap<Box<[u8]>, Arc<SublistResult<T>>>;
+
+/// One slice of the match cache with its own counters, on its own cache lines.
+#[repr(align(128))]
+struct CacheShard<T> {
+    /// Match results by literal subject, at most [`SHARD_MAX`] of them.
+    map: RwLock<CacheMap<T>>,
+    matches: AtomicU64,
+    hits: AtomicU64,
+}
+
+impl<T> CacheShard<T> {
+    fn read(&self) -> RwLockReadGuard<'_, CacheMap<T>> {
+        self.map.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, CacheMap<T>> {
+        self.map.write().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Which cache shard holds `subject`: a cheap multiplicative hash of its bytes. Only spreads
+/// load; a skewed (even adversarial) spread costs contention, never correctness.
+fn shard_of(subject: &[u8]) -> usize {
+    const K: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut h = subject.len() as u64;
+    for chunk in subject.chunks(8) {
+        let mut word = [0u8; 8];
+        word[..chunk.len()].copy_from_slice(chunk);
+        h = (h.rotate_left(5) ^ u64::from_le_bytes(word)).wrapping_mul(K);
+    }
+    (h >> (64 - SHARD_BITS)) as usize
+}
+
+/// Subject interest for one account, shared as `Arc<Sublist<T>>` between connection tasks.
+///
+/// Lock order is always trie, then cache shard. `matches` on a cache hit takes only one
+/// shard's read lock; a miss computes under the trie read lock and fills the cache before
+/// releasing it, and insert/remove invalidate the cache under the trie write lock, so a
+/// stale result can never be cached after the change that made it stale.
+pub struct Sublist<T> {
+    /// The trie root (holds no entries itself: subjects are never empty).
+    trie: RwLock<Node<T>>,
+    cache: [CacheShard<T>; SHARDS],
+    generation: AtomicU64,
+    count: AtomicUsize,
+    inserts: AtomicU64,
+    removes: AtomicU64,
+}
+
+impl<T> fmt::Debug for Sublist<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sublist")
+            .field("count", &self.count.load(Ordering::Relaxed))
+            .field("generation", &self.generation.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: SubEntry> Default for Sublist<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T: SubEntry> Sublist<T> {
+    pub fn new() -> Self {
+        Sublist {
+            trie: RwLock::new(Node::default()),
+            cache: std::array::from_fn(|_| CacheShard {
+                map: RwLock::new(HashMap::new()),
+                matches: AtomicU64::new(0),
+                hits: AtomicU64::new(0),
+            }),
+            generation: AtomicU64::new(0),
+            count: AtomicUsize::new(0),
+            inserts: AtomicU64::new(0),
+            removes: AtomicU64::new(0),
+        }
+    }
+
+    fn trie_read(&self) -> RwLockReadGuard<'_, Node<T>> {
+        self.trie.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn trie_write(&self) -> RwLockWriteGuard<'_, Node<T>> {
+        self.trie.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn shard(&self, subject: &[u8]) -> &CacheShard<T> {
+        &self.cache[shard_of(subject)]
+    }
+
+    /// Add `entry` under `subject` (wildcards allowed), in queue group `queue` if given.
+    /// Inserting the same entry twice stores it twice.
+    pub fn insert(
+        &self,
+        subject: &[u8],
+        queue: Option<&[u8]>,
+        entry: T,
+    ) -> Result<(), SublistError> {
+        validate(subject, queue)?;
+        let mut root = self.trie_write();
+        let mut node = &mut *root;
+        for tok in subject::tokens(subject) {
+            node = if tok == PWC {
+                node.pwc.get_or_insert_with(Box::default)
+            } else if tok == FWC {
+                node.fwc.get_or_insert_with(Box::default)
+            } else {
+                node.literal.entry(Box::from(tok)).or_default()
+            };
+        }
+        match queue {
+            None => node.psubs.push(entry),
+            Some(q) => match node.qsubs.iter_mut().find(|(n, _)| n == q) {
+                Some((_, members)) => members.push(entry),
+                None => node.qsubs.push((Bytes::copy_from_slice(q), vec![entry])),
+            },
+        }
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.inserts.fetch_add(1, Ordering::Relaxed);
+        self.changed(subject);
+        drop(root);
+        Ok(())
+    }
+
+    /// Remove one entry that is [`SubEntry::same`] as `entry` from `subject` / `queue`,
+    /// pruning trie nodes left empty. `NotFound` if there is none.
+    pub fn remove(
+        &self,
+        subject: &[u8],
+        queue: Option<&[u8]>,
+        entry: &T,
+    ) -> Result<(), SublistError> {
+        validate(subject, queue)?;
+        let mut root = self.trie_write();
+        if !root.remove_below(subject, queue, entry) {
+            return Err(SublistError::NotFound);
+        }
+        self.count.fetch_sub(1, Ordering::Relaxed);
+        self.removes.fetch_add(1, Ordering::Relaxed);
+        self.changed(subject);
+        drop(root);
+        Ok(())
+    }
+
+    /// After a change under `pattern` (caller holds the trie write lock): drop the cached
+    /// results it could affect, then bump the generation so that a caller who reads the new
+    /// generation is sure to see the change.
+    fn changed(&self, pattern: &[u8]) {
+        if let Some(prefix) = literal_prefix(pattern) {
+            for shard in &self.cache {
+                shard.write().retain(|subj, _| {
+                    !(subj.starts_with(prefix) && subject::pattern_matches(pattern, subj))
+                });
+            }
+        } else {
+            self.shard(pattern).write().remove(pattern);
+        }
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+
+    /// Everything interested in the literal publish subject `subject`. A subject with an
+    /// empty token matches nothing. Wildcard tokens in `subject` are compared literally.
+    pub fn matches(&self, subject: &[u8]) -> Arc<SublistResult<T>> {
+        let shard = self.shard(subject);
+        shard.matches.fetch_add(1, Ordering::Relaxed);
+        if let Some(r) = shard.read().get(subject) {
+            shard.hits.fetch_add(1, Ordering::Relaxed);
+            return Arc::clone(r);
+        }
+        if subject.is_empty() || subject::tokens(subject).any(<[u8]>::is_empty) {
+            return Arc::new(SublistResult::default());
+        }
+        let root = self.trie_read();
+        let mut res = SublistResult::default();
+        root.match_below(subject, &mut res);
+        let res = Arc::new(res);
+        let mut cache = shard.write();
+        if cache.len() >= SHARD_MAX {
+            let mut excess = cache.len() - SHARD_LOW;
+            cache.retain(|_, _| {
+                let keep = excess == 0;
+                excess = excess.saturating_sub(1);
+                keep
+            });
+        }
+        cache.insert(Box::from(subject), Arc::clone(&res));
+        drop(cache);
+        drop(root);
+        res
+    }
+
+    /// True if anything is interested in the literal subject `subject` (no allocation, and
+    /// the cache is consulted but not filled).
+    pub fn has_interest(&self, subject: &[u8]) -> bool {
+        if let Some(r) = self.shard(subject).read().get(subject) {
+            return !r.is_empty();
+        }
+        if subject.is_empty() || subject::tokens(subject).any(<[u8]>::is_empty) {
+            return false;
+        }
+        self.trie_read().interest_below(subject)
+    }
+
+    /// Changes on every successful insert and remove (never on a refused one). A caller that
+    /// keeps results keyed by generation must read it *before* calling [`Sublist::matches`]:
+    /// the result then reflects at least that generation, so the key is never too new.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// Number of entries stored.
+    pub fn count(&self) -> usize {
+        self.count.load(Ordering::Relaxed)
+    }
+
+    pub fn stats(&self) -> SublistStats {
+        let (mut num_cache, mut max_fanout, mut total_fanout) = (0usize, 0usize, 0usize);
+        let (mut matches, mut hits) = (0u64, 0u64);
+        for shard in &self.cache {
+            matches += shard.matches.load(Ordering::Relaxed);
+            hits += shard.hits.load(Ordering::Relaxed);
+            let map = shard.read();
+            num_cache += map.len();
+            for r in map.values() {
+                max_fanout = max_fanout.max(r.len());
+                total_fanout += r.len();
+            }
+        }
+        SublistStats {
+            num_subscriptions: self.count() as u64,
+            num_cache: num_cache as u64,
+            num_inserts: self.inserts.load(Ordering::Relaxed),
+            num_removes: self.removes.load(Ordering::Relaxed),
+            num_matches: matches,
+            cache_hit_rate: if matches == 0 {
+                0.0
+            } else {
+                hits as f64 / matches as f64
+            },
+            max_fanout: max_fanout as u64,
+            avg_fanout: if num_cache == 0 {
+                0.0
+            } else {
+                total_fanout as f64 / num_cache as f64
+            },
+        }
+    }
+
+    /// Visit every entry with its subject and queue. The visit runs over a snapshot taken
+    /// under the read lock and released before `f` is called, so `f` may use this sublist.
+    pub fn for_each(&self, mut f: impl FnMut(&[u8], Option<&[u8]>, &T)) {
+        let mut all = Vec::with_capacity(self.count());
+        self.trie_read().snapshot(&mut Vec::new(), &mut all);
+        for (subj, queue, entry) in &all {
+            f(subj, queue.as_deref(), entry);
+        }
+    }
+}
+
+/// The bytes of `pattern` before its first wildcard token (with the trailing `.`), or `None`
+/// if it has no wildcard. Every subject the pattern matches starts with it.
+fn literal_prefix(pattern: &[u8]) -> Option<&[u8]> {
+    let mut start = 0;
+    for tok in subject::tokens(pattern) {
+        if tok == PWC || tok == FWC {
+            return Some(&pattern[..start]);
+        }
+        start += tok.len() + 1;
+    }
+    None
+}
+
+fn validate(subject: &[u8], queue: Option<&[u8]>) -> Result<(), SublistError> {
+    if !subject::is_valid_subject(subject) {
+        return Err(SublistError::InvalidSubject);
+    }
+    if queue.is_some_and(|q| !subject::is_valid_queue_name(q)) {
+        return Err(SublistError::InvalidQueue);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::rngs::StdRng;
+    use rand::SeedableRng;
+
+    /// Test entry: an id and a queue weight.
+    #[derive(Debug, Clone, PartialEq)]
+    struct E(u32, u32);
+
+    impl SubEntry for E {
+        fn same(&self, other: &Self) -> bool {
+            self.0 == other.0
+        }
+        fn weight(&self) -> u32 {
+            self.1
+        }
+    }
+
+    fn e(id: u32) -> E {
+        E(id, 1)
+    }
+
+    fn ids(r: &SublistResult<E>) -> Vec<u32> {
+        let mut v: Vec<u32> = r.psubs.iter().map(|x| x.0).collect();
+        v.sort_unstable();
+        v
+    }
+
+    fn trie_is_empty(s: &Sublist<E>) -> bool {
+        s.trie_read().is_empty()
+    }
+
+    #[test]
+    fn sublist_is_send_and_sync() {
+        fn assert_send_sync<S: Send + Sync>() {}
+        assert_send_sync::<Sublist<E>>();
+        assert_send_sync::<Arc<SublistResult<E>>>();
+        let s: Sublist<E> = Sublist::default();
+        assert!(format!("{s:?}").contains("count: 0"));
+    }
+
+    #[test]
+    fn literal_prefixes() {
+        assert_eq!(literal_prefix(b"foo.bar"), None);
+        assert_eq!(literal_prefix(b"a*b.c>"), None);
+        assert_eq!(literal_prefix(b"foo.*.bar"), Some(&b"foo."[..]));
+        assert_eq!(literal_prefix(b"foo.bar.>"), Some(&b"foo.bar."[..]));
+        assert_eq!(literal_prefix(b">"), Some(&b""[..]));
+        assert_eq!(literal_prefix(b"*.x"), Some(&b""[..]));
+    }
+
+    #[test]
+    fn literal_match() {
+        let s = Sublist::new();
+        s.insert(b"foo.bar", None, e(1)).unwrap();
+        s.insert(b"foo.baz", None, e(2)).unwrap();
+        s.insert(b"foo", None, e(3)).unwrap();
+        assert_eq!(ids(&s.matches(b"foo.bar")), vec![1]);
+        assert_eq!(ids(&s.matches(b"foo")), vec![3]);
+        assert!(s.matches(b"foo.bar.baz").is_empty());
+        assert!(s.matches(b"bar").is_empty());
+        assert_eq!(s.count(), 3);
+    }
+
+    #[test]
+    fn pwc_matches_exactly_one_token() {
+        let s = Sublist::new();
+        s.insert(b"foo.*", None, e(1)).unwrap();
+        s.insert(b"*.bar", None, e(2)).unwrap();
+        s.insert(b"*", None, e(3)).unwrap();
+        s.insert(b"foo.*.baz", None, e(4)).unwrap();
+        assert_eq!(ids(&s.matches(b"foo.bar")), vec![1, 2]);
+        assert_eq!(ids(&s.matches(b"foo")), vec![3]);
+        assert!(s.matches(b"foo.bar.qux").is_empty());
+        assert_eq!(ids(&s.matches(b"foo.x.baz")), vec![4]);
+        assert!(s.matches(b"foo.baz").psubs.iter().all(|x| x.0 != 4));
+    }
+
+    #[test]
+    fn fwc_needs_at_least_one_token() {
+        let s = Sublist::new();
+        s.insert(b"foo.>", None, e(1)).unwrap();
+        s.insert(b">", None, e(2)).unwrap();
+        s.insert(b"foo.*.>", None, e(3)).unwrap();
+        assert_eq!(ids(&s.matches(b"foo")), vec![2]);
+        assert_eq!(ids(&s.matches(b"foo.bar")), vec![1, 2]);
+        assert_eq!(ids(&s.matches(b"foo.bar.baz")), vec![1, 2, 3]);
+        assert_eq!(ids(&s.matches(b"bar.baz")), vec![2]);
+    }
+
+    #[test]
+    fn invalid_match_subjects_match_nothing() {
+        let s = Sublist::new();
+        s.insert(b">", None, e(1)).unwrap();
+        assert!(s.matches(b"").is_empty());
+        assert!(s.matches(b"foo..bar").is_empty());
+        assert!(s.matches(b"foo.").is_empty());
+        assert!(!s.has_interest(b".foo"));
+        assert_eq!(s.stats().num_cache, 0);
+    }
+
+    #[test]
+    fn wildcard_tokens_in_match_subject_are_literal() {
+        let s = Sublist::new();
+        s.insert(b"foo.bar", None, e(1)).unwrap();
+        s.insert(b"foo.*", None, e(2)).unwrap();
+        assert_eq!(ids(&s.matches(b"foo.*")), vec![2]);
+    }
+
+    #[test]
+    fn queue_groups_merge_by_name() {
+        let s = Sublist::new();
+        s.insert(b"foo.*", Some(b"q"), e(1)).unwrap();
+        s.insert(b"foo.>", Some(b"q"), e(2)).unwrap();
+        s.insert(b"foo.bar", Some(b"q"), e(3)).unwrap();
+        s.insert(b"foo.bar", Some(b"other"), e(4)).unwrap();
+        s.insert(b"foo.bar", None, e(5)).unwrap();
+        let r = s.matches(b"foo.bar");
+        assert_eq!(ids(&r), vec![5]);
+        assert_eq!(r.qsubs.len(), 2);
+        assert_eq!(r.len(), 3);
+        let q = r.qsubs.iter().find(|g| g.name == "q").unwrap();
+        let mut m: Vec<u32> = q.members.iter().map(|x| x.0).collect();
+        m.sort_unstable();
+        assert_eq!(m, vec![1, 2, 3]);
+        assert_eq!(q.total_weight, 3);
+        let o = r.qsubs.iter().find(|g| g.name == "other").unwrap();
+        assert_eq!(o.members, vec![e(4)]);
+    }
+
+    #[test]
+    fn same_entry_on_two_subjects_appears_twice() {
+        let s = Sublist::new();
+        s.insert(b"foo.*", None, e(1)).unwrap();
+        s.insert(b"foo.bar", None, e(1)).unwrap();
+        assert_eq!(ids(&s.matches(b"foo.bar")), vec![1, 1]);
+    }
+
+    #[test]
+    fn weights_and_pick_distribution() {
+        let s = Sublist::new();
+        s.insert(b"work", Some(b"q"), E(1, 1)).unwrap();
+        s.insert(b"work", Some(b"q"), E(2, 3)).unwrap();
+        s.insert(b"work", Some(b"q"), E(3, 0)).unwrap();
+        s.insert(b"*", Some(b"q"), E(4, 4)).unwrap();
+        let r = s.matches(b"work");
+        let g = &r.qsubs[0];
+        assert_eq!(g.total_weight, 8);
+        let mut rng = StdRng::seed_from_u64(7);
+        let mut hits = [0u32; 5];
+        let n = 80_000;
+        for _ in 0..n {
+            hits[g.pick(&mut rng).unwrap().0 as usize] += 1;
+        }
+        assert_eq!(hits[3], 0, "weight 0 is never picked");
+        for (id, w) in [(1usize, 1.0), (2, 3.0), (4, 4.0)] {
+            let expect = f64::from(n) * w / 8.0;
+            let got = f64::from(hits[id]);
+            assert!(
+                (got - expect).abs() < expect * 0.05,
+                "id {id}: {got} vs {expect}"
+            );
+        }
+    }
+
+    #[test]
+    fn pick_uniform_and_zero_weight() {
+        let g = QueueGroup {
+            name: Bytes::from_static(b"q"),
+            members: vec![e(0), e(1), e(2), e(3)],
+            total_weight: 4,
+        };
+        let mut rng = StdRng::seed_from_u64(1);
+        let mut hits = [0u32; 4];
+        for _ in 0..40_000 {
+            hits[g.pick(&mut rng).unwrap().0 as usize] += 1;
+        }
+        assert!(
+            hits.iter().all(|&h| (9_500..10_500).contains(&h)),
+            "{hits:?}"
+        );
+        // Weights 0 and 2: the zero-weight member is never chosen.
+        let g = QueueGroup {
+            name: Bytes::from_static(b"q"),
+            members: vec![E(0, 0), E(1, 2)],
+            total_weight: 2,
+        };
+        assert!((0..1000).all(|_| g.pick(&mut rng).unwrap().0 == 1));
+        let g = QueueGroup {
+            name: Bytes::from_static(b"q"),
+            members: vec![E(0, 0)],
+            total_weight: 0,
+        };
+        assert!(g.pick(&mut rng).is_none());
+    }
+
+    #[test]
+    fn remove_and_not_found() {
+        let s = Sublist::new();
+        s.insert(b"foo.bar", None, e(1)).unwrap();
+        s.insert(b"foo.bar", Some(b"q"), e(2)).unwrap();
+        assert_eq!(
+            s.remove(b"foo.bar", None, &e(2)),
+            Err(SublistError::NotFound)
+        );
+        assert_eq!(
+            s.remove(b"foo.bar", Some(b"x"), &e(2)),
+            Err(SublistError::NotFound)
+        );
+        assert_eq!(
+            s.remove(b"foo.baz", None, &e(1)),
+            Err(SublistError::NotFound)
+        );
+        assert_eq!(s.remove(b"foo.*", None, &e(1)), Err(SublistError::NotFound));
+        assert_eq!(s.remove(b"foo.bar", None, &e(1)), Ok(()));
+        assert_eq!(
+            s.remove(b"foo.bar", None, &e(1)),
+            Err(SublistError::NotFound)
+        );
+        assert_eq!(s.remove(b"foo.bar", Some(b"q"), &e(2)), Ok(()));
+        assert_eq!(s.count(), 0);
+        assert!(trie_is_empty(&s));
+        let st = s.stats();
+        assert_eq!((st.num_inserts, st.num_removes), (2, 2));
+    }
+
+    #[test]
+    fn invalid_subjects_and_queues_rejected() {
+        let s = Sublist::new();
+        let g = s.generation();
+        for subj in [&b""[..], b"foo..bar", b"foo.", b"foo.>.bar", b"foo bar"] {
+            assert_eq!(
+                s.insert(subj, None, e(1)),
+                Err(SublistError::InvalidSubject)
+            );
+            assert_eq!(
+                s.remove(subj, None, &e(1)),
+                Err(SublistError::InvalidSubject)
+            );
+        }
+        for q in [&b""[..], b"a b", b"q\n"] {
+            assert_eq!(
+                s.insert(b"foo", Some(q), e(1)),
+                Err(SublistError::InvalidQueue)
+            );
+        }
+        assert_eq!(s.count(), 0);
+        assert_eq!(s.generation(), g);
+        assert_eq!(SublistError::NotFound.to_string(), "subscription not found");
+    }
+
+    #[test]
+    fn cache_sees_inserts_and_removes() {
+        let s = Sublist::new();
+        s.insert(b"foo.bar", None, e(1)).unwrap();
+        assert_eq!(ids(&s.matches(b"foo.bar")), vec![1]);
+        assert_eq!(ids(&s.matches(b"foo.baz")), Vec::<u32>::new());
+        assert_eq!(s.stats().num_cache, 2);
+
+        let g = s.generation();
+        s.insert(b"foo.*", None, e(2)).unwrap();
+        assert_ne!(s.generation(), g);
+        assert_eq!(ids(&s.matches(b"foo.bar")), vec![1, 2]);
+        assert_eq!(ids(&s.matches(b"foo.baz")), vec![2]);
+
+        s.insert(b"foo.bar", None, e(3)).unwrap();
+        assert_eq!(ids(&s.matches(b"foo.bar")), vec![1, 2, 3]);
+        s.insert(b">", Some(b"q"), e(4)).unwrap();
+        assert_eq!(s.matches(b"foo.baz").qsubs.len(), 1);
+
+        let g = s.generation();
+        s.remove(b"foo.*", None, &e(2)).unwrap();
+        assert_ne!(s.generation(), g);
+        assert_eq!(ids(&s.matches(b"foo.bar")), vec![1, 3]);
+        assert_eq!(ids(&s.matches(b"foo.baz")), Vec::<u32>::new());
+        s.remove(b"foo.bar", None, &e(1)).unwrap();
+        assert_eq!(ids(&s.matches(b"foo.bar")), vec![3]);
+        s.remove(b">", Some(b"q"), &e(4)).unwrap();
+        assert!(s.matches(b"foo.baz").is_empty());
+        assert!(!s.has_interest(b"foo.baz"));
+        assert!(s.has_interest(b"foo.bar"));
+    }
+
+    #[test]
+    fn unrelated_changes_keep_cache() {
+        let s = Sublist::new();
+        s.insert(b"foo.bar", None, e(1)).unwrap();
+        let a = s.matches(b"foo.bar");
+        s.insert(b"baz.*", None, e(2)).unwrap();
+        s.insert(b"other", None, e(3)).unwrap();
+        s.remove(b"other", None, &e(3)).unwrap();
+        let b = s.matches(b"foo.bar");
+        assert!(Arc::ptr_eq(&a, &b));
+        assert_eq!(s.stats().num_cache, 1);
+    }
+
+    #[test]
+    fn cache_is_bounded() {
+        let s = Sublist::new();
+        s.insert(b">", None, e(1)).unwrap();
+        for i in 0..10_000 {
+            assert_eq!(s.matches(format!("s.{i}").as_bytes()).len(), 1);
+        }
+        let st = s.stats();
+        assert!(
+            st.num_cache as usize <= SHARDS * SHARD_MAX,
+            "{}",
+            st.num_cache
+        );
+        assert!(
+            st.num_cache as usize >= SHARDS * SHARD_LOW / 2,
+            "{}",
+            st.num_cache
+        );
+        assert_eq!(st.num_matches, 10_000);
+        assert_eq!(st.max_fanout, 1);
+        assert_eq!(st.avg_fanout, 1.0);
+        s.matches(b"s.9999");
+        assert!(s.stats().cache_hit_rate > 0.0);
+    }
+
+    #[test]
+    fn has_interest_matches_matches() {
+        let s = Sublist::new();
+        s.insert(b"a.*.c", None, e(1)).unwrap();
+        s.insert(b"x.>", Some(b"q"), e(2)).unwrap();
+        for subj in ["a.b.c", "a.b", "a.b.c.d", "x", "x.y", "x.y.z", "q"] {
+            let want = !s.matches(subj.as_bytes()).is_empty();
+            s.cache.iter().for_each(|sh| sh.write().clear());
+            assert_eq!(s.has_interest(subj.as_bytes()), want, "{subj}");
+        }
+    }
+
+    #[test]
+    fn churn_prunes_the_trie() {
+        use std::io::Write;
+        let s = Sublist::new();
+        let n = 1_000_000u32;
+        let mut subj = Vec::with_capacity(32);
+        let mut subject = |i: u32| {
+            subj.clear();
+            let _ = write!(subj, "churn.{}.{}", i % 1000, i);
+            subj.clone()
+        };
+        for i in 0..n {
+            s.insert(&subject(i), None, e(i)).unwrap();
+            if i % 100 == 0 {
+                assert_eq!(s.matches(&subject(i)).len(), 1);
+                s.insert(b"churn.*.>", Some(b"q"), e(i)).unwrap();
+                s.remove(b"churn.*.>", Some(b"q"), &e(i)).unwrap();
+            }
+        }
+        assert_eq!(s.count(), n as usize);
+        for i in 0..n {
+            s.remove(&subject(i), None, &e(i)).unwrap();
+        }
+        assert_eq!(s.count(), 0);
+        assert!(trie_is_empty(&s));
+        assert!(s.matches(&subject(0)).is_empty());
+    }
+
+    #[test]
+    fn for_each_visits_everything() {
+        let s = Sublist::new();
+        s.insert(b"foo.bar", None, e(1)).unwrap();
+        s.insert(b"foo.*", Some(b"q"), e(2)).unwrap();
+        s.insert(b">", None, e(3)).unwrap();
+        s.insert(b"foo.>", Some(b"q"), e(4)).unwrap();
+        let mut seen = Vec::new();
+        s.for_each(|subj, q, x| {
+            // The callback may use the sublist: no lock is held.
+            assert!(s.count() == 4);
+            seen.push((
+                String::from_utf8_lossy(subj).into_owned(),
+                q.map(|q| String::from_utf8_lossy(q).into_owned()),
+                x.0,
+            ));
+        });
+        seen.sort_by_key(|x| x.2);
+        let q = || Some("q".to_string());
+        assert_eq!(
+            seen,
+            vec![
+                ("foo.bar".into(), None, 1),
+                ("foo.*".into(), q(), 2),
+                (">".into(), None, 3),
+                ("foo.>".into(), q(), 4),
+            ]
+        );
+    }
+
+    #[test]
+    fn concurrent_inserts_and_matches() {
+        let s = Arc::new(Sublist::new());
+        s.insert(b"conc.>", None, e(u32::MAX)).unwrap();
+        std::thread::scope(|sc| {
+            for t in 0..4u32 {
+                let s = &s;
+                sc.spawn(move || {
+                    for i in 0..2_000u32 {
+                        let id = t * 10_000 + i;
+                        let subj = format!("conc.{t}.{i}");
+                        s.insert(subj.as_bytes(), None, e(id)).unwrap();
+                        // Our own insert is visible immediately, cached or not.
+                        let r = s.matches(subj.as_bytes());
+                        assert!(r.psubs.iter().any(|x| x.0 == id));
+                        if i % 2 == 0 {
+                            s.remove(subj.as_bytes(), None, &e(id)).unwrap();
+                            assert_eq!(s.matches(subj.as_bytes()).len(), 1);
+                        }
+                    }
+                });
+            }
+            for _ in 0..2 {
+                let s = &s;
+                sc.spawn(move || {
+                    for i in 0..20_000u32 {
+                        let subj = format!("conc.{}.{}", i % 4, i % 2_000);
+                        assert!(!s.matches(subj.as_bytes()).is_empty());
+                    }
+                });
+            }
+        });
+        assert_eq!(s.count(), 1 + 4 * 1_000);
+        for t in 0..4u32 {
+            for i in 0..2_000u32 {
+                let want = if i % 2 == 0 { 1 } else { 2 };
+                assert_eq!(s.matches(format!("conc.{t}.{i}").as_bytes()).len(), want);
+            }
+        }
+    }
+}

@@ -1,0 +1,267 @@
+//! Shared helpers for black-box tests: embedded servers on free ports, a raw-protocol client
+//! with deadlines, a tiny HTTP GET, and `wait_for` instead of sleeps.
+#![allow(dead_code)]
+
+use natsd::{Options, Server};
+use std::future::Future;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+pub const DEADLINE: Duration = Duration::from_secs(10);
+
+pub async fn start(opts: Options) -> Server {
+    Server::start(opts).await.expect("server starts")
+}
+
+pub async fn start_default() -> Server {
+    start(Options::local()).await
+}
+
+/// Poll `f` until it returns true or the deadline passes.
+pub async fn wait_for<F, Fut>(what: &str, mut f: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let end = Instant::now() + DEADLINE;
+    loop {
+        if f().await {
+            return;
+        }
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// A raw NATS protocol connection.
+pub struct Raw {
+    pub stream: TcpStream,
+    pub buf: Vec<u8>,
+}
+
+impl Raw {
+    /// Connect and read the INFO line (returned as JSON).
+    pub async fn connect(srv: &Server) -> (Raw, serde_json::Value) {
+        let stream = TcpStream::connect(srv.client_addr())
+            .await
+            .expect("connect");
+        stream.set_nodelay(true).ok();
+        let mut r = Raw {
+            stream,
+            buf: Vec::new(),
+        };
+        let line = r.line().await;
+        let json = line
+            .strip_prefix("INFO ")
+            .unwrap_or_else(|| panic!("expected INFO, got {line:?}"));
+        let v = serde_json::from_str(json).expect("INFO is JSON");
+        (r, v)
+    }
+
+    /// Connect, send CONNECT with `connect` JSON, and PING/PONG to be sure it was processed.
+    pub async fn connected(srv: &Server, connect: &str) -> Raw {
+        let (mut r, _) = Raw::connect(srv).await;
+        r.send(&format!("CONNECT {connect}\r\nPING\r\n")).await;
+        r.expect("PONG").await;
+        r
+    }
+
+    /// CONNECT with the settings real clients use (not verbose, headers and no_responders on).
+    pub async fn client(srv: &Server) -> Raw {
+        Raw::connected(
+            srv,
+            r#"{"verbose":false,"pedantic":false,"headers":true,"no_responders":true,"protocol":1}"#,
+        )
+        .await
+    }
+
+    pub async fn send(&mut self, s: &str) {
+        self.send_bytes(s.as_bytes()).await;
+    }
+
+    pub async fn send_bytes(&mut self, b: &[u8]) {
+        self.stream.write_all(b).await.expect("write");
+    }
+
+    /// Fill the buffer with more bytes; false on EOF or error.
+    async fn fill(&mut self, until: Instant) -> bool {
+        let mut tmp = vec![0u8; 65536];
+        let left = until.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, self.stream.read(&mut tmp)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => false,
+            Ok(Ok(n)) => {
+                self.buf.extend_from_slice(&tmp[..n]);
+                true
+            }
+            Err(_) => panic!(
+                "timed out; buffered: {:?}",
+                String::from_utf8_lossy(&self.buf)
+            ),
+        }
+    }
+
+    /// Next line without CRLF (panics on timeout or EOF).
+    pub async fn line(&mut self) -> String {
+        self.try_line().await.expect("connection closed")
+    }
+
+    /// Next line, or None when the server closed the connection first.
+    pub async fn try_line(&mut self) -> Option<String> {
+        let until = Instant::now() + DEADLINE;
+        loop {
+            if let Some(p) = self.buf.windows(2).position(|w| w == b"\r\n") {
+                let line = String::from_utf8_lossy(&self.buf[..p]).into_owned();
+                self.buf.drain(..p + 2);
+                return Some(line);
+            }
+            if !self.fill(until).await {
+                return None;
+            }
+        }
+    }
+
+    /// Exactly `n` bytes followed by CRLF (a message payload).
+    pub async fn payload(&mut self, n: usize) -> Vec<u8> {
+        let until = Instant::now() + DEADLINE;
+        while self.buf.len() < n + 2 {
+            assert!(self.fill(until).await, "closed while reading payload");
+        }
+        let p = self.buf[..n].to_vec();
+        assert_eq!(&self.buf[n..n + 2], b"\r\n", "payload not followed by CRLF");
+        self.buf.drain(..n + 2);
+        p
+    }
+
+    /// The next line must equal `want`.
+    pub async fn expect(&mut self, want: &str) {
+        let got = self.line().await;
+        assert_eq!(got, want);
+    }
+
+    /// Next non-PING line (answers server PINGs).
+    pub async fn next_non_ping(&mut self) -> String {
+        loop {
+            let l = self.line().await;
+            if l == "PING" {
+                self.send("PONG\r\n").await;
+                continue;
+            }
+            return l;
+        }
+    }
+
+    /// Read one `MSG` and its payload: (subject, sid, reply, payload).
+    pub async fn msg(&mut self) -> (String, String, Option<String>, Vec<u8>) {
+        let l = self.next_non_ping().await;
+        let parts: Vec<&str> = l.split(' ').collect();
+        assert_eq!(parts[0], "MSG", "expected MSG, got {l:?}");
+        let (reply, size) = match parts.len() {
+            4 => (None, parts[3]),
+            5 => (Some(parts[3].to_string()), parts[4]),
+            _ => panic!("bad MSG line {l:?}"),
+        };
+        let n: usize = size.parse().expect("size");
+        let p = self.payload(n).await;
+        (parts[1].to_string(), parts[2].to_string(), reply, p)
+    }
+
+    /// True once the server has closed the connection (reads and drops everything first).
+    pub async fn closed(&mut self) -> bool {
+        let until = Instant::now() + DEADLINE;
+        loop {
+            let mut tmp = vec![0u8; 65536];
+            let left = until.saturating_duration_since(Instant::now());
+            match tokio::time::timeout(left, self.stream.read(&mut tmp)).await {
+                Ok(Ok(0)) | Ok(Err(_)) => return true,
+                Ok(Ok(n)) => self.buf.extend_from_slice(&tmp[..n]),
+                Err(_) => return false,
+            }
+        }
+    }
+
+    /// PING and wait for the PONG, returning everything received before it (as text) and
+    /// keeping what follows: a round trip that shows what our earlier ops produced.
+    pub async fn sync(&mut self) -> String {
+        self.send("PING\r\n").await;
+        let until = Instant::now() + DEADLINE;
+        loop {
+            let at = if self.buf.starts_with(b"PONG\r\n") {
+                Some(0)
+            } else {
+                self.buf
+                    .windows(8)
+                    .position(|w| w == b"\r\nPONG\r\n")
+                    .map(|p| p + 2)
+            };
+            if let Some(p) = at {
+                let before = String::from_utf8_lossy(&self.buf[..p]).into_owned();
+                self.buf.drain(..p + 6);
+                return before;
+            }
+            assert!(self.fill(until).await, "closed while waiting for PONG");
+        }
+    }
+
+    /// PING and wait for PONG: everything sent before has been processed.
+    pub async fn flush(&mut self) {
+        self.send("PING\r\n").await;
+        loop {
+            let l = self.line().await;
+            if l == "PONG" {
+                return;
+            }
+        }
+    }
+}
+
+/// GET a monitoring path; returns (status, body).
+pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).await.expect("http connect");
+    let req = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.expect("http write");
+    let mut resp = Vec::new();
+    tokio::time::timeout(DEADLINE, s.read_to_end(&mut resp))
+        .await
+        .expect("http timeout")
+        .expect("http read");
+    let text = String::from_utf8_lossy(&resp).into_owned();
+    let status: u16 = text
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("status");
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    let body = if text
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        dechunk(&body)
+    } else {
+        body
+    };
+    (status, body)
+}
+
+fn dechunk(s: &str) -> String {
+    let mut out = String::new();
+    let mut rest = s;
+    while let Some((size, tail)) = rest.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 || tail.len() < n {
+            break;
+        }
+        out.push_str(&tail[..n]);
+        rest = tail[n..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+pub async fn http_json(addr: std::net::SocketAddr, path: &str) -> serde_json::Value {
+    let (status, body) = http_get(addr, path).await;
+    assert_eq!(status, 200, "GET {path}: {body}");
+    serde_json::from_str(&body).unwrap_or_else(|e| panic!("GET {path}: {e}: {body}"))
+}
