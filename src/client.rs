@@ -67,6 +67,13 @@ pub async fn serve(srv: Arc<ServerShared>, stream: TcpStream, addr: SocketAddr) 
         c.read_loop(rd).await;
     }
     c.cleanup();
+    if let Some(r) = conn.close_reason() {
+        tracing::debug!(
+            "{} - Client connection closed: {}",
+            conn.log_prefix(),
+            r.as_str()
+        );
+    }
     let _ = writer.await;
     srv.unregister_client(&conn);
 }

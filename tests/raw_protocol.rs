@@ -140,6 +140,9 @@ async fn unsub_with_max_and_duplicate_sid() {
     let text = r.sync().await;
     assert_eq!(text.matches("MSG s 1 1").count(), 2, "{text}");
     assert_eq!(text.matches("MSG other").count(), 0, "{text}");
+    // A max that is not a number removes at once (nats-server).
+    r.send("SUB t 5\r\nUNSUB 5 abc\r\nPUB t 1\r\nx\r\n").await;
+    assert_eq!(r.sync().await, "");
     // Unknown sid: ignored.
     r.send("UNSUB 99\r\n").await;
     assert_eq!(r.sync().await, "");

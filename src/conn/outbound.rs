@@ -118,6 +118,16 @@ impl Outbound {
         st.closed
     }
 
+    /// Drop whatever is still queued and the buffer's memory: the connection is gone. (Stale
+    /// match results elsewhere may keep the `Conn` alive a while; its buffer must not be.)
+    pub fn release(&self) {
+        let mut st = self.lock();
+        st.closed = true;
+        st.buf = BytesMut::new();
+        drop(st);
+        self.drained.notify_waiters();
+    }
+
     /// Wait for a kick.
     pub async fn wait(&self) {
         self.notify.notified().await;

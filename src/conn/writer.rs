@@ -50,5 +50,6 @@ pub async fn run<W: AsyncWrite + Unpin>(conn: Arc<Conn>, mut w: W, write_deadlin
             _ = conn.closed() => {}
         }
     }
+    conn.out.release();
     let _ = tokio::time::timeout(FINAL_FLUSH, w.shutdown()).await;
 }

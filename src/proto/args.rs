@@ -149,7 +149,8 @@ pub fn sub(a: &[u8]) -> Result<(&[u8], Opt<'_>, &[u8]), ParseError> {
     }
 }
 
-/// `UNSUB sid [max]`.
+/// `UNSUB sid [max]`. A max that is not a number (`abc`, `-1`) counts as 0, which removes the
+/// subscription at once — what nats-server does with it.
 pub fn unsub(a: &[u8]) -> Result<(&[u8], Option<u64>), ParseError> {
     const WHY: &str = "UNSUB takes 1 or 2 arguments";
     let (sid, r) = pop_front(a).ok_or(ParseError::BadArgs(WHY))?;
@@ -157,7 +158,7 @@ pub fn unsub(a: &[u8]) -> Result<(&[u8], Option<u64>), ParseError> {
         None => Ok((sid, None)),
         Some((m, r)) => {
             no_more(r, WHY)?;
-            Ok((sid, Some(parse_size(m)? as u64)))
+            Ok((sid, Some(parse_size(m).map_or(0, |n| n as u64))))
         }
     }
 }

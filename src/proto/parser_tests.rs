@@ -356,7 +356,21 @@ fn errors() {
     }
     assert_eq!(err1(C, b"HPUB foo 6 5\r\n"), BadSize);
     assert_eq!(err1(C, b"HPUB foo x 5\r\n"), BadSize);
-    assert_eq!(err1(C, b"UNSUB 1 -1\r\n"), BadSize);
+    // nats-server removes at once on a max that is not a number.
+    assert_eq!(
+        op1(C, b"UNSUB 1 -1\r\n"),
+        Op::Unsub {
+            sid: b"1",
+            max: Some(0)
+        }
+    );
+    assert_eq!(
+        op1(C, b"UNSUB 1 abc\r\n"),
+        Op::Unsub {
+            sid: b"1",
+            max: Some(0)
+        }
+    );
     assert_eq!(err1(R, b"HMSG $G foo 6 5\r\n"), BadSize);
     assert_eq!(err1(R, b"RMSG $G foo x\r\n"), BadSize);
     assert_eq!(err1(C, b"PUB foo 3\r\nhello\r\n"), BadPayloadTerminator);
