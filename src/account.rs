@@ -7,7 +7,7 @@ use crate::sublist::{SubEntry, Sublist};
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 pub const GLOBAL_ACCOUNT: &str = "$G";
 pub const SYSTEM_ACCOUNT: &str = "$SYS";
@@ -26,6 +26,8 @@ pub struct Subscription {
     pub max: AtomicU64,
     pub delivered: AtomicU64,
     pub deny: Option<DenyFilter>,
+    /// Queue weight: 1 for a local member; a route's queue interest carries the peer's count.
+    pub weight: u32,
 }
 
 impl Subscription {
@@ -62,6 +64,9 @@ impl SubEntry for SubRef {
     fn same(&self, other: &Self) -> bool {
         Arc::ptr_eq(&self.0, &other.0)
     }
+    fn weight(&self) -> u32 {
+        self.0.weight
+    }
 }
 
 impl std::ops::Deref for SubRef {
@@ -71,9 +76,14 @@ impl std::ops::Deref for SubRef {
     }
 }
 
+/// Local interest counts by (subject, queue): what this server advertises to routes.
+pub type RouteInterest = HashMap<(Bytes, Option<Bytes>), u32>;
+
 pub struct Account {
     pub name: String,
     pub sublist: Sublist<SubRef>,
+    /// Local (client) interest, aggregated for RS+/RS- (see `cluster::interest`).
+    pub route_interest: Mutex<RouteInterest>,
     pub num_conns: AtomicUsize,
     pub in_msgs: AtomicU64,
     pub out_msgs: AtomicU64,
@@ -84,6 +94,7 @@ impl Account {
         Account {
             name: name.to_string(),
             sublist: Sublist::new(),
+            route_interest: Mutex::new(HashMap::new()),
             num_conns: AtomicUsize::new(0),
             in_msgs: AtomicU64::new(0),
             out_msgs: AtomicU64::new(0),
@@ -91,15 +102,17 @@ impl Account {
     }
 
     /// Remove `sub` from the sublist and from its connection's sid map (if it is still the
-    /// one registered under its sid). Idempotent.
-    pub fn retire(&self, sub: &Arc<Subscription>) {
-        let _ = self
+    /// one registered under its sid). Idempotent: true only for the call that removed it.
+    pub fn retire(&self, sub: &Arc<Subscription>) -> bool {
+        let removed = self
             .sublist
-            .remove(&sub.subject, sub.queue.as_deref(), &SubRef(sub.clone()));
+            .remove(&sub.subject, sub.queue.as_deref(), &SubRef(sub.clone()))
+            .is_ok();
         let mut subs = sub.conn.subs();
         if subs.get(&sub.sid).is_some_and(|s| Arc::ptr_eq(s, sub)) {
             subs.remove(&sub.sid);
         }
+        removed
     }
 }
 
@@ -131,6 +144,11 @@ impl Accounts {
     pub fn global(&self) -> Arc<Account> {
         self.get(GLOBAL_ACCOUNT)
             .unwrap_or_else(|| Arc::new(Account::new(GLOBAL_ACCOUNT)))
+    }
+
+    /// The account for a name from the wire; `None` for accounts this server does not serve.
+    pub fn lookup(&self, name: &[u8]) -> Option<Arc<Account>> {
+        std::str::from_utf8(name).ok().and_then(|n| self.get(n))
     }
 
     pub fn all(&self) -> Vec<Arc<Account>> {

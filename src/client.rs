@@ -5,16 +5,15 @@
 
 use crate::account::{Account, SubRef, Subscription};
 use crate::auth::{CompiledPerms, Credentials};
-use crate::conn::{writer, CloseReason, Conn, ConnKind, Push};
-use crate::proto::encode;
+use crate::conn::{writer, CloseReason, Conn, ConnKind};
+use crate::deliver::{Fanout, Msg, Origin};
 use crate::proto::info::ConnectInfo;
 use crate::proto::parser::{Kind, Limits, Op, ParseError, Parser};
 use crate::server::ServerShared;
 use crate::subject;
 use crate::sublist::SublistResult;
 use bytes::{Buf, Bytes, BytesMut};
-use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -38,8 +37,6 @@ pub mod errs {
     pub const INVALID_PROTOCOL: &str = "invalid client protocol";
 }
 
-/// How long a producer waits, per batch, for stalled destinations to drain.
-const STALL_WAIT: Duration = Duration::from_millis(100);
 /// Entries of the per-connection match cache.
 const L1_SIZE: usize = 64;
 const READ_CHUNK: usize = 64 * 1024;
@@ -101,15 +98,10 @@ struct Client {
     l1: HashMap<Vec<u8>, (u64, Arc<SublistResult<SubRef>>)>,
     /// Publish permission decisions by subject.
     pub_ok: HashMap<Vec<u8>, bool>,
-    /// Destinations whose buffers went non-empty during this batch: kicked after it.
-    to_kick: Vec<Arc<Conn>>,
-    /// Destinations past their stall mark: waited for after the batch.
-    stalled: Vec<Arc<Conn>>,
-    rng: SmallRng,
+    /// Delivery into destinations' buffers, batched per read.
+    fan: Fanout,
     batch_in_msgs: u64,
     batch_in_bytes: u64,
-    batch_out_msgs: u64,
-    batch_out_bytes: u64,
     trace: bool,
 }
 
@@ -122,6 +114,7 @@ impl Client {
     fn new(srv: Arc<ServerShared>, conn: Arc<Conn>) -> Self {
         let acc = srv.accounts.global();
         let srv_ping_interval = srv.opts.ping_interval;
+        let fan_srv = srv.clone();
         Client {
             trace: crate::logging::trace_enabled(),
             srv,
@@ -142,13 +135,9 @@ impl Client {
             rtt_known: false,
             l1: HashMap::new(),
             pub_ok: HashMap::new(),
-            to_kick: Vec::new(),
-            stalled: Vec::new(),
-            rng: SmallRng::from_rng(&mut rand::rng()),
+            fan: Fanout::new(fan_srv),
             batch_in_msgs: 0,
             batch_in_bytes: 0,
-            batch_out_msgs: 0,
-            batch_out_bytes: 0,
         }
     }
 
@@ -300,34 +289,17 @@ impl Client {
             let s = &self.srv.stats;
             s.in_msgs.fetch_add(self.batch_in_msgs, Relaxed);
             s.in_bytes.fetch_add(self.batch_in_bytes, Relaxed);
-            s.out_msgs.fetch_add(self.batch_out_msgs, Relaxed);
-            s.out_bytes.fetch_add(self.batch_out_bytes, Relaxed);
+            s.out_msgs.fetch_add(self.fan.out_msgs, Relaxed);
+            s.out_bytes.fetch_add(self.fan.out_bytes, Relaxed);
             let c = &self.conn.counters;
             c.in_msgs.fetch_add(self.batch_in_msgs, Relaxed);
             c.in_bytes.fetch_add(self.batch_in_bytes, Relaxed);
             self.batch_in_msgs = 0;
             self.batch_in_bytes = 0;
-            self.batch_out_msgs = 0;
-            self.batch_out_bytes = 0;
+            self.fan.out_msgs = 0;
+            self.fan.out_bytes = 0;
         }
-        for d in self.to_kick.drain(..) {
-            d.out.kick();
-        }
-        if !self.stalled.is_empty() {
-            let stalled = std::mem::take(&mut self.stalled);
-            let deadline = Instant::now() + STALL_WAIT;
-            for d in &stalled {
-                let left = deadline.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    break;
-                }
-                if !Arc::ptr_eq(d, &self.conn) {
-                    d.out.wait_drained(left).await;
-                }
-            }
-            self.stalled = stalled;
-            self.stalled.clear();
-        }
+        self.fan.end_batch(&self.conn).await;
     }
 
     /// nats-server's ping timer: a PING per interval unless the client was active within it
@@ -530,6 +502,7 @@ impl Client {
         self.headers = ci.headers;
         self.no_responders = ci.no_responders;
         self.conn.headers.store(ci.headers, Relaxed);
+        self.conn.async_info.store(ci.protocol >= 1, Relaxed);
         self.perms = id.perms;
         acc.num_conns.fetch_add(1, Relaxed);
         self.acc = acc;
@@ -544,7 +517,7 @@ impl Client {
         self.connected = true;
         // nats-server re-arms the ping timer at CONNECT to measure RTT soon.
         let first = self.srv.opts.ping_interval.min(Duration::from_secs(2));
-        let jitter = first.mul_f64(self.rng.random_range(0.0..0.2));
+        let jitter = first.mul_f64(self.fan.rng.random_range(0.0..0.2));
         self.next_ping = Instant::now() + first + jitter;
         self.send_ok();
         Flow::Continue
@@ -610,42 +583,18 @@ impl Client {
         self.batch_in_bytes += size as u64;
         self.acc.in_msgs.fetch_add(1, Relaxed);
         let r = self.lookup(subject);
-        let mut delivered = 0u64;
-        for s in &r.psubs {
-            if !self.echo && s.conn.cid == self.conn.cid {
-                continue;
-            }
-            if self.deliver(s, subject, reply, header, payload) {
-                delivered += 1;
-            }
-        }
-        for g in &r.qsubs {
-            let n = g.members.len();
-            if n == 0 {
-                continue;
-            }
-            let start = match g.pick(&mut self.rng) {
-                Some(first) => g
-                    .members
-                    .iter()
-                    .position(|m| Arc::ptr_eq(&m.0, &first.0))
-                    .unwrap_or(0),
-                None => self.rng.random_range(0..n),
-            };
-            for i in 0..n {
-                let s = &g.members[(start + i) % n];
-                if !self.echo && s.conn.cid == self.conn.cid {
-                    continue;
-                }
-                if s.conn.is_closed() {
-                    continue;
-                }
-                if self.deliver(s, subject, reply, header, payload) {
-                    delivered += 1;
-                    break;
-                }
-            }
-        }
+        let m = Msg {
+            subject,
+            reply,
+            header,
+            payload,
+        };
+        let origin = Origin::Client {
+            cid: self.conn.cid,
+            echo: self.echo,
+        };
+        let delivered = self.fan.publish(&self.acc, &r, &m, origin, None);
+        self.retire_finished();
         if delivered == 0 && self.no_responders {
             if let Some(reply) = reply {
                 self.send_no_responders(reply);
@@ -664,81 +613,29 @@ impl Client {
             .find(|s| s.conn.cid == self.conn.cid)
             .cloned();
         if let Some(s) = own {
-            let hdr: &[u8] = b"NATS/1.0 503\r\n\r\n";
-            self.deliver(&s, reply, None, Some(hdr), b"");
+            let m = Msg {
+                subject: reply,
+                reply: None,
+                header: Some(b"NATS/1.0 503\r\n\r\n"),
+                payload: b"",
+            };
+            self.fan.to_sub(&s, &m);
+            self.retire_finished();
         }
     }
 
-    /// Append one message to `sub`'s connection. Returns false when nothing was delivered.
-    #[inline]
-    fn deliver(
-        &mut self,
-        sub: &SubRef,
-        subject: &[u8],
-        reply: Option<&[u8]>,
-        header: Option<&[u8]>,
-        payload: &[u8],
-    ) -> bool {
-        if sub.denies(subject) {
-            return false;
-        }
-        let (ok, last) = sub.count_delivery();
-        if !ok {
-            return false;
-        }
-        let dest = &sub.conn;
-        let header = header.filter(|_| dest.headers.load(Relaxed));
-        let need = encode::msg_len(subject, &sub.sid, reply, header, payload);
-        let r = dest.out.push(need, |b| {
-            encode::write_msg_or_hmsg(b, subject, &sub.sid, reply, header, payload)
-        });
-        match r {
-            Push::Ok { kick, stall } => {
-                if kick {
-                    self.to_kick.push(dest.clone());
-                }
-                if stall {
-                    self.stalled.push(dest.clone());
-                }
-            }
-            Push::Overflow => {
-                self.slow_consumer(dest);
-                return false;
-            }
-            Push::Closed => return false,
-        }
-        let size = (header.map_or(0, <[u8]>::len) + payload.len()) as u64;
-        dest.counters.out_msgs.fetch_add(1, Relaxed);
-        dest.counters.out_bytes.fetch_add(size, Relaxed);
-        self.batch_out_msgs += 1;
-        self.batch_out_bytes += size;
-        if self.trace {
-            tracing::trace!(
-                "{} - ->> [MSG {} {} {}]",
-                dest.log_prefix(),
-                String::from_utf8_lossy(subject),
-                String::from_utf8_lossy(&sub.sid),
-                size
-            );
-        }
-        if last {
-            // The subscription lives in this account's sublist: that is where we found it.
-            self.acc.retire(&sub.0);
-        }
-        true
-    }
-
-    fn slow_consumer(&self, dest: &Arc<Conn>) {
-        if dest.is_closed() {
+    /// Retire subscriptions that reached their auto-unsubscribe max during delivery.
+    fn retire_finished(&mut self) {
+        if self.fan.retired.is_empty() {
             return;
         }
-        self.srv.stats.slow_consumers.fetch_add(1, Relaxed);
-        tracing::info!(
-            "{} - Slow Consumer Detected: MaxPending of {} Exceeded",
-            dest.log_prefix(),
-            self.srv.opts.max_pending
-        );
-        dest.close(CloseReason::SlowConsumerPendingBytes);
+        for sub in std::mem::take(&mut self.fan.retired) {
+            // Local subscribers live in this account's sublist: that is where we found them.
+            if self.acc.retire(&sub) {
+                self.srv
+                    .local_interest_changed(&self.acc, &sub.subject, sub.queue.as_deref(), -1);
+            }
+        }
     }
 
     fn on_sub(&mut self, subject: &[u8], queue: Option<&[u8]>, sid: &[u8]) -> Flow {
@@ -798,6 +695,7 @@ impl Client {
                 max: AtomicU64::new(0),
                 delivered: AtomicU64::new(0),
                 deny,
+                weight: 1,
             });
             subs.insert(sub.sid.clone(), sub.clone());
             sub
@@ -812,6 +710,8 @@ impl Client {
             self.send_err(errs::INVALID_SUBJECT);
             return Flow::Continue;
         }
+        self.srv
+            .local_interest_changed(&self.acc, subject, queue, 1);
         self.send_ok();
         Flow::Continue
     }
@@ -823,7 +723,16 @@ impl Client {
                 Some(m) if m > 0 && sub.delivered.load(Relaxed) < m => {
                     sub.max.store(m, Relaxed);
                 }
-                _ => self.acc.retire(&sub),
+                _ => {
+                    if self.acc.retire(&sub) {
+                        self.srv.local_interest_changed(
+                            &self.acc,
+                            &sub.subject,
+                            sub.queue.as_deref(),
+                            -1,
+                        );
+                    }
+                }
             }
         }
         self.send_ok();
@@ -834,16 +743,20 @@ impl Client {
     fn cleanup(&mut self) {
         let subs: Vec<_> = self.conn.subs().drain().map(|(_, s)| s).collect();
         for s in subs {
-            let _ = self
+            let removed = self
                 .acc
                 .sublist
-                .remove(&s.subject, s.queue.as_deref(), &SubRef(s.clone()));
+                .remove(&s.subject, s.queue.as_deref(), &SubRef(s.clone()))
+                .is_ok();
+            if removed {
+                self.srv
+                    .local_interest_changed(&self.acc, &s.subject, s.queue.as_deref(), -1);
+            }
         }
         if self.connected {
             self.acc.num_conns.fetch_sub(1, Relaxed);
         }
         self.l1.clear();
-        self.to_kick.clear();
-        self.stalled.clear();
+        self.fan.clear();
     }
 }

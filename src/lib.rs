@@ -7,8 +7,10 @@
 pub mod account;
 pub mod auth;
 pub mod client;
+pub mod cluster;
 pub mod config;
 pub mod conn;
+pub mod deliver;
 pub mod logging;
 pub mod monitor;
 pub mod proto;

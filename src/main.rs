@@ -44,6 +44,9 @@ fn main() -> ExitCode {
 }
 
 async fn run(opts: Options) -> ExitCode {
+    // Handlers first: tools send signals as soon as they read "Server is ready", and a signal
+    // that arrives before the handler is installed kills the process without a shutdown.
+    let signals = Signals::install();
     let server = match Server::start(opts).await {
         Ok(s) => s,
         Err(e) => {
@@ -52,36 +55,57 @@ async fn run(opts: Options) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let code = wait_for_signal().await;
+    let code = signals.wait().await;
     server.shutdown().await;
     code
 }
 
 /// SIGINT exits 0, SIGTERM exits 1 after shutdown, as nats-server does.
 #[cfg(unix)]
-async fn wait_for_signal() -> ExitCode {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut int), Ok(mut term)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) else {
-        let _ = tokio::signal::ctrl_c().await;
-        return ExitCode::SUCCESS;
-    };
-    tokio::select! {
-        _ = int.recv() => {
-            tracing::info!("Trapped \"interrupt\" signal");
-            ExitCode::SUCCESS
+struct Signals(Option<(tokio::signal::unix::Signal, tokio::signal::unix::Signal)>);
+
+#[cfg(unix)]
+impl Signals {
+    fn install() -> Signals {
+        use tokio::signal::unix::{signal, SignalKind};
+        match (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) {
+            (Ok(int), Ok(term)) => Signals(Some((int, term))),
+            _ => Signals(None),
         }
-        _ = term.recv() => {
-            tracing::info!("Trapped \"terminated\" signal");
-            ExitCode::from(1)
+    }
+
+    async fn wait(self) -> ExitCode {
+        let Some((mut int, mut term)) = self.0 else {
+            let _ = tokio::signal::ctrl_c().await;
+            return ExitCode::SUCCESS;
+        };
+        tokio::select! {
+            _ = int.recv() => {
+                tracing::debug!("Trapped \"interrupt\" signal");
+                ExitCode::SUCCESS
+            }
+            _ = term.recv() => {
+                tracing::debug!("Trapped \"terminated\" signal");
+                ExitCode::from(1)
+            }
         }
     }
 }
 
 #[cfg(not(unix))]
-async fn wait_for_signal() -> ExitCode {
-    let _ = tokio::signal::ctrl_c().await;
-    ExitCode::SUCCESS
+struct Signals;
+
+#[cfg(not(unix))]
+impl Signals {
+    fn install() -> Signals {
+        Signals
+    }
+
+    async fn wait(self) -> ExitCode {
+        let _ = tokio::signal::ctrl_c().await;
+        ExitCode::SUCCESS
+    }
 }

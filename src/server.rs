@@ -4,6 +4,7 @@
 
 use crate::account::Accounts;
 use crate::auth::Authenticator;
+use crate::cluster::Cluster;
 use crate::config::{Options, COMPAT_VERSION};
 use crate::conn::{CloseReason, Conn};
 use crate::monitor::connz::ConnInfo;
@@ -44,6 +45,10 @@ pub struct ServerShared {
     closed: Mutex<VecDeque<ConnInfo>>,
     next_cid: AtomicU64,
     shutdown: CancellationToken,
+    /// Every task the server spawns, so shutdown can wait for them.
+    pub tasks: TaskTracker,
+    /// Routes, when clustering is on.
+    pub cluster: Option<Arc<Cluster>>,
 }
 
 impl ServerShared {
@@ -103,9 +108,112 @@ impl ServerShared {
         self.shutdown.is_cancelled()
     }
 
-    /// Client URLs advertised in INFO `connect_urls` (the cluster fills in peers later).
+    pub fn shutdown_signal(&self) -> tokio_util::sync::WaitForCancellationFuture<'_> {
+        self.shutdown.cancelled()
+    }
+
+    /// This server's client URL (`host:port`) as advertised to clients and peers.
+    pub fn own_client_url(&self) -> Option<String> {
+        if let Some(a) = &self.opts.client_advertise {
+            return Some(a.clone());
+        }
+        let a = self.client_addr.get()?;
+        if a.ip().is_unspecified() {
+            return None;
+        }
+        Some(a.to_string())
+    }
+
+    /// Client URLs advertised in INFO `connect_urls`: this server's and its peers' (none
+    /// when not clustered, as nats-server).
     pub fn connect_urls(&self) -> Vec<String> {
-        Vec::new()
+        let Some(cl) = &self.cluster else {
+            return Vec::new();
+        };
+        if cl.opts.no_advertise {
+            return Vec::new();
+        }
+        let mut v: Vec<String> = self.own_client_url().into_iter().collect();
+        for u in cl.peer_client_urls() {
+            if !v.contains(&u) {
+                v.push(u);
+            }
+        }
+        v
+    }
+
+    /// A local subscription appeared (+1) or went (-1): tell the routes if that changes what
+    /// this server advertises.
+    #[inline]
+    pub fn local_interest_changed(
+        &self,
+        acc: &crate::account::Account,
+        subject: &[u8],
+        queue: Option<&[u8]>,
+        delta: i32,
+    ) {
+        if let Some(cl) = &self.cluster {
+            cl.interest_changed(acc, subject, queue, delta);
+        }
+    }
+
+    /// The set of servers changed: clients that accept async INFO get the new `connect_urls`.
+    pub fn cluster_changed(&self) {
+        let Some(cl) = &self.cluster else { return };
+        if cl.opts.no_advertise {
+            return;
+        }
+        for c in self.clients() {
+            if c.async_info.load(Relaxed) && !c.is_closed() {
+                let json = self.client_info_json(&c);
+                let mut line = Vec::with_capacity(json.len() + 8);
+                line.extend_from_slice(b"INFO ");
+                line.extend_from_slice(&json);
+                line.extend_from_slice(b" \r\n");
+                c.out.push_now(line.len(), |b| b.extend_from_slice(&line));
+            }
+        }
+    }
+
+    /// The INFO JSON sent on routes (`nonce` only on the first one).
+    pub fn route_info_json(&self, cl: &Cluster, nonce: bool, ip: Option<String>) -> Vec<u8> {
+        let listen = cl.listen_addr.get().copied();
+        let (host, port) = match &cl.opts.advertise {
+            Some(a) => match a.rsplit_once(':') {
+                Some((h, p)) => (h.to_string(), p.parse().unwrap_or(0)),
+                None => (a.clone(), listen.map_or(0, |l| l.port())),
+            },
+            None => (cl.opts.host.clone(), listen.map_or(0, |l| l.port())),
+        };
+        let ip = ip.or_else(|| {
+            cl.opts
+                .advertise
+                .as_ref()
+                .map(|_| format!("nats-route://{host}:{port}/"))
+        });
+        let info = crate::proto::info::ServerInfo {
+            server_id: self.id.clone(),
+            server_name: self.name.clone(),
+            version: COMPAT_VERSION.into(),
+            proto: 2,
+            go: "go1.19.8".into(),
+            host,
+            port,
+            headers: true,
+            max_payload: self.opts.max_payload as i64,
+            nonce: if nonce {
+                crate::util::ids::nonce()
+            } else {
+                String::new()
+            },
+            cluster: cl.name(),
+            cluster_dynamic: cl.is_dynamic(),
+            connect_urls: self.own_client_url().into_iter().collect(),
+            auth_required: cl.opts.username.is_some() || cl.opts.token.is_some(),
+            ip: ip.unwrap_or_default(),
+            ..Default::default()
+        };
+        serde_json::to_vec(&info).unwrap_or_default()
     }
 
     /// The INFO JSON sent to one client.
@@ -157,6 +265,8 @@ impl Server {
             closed: Mutex::new(VecDeque::new()),
             next_cid: AtomicU64::new(1),
             shutdown: CancellationToken::new(),
+            tasks: TaskTracker::new(),
+            cluster: opts.cluster.clone().map(|c| Arc::new(Cluster::new(c))),
             id,
             name,
             opts,
@@ -176,7 +286,7 @@ impl Server {
                 )
             })?;
         }
-        let tasks = TaskTracker::new();
+        let tasks = shared.tasks.clone();
         if let Some(hp) = o.http_port {
             let host = o.http_host.clone().unwrap_or_else(|| o.host.clone());
             let l = TcpListener::bind((host.as_str(), hp)).await.map_err(|e| {
@@ -209,6 +319,23 @@ impl Server {
             tracing::info!("Server requires authentication for client connections");
         }
         tasks.spawn(accept_loop(shared.clone(), l, tasks.clone()));
+        if let Some(cl) = &shared.cluster {
+            let co = &cl.opts;
+            let l = TcpListener::bind((co.host.as_str(), co.port))
+                .await
+                .map_err(|e| {
+                    io::Error::new(
+                        e.kind(),
+                        format!("can't listen for routes on {}:{}: {e}", co.host, co.port),
+                    )
+                })?;
+            let addr = l.local_addr()?;
+            let _ = cl.listen_addr.set(addr);
+            tracing::info!("Cluster name is {}", cl.name());
+            tracing::info!("Listening for route connections on {}", addr);
+            tasks.spawn(route_accept_loop(shared.clone(), cl.clone(), l));
+            crate::cluster::discovery::start(&shared, cl);
+        }
         tracing::info!("Server is ready");
         Ok(Server { shared, tasks })
     }
@@ -251,12 +378,38 @@ impl Server {
         for c in self.shared.clients() {
             c.close(CloseReason::ServerShutdown);
         }
+        if let Some(cl) = &self.shared.cluster {
+            cl.close_all();
+        }
         self.tasks.close();
         self.tasks.wait().await;
         if let Some(p) = &self.shared.opts.pid_file {
             let _ = std::fs::remove_file(p);
         }
         tracing::info!("Server Exiting..");
+    }
+}
+
+async fn route_accept_loop(srv: Arc<ServerShared>, cl: Arc<Cluster>, l: TcpListener) {
+    loop {
+        tokio::select! {
+            _ = srv.shutdown.cancelled() => return,
+            r = l.accept() => match r {
+                Ok((stream, addr)) => {
+                    srv.tasks.spawn(crate::cluster::route::run(
+                        srv.clone(),
+                        cl.clone(),
+                        stream,
+                        addr,
+                        None,
+                    ));
+                }
+                Err(e) => {
+                    tracing::error!("Temporary Route Accept Error ({e}), sleeping 10ms");
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                }
+            }
+        }
     }
 }
 

@@ -44,13 +44,6 @@ const NOT_YET: &[(&str, &str)] = &[
     ("c", "config files"),
     ("config", "config files"),
     ("t", "config files"),
-    ("routes", "cluster routes"),
-    ("cluster", "cluster routes"),
-    ("cluster_name", "cluster routes"),
-    ("cluster_listen", "cluster routes"),
-    ("cluster_advertise", "cluster routes"),
-    ("no_advertise", "cluster routes"),
-    ("connect_retries", "cluster routes"),
     ("js", "JetStream"),
     ("jetstream", "JetStream"),
     ("sd", "JetStream"),
@@ -119,6 +112,11 @@ where
                 o.logtime = parse_bool(name, inline.as_deref())?;
                 continue;
             }
+            "no_advertise" => {
+                o.cluster.get_or_insert_with(Default::default).no_advertise =
+                    parse_bool(name, inline.as_deref())?;
+                continue;
+            }
             "v" | "version" => return Ok(Command::Version),
             "h" | "help" => return Ok(Command::Help),
             _ => {}
@@ -146,9 +144,11 @@ where
                 let p: i32 = v
                     .parse()
                     .map_err(|_| format!("invalid value {v:?} for flag -{name}: parse error"))?;
+                // As nats-server: -1 picks a random port, 0 means the default port.
                 o.port = match p {
                     -1 => 0,
-                    0..=65535 => p as u16,
+                    0 => super::DEFAULT_PORT,
+                    1..=65535 => p as u16,
                     _ => return Err(format!("invalid port {p}")),
                 };
             }
@@ -171,6 +171,44 @@ where
             "pass" => o.password = Some(value()?),
             "auth" => o.auth_token = Some(value()?),
             "client_advertise" => o.client_advertise = Some(value()?),
+            "cluster" | "cluster_listen" => {
+                // nats-server: port -1 picks a free one.
+                let v = value()?.replace(":-1", ":0");
+                let u = crate::cluster::url::RouteUrl::parse(&v)
+                    .map_err(|e| format!("invalid value for -{name}: {e}"))?;
+                let c = o.cluster.get_or_insert_with(Default::default);
+                c.host = u.host;
+                c.port = u.port;
+                if u.user.is_some() {
+                    c.username = u.user;
+                    c.password = u.pass;
+                }
+            }
+            "cluster_name" => o.cluster.get_or_insert_with(Default::default).name = Some(value()?),
+            "routes" => {
+                let v = value()?;
+                let routes: Vec<String> = v
+                    .split(',')
+                    .map(|s| s.trim().to_string())
+                    .filter(|s| !s.is_empty())
+                    .collect();
+                for r in &routes {
+                    crate::cluster::url::RouteUrl::parse(r)
+                        .map_err(|e| format!("invalid value for -{name}: {e}"))?;
+                }
+                o.cluster.get_or_insert_with(Default::default).routes = routes;
+            }
+            "cluster_advertise" => {
+                o.cluster.get_or_insert_with(Default::default).advertise = Some(value()?)
+            }
+            "connect_retries" => {
+                let v = value()?;
+                o.cluster
+                    .get_or_insert_with(Default::default)
+                    .connect_retries = v
+                    .parse()
+                    .map_err(|_| format!("invalid value {v:?} for flag -{name}: parse error"))?;
+            }
             _ => return Err(format!("flag provided but not defined: -{name}")),
         }
     }
@@ -225,9 +263,34 @@ mod tests {
         assert_eq!(o.port, 4333);
         assert!(o.debug && o.trace);
         assert!(o.auth_required());
+        assert_eq!(run(&["-p", "0"]).port, 4222);
         let o = run(&["-V", "-P", "/tmp/x.pid", "-l", "/tmp/x.log"]);
         assert!(o.trace && !o.debug);
         assert!(o.pid_file.is_some() && o.log_file.is_some());
+    }
+
+    #[test]
+    fn cluster_flags() {
+        let o = run(&[
+            "--cluster",
+            "nats://u:p@127.0.0.1:-1",
+            "--cluster_name=C1",
+            "--routes",
+            "nats-route://a:6222, nats://b:7222",
+            "--no_advertise",
+            "--connect_retries",
+            "3",
+            "--cluster_advertise",
+            "10.0.0.1:6222",
+        ]);
+        let c = o.cluster.expect("cluster");
+        assert_eq!((c.host.as_str(), c.port), ("127.0.0.1", 0));
+        assert_eq!(c.username.as_deref(), Some("u"));
+        assert_eq!(c.name.as_deref(), Some("C1"));
+        assert_eq!(c.routes, ["nats-route://a:6222", "nats://b:7222"]);
+        assert!(c.no_advertise);
+        assert_eq!(c.connect_retries, 3);
+        assert_eq!(c.advertise.as_deref(), Some("10.0.0.1:6222"));
     }
 
     #[test]
@@ -235,9 +298,10 @@ mod tests {
         assert!(parse(["-p"]).unwrap_err().contains("needs an argument"));
         assert!(parse(["-p", "x"]).unwrap_err().contains("invalid value"));
         assert!(parse(["--bogus"]).unwrap_err().contains("not defined"));
-        assert!(parse(["--routes", "nats://x:6222"])
+        assert!(parse(["-js"]).unwrap_err().contains("not supported yet"));
+        assert!(parse(["--routes", "http://x:6222"])
             .unwrap_err()
-            .contains("not supported yet"));
+            .contains("unsupported scheme"));
         assert!(matches!(parse(["-v"]), Ok(Command::Version)));
         assert!(matches!(parse(["--help"]), Ok(Command::Help)));
     }

@@ -47,6 +47,53 @@ pub struct User {
     pub permissions: Option<Permissions>,
 }
 
+/// The `cluster {}` block and the cluster flags: the route listener and how to find peers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterOpts {
+    /// Cluster name; `None` makes the name dynamic (negotiated with peers).
+    pub name: Option<String>,
+    pub host: String,
+    /// Route port; 0 picks a free one.
+    pub port: u16,
+    /// `host:port` other servers should dial to reach this one (gossiped as INFO `ip`).
+    pub advertise: Option<String>,
+    /// Do not advertise peers' client URLs to clients.
+    pub no_advertise: bool,
+    /// Seed URLs (`nats-route://[user:pass@]host:port`, `nats://…`); a host may be a DNS name
+    /// standing for many nodes.
+    pub routes: Vec<String>,
+    /// Attempts for routes learned by gossip (configured routes retry forever).
+    pub connect_retries: u32,
+    /// Route authorization (`cluster { authorization { user, password, token, timeout } }`).
+    pub username: Option<String>,
+    pub password: Option<String>,
+    pub token: Option<String>,
+    pub auth_timeout: Duration,
+    /// Overrides of the server-wide ping settings for routes.
+    pub ping_interval: Option<Duration>,
+    pub ping_max: Option<u32>,
+}
+
+impl Default for ClusterOpts {
+    fn default() -> Self {
+        ClusterOpts {
+            name: None,
+            host: "0.0.0.0".into(),
+            port: 6222,
+            advertise: None,
+            no_advertise: false,
+            routes: Vec::new(),
+            connect_retries: 0,
+            username: None,
+            password: None,
+            token: None,
+            auth_timeout: DEFAULT_AUTH_TIMEOUT,
+            ping_interval: None,
+            ping_max: None,
+        }
+    }
+}
+
 /// Everything the server runs with.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -57,6 +104,8 @@ pub struct Options {
     /// Monitoring HTTP port: `None` disables it, `Some(0)` picks a free one.
     pub http_port: Option<u16>,
     pub http_host: Option<String>,
+    /// Path prefix of the monitoring endpoints (`http_base_path`); stored, not served yet.
+    pub http_base_path: Option<String>,
     pub log_file: Option<PathBuf>,
     pub pid_file: Option<PathBuf>,
     pub debug: bool,
@@ -86,8 +135,10 @@ pub struct Options {
     pub ping_max: u32,
     pub write_deadline: Duration,
     pub max_closed_clients: usize,
-    /// Clients' `connect_urls` extra entries (filled by the cluster later).
+    /// Client URL (`host:port`) to advertise instead of the listen address.
     pub client_advertise: Option<String>,
+    /// Route listener and peers; `None` runs a single node.
+    pub cluster: Option<ClusterOpts>,
 }
 
 impl Default for Options {
@@ -98,6 +149,7 @@ impl Default for Options {
             server_name: None,
             http_port: None,
             http_host: None,
+            http_base_path: None,
             log_file: None,
             pid_file: None,
             debug: false,
@@ -120,6 +172,7 @@ impl Default for Options {
             write_deadline: DEFAULT_WRITE_DEADLINE,
             max_closed_clients: DEFAULT_MAX_CLOSED_CLIENTS,
             client_advertise: None,
+            cluster: None,
         }
     }
 }

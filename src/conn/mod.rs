@@ -42,6 +42,8 @@ pub enum CloseReason {
     MaxControlLineExceeded,
     MaxConnectionsExceeded,
     ServerShutdown,
+    DuplicateRoute,
+    ClusterNameConflict,
 }
 
 impl CloseReason {
@@ -63,6 +65,8 @@ impl CloseReason {
             CloseReason::MaxControlLineExceeded => "Maximum Control Line Exceeded",
             CloseReason::MaxConnectionsExceeded => "Maximum Connections Exceeded",
             CloseReason::ServerShutdown => "Server Shutdown",
+            CloseReason::DuplicateRoute => "Duplicate Route",
+            CloseReason::ClusterNameConflict => "Cluster Name Conflict",
         }
     }
 
@@ -104,6 +108,8 @@ pub struct Conn {
     pub counters: Counters,
     /// The peer understands HMSG (client CONNECT `headers:true`).
     pub headers: AtomicBool,
+    /// The client accepts asynchronous INFO (CONNECT `protocol` >= 1).
+    pub async_info: AtomicBool,
     /// Unix nanos of the last inbound activity.
     pub last_activity: AtomicU64,
     pub meta: Mutex<ConnMeta>,
@@ -130,6 +136,7 @@ impl Conn {
             out: Outbound::new(max_pending),
             counters: Counters::default(),
             headers: AtomicBool::new(false),
+            async_info: AtomicBool::new(false),
             last_activity: AtomicU64::new(unix_nanos(start)),
             meta: Mutex::new(ConnMeta::default()),
             subs: Mutex::new(HashMap::new()),

@@ -94,6 +94,10 @@ impl Outbound {
         self.notify.notify_one();
     }
 
+    pub fn max_pending(&self) -> usize {
+        self.max_pending
+    }
+
     /// Bytes waiting to be written.
     pub fn pending(&self) -> usize {
         self.lock().buf.len()

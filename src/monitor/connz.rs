@@ -186,7 +186,6 @@ const SORTS: &[&str] = &[
     "uptime",
     "stop",
     "reason",
-    "rtt",
 ];
 
 fn num<T: std::str::FromStr>(p: &HashMap<String, String>, k: &str) -> Result<Option<T>, String> {
@@ -213,7 +212,7 @@ impl ConnzQuery {
     pub fn parse(p: &HashMap<String, String>) -> Result<Self, String> {
         let sort = p.get("sort").cloned().unwrap_or_else(|| "cid".into());
         if !SORTS.contains(&sort.as_str()) {
-            return Err(format!("Invalid sorting option: {sort}"));
+            return Err(format!("invalid sorting option: {sort}"));
         }
         let subs = match p.get("subs").map(String::as_str) {
             Some("detail") => SubsMode::Detail,
@@ -224,19 +223,23 @@ impl ConnzQuery {
             None | Some("" | "open") => State::Open,
             Some("closed") => State::Closed,
             Some("all" | "any") => State::All,
-            Some(v) => return Err(format!("Error decoding state: {v}")),
+            Some(v) => return Err(format!("Error decoding state for {v}")),
         };
-        if (sort == "stop" || sort == "reason") && state == State::Open {
-            return Err(format!(
-                "Invalid sorting option: {sort} is only valid for closed connections"
-            ));
+        if (sort == "stop" || sort == "reason") && state != State::Closed {
+            return Err(format!("sort by {sort} only valid on closed connections"));
         }
         Ok(ConnzQuery {
             sort,
             auth: flag(p, "auth")?,
             subs,
-            offset: num(p, "offset")?.unwrap_or(0),
-            limit: num(p, "limit")?.filter(|l| *l > 0).unwrap_or(1024),
+            // Like nats-server: a negative offset is 0, a limit below 1 is the default.
+            offset: num::<i64>(p, "offset")?
+                .and_then(|o| usize::try_from(o).ok())
+                .unwrap_or(0),
+            limit: num::<i64>(p, "limit")?
+                .and_then(|l| usize::try_from(l).ok())
+                .filter(|l| *l > 0)
+                .unwrap_or(1024),
             cid: num(p, "cid")?,
             state,
             user: p.get("user").filter(|s| !s.is_empty()).cloned(),

@@ -24,6 +24,7 @@ pub async fn serve(srv: Arc<ServerShared>, l: TcpListener, stop: CancellationTok
         .route("/varz", get(varz_h))
         .route("/connz", get(connz_h))
         .route("/healthz", get(healthz_h))
+        .fallback(not_found)
         .with_state(srv);
     let r = axum::serve(l, app)
         .with_graceful_shutdown(async move { stop.cancelled().await })
@@ -44,12 +45,25 @@ pub fn json_response<T: Serialize>(
     v: &T,
     params: &HashMap<String, String>,
 ) -> Response {
-    let body = match serde_json::to_string_pretty(v) {
-        Ok(b) => b,
-        Err(e) => {
-            return (StatusCode::INTERNAL_SERVER_ERROR, format!("error: {e}")).into_response()
-        }
-    };
+    match serde_json::to_string_pretty(v) {
+        Ok(body) => body_response(status, body, params),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("error: {e}")).into_response(),
+    }
+}
+
+/// Compact JSON, as nats-server writes `/healthz` (`{"status":"ok"}`), or JSONP.
+fn compact_json_response<T: Serialize>(
+    status: StatusCode,
+    v: &T,
+    params: &HashMap<String, String>,
+) -> Response {
+    match serde_json::to_string(v) {
+        Ok(body) => body_response(status, body, params),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("error: {e}")).into_response(),
+    }
+}
+
+fn body_response(status: StatusCode, body: String, params: &HashMap<String, String>) -> Response {
     match params.get("callback").filter(|c| !c.is_empty()) {
         Some(cb) => (
             status,
@@ -59,6 +73,19 @@ pub fn json_response<T: Serialize>(
             .into_response(),
         None => (status, [(header::CONTENT_TYPE, "application/json")], body).into_response(),
     }
+}
+
+/// Unknown paths: Go's `http.NotFound`, which nats-server's mux answers with.
+async fn not_found() -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        [
+            (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        ],
+        "404 page not found\n",
+    )
+        .into_response()
 }
 
 fn bad_request(msg: String) -> Response {
@@ -105,12 +132,12 @@ async fn healthz_h(State(srv): State<Arc<ServerShared>>, Query(p): Params) -> Re
             status_code: Some(503),
             error: Some("server is shutting down".into()),
         };
-        return json_response(StatusCode::SERVICE_UNAVAILABLE, &h, &p);
+        return compact_json_response(StatusCode::SERVICE_UNAVAILABLE, &h, &p);
     }
     let h = Health {
         status: "ok",
         status_code: None,
         error: None,
     };
-    json_response(StatusCode::OK, &h, &p)
+    compact_json_response(StatusCode::OK, &h, &p)
 }

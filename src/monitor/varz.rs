@@ -11,6 +11,17 @@ use std::time::SystemTime;
 #[derive(Serialize, Default)]
 pub struct Empty {}
 
+/// Go's `encoding/json` writes a whole float64 without a fraction (`"auth_timeout": 2`);
+/// serde would write `2.0`, which clients decoding into an integer type reject.
+fn go_float<S: serde::Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+    const EXACT: f64 = 9_007_199_254_740_992.0; // 2^53: every whole f64 below is an exact i64
+    if v.fract() == 0.0 && v.abs() < EXACT {
+        s.serialize_i64(*v as i64)
+    } else {
+        s.serialize_f64(*v)
+    }
+}
+
 #[derive(Serialize)]
 pub struct Varz {
     pub server_id: String,
@@ -31,6 +42,7 @@ pub struct Varz {
     pub http_port: u16,
     pub http_base_path: String,
     pub https_port: u16,
+    #[serde(serialize_with = "go_float")]
     pub auth_timeout: f64,
     pub max_control_line: usize,
     pub max_payload: usize,
@@ -41,6 +53,7 @@ pub struct Varz {
     pub mqtt: Empty,
     pub websocket: Empty,
     pub jetstream: Empty,
+    #[serde(serialize_with = "go_float")]
     pub tls_timeout: f64,
     pub write_deadline: u128,
     pub start: String,
@@ -49,6 +62,7 @@ pub struct Varz {
     pub mem: u64,
     pub cores: usize,
     pub gomaxprocs: usize,
+    #[serde(serialize_with = "go_float")]
     pub cpu: f64,
     pub connections: usize,
     pub total_connections: u64,

@@ -15,6 +15,26 @@ pub fn server_id() -> String {
     s
 }
 
+/// A random nonce for an INFO (nats-server: 15 characters of base64url).
+pub fn nonce() -> String {
+    const B64: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut rng = rand::rng();
+    (0..15)
+        .map(|_| B64[rng.random_range(0..64)] as char)
+        .collect()
+}
+
+/// A random cluster name for a server whose cluster name is not configured (dynamic).
+pub fn cluster_name() -> String {
+    let mut rng = rand::rng();
+    (0..22)
+        .map(|_| {
+            const ALNUM: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+            ALNUM[rng.random_range(0..ALNUM.len())] as char
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

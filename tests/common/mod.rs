@@ -139,12 +139,15 @@ impl Raw {
         assert_eq!(got, want);
     }
 
-    /// Next non-PING line (answers server PINGs).
+    /// Next line that is not a server PING (answered) or an async INFO (cluster changes).
     pub async fn next_non_ping(&mut self) -> String {
         loop {
             let l = self.line().await;
             if l == "PING" {
                 self.send("PONG\r\n").await;
+                continue;
+            }
+            if l.starts_with("INFO ") {
                 continue;
             }
             return l;

@@ -1,0 +1,131 @@
+//! Interest towards routes: local (client) subscriptions aggregated per account into RS+/RS-
+//! — plain interest on 0↔1, queue interest with its member count as weight on every change —
+//! and the full dump a route gets when it registers. Interest learned from routes is never
+//! re-advertised (one hop).
+
+use super::Cluster;
+use crate::account::Account;
+use crate::proto::encode;
+use bytes::{Bytes, BytesMut};
+
+/// What one local interest change means for routes.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Change {
+    None,
+    Plus(Option<u32>),
+    Minus,
+}
+
+/// Pure: the RS line a count change needs (`before` → `after` local members).
+pub fn change(queue: bool, before: u32, after: u32) -> Change {
+    if queue {
+        match (before, after) {
+            (b, a) if a == b => Change::None,
+            (_, 0) => Change::Minus,
+            (_, a) => Change::Plus(Some(a)),
+        }
+    } else {
+        match (before, after) {
+            (0, a) if a > 0 => Change::Plus(None),
+            (b, 0) if b > 0 => Change::Minus,
+            _ => Change::None,
+        }
+    }
+}
+
+fn encode_change(buf: &mut BytesMut, acc: &[u8], subject: &[u8], queue: Option<&[u8]>, c: &Change) {
+    match c {
+        Change::None => {}
+        Change::Plus(w) => {
+            encode::write_rs_plus(buf, acc, subject, queue.zip(*w));
+        }
+        Change::Minus => encode::write_rs_minus(buf, acc, subject, queue),
+    }
+}
+
+impl Cluster {
+    /// Record a local subscription change (+1/-1) and tell every route what changed. The
+    /// account's interest lock is held while the line is queued on the routes, so a route's
+    /// dump and these updates never cross.
+    pub fn interest_changed(
+        &self,
+        acc: &Account,
+        subject: &[u8],
+        queue: Option<&[u8]>,
+        delta: i32,
+    ) {
+        let mut rm = acc.route_interest.lock().unwrap_or_else(|e| e.into_inner());
+        let key = (
+            Bytes::copy_from_slice(subject),
+            queue.map(Bytes::copy_from_slice),
+        );
+        let before = rm.get(&key).copied().unwrap_or(0);
+        let after = (i64::from(before) + i64::from(delta)).max(0) as u32;
+        if after == 0 {
+            rm.remove(&key);
+        } else {
+            rm.insert(key, after);
+        }
+        let c = change(queue.is_some(), before, after);
+        if c == Change::None {
+            return;
+        }
+        let mut line = BytesMut::with_capacity(16 + acc.name.len() + subject.len());
+        encode_change(&mut line, acc.name.as_bytes(), subject, queue, &c);
+        self.broadcast(&line);
+    }
+
+    /// Everything this server advertises, for a route that just registered.
+    pub fn dump(&self, accounts: &[std::sync::Arc<Account>], to: &crate::conn::Conn) {
+        for acc in accounts {
+            let rm = acc.route_interest.lock().unwrap_or_else(|e| e.into_inner());
+            if rm.is_empty() {
+                continue;
+            }
+            let mut buf = BytesMut::with_capacity(rm.len() * 32);
+            for ((subject, queue), n) in rm.iter() {
+                let c = if queue.is_some() {
+                    Change::Plus(Some(*n))
+                } else {
+                    Change::Plus(None)
+                };
+                encode_change(&mut buf, acc.name.as_bytes(), subject, queue.as_deref(), &c);
+            }
+            to.out.push_now(buf.len(), |b| b.extend_from_slice(&buf));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_interest_on_edges_only() {
+        assert_eq!(change(false, 0, 1), Change::Plus(None));
+        assert_eq!(change(false, 1, 2), Change::None);
+        assert_eq!(change(false, 2, 1), Change::None);
+        assert_eq!(change(false, 1, 0), Change::Minus);
+    }
+
+    #[test]
+    fn queue_interest_carries_weight() {
+        assert_eq!(change(true, 0, 1), Change::Plus(Some(1)));
+        assert_eq!(change(true, 1, 2), Change::Plus(Some(2)));
+        assert_eq!(change(true, 2, 1), Change::Plus(Some(1)));
+        assert_eq!(change(true, 1, 0), Change::Minus);
+        assert_eq!(change(true, 1, 1), Change::None);
+    }
+
+    #[test]
+    fn lines() {
+        let mut b = BytesMut::new();
+        encode_change(&mut b, b"$G", b"bar", Some(b"q1"), &Change::Plus(Some(2)));
+        encode_change(&mut b, b"$G", b"bar", Some(b"q1"), &Change::Minus);
+        encode_change(&mut b, b"$G", b"foo", None, &Change::Plus(None));
+        assert_eq!(
+            &b[..],
+            b"RS+ $G bar q1 2\r\nRS- $G bar q1\r\nRS+ $G foo\r\n"
+        );
+    }
+}

@@ -1,0 +1,707 @@
+//! One route connection, either accepted or dialled: the handshake (the acceptor sends INFO
+//! first; the dialler sends CONNECT and INFO together), registration with the cluster, the
+//! interest dump and gossip, remote interest (RS+/RS-/LS+/LS-) into the account sublists,
+//! routed messages (RMSG/HMSG) to local clients only, and PING/PONG liveness.
+
+use super::discovery;
+use super::url::RouteUrl;
+use super::{Cluster, Registered, RouteEntry};
+use crate::account::{Account, SubRef, Subscription};
+use crate::conn::{writer, CloseReason, Conn, ConnKind};
+use crate::deliver::{Fanout, Msg, Origin};
+use crate::proto::info::{RouteConnectInfo, ServerInfo};
+use crate::proto::parser::{Kind, Limits, Op, Parser, RoutedMsg};
+use crate::server::ServerShared;
+use bytes::{Buf, Bytes, BytesMut};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+/// How a dialled route came about.
+#[derive(Clone, Debug)]
+pub struct Solicit {
+    pub url: RouteUrl,
+    /// From the `routes` setting (true) or learned by gossip (false).
+    pub configured: bool,
+}
+
+const READ_CHUNK: usize = 64 * 1024;
+/// The first PING on a new route, as nats-server does.
+const FIRST_PING: Duration = Duration::from_secs(1);
+
+/// Serve one route connection until it closes.
+pub async fn run(
+    srv: Arc<ServerShared>,
+    cl: Arc<Cluster>,
+    stream: TcpStream,
+    addr: SocketAddr,
+    solicit: Option<Solicit>,
+) {
+    let _ = stream.set_nodelay(true);
+    let conn = Arc::new(Conn::new(
+        srv.next_cid(),
+        ConnKind::Route,
+        addr,
+        srv.opts.max_pending.max(64 * 1024 * 1024),
+    ));
+    let (rd, wr) = stream.into_split();
+    let writer = tokio::spawn(writer::run(conn.clone(), wr, srv.opts.write_deadline));
+    let mut r = Route::new(srv.clone(), cl, conn.clone(), solicit);
+    r.start();
+    r.read_loop(rd).await;
+    r.cleanup();
+    let reason = conn.close_reason().map_or("", |x| x.as_str());
+    tracing::info!("{} - Router connection closed: {reason}", conn.log_prefix());
+    let _ = writer.await;
+}
+
+struct Route {
+    srv: Arc<ServerShared>,
+    cl: Arc<Cluster>,
+    conn: Arc<Conn>,
+    solicit: Option<Solicit>,
+    /// Accept side: CONNECT seen (must come first).
+    connect_seen: bool,
+    entry: Option<Arc<RouteEntry>>,
+    /// Remote interest by `acc subj[ queue]`.
+    remote: HashMap<Bytes, (Arc<Account>, Arc<Subscription>)>,
+    fan: Fanout,
+    /// Last account a routed message named (most routes carry one or two).
+    acc_cache: Option<(Bytes, Arc<Account>)>,
+    pings_out: u32,
+    next_ping: Instant,
+    rtt_start: Option<Instant>,
+    trace: bool,
+    in_msgs: u64,
+    in_bytes: u64,
+}
+
+impl Route {
+    fn new(
+        srv: Arc<ServerShared>,
+        cl: Arc<Cluster>,
+        conn: Arc<Conn>,
+        solicit: Option<Solicit>,
+    ) -> Self {
+        Route {
+            fan: Fanout::new(srv.clone()),
+            trace: crate::logging::trace_enabled(),
+            srv,
+            cl,
+            conn,
+            solicit,
+            connect_seen: false,
+            entry: None,
+            remote: HashMap::new(),
+            acc_cache: None,
+            pings_out: 0,
+            next_ping: Instant::now() + Duration::from_secs(3600),
+            rtt_start: None,
+            in_msgs: 0,
+            in_bytes: 0,
+        }
+    }
+
+    fn send(&self, bytes: &[u8]) {
+        if self.trace {
+            let text = String::from_utf8_lossy(bytes);
+            for l in text.split("\r\n").filter(|l| !l.is_empty()) {
+                tracing::trace!("{} - ->> [{l}]", self.conn.log_prefix());
+            }
+        }
+        self.conn
+            .out
+            .push_now(bytes.len(), |b| b.extend_from_slice(bytes));
+    }
+
+    fn send_err(&self, text: &str) {
+        self.send(format!("-ERR '{text}'\r\n").as_bytes());
+    }
+
+    fn start(&mut self) {
+        let info = self.srv.route_info_json(&self.cl, true, None);
+        match &self.solicit {
+            Some(s) => {
+                tracing::debug!(
+                    "{} - Route connect msg sent ({})",
+                    self.conn.log_prefix(),
+                    s.url
+                );
+                let ci = RouteConnectInfo {
+                    echo: true,
+                    verbose: false,
+                    pedantic: false,
+                    user: s.url.user.clone().unwrap_or_default(),
+                    pass: s.url.pass.clone().unwrap_or_default(),
+                    tls_required: false,
+                    headers: true,
+                    name: self.srv.id.clone(),
+                    cluster: self.cl.name(),
+                    cluster_dynamic: self.cl.is_dynamic(),
+                    ..Default::default()
+                };
+                let connect = serde_json::to_vec(&ci).unwrap_or_default();
+                let mut line = Vec::with_capacity(connect.len() + info.len() + 16);
+                line.extend_from_slice(b"CONNECT ");
+                line.extend_from_slice(&connect);
+                line.extend_from_slice(b"\r\nINFO ");
+                line.extend_from_slice(&info);
+                line.extend_from_slice(b"\r\n");
+                self.send(&line);
+            }
+            None => {
+                let mut line = Vec::with_capacity(info.len() + 8);
+                line.extend_from_slice(b"INFO ");
+                line.extend_from_slice(&info);
+                line.extend_from_slice(b"\r\n");
+                self.send(&line);
+            }
+        }
+    }
+
+    async fn read_loop(&mut self, mut rd: tokio::net::tcp::OwnedReadHalf) {
+        let mut parser = Parser::new(Kind::Route, Limits::route());
+        let handshake_deadline =
+            Instant::now() + self.cl.opts.auth_timeout.max(Duration::from_secs(2));
+        let mut buf = BytesMut::with_capacity(READ_CHUNK);
+        let conn = self.conn.clone();
+        loop {
+            if buf.capacity() - buf.len() < READ_CHUNK / 4 {
+                buf.reserve(READ_CHUNK);
+            }
+            let next_ping = self.next_ping;
+            let read = tokio::select! {
+                biased;
+                _ = conn.closed() => return,
+                r = rd.read_buf(&mut buf) => r,
+                _ = tokio::time::sleep_until(handshake_deadline), if self.entry.is_none() => {
+                    tracing::error!("{} - Route handshake timeout", conn.log_prefix());
+                    if !self.connect_seen && self.solicit.is_none() && self.route_auth_required() {
+                        self.send_err("Authentication Timeout");
+                        conn.close(CloseReason::AuthenticationTimeout);
+                    } else {
+                        conn.close(CloseReason::ProtocolViolation);
+                    }
+                    return;
+                }
+                _ = tokio::time::sleep_until(next_ping) => {
+                    if !self.ping_timer() {
+                        return;
+                    }
+                    continue;
+                }
+            };
+            match read {
+                Ok(0) => {
+                    conn.close(CloseReason::ClientClosed);
+                    return;
+                }
+                Err(e) => {
+                    tracing::debug!("{} - read error: {e}", conn.log_prefix());
+                    conn.close(CloseReason::ReadError);
+                    return;
+                }
+                Ok(_) => {}
+            }
+            conn.touch(SystemTime::now());
+            let mut consumed = 0;
+            let mut close = None;
+            while consumed < buf.len() {
+                match parser.parse(&buf[consumed..]) {
+                    Ok(Some((op, n))) => {
+                        consumed += n;
+                        if let Err(reason) = self.handle(op) {
+                            close = Some(reason);
+                            break;
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        let rest = &buf[consumed..];
+                        let snippet = String::from_utf8_lossy(&rest[..rest.len().min(32)]);
+                        tracing::error!(
+                            "{} - Route parser ERROR: {e}: proto: {snippet:?}",
+                            conn.log_prefix()
+                        );
+                        close = Some(CloseReason::ProtocolViolation);
+                        break;
+                    }
+                }
+            }
+            buf.advance(consumed);
+            self.end_batch().await;
+            if let Some(r) = close {
+                conn.close(r);
+                return;
+            }
+        }
+    }
+
+    async fn end_batch(&mut self) {
+        if self.in_msgs > 0 {
+            let s = &self.srv.stats;
+            s.in_msgs.fetch_add(self.in_msgs, Relaxed);
+            s.in_bytes.fetch_add(self.in_bytes, Relaxed);
+            s.out_msgs.fetch_add(self.fan.out_msgs, Relaxed);
+            s.out_bytes.fetch_add(self.fan.out_bytes, Relaxed);
+            let c = &self.conn.counters;
+            c.in_msgs.fetch_add(self.in_msgs, Relaxed);
+            c.in_bytes.fetch_add(self.in_bytes, Relaxed);
+            self.in_msgs = 0;
+            self.in_bytes = 0;
+            self.fan.out_msgs = 0;
+            self.fan.out_bytes = 0;
+        }
+        self.fan.end_batch(&self.conn).await;
+    }
+
+    /// Returns false when the route was closed as stale.
+    fn ping_timer(&mut self) -> bool {
+        let (interval, max) = self.cl.ping_settings(&self.srv);
+        self.next_ping = Instant::now() + interval;
+        if self.pings_out >= max {
+            tracing::debug!(
+                "{} - Stale Route Connection - Closing",
+                self.conn.log_prefix()
+            );
+            self.conn.close(CloseReason::StaleConnection);
+            return false;
+        }
+        self.pings_out += 1;
+        if self.rtt_start.is_none() {
+            self.rtt_start = Some(Instant::now());
+        }
+        self.send(b"PING\r\n");
+        true
+    }
+
+    fn route_auth_required(&self) -> bool {
+        self.cl.opts.username.is_some() || self.cl.opts.token.is_some()
+    }
+
+    fn handle(&mut self, op: Op<'_>) -> Result<(), CloseReason> {
+        if self.trace {
+            tracing::trace!("{} - <<- [{}]", self.conn.log_prefix(), trace_line(&op));
+        }
+        if self.solicit.is_none() && !self.connect_seen && !matches!(op, Op::Connect(_)) {
+            tracing::error!(
+                "{} - Route did not start with CONNECT",
+                self.conn.log_prefix()
+            );
+            return Err(CloseReason::ProtocolViolation);
+        }
+        match op {
+            Op::Connect(json) => self.on_connect(json),
+            Op::Info(json) => self.on_info(json),
+            Op::Ping => {
+                self.send(b"PONG\r\n");
+                Ok(())
+            }
+            Op::Pong => {
+                self.pings_out = 0;
+                if let Some(t) = self.rtt_start.take() {
+                    self.conn.meta().rtt = Some(t.elapsed());
+                }
+                Ok(())
+            }
+            Op::RsPlus {
+                account,
+                subject,
+                queue,
+            }
+            | Op::LsPlus {
+                account,
+                subject,
+                queue,
+                ..
+            } => {
+                self.remote_plus(account, subject, queue);
+                Ok(())
+            }
+            Op::RsMinus {
+                account,
+                subject,
+                queue,
+            }
+            | Op::LsMinus {
+                account,
+                subject,
+                queue,
+                ..
+            } => {
+                self.remote_minus(account, subject, queue);
+                Ok(())
+            }
+            Op::Rmsg(m) => {
+                self.on_rmsg(&m);
+                Ok(())
+            }
+            Op::Err(text) => {
+                tracing::error!(
+                    "{} - Route received -ERR: {}",
+                    self.conn.log_prefix(),
+                    String::from_utf8_lossy(text)
+                );
+                Ok(())
+            }
+            Op::Ok | Op::AccPlus(_) | Op::AccMinus(_) => Ok(()),
+            other => {
+                tracing::error!(
+                    "{} - Unexpected op on a route: {other:?}",
+                    self.conn.log_prefix()
+                );
+                Err(CloseReason::ProtocolViolation)
+            }
+        }
+    }
+
+    fn on_connect(&mut self, json: &[u8]) -> Result<(), CloseReason> {
+        if self.solicit.is_some() || self.connect_seen {
+            return Ok(());
+        }
+        let ci: RouteConnectInfo = match serde_json::from_slice(json) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!("{} - bad route CONNECT: {e}", self.conn.log_prefix());
+                return Err(CloseReason::ProtocolViolation);
+            }
+        };
+        if !ci.lang.is_empty() {
+            tracing::error!(
+                "{} - Client connected to the route port, closing",
+                self.conn.log_prefix()
+            );
+            self.send_err("Wrong Port");
+            return Err(CloseReason::ProtocolViolation);
+        }
+        if !ci.gateway.is_empty() {
+            tracing::error!(
+                "{} - Gateway connected to the route port, closing",
+                self.conn.log_prefix()
+            );
+            self.send_err("Wrong Gateway");
+            return Err(CloseReason::ProtocolViolation);
+        }
+        if !self.route_auth_ok(&ci) {
+            tracing::error!("{} - Route authentication error", self.conn.log_prefix());
+            self.send_err("Authorization Violation");
+            return Err(CloseReason::AuthenticationViolation);
+        }
+        if let Err(e) = self.cl.reconcile_name(&ci.cluster, ci.cluster_dynamic) {
+            tracing::error!("{} - {e}", self.conn.log_prefix());
+            self.send_err(&e);
+            return Err(CloseReason::ClusterNameConflict);
+        }
+        self.conn.headers.store(ci.headers, Relaxed);
+        self.connect_seen = true;
+        Ok(())
+    }
+
+    fn route_auth_ok(&self, ci: &RouteConnectInfo) -> bool {
+        let o = &self.cl.opts;
+        if let Some(t) = &o.token {
+            return &ci.pass == t || &ci.user == t;
+        }
+        match &o.username {
+            None => true,
+            Some(u) => {
+                &ci.user == u
+                    && o.password.as_deref().is_some_and(|p| {
+                        if p.starts_with("$2") {
+                            bcrypt::verify(&ci.pass, p).unwrap_or(false)
+                        } else {
+                            p == ci.pass
+                        }
+                    })
+            }
+        }
+    }
+
+    fn on_info(&mut self, json: &[u8]) -> Result<(), CloseReason> {
+        let info: ServerInfo = match serde_json::from_slice(json) {
+            Ok(i) => i,
+            Err(e) => {
+                tracing::error!("{} - bad route INFO: {e}", self.conn.log_prefix());
+                return Err(CloseReason::ProtocolViolation);
+            }
+        };
+        if let Some(entry) = self.entry.clone() {
+            if info.server_id != entry.remote_id {
+                // Gossip about another server.
+                if !info.gateway.is_empty() || info.server_id.is_empty() {
+                    return Ok(());
+                }
+                discovery::consider_gossip(&self.srv, &self.cl, &info);
+            } else {
+                let urls_changed = {
+                    let mut cur = entry.info();
+                    let changed = cur.connect_urls != info.connect_urls || cur.ldm != info.ldm;
+                    *cur = info;
+                    changed
+                };
+                if urls_changed {
+                    self.srv.cluster_changed();
+                }
+            }
+            return Ok(());
+        }
+        self.register(info)
+    }
+
+    fn register(&mut self, info: ServerInfo) -> Result<(), CloseReason> {
+        if info.server_id.is_empty() {
+            return Err(CloseReason::ProtocolViolation);
+        }
+        if info.server_id == self.srv.id {
+            if self.solicit.is_some() {
+                self.cl.mark_self(self.conn.addr);
+            }
+            tracing::debug!(
+                "{} - Detected route to self, closing",
+                self.conn.log_prefix()
+            );
+            return Err(CloseReason::DuplicateRoute);
+        }
+        if self.solicit.is_some() {
+            if let Err(e) = self.cl.reconcile_name(&info.cluster, info.cluster_dynamic) {
+                tracing::error!("{} - {e}", self.conn.log_prefix());
+                self.send_err(&e);
+                return Err(CloseReason::ClusterNameConflict);
+            }
+            self.cl.learned(self.conn.addr, &info.server_id);
+        }
+        self.conn.headers.store(info.headers, Relaxed);
+        let gossip_url = if info.ip.is_empty() {
+            let ip = self.conn.addr.ip();
+            if ip.is_ipv6() {
+                format!("nats-route://[{ip}]:{}/", info.port)
+            } else {
+                format!("nats-route://{ip}:{}/", info.port)
+            }
+        } else {
+            info.ip.clone()
+        };
+        {
+            let mut m = self.conn.meta();
+            m.name = info.server_name.clone();
+        }
+        let entry = Arc::new(RouteEntry {
+            conn: self.conn.clone(),
+            remote_id: info.server_id.clone(),
+            remote_name: info.server_name.clone(),
+            did_solicit: self.solicit.is_some(),
+            is_configured: self.solicit.as_ref().is_some_and(|s| s.configured),
+            gossip_url,
+            info: std::sync::Mutex::new(info),
+            num_subs: Default::default(),
+            start: SystemTime::now(),
+        });
+        match self.cl.register(&self.srv.id, &entry) {
+            Registered::Duplicate => {
+                tracing::debug!(
+                    "{} - Duplicate route to {}, closing",
+                    self.conn.log_prefix(),
+                    entry.remote_id
+                );
+                return Err(CloseReason::DuplicateRoute);
+            }
+            Registered::Replaced(old) => {
+                tracing::debug!(
+                    "{} - Replacing duplicate route rid:{} to {}",
+                    self.conn.log_prefix(),
+                    old.conn.cid,
+                    entry.remote_id
+                );
+                old.conn.close(CloseReason::DuplicateRoute);
+            }
+            Registered::New => {}
+        }
+        tracing::info!(
+            "{} - Route connection created to {} ({})",
+            self.conn.log_prefix(),
+            entry.remote_name,
+            entry.remote_id
+        );
+        self.entry = Some(entry.clone());
+        // Our interest, then gossip: tell the others about the newcomer, and the newcomer
+        // about the others (both sides may dial; duplicates resolve deterministically).
+        self.cl.dump(&self.srv.accounts.all(), &self.conn);
+        let newcomer = gossip_json(&entry);
+        self.cl.broadcast_except(&entry.remote_id, &newcomer);
+        for other in self.cl.routes() {
+            if other.remote_id != entry.remote_id {
+                self.send(&gossip_json(&other));
+            }
+        }
+        self.srv.cluster_changed();
+        self.next_ping = Instant::now() + FIRST_PING;
+        Ok(())
+    }
+
+    fn account(&mut self, name: &[u8]) -> Option<Arc<Account>> {
+        if let Some((n, a)) = &self.acc_cache {
+            if &n[..] == name {
+                return Some(a.clone());
+            }
+        }
+        let a = self.srv.accounts.lookup(name)?;
+        self.acc_cache = Some((Bytes::copy_from_slice(name), a.clone()));
+        Some(a)
+    }
+
+    fn remote_key(account: &[u8], subject: &[u8], queue: Option<&[u8]>) -> Bytes {
+        let mut k = BytesMut::with_capacity(account.len() + subject.len() + 32);
+        k.extend_from_slice(account);
+        k.extend_from_slice(b" ");
+        k.extend_from_slice(subject);
+        if let Some(q) = queue {
+            k.extend_from_slice(b" ");
+            k.extend_from_slice(q);
+        }
+        k.freeze()
+    }
+
+    fn remote_plus(&mut self, account: &[u8], subject: &[u8], queue: Option<(&[u8], u32)>) {
+        let Some(entry) = self.entry.clone() else {
+            return;
+        };
+        let Some(acc) = self.account(account) else {
+            tracing::debug!(
+                "{} - Unknown account {:?} for remote interest, ignored",
+                self.conn.log_prefix(),
+                String::from_utf8_lossy(account)
+            );
+            return;
+        };
+        if !crate::subject::is_valid_subject(subject) {
+            tracing::debug!(
+                "{} - Invalid remote subject, ignored",
+                self.conn.log_prefix()
+            );
+            return;
+        }
+        let qname = queue.map(|(q, _)| q);
+        let weight = queue.map_or(1, |(_, w)| w.max(1));
+        let key = Self::remote_key(account, subject, qname);
+        if let Some((_, old)) = self.remote.get(&key) {
+            if queue.is_none() || old.weight == weight {
+                return;
+            }
+            let old = old.clone();
+            let _ = acc.sublist.remove(subject, qname, &SubRef(old));
+            self.remote.remove(&key);
+        }
+        let sub = Arc::new(Subscription {
+            conn: self.conn.clone(),
+            subject: Bytes::copy_from_slice(subject),
+            queue: qname.map(Bytes::copy_from_slice),
+            sid: key.clone(),
+            max: AtomicU64::new(0),
+            delivered: AtomicU64::new(0),
+            deny: None,
+            weight,
+        });
+        if acc
+            .sublist
+            .insert(subject, qname, SubRef(sub.clone()))
+            .is_ok()
+        {
+            self.remote.insert(key, (acc, sub));
+        }
+        entry.num_subs.store(self.remote.len(), Relaxed);
+    }
+
+    fn remote_minus(&mut self, account: &[u8], subject: &[u8], queue: Option<&[u8]>) {
+        let key = Self::remote_key(account, subject, queue);
+        if let Some((acc, sub)) = self.remote.remove(&key) {
+            let _ = acc.sublist.remove(subject, queue, &SubRef(sub));
+        }
+        if let Some(e) = &self.entry {
+            e.num_subs.store(self.remote.len(), Relaxed);
+        }
+    }
+
+    fn on_rmsg(&mut self, m: &RoutedMsg<'_>) {
+        if self.entry.is_none() {
+            return;
+        }
+        let Some(acc) = self.account(m.account) else {
+            tracing::debug!(
+                "{} - Message for unknown account {:?} dropped",
+                self.conn.log_prefix(),
+                String::from_utf8_lossy(m.account)
+            );
+            return;
+        };
+        let msg = Msg {
+            subject: m.subject,
+            reply: m.reply,
+            header: m.header,
+            payload: m.payload,
+        };
+        self.in_msgs += 1;
+        self.in_bytes += msg.size() as u64;
+        let r = acc.sublist.matches(m.subject);
+        self.fan
+            .publish(&acc, &r, &msg, Origin::Route, Some(&m.queues));
+        if !self.fan.retired.is_empty() {
+            for sub in std::mem::take(&mut self.fan.retired) {
+                if acc.retire(&sub) {
+                    self.srv
+                        .local_interest_changed(&acc, &sub.subject, sub.queue.as_deref(), -1);
+                }
+            }
+        }
+    }
+
+    fn cleanup(&mut self) {
+        for (_, (acc, sub)) in self.remote.drain() {
+            let _ = acc
+                .sublist
+                .remove(&sub.subject, sub.queue.as_deref(), &SubRef(sub.clone()));
+        }
+        if let Some(e) = self.entry.take() {
+            e.num_subs.store(0, Relaxed);
+            if self.cl.unregister(&e) {
+                self.srv.cluster_changed();
+            }
+        }
+        self.fan.clear();
+        self.acc_cache = None;
+    }
+}
+
+/// `INFO` about a registered peer, as forwarded to other routes: no nonce, `ip` set.
+fn gossip_json(r: &RouteEntry) -> Vec<u8> {
+    let mut info = r.info().clone();
+    info.nonce.clear();
+    info.ip = r.gossip_url.clone();
+    let json = serde_json::to_vec(&info).unwrap_or_default();
+    let mut line = Vec::with_capacity(json.len() + 8);
+    line.extend_from_slice(b"INFO ");
+    line.extend_from_slice(&json);
+    line.extend_from_slice(b"\r\n");
+    line
+}
+
+fn trace_line(op: &Op<'_>) -> String {
+    match op {
+        Op::Rmsg(m) => format!(
+            "RMSG {} {}{} {}",
+            String::from_utf8_lossy(m.account),
+            String::from_utf8_lossy(m.subject),
+            m.reply
+                .map(|r| format!(" {}", String::from_utf8_lossy(r)))
+                .unwrap_or_default(),
+            m.payload.len() + m.header.map_or(0, <[u8]>::len)
+        ),
+        Op::Connect(j) => format!("CONNECT {}", String::from_utf8_lossy(j)),
+        Op::Info(j) => format!("INFO {}", String::from_utf8_lossy(j)),
+        other => format!("{other:?}"),
+    }
+}

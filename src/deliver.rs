@@ -1,0 +1,298 @@
+//! Fan-out: one message into the outbound buffers of every destination — local subscribers as
+//! `MSG`/`HMSG`, routes as one `RMSG`/`HMSG` each with the queue groups they serve. Batches the
+//! writer wake-ups and producer stalls of one read batch. Used by every connection kind that
+//! receives messages (clients, routes); knows nothing of their protocols beyond the encoders.
+
+use crate::account::{Account, SubRef, Subscription};
+use crate::conn::{CloseReason, Conn, ConnKind, Push};
+use crate::proto::encode;
+use crate::server::ServerShared;
+use crate::sublist::SublistResult;
+use bytes::{Bytes, BytesMut};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// How long a producer waits, per batch, for stalled destinations to drain.
+const STALL_WAIT: Duration = Duration::from_millis(100);
+
+/// One message as it arrived.
+#[derive(Clone, Copy)]
+pub struct Msg<'a> {
+    pub subject: &'a [u8],
+    pub reply: Option<&'a [u8]>,
+    pub header: Option<&'a [u8]>,
+    pub payload: &'a [u8],
+}
+
+impl Msg<'_> {
+    pub fn size(&self) -> usize {
+        self.header.map_or(0, <[u8]>::len) + self.payload.len()
+    }
+}
+
+/// Where a message may go, by where it came from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// From a local client (cid, echo): everywhere, routes included.
+    Client { cid: u64, echo: bool },
+    /// From a route: local clients only (one hop), and queue groups only when listed.
+    Route,
+}
+
+pub struct Fanout {
+    srv: Arc<ServerShared>,
+    to_kick: Vec<Arc<Conn>>,
+    stalled: Vec<Arc<Conn>>,
+    /// Routes that get this message, and the queue groups each one serves.
+    routes: Vec<(Arc<Conn>, Vec<Bytes>)>,
+    /// Subscriptions that reached their auto-unsubscribe max.
+    pub retired: Vec<Arc<Subscription>>,
+    pub rng: SmallRng,
+    pub out_msgs: u64,
+    pub out_bytes: u64,
+    trace: bool,
+}
+
+impl Fanout {
+    pub fn new(srv: Arc<ServerShared>) -> Self {
+        Fanout {
+            srv,
+            to_kick: Vec::new(),
+            stalled: Vec::new(),
+            routes: Vec::new(),
+            retired: Vec::new(),
+            rng: SmallRng::from_rng(&mut rand::rng()),
+            out_msgs: 0,
+            out_bytes: 0,
+            trace: crate::logging::trace_enabled(),
+        }
+    }
+
+    /// Append `need` bytes to `dest`, with the batch's kick/stall/slow-consumer bookkeeping.
+    #[inline]
+    pub fn push(&mut self, dest: &Arc<Conn>, need: usize, f: impl FnOnce(&mut BytesMut)) -> bool {
+        match dest.out.push(need, f) {
+            Push::Ok { kick, stall } => {
+                if kick {
+                    self.to_kick.push(dest.clone());
+                }
+                if stall {
+                    self.stalled.push(dest.clone());
+                }
+                true
+            }
+            Push::Overflow => {
+                self.slow_consumer(dest);
+                false
+            }
+            Push::Closed => false,
+        }
+    }
+
+    fn slow_consumer(&self, dest: &Arc<Conn>) {
+        if dest.is_closed() {
+            return;
+        }
+        self.srv.stats.slow_consumers.fetch_add(1, Relaxed);
+        tracing::info!(
+            "{} - Slow Consumer Detected: MaxPending of {} Exceeded",
+            dest.log_prefix(),
+            dest.out.max_pending()
+        );
+        dest.close(CloseReason::SlowConsumerPendingBytes);
+    }
+
+    /// Deliver to one local subscriber. False when nothing was delivered.
+    #[inline]
+    pub fn to_sub(&mut self, sub: &SubRef, m: &Msg<'_>) -> bool {
+        if sub.denies(m.subject) {
+            return false;
+        }
+        let (ok, last) = sub.count_delivery();
+        if !ok {
+            return false;
+        }
+        let dest = &sub.conn;
+        let header = m.header.filter(|_| dest.headers.load(Relaxed));
+        let need = encode::msg_len(m.subject, &sub.sid, m.reply, header, m.payload);
+        let pushed = self.push(dest, need, |b| {
+            encode::write_msg_or_hmsg(b, m.subject, &sub.sid, m.reply, header, m.payload)
+        });
+        if !pushed {
+            return false;
+        }
+        let size = (header.map_or(0, <[u8]>::len) + m.payload.len()) as u64;
+        dest.counters.out_msgs.fetch_add(1, Relaxed);
+        dest.counters.out_bytes.fetch_add(size, Relaxed);
+        self.out_msgs += 1;
+        self.out_bytes += size;
+        if self.trace {
+            tracing::trace!(
+                "{} - ->> [MSG {} {} {}]",
+                dest.log_prefix(),
+                String::from_utf8_lossy(m.subject),
+                String::from_utf8_lossy(&sub.sid),
+                size
+            );
+        }
+        if last {
+            self.retired.push(sub.0.clone());
+        }
+        true
+    }
+
+    fn route_target(&mut self, conn: &Arc<Conn>) -> usize {
+        match self.routes.iter().position(|(c, _)| c.cid == conn.cid) {
+            Some(i) => i,
+            None => {
+                self.routes.push((conn.clone(), Vec::new()));
+                self.routes.len() - 1
+            }
+        }
+    }
+
+    /// Deliver a message matched in `acc` to everything `r` holds that `origin` may reach.
+    /// Returns the number of deliveries (routes count once each).
+    pub fn publish(
+        &mut self,
+        acc: &Account,
+        r: &SublistResult<SubRef>,
+        m: &Msg<'_>,
+        origin: Origin,
+        listed_queues: Option<&crate::proto::parser::Queues<'_>>,
+    ) -> u64 {
+        let mut delivered = 0u64;
+        let from_route = origin == Origin::Route;
+        let (own_cid, echo) = match origin {
+            Origin::Client { cid, echo } => (cid, echo),
+            Origin::Route => (u64::MAX, true),
+        };
+        for s in &r.psubs {
+            match s.conn.kind {
+                ConnKind::Client => {
+                    if !echo && s.conn.cid == own_cid {
+                        continue;
+                    }
+                    if self.to_sub(s, m) {
+                        delivered += 1;
+                    }
+                }
+                ConnKind::Route => {
+                    if !from_route && !s.conn.is_closed() {
+                        self.route_target(&s.conn);
+                    }
+                }
+            }
+        }
+        for g in &r.qsubs {
+            let n = g.members.len();
+            if n == 0 {
+                continue;
+            }
+            if from_route && !listed_queues.is_some_and(|q| q.iter().any(|x| x == &g.name[..])) {
+                continue;
+            }
+            let start = match g.pick(&mut self.rng) {
+                Some(first) => g
+                    .members
+                    .iter()
+                    .position(|mb| Arc::ptr_eq(&mb.0, &first.0))
+                    .unwrap_or(0),
+                None => self.rng.random_range(0..n),
+            };
+            for i in 0..n {
+                let s = &g.members[(start + i) % n];
+                if s.conn.is_closed() {
+                    continue;
+                }
+                match s.conn.kind {
+                    ConnKind::Client => {
+                        if !echo && s.conn.cid == own_cid {
+                            continue;
+                        }
+                        if self.to_sub(s, m) {
+                            delivered += 1;
+                            break;
+                        }
+                    }
+                    ConnKind::Route => {
+                        if from_route {
+                            continue;
+                        }
+                        let t = self.route_target(&s.conn);
+                        self.routes[t].1.push(g.name.clone());
+                        break;
+                    }
+                }
+            }
+        }
+        if !self.routes.is_empty() {
+            delivered += self.send_to_routes(acc.name.as_bytes(), m);
+        }
+        delivered
+    }
+
+    /// One RMSG/HMSG per target route, with the queue groups it was chosen for.
+    fn send_to_routes(&mut self, account: &[u8], m: &Msg<'_>) -> u64 {
+        let mut routes = std::mem::take(&mut self.routes);
+        let mut sent = 0;
+        for (conn, queues) in routes.drain(..) {
+            let header = m.header.filter(|_| conn.headers.load(Relaxed));
+            let qrefs: Vec<&[u8]> = queues.iter().map(|q| &q[..]).collect();
+            let need = 64
+                + account.len()
+                + m.subject.len()
+                + m.reply.map_or(0, <[u8]>::len)
+                + qrefs.iter().map(|q| q.len() + 1).sum::<usize>()
+                + header.map_or(0, <[u8]>::len)
+                + m.payload.len();
+            let ok = self.push(&conn, need, |b| {
+                encode::write_rmsg(b, account, m.subject, m.reply, &qrefs, header, m.payload)
+            });
+            if ok {
+                let size = (header.map_or(0, <[u8]>::len) + m.payload.len()) as u64;
+                conn.counters.out_msgs.fetch_add(1, Relaxed);
+                conn.counters.out_bytes.fetch_add(size, Relaxed);
+                self.out_msgs += 1;
+                self.out_bytes += size;
+                sent += 1;
+            }
+        }
+        self.routes = routes;
+        sent
+    }
+
+    /// After a batch: wake destinations once each; slow down for stalled ones.
+    pub async fn end_batch(&mut self, own: &Arc<Conn>) {
+        for d in self.to_kick.drain(..) {
+            d.out.kick();
+        }
+        if !self.stalled.is_empty() {
+            let stalled = std::mem::take(&mut self.stalled);
+            let deadline = Instant::now() + STALL_WAIT;
+            for d in &stalled {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                if !Arc::ptr_eq(d, own) {
+                    d.out.wait_drained(left).await;
+                }
+            }
+            self.stalled = stalled;
+            self.stalled.clear();
+        }
+    }
+
+    /// Drop references held for the batch (on close).
+    pub fn clear(&mut self) {
+        self.to_kick.clear();
+        self.stalled.clear();
+        self.routes.clear();
+        self.retired.clear();
+    }
+}

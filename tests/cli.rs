@@ -1,0 +1,507 @@
+//! The `natsd` binary, black-box: flags in nats-server's spellings, the log lines tools wait
+//! for (in nats-server's format), log and pid files, signals and exit codes, and errors for
+//! flags that are wrong or not built yet.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_natsd");
+const DEADLINE: Duration = Duration::from_secs(10);
+
+/// A running `natsd`, killed on drop. Its stderr lines arrive on `lines`.
+struct Natsd {
+    child: Child,
+    lines: Receiver<String>,
+    /// Every stderr line read so far.
+    seen: Vec<String>,
+}
+
+impl Drop for Natsd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Natsd {
+    /// Spawn `natsd args…` with stderr piped (stdout too, so nothing leaks into test output).
+    fn spawn(args: &[&str]) -> Natsd {
+        let mut child = Command::new(BIN)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn natsd");
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        Natsd {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Spawn and wait for `Server is ready`.
+    fn ready(args: &[&str]) -> Natsd {
+        let mut n = Natsd::spawn(args);
+        n.wait_line(|l| l.ends_with("[INF] Server is ready"));
+        n
+    }
+
+    /// Read stderr until a line satisfies `f`; returns it.
+    fn wait_line(&mut self, f: impl Fn(&str) -> bool) -> String {
+        let end = Instant::now() + DEADLINE;
+        loop {
+            let left = end.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) => {
+                    self.seen.push(l.clone());
+                    if f(&l) {
+                        return l;
+                    }
+                }
+                Err(_) => panic!("line not seen; stderr so far: {:#?}", self.seen),
+            }
+        }
+    }
+
+    /// The client address from `Listening for client connections on …`.
+    fn client_addr(&self) -> SocketAddr {
+        addr_after(&self.seen, "Listening for client connections on ")
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn signal(&self, sig: &str) {
+        let st = Command::new("kill")
+            .args([sig, &self.pid().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(st.success(), "kill {sig} failed");
+    }
+
+    /// Wait for exit (with a deadline); returns the status and the rest of stderr.
+    fn wait_exit(&mut self) -> (ExitStatus, Vec<String>) {
+        let end = Instant::now() + DEADLINE;
+        let status = loop {
+            if let Some(st) = self.child.try_wait().expect("try_wait") {
+                break st;
+            }
+            assert!(Instant::now() < end, "natsd did not exit: {:#?}", self.seen);
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        // The reader thread ends at EOF; collect what it still has.
+        while let Ok(l) = self.lines.recv_timeout(DEADLINE) {
+            self.seen.push(l);
+        }
+        (status, self.seen.clone())
+    }
+}
+
+fn addr_after(lines: &[String], marker: &str) -> SocketAddr {
+    lines
+        .iter()
+        .find_map(|l| l.split(marker).nth(1))
+        .unwrap_or_else(|| panic!("no {marker:?} line in {lines:#?}"))
+        .trim()
+        .parse()
+        .expect("an address")
+}
+
+/// Run to completion (for flags that print and exit).
+fn run(args: &[&str]) -> Output {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn natsd");
+    let end = Instant::now() + DEADLINE;
+    while child.try_wait().expect("try_wait").is_none() {
+        if Instant::now() > end {
+            let _ = child.kill();
+            panic!("natsd {args:?} did not exit");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.wait_with_output().expect("output")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// `[pid] YYYY/MM/DD HH:MM:SS.micro [LVL] msg` → (pid, level, msg); panics on any other shape.
+fn parse_log_line(l: &str) -> (u32, String, String) {
+    try_parse_log_line(l).unwrap_or_else(|| panic!("not a nats-server log line: {l:?}"))
+}
+
+fn try_parse_log_line(l: &str) -> Option<(u32, String, String)> {
+    let (pid, rest) = l.strip_prefix('[')?.split_once("] ")?;
+    let pid: u32 = pid.parse().ok()?;
+    // "2026/11/29 09:08:24.347463" is 26 bytes: local time, microseconds.
+    let stamp = rest.get(..26)?;
+    let shape = stamp.bytes().enumerate().all(|(i, b)| match i {
+        4 | 7 => b == b'/',
+        10 => b == b' ',
+        13 | 16 => b == b':',
+        19 => b == b'.',
+        _ => b.is_ascii_digit(),
+    });
+    if !shape {
+        return None;
+    }
+    let (lvl, msg) = rest[26..].strip_prefix(" [")?.split_once("] ")?;
+    Some((pid, lvl.to_string(), msg.to_string()))
+}
+
+/// A raw protocol client: connect and read INFO (returned as JSON).
+fn raw(addr: SocketAddr) -> (TcpStream, BufReader<TcpStream>, serde_json::Value) {
+    let s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(DEADLINE)).ok();
+    let mut r = BufReader::new(s.try_clone().expect("clone"));
+    let mut line = String::new();
+    r.read_line(&mut line).expect("INFO");
+    let json = line
+        .strip_prefix("INFO ")
+        .unwrap_or_else(|| panic!("expected INFO, got {line:?}"));
+    (s, r, serde_json::from_str(json.trim()).expect("INFO JSON"))
+}
+
+fn read_line(r: &mut BufReader<TcpStream>) -> String {
+    let mut l = String::new();
+    r.read_line(&mut l).expect("read");
+    l
+}
+
+/// A fresh path under the target dir's tmp (unique per test and process).
+fn tmp_path(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    dir.join(format!("cli-{}-{name}", std::process::id()))
+}
+
+#[test]
+fn startup_lines_random_port_and_a_client_connects() {
+    let mut n = Natsd::ready(&["-a", "127.0.0.1", "-p", "-1"]);
+    let msgs: Vec<String> = n
+        .seen
+        .iter()
+        .map(|l| {
+            let (pid, lvl, msg) = parse_log_line(l);
+            assert_eq!(pid, n.pid(), "{l}");
+            assert_eq!(lvl, "INF", "no debug lines without -D: {l}");
+            msg
+        })
+        .collect();
+    let at = |m: &str| {
+        msgs.iter()
+            .position(|x| x.starts_with(m))
+            .unwrap_or_else(|| panic!("no {m:?} in {msgs:#?}"))
+    };
+    assert_eq!(at("Starting nats-server"), 0);
+    assert!(at("  Version:  2.9.10") < at("Listening for client connections on 127.0.0.1:"));
+    assert!(at("Listening for client connections") < at("Server is ready"));
+    assert!(!msgs.iter().any(|m| m.starts_with("Starting http monitor")));
+
+    let addr = n.client_addr();
+    assert_ne!(addr.port(), 0);
+    assert_ne!(addr.port(), 4222, "-p -1 picks a random port");
+    let (mut s, mut r, info) = raw(addr);
+    assert_eq!(info["port"], addr.port());
+    assert_eq!(info["version"], "2.9.10");
+    assert!(info.get("auth_required").is_none_or(|v| v == false));
+    s.write_all(b"CONNECT {\"verbose\":false}\r\nPING\r\n")
+        .expect("write");
+    assert_eq!(read_line(&mut r), "PONG\r\n");
+
+    // Nothing on stdout, ever: nats-server logs to stderr only.
+    n.signal("-INT");
+    let (st, _) = n.wait_exit();
+    assert!(st.success());
+    let mut out = String::new();
+    n.child
+        .stdout
+        .take()
+        .expect("stdout")
+        .read_to_string(&mut out)
+        .expect("read stdout");
+    assert_eq!(out, "");
+}
+
+#[test]
+fn monitor_line_comes_before_listening_and_serves() {
+    // Long spellings with `=`: `--addr=`, `--port=`, `--http_port=`.
+    let n = Natsd::ready(&["--addr=127.0.0.1", "--port=-1", "--http_port=-1"]);
+    let http = n
+        .seen
+        .iter()
+        .position(|l| l.contains("[INF] Starting http monitor on 127.0.0.1:"))
+        .unwrap_or_else(|| panic!("no monitor line: {:#?}", n.seen));
+    let listen = n
+        .seen
+        .iter()
+        .position(|l| l.contains("Listening for client connections"))
+        .expect("listening");
+    assert!(http < listen, "{:#?}", n.seen);
+
+    let addr = addr_after(&n.seen, "Starting http monitor on ");
+    let mut s = TcpStream::connect(addr).expect("connect monitor");
+    s.set_read_timeout(Some(DEADLINE)).ok();
+    s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .expect("write");
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).expect("read");
+    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+    assert!(resp.ends_with(r#"{"status":"ok"}"#), "{resp}");
+}
+
+#[test]
+fn single_dash_long_flags_and_separate_values() {
+    // `-port -1`, `-addr 127.0.0.1`, `-name x` as Go's flag package allows; `--name` also.
+    for args in [
+        ["-addr", "127.0.0.1", "-port", "-1", "-name", "n1"],
+        ["--net", "127.0.0.1", "--port", "-1", "--name", "n1"],
+        [
+            "-a=127.0.0.1",
+            "-p=-1",
+            "-n=n1",
+            "-D=false",
+            "-V=false",
+            "-T",
+        ],
+    ] {
+        let n = Natsd::ready(&args);
+        assert!(
+            n.seen.iter().any(|l| l.ends_with("[INF]   Name:     n1")),
+            "{args:?}: {:#?}",
+            n.seen
+        );
+        let (_s, _r, info) = raw(n.client_addr());
+        assert_eq!(info["server_name"], "n1", "{args:?}");
+    }
+}
+
+#[test]
+fn log_file_gets_the_lines_and_stderr_stays_empty() {
+    let log = tmp_path("natsd.log");
+    let pid = tmp_path("natsd.pid");
+    let _ = std::fs::remove_file(&log);
+    let _ = std::fs::remove_file(&pid);
+    let (log_s, pid_s) = (log.to_string_lossy(), pid.to_string_lossy());
+    let mut n = Natsd::spawn(&["-a", "127.0.0.1", "-p", "-1", "-l", &log_s, "-P", &pid_s]);
+
+    let end = Instant::now() + DEADLINE;
+    let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
+    while !read(&log).contains("Server is ready") {
+        assert!(Instant::now() < end, "log file: {:?}", read(&log));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let lines = read(&log);
+    for l in lines.lines() {
+        assert_eq!(parse_log_line(l).0, n.pid());
+    }
+    assert!(lines.contains("[INF] Starting nats-server\n"), "{lines}");
+    let addr = addr_after(
+        &lines.lines().map(String::from).collect::<Vec<_>>(),
+        "Listening for client connections on ",
+    );
+    raw(addr);
+
+    // The pid file: the decimal pid, no newline (as nats-server writes it).
+    assert_eq!(
+        std::fs::read_to_string(&pid).expect("pid file"),
+        n.pid().to_string()
+    );
+
+    n.signal("-INT");
+    let (st, stderr) = n.wait_exit();
+    assert!(st.success());
+    assert!(stderr.is_empty(), "stderr with -l: {stderr:#?}");
+    assert!(
+        read(&log).ends_with("[INF] Server Exiting..\n"),
+        "{}",
+        read(&log)
+    );
+    let _ = std::fs::remove_file(&log);
+    let _ = std::fs::remove_file(&pid);
+}
+
+#[test]
+fn debug_and_trace_flags() {
+    let ping = |n: &mut Natsd| {
+        let (mut s, mut r, _) = raw(n.client_addr());
+        s.write_all(b"CONNECT {\"verbose\":false}\r\nPING\r\n")
+            .expect("write");
+        assert_eq!(read_line(&mut r), "PONG\r\n");
+        (s, r)
+    };
+
+    // -D: debug lines (a connection is logged), no trace.
+    let mut n = Natsd::ready(&["-a", "127.0.0.1", "-p", "-1", "-D"]);
+    let _c = ping(&mut n);
+    n.wait_line(|l| l.contains("[DBG] 127.0.0.1:") && l.ends_with("Client connection created"));
+    n.signal("-INT");
+    let (_, lines) = n.wait_exit();
+    assert!(!lines.iter().any(|l| l.contains("[TRC]")), "{lines:#?}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.ends_with("[DBG] Trapped \"interrupt\" signal")),
+        "{lines:#?}"
+    );
+
+    // -V: the ops, both ways, in nats-server's trace form.
+    let mut n = Natsd::ready(&["-a", "127.0.0.1", "-p", "-1", "-V"]);
+    let _c = ping(&mut n);
+    let l = n.wait_line(|l| l.contains("[TRC]") && l.ends_with("<<- [PING]"));
+    let (_, lvl, msg) = parse_log_line(&l);
+    assert_eq!(lvl, "TRC");
+    assert!(
+        msg.starts_with("127.0.0.1:") && msg.contains(" - cid:"),
+        "{msg}"
+    );
+    n.wait_line(|l| l.contains("[TRC]") && l.ends_with("->> [PONG]"));
+
+    // -DV: both.
+    let mut n = Natsd::ready(&["-a", "127.0.0.1", "-p", "-1", "-DV"]);
+    let _c = ping(&mut n);
+    n.wait_line(|l| l.ends_with("->> [PONG]"));
+    assert!(n.seen.iter().any(|l| l.contains("[DBG]")), "{:#?}", n.seen);
+}
+
+#[test]
+fn version_and_help() {
+    for flag in ["-v", "--version"] {
+        let out = run(&[flag]);
+        assert!(out.status.success(), "{flag}");
+        let s = text(&out.stdout);
+        assert!(s.contains("v2.9.10"), "{flag}: {s}");
+        assert!(s.ends_with('\n') && s.lines().count() == 1, "{flag}: {s:?}");
+    }
+    for flag in ["-h", "--help"] {
+        let out = run(&[flag]);
+        assert!(out.status.success(), "{flag}");
+        let s = text(&out.stdout);
+        assert!(s.contains("Usage: natsd [options]"), "{flag}: {s}");
+        for f in [
+            "-p, --port",
+            "-m, --http_port",
+            "-l, --log",
+            "--user",
+            "-DV",
+        ] {
+            assert!(s.contains(f), "{flag}: usage lacks {f}");
+        }
+    }
+}
+
+#[test]
+fn bad_flags_fail_clearly() {
+    for (args, want) in [
+        (&["--bogus"][..], "flag provided but not defined: -bogus"),
+        (&["-p", "abc"][..], "invalid value \"abc\" for flag -p"),
+        (&["--port=x1"][..], "invalid value \"x1\" for flag -port"),
+        (&["-m", "http"][..], "invalid value \"http\" for flag -m"),
+        (&["-p"][..], "flag needs an argument: -p"),
+        (&["--pass", "x"][..], "--pass needs --user"),
+        (&["stray"][..], "unexpected argument"),
+        (
+            &["--routes", "http://127.0.0.1:1"][..],
+            "unsupported scheme",
+        ),
+        (
+            &["--connect_retries", "x"][..],
+            "invalid value \"x\" for flag -connect_retries",
+        ),
+        (&["-js"][..], "not supported yet"),
+        (&["-c", "/etc/nats.conf"][..], "not supported yet"),
+    ] {
+        let out = run(args);
+        let err = text(&out.stderr);
+        assert!(!out.status.success(), "{args:?} must fail");
+        assert!(err.contains(want), "{args:?}: stderr {err:?}");
+        assert!(
+            !err.contains("Server is ready"),
+            "{args:?} started anyway: {err}"
+        );
+    }
+    // Refused capabilities say which one.
+    let err = text(&run(&["-js"]).stderr);
+    assert!(err.contains("JetStream"), "{err}");
+}
+
+#[test]
+fn port_in_use_exits_non_zero() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = taken.local_addr().expect("addr").port().to_string();
+    let out = run(&["-a", "127.0.0.1", "-p", &port]);
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(err.contains(&format!("127.0.0.1:{port}")), "{err}");
+    assert!(!err.contains("Server is ready"), "{err}");
+}
+
+#[test]
+fn sigint_exits_0_and_sigterm_exits_1() {
+    let mut n = Natsd::ready(&["-a", "127.0.0.1", "-p", "-1"]);
+    let (_s, _r, _) = raw(n.client_addr()); // a connected client does not block shutdown
+    n.signal("-INT");
+    let (st, lines) = n.wait_exit();
+    assert_eq!(st.code(), Some(0), "{lines:#?}");
+    let last = lines.last().expect("lines");
+    assert!(last.ends_with("[INF] Server Exiting.."), "{lines:#?}");
+    assert!(lines
+        .iter()
+        .any(|l| l.ends_with("[INF] Initiating Shutdown...")));
+    // Like nats-server, the trapped signal is a debug line: without -D only INF lines.
+    assert!(
+        lines.iter().all(|l| parse_log_line(l).1 == "INF"),
+        "{lines:#?}"
+    );
+
+    let mut n = Natsd::ready(&["-a", "127.0.0.1", "-p", "-1"]);
+    n.signal("-TERM");
+    let (st, lines) = n.wait_exit();
+    assert_eq!(st.code(), Some(1), "{lines:#?}");
+    assert!(
+        lines.iter().any(|l| l.ends_with("[INF] Server Exiting..")),
+        "{lines:#?}"
+    );
+}
+
+#[test]
+fn user_pass_and_token_require_auth() {
+    let mut n = Natsd::ready(&["-a", "127.0.0.1", "-p", "-1", "--user", "a", "--pass", "b"]);
+    let (mut s, mut r, info) = raw(n.client_addr());
+    assert_eq!(info["auth_required"], true);
+    s.write_all(b"CONNECT {\"verbose\":false,\"user\":\"a\",\"pass\":\"b\"}\r\nPING\r\n")
+        .expect("write");
+    assert_eq!(read_line(&mut r), "PONG\r\n");
+    let (mut s, mut r, _) = raw(n.client_addr());
+    s.write_all(b"CONNECT {\"verbose\":false,\"user\":\"a\",\"pass\":\"x\"}\r\n")
+        .expect("write");
+    assert_eq!(read_line(&mut r), "-ERR 'Authorization Violation'\r\n");
+    n.wait_line(|l| l.contains("[ERR]") && l.contains("authentication error"));
+
+    let n = Natsd::ready(&["-a", "127.0.0.1", "-p", "-1", "--auth=s3cret"]);
+    let (mut s, mut r, info) = raw(n.client_addr());
+    assert_eq!(info["auth_required"], true);
+    s.write_all(b"CONNECT {\"verbose\":false,\"auth_token\":\"s3cret\"}\r\nPING\r\n")
+        .expect("write");
+    assert_eq!(read_line(&mut r), "PONG\r\n");
+}
