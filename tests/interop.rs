@@ -1,0 +1,320 @@
+//! Mixed clusters of natsd and Debian's real nats-server (installed by `.ci/run`): they form
+//! one full mesh through gossip and pass pub/sub, queues (exactly once), headers and
+//! request/reply in every direction. Never skipped: a missing nats-server is a failure.
+
+mod common;
+
+use common::{http_json, start, wait_for, Raw};
+use natsd::config::ClusterOpts;
+use natsd::{Options, Server};
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+const NATS_SERVER: &str = "/usr/sbin/nats-server";
+
+/// A real nats-server child process, killed on drop.
+struct Go {
+    child: Child,
+    client: SocketAddr,
+    route_port: u16,
+    http: SocketAddr,
+}
+
+impl Drop for Go {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+fn go_server(name: &str, seed: Option<u16>) -> Go {
+    assert!(
+        std::path::Path::new(NATS_SERVER).exists(),
+        "{NATS_SERVER} is missing: install it (apt-get install -y nats-server; .ci/run does)"
+    );
+    let http = free_port();
+    let mut cmd = Command::new(NATS_SERVER);
+    cmd.args(["-a", "127.0.0.1", "-p", "-1", "-n", name, "-m"])
+        .arg(http.to_string())
+        .args(["--cluster", "nats://127.0.0.1:-1", "--cluster_name", "C1"]);
+    if let Some(p) = seed {
+        cmd.args(["--routes", &format!("nats-route://127.0.0.1:{p}")]);
+    }
+    let mut child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn nats-server");
+    let stderr = child.stderr.take().expect("stderr");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut client = None;
+    let mut route = None;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while client.is_none() || route.is_none() {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let line = rx.recv_timeout(left).expect("nats-server did not start");
+        let addr_after = |marker: &str| -> Option<SocketAddr> {
+            line.split(marker)
+                .nth(1)
+                .and_then(|a| a.trim().parse().ok())
+        };
+        if let Some(a) = addr_after("Listening for client connections on ") {
+            client = Some(a);
+        }
+        if let Some(a) = addr_after("Listening for route connections on ") {
+            route = Some(a.port());
+        }
+    }
+    // Keep draining the log so the child never blocks on a full pipe.
+    std::thread::spawn(move || for _ in rx {});
+    Go {
+        child,
+        client: client.expect("client addr"),
+        route_port: route.expect("route port"),
+        http: SocketAddr::from(([127, 0, 0, 1], http)),
+    }
+}
+
+fn natsd_opts(name: &str, seed: Option<u16>) -> Options {
+    Options {
+        server_name: Some(name.into()),
+        cluster: Some(ClusterOpts {
+            name: Some("C1".into()),
+            host: "127.0.0.1".into(),
+            port: 0,
+            routes: seed
+                .map(|p| vec![format!("nats-route://127.0.0.1:{p}")])
+                .unwrap_or_default(),
+            ..ClusterOpts::default()
+        }),
+        ..Options::local()
+    }
+}
+
+fn route_port(s: &Server) -> u16 {
+    s.shared()
+        .cluster
+        .as_ref()
+        .and_then(|c| c.listen_addr.get())
+        .map(|a| a.port())
+        .expect("route listener")
+}
+
+fn routes(s: &Server) -> usize {
+    s.shared().cluster.as_ref().map_or(0, |c| c.num_routes())
+}
+
+async fn go_routes(g: &Go) -> u64 {
+    http_json(g.http, "/routez").await["num_routes"]
+        .as_u64()
+        .unwrap_or(0)
+}
+
+async fn raw_at(addr: SocketAddr) -> Raw {
+    let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let mut r = Raw {
+        stream,
+        buf: Vec::new(),
+    };
+    let info = r.line().await;
+    assert!(info.starts_with("INFO "), "{info}");
+    r.send("CONNECT {\"verbose\":false,\"pedantic\":false,\"headers\":true,\"no_responders\":true,\"protocol\":1}\r\nPING\r\n")
+        .await;
+    r.expect("PONG").await;
+    r
+}
+
+/// Publish on `from` until `to` (subscribed to `subject`) gets one: interest has crossed.
+async fn until_delivered(from: &mut Raw, to: &mut Raw, subject: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        from.send(&format!("PUB {subject} 5\r\nprobe\r\n")).await;
+        from.flush().await;
+        let got = to.sync().await;
+        if got.contains(&format!("MSG {subject} ")) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "interest for {subject} never crossed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Every node's client pair: pub/sub, headers and queue groups across all directions.
+async fn check_traffic(addrs: &[SocketAddr]) {
+    // Plain and header messages from every node to a subscriber on every other node.
+    for (i, to) in addrs.iter().enumerate() {
+        let mut sub = raw_at(*to).await;
+        sub.send(&format!("SUB x.{i}.> 1\r\n")).await;
+        sub.flush().await;
+        for (j, from) in addrs.iter().enumerate() {
+            if i == j {
+                continue;
+            }
+            let mut p = raw_at(*from).await;
+            until_delivered(&mut p, &mut sub, &format!("x.{i}.probe{j}")).await;
+            p.send(&format!(
+                "HPUB x.{i}.h{j} rep.{j} 12 14\r\nNATS/1.0\r\n\r\nhi\r\n"
+            ))
+            .await;
+            p.flush().await;
+            assert_eq!(
+                sub.next_non_ping().await,
+                format!("HMSG x.{i}.h{j} 1 rep.{j} 12 14")
+            );
+            assert_eq!(sub.payload(14).await, b"NATS/1.0\r\n\r\nhi");
+        }
+    }
+    // One queue group with a member on every node: each message exactly once.
+    let mut members = Vec::new();
+    for a in addrs {
+        let mut m = raw_at(*a).await;
+        m.send("SUB jobs workers 1\r\n").await;
+        m.flush().await;
+        members.push(m);
+    }
+    for (k, a) in addrs.iter().enumerate() {
+        let mut p = raw_at(*a).await;
+        // Wait until every member's interest is visible here: a plain probe sub per member.
+        let mut probes = Vec::new();
+        for b in addrs {
+            let mut s = raw_at(*b).await;
+            s.send("SUB jobs.probe 1\r\n").await;
+            s.flush().await;
+            probes.push(s);
+        }
+        for s in &mut probes {
+            until_delivered(&mut p, s, "jobs.probe").await;
+        }
+        let n = 300;
+        for i in 0..n {
+            p.send(&format!("PUB jobs 6\r\n{k}-{i:04}\r\n")).await;
+        }
+        p.flush().await;
+        let mut seen = std::collections::HashSet::new();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while seen.len() < n && std::time::Instant::now() < deadline {
+            for m in &mut members {
+                let text = m.sync().await;
+                for chunk in text.split("MSG jobs 1 6\r\n").skip(1) {
+                    assert!(
+                        seen.insert(chunk[..6].to_string()),
+                        "delivered twice: {}",
+                        &chunk[..6]
+                    );
+                }
+            }
+        }
+        assert_eq!(
+            seen.len(),
+            n,
+            "queue messages from node {k}: each exactly once"
+        );
+    }
+}
+
+/// Request/reply through async-nats in every direction.
+async fn check_requests(addrs: &[SocketAddr]) {
+    use futures::StreamExt;
+    for (i, svc_addr) in addrs.iter().enumerate() {
+        let svc = async_nats::connect(format!("nats://{svc_addr}"))
+            .await
+            .expect("connect");
+        let subject = format!("svc.{i}");
+        let mut reqs = svc.subscribe(subject.clone()).await.expect("sub");
+        svc.flush().await.expect("flush");
+        let responder = svc.clone();
+        let task = tokio::spawn(async move {
+            while let Some(m) = reqs.next().await {
+                if let Some(r) = m.reply {
+                    let _ = responder.publish(r, m.payload).await;
+                    let _ = responder.flush().await;
+                }
+            }
+        });
+        for (j, req_addr) in addrs.iter().enumerate() {
+            if i == j {
+                continue;
+            }
+            let nc = async_nats::connect(format!("nats://{req_addr}"))
+                .await
+                .expect("connect");
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            loop {
+                match tokio::time::timeout(
+                    Duration::from_secs(2),
+                    nc.request(subject.clone(), "ping".into()),
+                )
+                .await
+                {
+                    Ok(Ok(m)) => {
+                        assert_eq!(&m.payload[..], b"ping");
+                        break;
+                    }
+                    other => {
+                        // Interest may still be crossing (no responders): retry until the deadline.
+                        assert!(
+                            std::time::Instant::now() < deadline,
+                            "request {j}->{i}: {other:?}"
+                        );
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                }
+            }
+        }
+        task.abort();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_natsd_and_one_nats_server_form_one_cluster() {
+    let a = start(natsd_opts("rust-a", None)).await;
+    let seed = route_port(&a);
+    let g = go_server("go-b", Some(seed));
+    let c = start(natsd_opts("rust-c", Some(seed))).await;
+    wait_for("full mesh", || {
+        let g = &g;
+        let (ra, rc) = (routes(&a), routes(&c));
+        async move { ra == 2 && rc == 2 && go_routes(g).await == 2 }
+    })
+    .await;
+    let addrs = [a.client_addr(), g.client, c.client_addr()];
+    check_traffic(&addrs).await;
+    check_requests(&addrs).await;
+    a.shutdown().await;
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_natsd_and_two_nats_servers_form_one_cluster() {
+    let g1 = go_server("go-a", None);
+    let r = start(natsd_opts("rust-b", Some(g1.route_port))).await;
+    let g2 = go_server("go-c", Some(g1.route_port));
+    wait_for("full mesh", || {
+        let (g1, g2) = (&g1, &g2);
+        let rr = routes(&r);
+        async move { rr == 2 && go_routes(g1).await == 2 && go_routes(g2).await == 2 }
+    })
+    .await;
+    let addrs = [g1.client, r.client_addr(), g2.client];
+    check_traffic(&addrs).await;
+    check_requests(&addrs).await;
+    r.shutdown().await;
+}
