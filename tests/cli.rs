@@ -429,7 +429,10 @@ fn bad_flags_fail_clearly() {
             "invalid value \"x\" for flag -connect_retries",
         ),
         (&["-js"][..], "not supported yet"),
-        (&["-c", "/etc/nats.conf"][..], "not supported yet"),
+        (
+            &["-c", "/nonexistent/nats.conf"][..],
+            "cannot read config file",
+        ),
     ] {
         let out = run(args);
         let err = text(&out.stderr);

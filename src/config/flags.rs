@@ -21,6 +21,8 @@ Server Options:
     -n, --name, --server_name <name> Server name (default: server id)
     -P, --pid <file>                 File to store PID
     -m, --http_port <port>           Use port for http monitoring
+    -c, --config <file>              Configuration file
+    -t                               Test configuration and exit
 
 Logging Options:
     -l, --log <file>                 File to redirect log output
@@ -41,9 +43,6 @@ Common Options:
 
 /// Flags of capabilities that are not built yet: accepted by nats-server, refused here clearly.
 const NOT_YET: &[(&str, &str)] = &[
-    ("c", "config files"),
-    ("config", "config files"),
-    ("t", "config files"),
     ("js", "JetStream"),
     ("jetstream", "JetStream"),
     ("sd", "JetStream"),
@@ -79,7 +78,15 @@ where
     S: Into<String>,
 {
     let args: Vec<String> = args.into_iter().map(Into::into).collect();
-    let mut o = Options::default();
+    // The config file first; the flags then override what it says.
+    let (config, check) = config_args(&args)?;
+    if check {
+        check_and_exit(config.as_deref());
+    }
+    let mut o = match &config {
+        Some(path) => super::file::load(std::path::Path::new(path)).map_err(|e| e.to_string())?,
+        None => Options::default(),
+    };
     let mut i = 0;
     while i < args.len() {
         let arg = &args[i];
@@ -117,6 +124,7 @@ where
                     parse_bool(name, inline.as_deref())?;
                 continue;
             }
+            "t" => continue, // handled by `config_args`
             "v" | "version" => return Ok(Command::Version),
             "h" | "help" => return Ok(Command::Help),
             _ => {}
@@ -138,6 +146,9 @@ where
             Ok(v)
         };
         match name {
+            "c" | "config" => {
+                value()?; // loaded before the other flags
+            }
             "a" | "addr" | "net" => o.host = value()?,
             "p" | "port" => {
                 let v = value()?;
@@ -217,6 +228,56 @@ where
     }
     o.validate()?;
     Ok(Command::Run(Box::new(o)))
+}
+
+/// `-c/--config FILE` and `-t` wherever they are on the command line.
+fn config_args(args: &[String]) -> Result<(Option<String>, bool), String> {
+    let (mut config, mut check) = (None, false);
+    let mut i = 0;
+    while i < args.len() {
+        let stripped = args[i].trim_start_matches('-');
+        i += 1;
+        let (name, inline) = match stripped.split_once('=') {
+            Some((n, v)) => (n, Some(v)),
+            None => (stripped, None),
+        };
+        match name {
+            "c" | "config" => {
+                let v = match inline {
+                    Some(v) => v.to_string(),
+                    None => {
+                        i += 1;
+                        args.get(i - 1)
+                            .cloned()
+                            .ok_or_else(|| format!("flag needs an argument: -{name}"))?
+                    }
+                };
+                config = Some(v);
+            }
+            "t" => check = parse_bool(name, inline)?,
+            _ => {}
+        }
+    }
+    Ok((config, check))
+}
+
+/// `-t`: check the config file as nats-server does (warnings count as errors), print the
+/// verdict on stderr and exit — 0 when the file is valid.
+fn check_and_exit(config: Option<&str>) -> ! {
+    let Some(path) = config else {
+        eprintln!("natsd: must specify [-c, --config] option to check configuration file syntax");
+        std::process::exit(1);
+    };
+    match super::file::check(std::path::Path::new(path)) {
+        Ok(()) => {
+            eprintln!("natsd: configuration file {path} is valid");
+            std::process::exit(0)
+        }
+        Err(e) => {
+            eprintln!("natsd: {e}");
+            std::process::exit(1)
+        }
+    }
 }
 
 /// The `-v` line.

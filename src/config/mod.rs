@@ -1,6 +1,8 @@
 //! `Options`: every setting the server runs with, and nats-server's defaults. Flags
 //! (`flags.rs`) and, later, the config language fill it; the server only reads it.
 
+pub mod conf;
+pub mod file;
 pub mod flags;
 
 use std::path::PathBuf;

@@ -1,0 +1,885 @@
+//! A config file's meaning: the `conf` tree mapped onto `Options`, key by key, as
+//! nats-server 2.9 reads its files. Keys of options are case-insensitive; a key natsd knows
+//! from nats-server but does not build yet is refused with a message naming it; any other key
+//! is `unknown field "x"` (an error, as in nats-server 2.9) unless it is a variable some value
+//! referred to. Values of the wrong type, bad units and durations are errors at their position;
+//! a bare integer where a duration is expected means seconds and is a warning (nats-server's
+//! `-t` treats warnings as errors, and so does `check`).
+//!
+//! Knows nothing of servers or the command line: `flags.rs` loads the file, then applies flags.
+
+use super::conf::{self, Entry, Kind, Map, Pos, Value};
+use super::{ClusterOpts, Options, Permissions, SubjectPermission, User, NATSD_VERSION};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub use super::conf::ConfigError;
+
+/// Options read from a file, and the warnings found on the way.
+#[derive(Debug)]
+pub struct Loaded {
+    pub options: Options,
+    pub warnings: Vec<ConfigError>,
+}
+
+/// Load a config file onto nats-server's defaults and validate the result. Warnings are logged
+/// (`tracing::warn!`, or printed to stderr as nats-server does while logging is not set up).
+pub fn load(path: &Path) -> Result<Options, ConfigError> {
+    let loaded = load_with_warnings(path)?;
+    for w in &loaded.warnings {
+        if tracing::dispatcher::has_been_set() {
+            tracing::warn!("{w}");
+        } else {
+            eprintln!("natsd: {w}");
+        }
+    }
+    Ok(loaded.options)
+}
+
+/// Load a config file; the caller decides what to do with the warnings.
+pub fn load_with_warnings(path: &Path) -> Result<Loaded, ConfigError> {
+    let map = conf::parse_file(path)?;
+    finish(&map, Some(path))
+}
+
+/// What `natsd -t -c FILE` does: the file must load without errors and without warnings.
+pub fn check(path: &Path) -> Result<(), ConfigError> {
+    let loaded = load_with_warnings(path)?;
+    match loaded.warnings.into_iter().next() {
+        Some(w) => Err(w),
+        None => Ok(()),
+    }
+}
+
+/// Load config text (includes are relative to the current directory).
+pub fn load_str(src: &str) -> Result<Loaded, ConfigError> {
+    let map = conf::parse_str(src)?;
+    finish(&map, None)
+}
+
+fn finish(map: &Map, file: Option<&Path>) -> Result<Loaded, ConfigError> {
+    let mut options = Options::default();
+    let mut warnings = Vec::new();
+    apply(map, &mut options, &mut warnings)?;
+    options
+        .validate()
+        .map_err(|e| ConfigError::whole(file, e))?;
+    Ok(Loaded { options, warnings })
+}
+
+/// What natsd does not build yet, by key: the text after "does not build … yet".
+fn not_yet(key: &str) -> Option<&'static str> {
+    Some(match key {
+        "gateway" => "gateways",
+        "jetstream" | "store_dir" | "default_js_domain" => "JetStream",
+        "leaf" | "leafnodes" => "leaf nodes",
+        "tls" | "allow_non_tls" | "ocsp" => "TLS",
+        "https" | "https_port" => "HTTPS monitoring",
+        "websocket" => "WebSocket",
+        "mqtt" => "MQTT",
+        "operator" | "operators" | "resolver" | "resolver_tls" | "resolver_preload" | "trusted"
+        | "trusted_keys" => "decentralized (JWT) auth",
+        "system_account" | "no_system_account" => "a configurable system account",
+        "lame_duck_duration" | "lame_duck_grace_period" => "lame duck mode",
+        "ports_file_dir" => "ports files",
+        "server_tags" => "server tags",
+        "syslog" | "remote_syslog" => "syslog",
+        "log_size_limit" | "log_max_num" | "logtime_utc" | "max_traced_msg_len"
+        | "trace_verbose" => "this logging option",
+        "prof_port" => "profiling",
+        "mappings" | "map" => "subject mappings",
+        "no_sublist_cache" | "max_sub_tokens" | "no_header_support" => "this option",
+        "connect_error_reports" | "reconnect_error_reports" => "route error reports",
+        "nkey" | "nkeys" => "nkey auth",
+        "allowed_connection_types" => "connection types",
+        "allow_responses" | "allow_resp" => "response permissions",
+        "exports" | "imports" => "account imports/exports",
+        "pool_size" | "compression" => "route pooling/compression",
+        "auth_callout" => "auth callout",
+        _ => return None,
+    })
+}
+
+fn not_supported(key: &str, at: &Pos, what: &str) -> ConfigError {
+    ConfigError::at(
+        at,
+        format!("{key:?} is not supported yet: natsd {NATSD_VERSION} does not build {what} yet"),
+    )
+}
+
+fn unknown(e: &Entry) -> ConfigError {
+    ConfigError::at(&e.key_pos, format!("unknown field {:?}", e.key))
+}
+
+/// The error for a key natsd refuses: not built yet, or unknown.
+fn refuse(e: &Entry, key: &str) -> ConfigError {
+    match not_yet(key) {
+        Some(what) => not_supported(&e.key, &e.key_pos, what),
+        None => unknown(e),
+    }
+}
+
+/// Entries that are options (variables that were referenced are skipped), lowercased keys.
+fn options(map: &Map) -> impl Iterator<Item = (String, &Entry)> {
+    map.entries
+        .iter()
+        .filter(|e| !e.used_as_variable)
+        .map(|e| (e.key.to_ascii_lowercase(), e))
+}
+
+fn wrong_type(key: &str, v: &Value, want: &str) -> ConfigError {
+    let hint = match &v.kind {
+        Kind::Integer { .. } | Kind::Float(_) | Kind::Bool(_) if want == "a string" => {
+            " (quote it to make it a string)"
+        }
+        _ => "",
+    };
+    ConfigError::at(
+        &v.pos,
+        format!(
+            "invalid value for {key:?}: expected {want}, got {}{hint}",
+            v.kind.type_name()
+        ),
+    )
+}
+
+fn string(key: &str, v: &Value) -> Result<String, ConfigError> {
+    match &v.kind {
+        Kind::String(s) => Ok(s.clone()),
+        _ => Err(wrong_type(key, v, "a string")),
+    }
+}
+
+fn boolean(key: &str, v: &Value) -> Result<bool, ConfigError> {
+    match &v.kind {
+        Kind::Bool(b) => Ok(*b),
+        _ => Err(wrong_type(key, v, "a boolean (true/false, yes/no, on/off)")),
+    }
+}
+
+/// An integer (sizes may carry units). A word like `1kbb` is reported as a bad unit.
+fn integer(key: &str, v: &Value) -> Result<i64, ConfigError> {
+    match &v.kind {
+        Kind::Integer { value, .. } => Ok(*value),
+        Kind::String(s) => {
+            let digits = s
+                .strip_prefix('-')
+                .unwrap_or(s)
+                .bytes()
+                .take_while(u8::is_ascii_digit)
+                .count();
+            if digits > 0 {
+                let unit = s.trim_start_matches('-')[digits..].to_string();
+                Err(ConfigError::at(
+                    &v.pos,
+                    format!(
+                        "invalid value for {key:?}: {s:?} has an unknown unit {unit:?} (units: k, kb, \
+                         ki, kib, m, mb, mi, mib, g, gb, gi, gib, t…, p…, e…)"
+                    ),
+                ))
+            } else {
+                Err(wrong_type(key, v, "an integer"))
+            }
+        }
+        _ => Err(wrong_type(key, v, "an integer")),
+    }
+}
+
+/// A non-negative integer that fits `max`.
+fn count(key: &str, v: &Value, max: u64) -> Result<u64, ConfigError> {
+    let n = integer(key, v)?;
+    if n < 0 {
+        return Err(ConfigError::at(
+            &v.pos,
+            format!("invalid value for {key:?}: {n} must not be negative"),
+        ));
+    }
+    if n as u64 > max {
+        return Err(ConfigError::at(&v.pos, format!("{key} value is too big")));
+    }
+    Ok(n as u64)
+}
+
+fn usize_of(key: &str, v: &Value, max: u64) -> Result<usize, ConfigError> {
+    let n = count(key, v, max.min(usize::MAX as u64))?;
+    usize::try_from(n).map_err(|_| ConfigError::at(&v.pos, format!("{key} value is too big")))
+}
+
+/// Go's `time.ParseDuration` for non-negative durations: `300ms`, `1.5h`, `2h45m`.
+pub fn parse_go_duration(s: &str) -> Option<Duration> {
+    let s = s.trim();
+    let s = s.strip_prefix('+').unwrap_or(s);
+    if s == "0" {
+        return Some(Duration::ZERO);
+    }
+    if s.is_empty() {
+        return None;
+    }
+    let mut total = 0f64;
+    let mut rest = s;
+    while !rest.is_empty() {
+        let num_end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        if num_end == 0 {
+            return None;
+        }
+        let n: f64 = rest[..num_end].parse().ok()?;
+        rest = &rest[num_end..];
+        let unit_end = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let mult = match &rest[..unit_end] {
+            "ns" => 1e-9,
+            "us" | "µs" | "μs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return None,
+        };
+        total += n * mult;
+        rest = &rest[unit_end..];
+    }
+    Duration::try_from_secs_f64(total).ok()
+}
+
+/// A duration: a string in Go's syntax; a bare integer means seconds, with a warning.
+fn duration(
+    key: &str,
+    v: &Value,
+    warnings: &mut Vec<ConfigError>,
+) -> Result<Duration, ConfigError> {
+    match &v.kind {
+        Kind::String(s) => parse_go_duration(s).ok_or_else(|| {
+            ConfigError::at(
+                &v.pos,
+                format!(
+                    "invalid value for {key:?}: {s:?} is not a duration (examples: \"100ms\", \
+                     \"2s\", \"1m30s\", \"1h\")"
+                ),
+            )
+        }),
+        Kind::Integer { value, unit: None } if *value >= 0 => {
+            warnings.push(ConfigError::at(
+                &v.pos,
+                format!(
+                    "invalid use of field {key:?}: {key} should be converted to a duration \
+                     (a bare integer means seconds: write \"{value}s\")"
+                ),
+            ));
+            Ok(Duration::from_secs(*value as u64))
+        }
+        Kind::Integer {
+            value,
+            unit: Some(u),
+        } => Err(ConfigError::at(
+            &v.pos,
+            format!(
+                "invalid value for {key:?}: the size unit {u:?} makes it the number {value}, not a \
+                 duration; write the duration in quotes (\"2m\" is two minutes)"
+            ),
+        )),
+        _ => Err(wrong_type(key, v, "a duration such as \"2s\"")),
+    }
+}
+
+/// An auth timeout: seconds as an integer or a float, or a duration string.
+fn seconds(key: &str, v: &Value) -> Result<Duration, ConfigError> {
+    let bad = || {
+        ConfigError::at(
+            &v.pos,
+            format!("invalid value for {key:?}: expected seconds or a duration such as \"2s\""),
+        )
+    };
+    match &v.kind {
+        Kind::Integer { value, unit: None } if *value >= 0 => {
+            Ok(Duration::from_secs(*value as u64))
+        }
+        Kind::Float(f) => Duration::try_from_secs_f64(*f).map_err(|_| bad()),
+        Kind::String(s) => parse_go_duration(s).ok_or_else(bad),
+        _ => Err(bad()),
+    }
+}
+
+/// nats-server's port rules: -1 picks a free port (0 here), 0 means the default.
+fn port(key: &str, n: i64, default: u16, at: &Pos) -> Result<u16, ConfigError> {
+    match n {
+        -1 => Ok(0),
+        0 => Ok(default),
+        1..=65535 => Ok(n as u16),
+        _ => Err(ConfigError::at(
+            at,
+            format!("invalid value for {key:?}: port {n} is out of range"),
+        )),
+    }
+}
+
+/// `host:port` (`[::1]:4222` too), or a bare port.
+fn host_port(
+    key: &str,
+    v: &Value,
+    default_port: u16,
+) -> Result<(Option<String>, u16), ConfigError> {
+    match &v.kind {
+        Kind::Integer { value, .. } => Ok((None, port(key, *value, default_port, &v.pos)?)),
+        Kind::String(s) => {
+            let bad = || {
+                ConfigError::at(
+                    &v.pos,
+                    format!("invalid value for {key:?}: {s:?} is not host:port"),
+                )
+            };
+            let (h, p) = s.rsplit_once(':').ok_or_else(bad)?;
+            let n: i64 = p.parse().map_err(|_| bad())?;
+            let h = h.trim_start_matches('[').trim_end_matches(']');
+            let host = (!h.is_empty()).then(|| h.to_string());
+            Ok((host, port(key, n, default_port, &v.pos)?))
+        }
+        _ => Err(wrong_type(key, v, "host:port or a port")),
+    }
+}
+
+fn map<'v>(key: &str, v: &'v Value) -> Result<&'v Map, ConfigError> {
+    match &v.kind {
+        Kind::Map(m) => Ok(m),
+        _ => Err(wrong_type(key, v, "a map { … }")),
+    }
+}
+
+fn array<'v>(key: &str, v: &'v Value) -> Result<&'v [Value], ConfigError> {
+    match &v.kind {
+        Kind::Array(a) => Ok(a),
+        _ => Err(wrong_type(key, v, "an array [ … ]")),
+    }
+}
+
+/// A string or an array of strings.
+fn strings(key: &str, v: &Value) -> Result<Vec<String>, ConfigError> {
+    match &v.kind {
+        Kind::String(s) => Ok(vec![s.clone()]),
+        Kind::Array(a) => a.iter().map(|x| string(key, x)).collect(),
+        _ => Err(wrong_type(key, v, "a string or an array of strings")),
+    }
+}
+
+/// Map the top level of a parsed file onto `opts`.
+pub fn apply(
+    root: &Map,
+    opts: &mut Options,
+    warnings: &mut Vec<ConfigError>,
+) -> Result<(), ConfigError> {
+    for (key, e) in options(root) {
+        let v = &e.value;
+        let k = key.as_str();
+        match k {
+            "listen" => {
+                let (host, p) = host_port(k, v, super::DEFAULT_PORT)?;
+                if let Some(h) = host {
+                    opts.host = h;
+                }
+                opts.port = p;
+            }
+            "port" => opts.port = port(k, integer(k, v)?, super::DEFAULT_PORT, &v.pos)?,
+            "host" | "net" => opts.host = string(k, v)?,
+            "server_name" => {
+                let name = string(k, v)?;
+                if name.contains(' ') {
+                    return Err(ConfigError::at(&v.pos, "server_name cannot contain spaces"));
+                }
+                opts.server_name = Some(name);
+            }
+            "client_advertise" => opts.client_advertise = Some(string(k, v)?),
+            "debug" => opts.debug = boolean(k, v)?,
+            "trace" => opts.trace = boolean(k, v)?,
+            "logtime" => opts.logtime = boolean(k, v)?,
+            "logfile" | "log_file" => opts.log_file = Some(PathBuf::from(string(k, v)?)),
+            "pidfile" | "pid_file" => opts.pid_file = Some(PathBuf::from(string(k, v)?)),
+            "http" => {
+                let (host, p) = host_port(k, v, 0)?;
+                if host.is_some() {
+                    opts.http_host = host;
+                }
+                opts.http_port =
+                    (p != 0 || matches!(&v.kind, Kind::Integer { value: -1, .. })).then_some(p);
+            }
+            "http_port" => {
+                let n = integer(k, v)?;
+                opts.http_port = match n {
+                    -1 => Some(0),
+                    0 => None,
+                    _ => Some(port(k, n, 0, &v.pos)?),
+                };
+            }
+            "http_base_path" => opts.http_base_path = Some(string(k, v)?),
+            "max_payload" => opts.max_payload = usize_of(k, v, i32::MAX as u64)?,
+            "max_control_line" => opts.max_control_line = usize_of(k, v, i32::MAX as u64)?,
+            "max_pending" => opts.max_pending = usize_of(k, v, i64::MAX as u64)?,
+            "max_connections" | "max_conn" => {
+                opts.max_connections = usize_of(k, v, i64::MAX as u64)?
+            }
+            "max_subscriptions" | "max_subs" => {
+                opts.max_subscriptions = usize_of(k, v, i64::MAX as u64)?
+            }
+            "max_closed_clients" => opts.max_closed_clients = usize_of(k, v, i64::MAX as u64)?,
+            "ping_interval" => opts.ping_interval = duration(k, v, warnings)?,
+            "ping_max" => opts.ping_max = count(k, v, u32::MAX as u64)? as u32,
+            "write_deadline" => opts.write_deadline = duration(k, v, warnings)?,
+            "no_auth_user" => opts.no_auth_user = Some(string(k, v)?),
+            "authorization" => authorization(map(k, v)?, opts)?,
+            "accounts" => accounts(map(k, v)?, opts)?,
+            "cluster" => opts.cluster = Some(cluster(map(k, v)?, warnings)?),
+            "jetstream" if jetstream_off(v) => {}
+            "system_account" if matches!(&v.kind, Kind::String(s) if s == "$SYS") => {}
+            _ => return Err(refuse(e, k)),
+        }
+    }
+    Ok(())
+}
+
+/// `jetstream: false` / `disabled` / `{ enabled: false }` asks for nothing natsd lacks.
+fn jetstream_off(v: &Value) -> bool {
+    match &v.kind {
+        Kind::Bool(b) => !b,
+        Kind::String(s) => matches!(s.to_ascii_lowercase().as_str(), "disabled" | "disable"),
+        Kind::Map(m) => {
+            m.len() == 1
+                && options(m)
+                    .all(|(k, e)| k == "enabled" && matches!(e.value.kind, Kind::Bool(false)))
+        }
+        _ => false,
+    }
+}
+
+fn authorization(m: &Map, opts: &mut Options) -> Result<(), ConfigError> {
+    let mut default_perms = None;
+    let mut users = Vec::new();
+    for (key, e) in options(m) {
+        let v = &e.value;
+        let k = key.as_str();
+        match k {
+            "user" | "username" => opts.username = Some(string(k, v)?),
+            "pass" | "password" => opts.password = Some(string(k, v)?),
+            "token" => opts.auth_token = Some(string(k, v)?),
+            "timeout" => opts.auth_timeout = seconds(k, v)?,
+            "users" => users = user_list(k, v, None)?,
+            "default_permissions" => default_perms = Some(permissions(map(k, v)?)?),
+            _ => return Err(refuse(e, k)),
+        }
+    }
+    for u in &mut users {
+        if u.permissions.is_none() {
+            u.permissions.clone_from(&default_perms);
+        }
+    }
+    opts.users.extend(users);
+    Ok(())
+}
+
+fn user_list(key: &str, v: &Value, account: Option<&str>) -> Result<Vec<User>, ConfigError> {
+    array(key, v)?
+        .iter()
+        .map(|u| user(map("users", u)?, &u.pos, account))
+        .collect()
+}
+
+fn user(m: &Map, at: &Pos, account: Option<&str>) -> Result<User, ConfigError> {
+    let mut u = User {
+        account: account.map(str::to_string),
+        ..User::default()
+    };
+    let mut named = false;
+    for (key, e) in options(m) {
+        let v = &e.value;
+        let k = key.as_str();
+        match k {
+            "user" | "username" => {
+                u.username = string(k, v)?;
+                named = true;
+            }
+            "pass" | "password" => u.password = string(k, v)?,
+            "permissions" | "permission" => u.permissions = Some(permissions(map(k, v)?)?),
+            "account" if account.is_none() => u.account = Some(string(k, v)?),
+            _ => return Err(refuse(e, k)),
+        }
+    }
+    if !named {
+        return Err(ConfigError::at(at, "user entry without a \"user\""));
+    }
+    Ok(u)
+}
+
+fn permissions(m: &Map) -> Result<Permissions, ConfigError> {
+    let mut p = Permissions::default();
+    for (key, e) in options(m) {
+        let v = &e.value;
+        let k = key.as_str();
+        match k {
+            "publish" | "pub" => p.publish = Some(subject_permission(k, v)?),
+            "subscribe" | "sub" => p.subscribe = Some(subject_permission(k, v)?),
+            _ if not_yet(k).is_some() => return Err(refuse(e, k)),
+            _ => {
+                return Err(ConfigError::at(
+                    &e.key_pos,
+                    format!("Unknown field {:?} parsing permissions", e.key),
+                ))
+            }
+        }
+    }
+    Ok(p)
+}
+
+/// `"subj"`, `["a", "b"]` (both: allow) or `{ allow: …, deny: … }`.
+fn subject_permission(key: &str, v: &Value) -> Result<SubjectPermission, ConfigError> {
+    match &v.kind {
+        Kind::Map(m) => {
+            let mut sp = SubjectPermission::default();
+            for (k, e) in options(m) {
+                match k.as_str() {
+                    "allow" => sp.allow = strings(&k, &e.value)?,
+                    "deny" => sp.deny = strings(&k, &e.value)?,
+                    _ => {
+                        return Err(ConfigError::at(
+                            &e.key_pos,
+                            format!(
+                                "Unknown field name {:?} parsing subject permissions, only 'allow' \
+                                 or 'deny' are permitted",
+                                e.key
+                            ),
+                        ))
+                    }
+                }
+            }
+            Ok(sp)
+        }
+        _ => Ok(SubjectPermission {
+            allow: strings(key, v)?,
+            deny: Vec::new(),
+        }),
+    }
+}
+
+fn accounts(m: &Map, opts: &mut Options) -> Result<(), ConfigError> {
+    for e in m.entries.iter().filter(|e| !e.used_as_variable) {
+        let name = e.key.clone();
+        let acc = map(&name, &e.value)?;
+        let mut users = Vec::new();
+        let mut default_perms = None;
+        for (key, ae) in options(acc) {
+            let k = key.as_str();
+            match k {
+                "users" => users = user_list(k, &ae.value, Some(&name))?,
+                "default_permissions" => default_perms = Some(permissions(map(k, &ae.value)?)?),
+                _ => return Err(refuse(ae, k)),
+            }
+        }
+        for u in &mut users {
+            if u.permissions.is_none() {
+                u.permissions.clone_from(&default_perms);
+            }
+        }
+        if !opts.accounts.contains(&name) {
+            opts.accounts.push(name);
+        }
+        opts.users.extend(users);
+    }
+    Ok(())
+}
+
+fn cluster(m: &Map, warnings: &mut Vec<ConfigError>) -> Result<ClusterOpts, ConfigError> {
+    let mut c = ClusterOpts::default();
+    const DEFAULT_ROUTE_PORT: u16 = 6222;
+    for (key, e) in options(m) {
+        let v = &e.value;
+        let k = key.as_str();
+        match k {
+            "name" => {
+                let name = string(k, v)?;
+                if name.contains(' ') {
+                    return Err(ConfigError::at(
+                        &v.pos,
+                        "cluster name cannot contain spaces",
+                    ));
+                }
+                c.name = Some(name);
+            }
+            "listen" => {
+                let (host, p) = host_port(k, v, DEFAULT_ROUTE_PORT)?;
+                if let Some(h) = host {
+                    c.host = h;
+                }
+                c.port = p;
+            }
+            "host" | "net" => c.host = string(k, v)?,
+            "port" => c.port = port(k, integer(k, v)?, DEFAULT_ROUTE_PORT, &v.pos)?,
+            "routes" => {
+                c.routes = strings(k, v)?;
+                for r in &c.routes {
+                    crate::cluster::url::RouteUrl::parse(r).map_err(|e| {
+                        ConfigError::at(&v.pos, format!("invalid value for \"routes\": {e}"))
+                    })?;
+                }
+            }
+            "advertise" | "cluster_advertise" => c.advertise = Some(string(k, v)?),
+            "no_advertise" => c.no_advertise = boolean(k, v)?,
+            "connect_retries" => c.connect_retries = count(k, v, u32::MAX as u64)? as u32,
+            "ping_interval" => c.ping_interval = Some(duration(k, v, warnings)?),
+            "ping_max" => c.ping_max = Some(count(k, v, u32::MAX as u64)? as u32),
+            "authorization" => {
+                for (ak, ae) in options(map(k, v)?) {
+                    let av = &ae.value;
+                    let ak = ak.as_str();
+                    match ak {
+                        "user" | "username" => c.username = Some(string(ak, av)?),
+                        "pass" | "password" => c.password = Some(string(ak, av)?),
+                        "token" => c.token = Some(string(ak, av)?),
+                        "timeout" => c.auth_timeout = seconds(ak, av)?,
+                        "users" => {
+                            return Err(not_supported(&ae.key, &ae.key_pos, "several route users"))
+                        }
+                        _ => return Err(refuse(ae, ak)),
+                    }
+                }
+            }
+            "tls" => return Err(not_supported(&e.key, &e.key_pos, "route TLS")),
+            "permissions" => return Err(not_supported(&e.key, &e.key_pos, "route permissions")),
+            "accounts" => return Err(not_supported(&e.key, &e.key_pos, "pinned accounts")),
+            _ => return Err(refuse(e, k)),
+        }
+    }
+    Ok(c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(s: &str) -> Loaded {
+        match load_str(s) {
+            Ok(l) => l,
+            Err(e) => panic!("load {s:?}: {e}"),
+        }
+    }
+
+    fn err(s: &str) -> ConfigError {
+        match load_str(s) {
+            Ok(l) => panic!("expected an error for {s:?}, got {:?}", l.options),
+            Err(e) => e,
+        }
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_go_duration("100ms"), Some(Duration::from_millis(100)));
+        assert_eq!(parse_go_duration("1m30s"), Some(Duration::from_secs(90)));
+        assert_eq!(parse_go_duration("1.5h"), Some(Duration::from_secs(5400)));
+        assert_eq!(parse_go_duration("0"), Some(Duration::ZERO));
+        assert_eq!(parse_go_duration("5"), None);
+        assert_eq!(parse_go_duration("-5s"), None);
+        assert_eq!(parse_go_duration("5x"), None);
+        assert_eq!(parse_go_duration("9999999999999999999999999h"), None);
+        let l = load("ping_interval: \"1m30s\"\nwrite_deadline: 2s");
+        assert_eq!(l.options.ping_interval, Duration::from_secs(90));
+        assert_eq!(l.options.write_deadline, Duration::from_secs(2));
+        assert!(l.warnings.is_empty());
+        let l = load("ping_interval: 5");
+        assert_eq!(l.options.ping_interval, Duration::from_secs(5));
+        assert_eq!(l.warnings.len(), 1);
+        assert!(l.warnings[0]
+            .msg
+            .contains("should be converted to a duration"));
+        let e = err("ping_interval: 2m");
+        assert!(e.msg.contains("not a duration"), "{e}");
+        let e = err("write_deadline: \"soon\"");
+        assert_eq!((e.line, e.col), (1, 17));
+    }
+
+    #[test]
+    fn ports_and_listen() {
+        let o = load("listen: 127.0.0.1:4333").options;
+        assert_eq!((o.host.as_str(), o.port), ("127.0.0.1", 4333));
+        let o = load("listen: 4444").options;
+        assert_eq!(o.port, 4444);
+        assert_eq!(load("port: -1").options.port, 0);
+        assert_eq!(load("port: 0").options.port, 4222);
+        let o = load("host: 10.0.0.1\nport: 1234\nhttp: \"127.0.0.1:8222\"").options;
+        assert_eq!((o.host.as_str(), o.port), ("10.0.0.1", 1234));
+        assert_eq!(
+            (o.http_host.as_deref(), o.http_port),
+            (Some("127.0.0.1"), Some(8222))
+        );
+        assert_eq!(load("http_port: -1").options.http_port, Some(0));
+        assert_eq!(load("http: 8222").options.http_port, Some(8222));
+        let e = err("port: 70000");
+        assert!(e.msg.contains("out of range"), "{e}");
+        let e = err("listen: nonsense");
+        assert!(e.msg.contains("not host:port"), "{e}");
+    }
+
+    #[test]
+    fn sizes() {
+        let o = load("max_payload: 1kb\nmax_pending: 2MB\nmax_control_line: 1k").options;
+        assert_eq!(
+            (o.max_payload, o.max_pending, o.max_control_line),
+            (1024, 2 << 20, 1000)
+        );
+        let e = err("\nmax_payload: 1kbb");
+        assert_eq!((e.line, e.col), (2, 14));
+        assert!(e.msg.contains("unknown unit \"kbb\""), "{e}");
+        let e = err("max_payload: 2Ti");
+        assert!(e.msg.contains("too big"), "{e}");
+        let e = err("max_connections: -5");
+        assert!(e.msg.contains("negative"), "{e}");
+    }
+
+    #[test]
+    fn keys_are_case_insensitive_and_unknown_keys_fail() {
+        let o = load("PORT: 4333\nMax_Payload: 1000\nDebug: TRUE").options;
+        assert_eq!((o.port, o.max_payload, o.debug), (4333, 1000, true));
+        let e = err("port: 1\n  bogus_key: 1");
+        assert_eq!((e.line, e.col), (2, 3));
+        assert_eq!(e.msg, "unknown field \"bogus_key\"");
+        // A variable is not an unknown field once used; an unused one is.
+        let o = load("PORT_VAR = 4555\nport: $PORT_VAR").options;
+        assert_eq!(o.port, 4555);
+        let e = err("unused = 1");
+        assert_eq!(e.msg, "unknown field \"unused\"");
+    }
+
+    #[test]
+    fn refused_capabilities_name_the_key() {
+        for (src, key) in [
+            ("gateway { name: A }", "gateway"),
+            ("jetstream { store_dir: /tmp }", "jetstream"),
+            ("tls { cert_file: x }", "tls"),
+            ("leafnodes { port: 7422 }", "leafnodes"),
+            ("websocket { port: 8080 }", "websocket"),
+            ("mqtt { port: 1883 }", "mqtt"),
+            ("lame_duck_duration: \"30s\"", "lame_duck_duration"),
+            ("cluster { tls { cert_file: x } }", "tls"),
+            ("accounts { A { exports: [ {stream: x} ] } }", "exports"),
+            ("authorization { users: [ {user: a, nkey: UABC} ] }", "nkey"),
+        ] {
+            let e = err(src);
+            assert!(
+                e.msg.contains(&format!("{key:?} is not supported yet")),
+                "{src}: {e}"
+            );
+        }
+        // Off switches ask for nothing.
+        load("jetstream: disabled\nsystem_account: \"$SYS\"");
+        load("jetstream { enabled: false }");
+    }
+
+    #[test]
+    fn authorization_users_and_permissions() {
+        let o = load(
+            r#"
+            authorization {
+              timeout: 1.5
+              default_permissions { publish: "_INBOX.>" }
+              users = [
+                { user: alice, password: $2a$11$W2zko751KUvVy59mUTWmpOdWjpEm5qhcCZRd05GjI/sSOT.xtiHyG
+                  permissions: { publish: "orders.>", subscribe: ["a", "b"] } }
+                { user: bob, password: bob, permissions: { publish: { allow: ["x.*"], deny: "x.y" } } }
+                { user: carol, password: c }
+              ]
+            }
+            no_auth_user: carol
+            "#,
+        )
+        .options;
+        assert_eq!(o.auth_timeout, Duration::from_millis(1500));
+        assert_eq!(o.users.len(), 3);
+        assert!(o.users[0].password.starts_with("$2a$11$"));
+        let p = o.users[0].permissions.clone().unwrap_or_default();
+        assert_eq!(
+            p.publish.map(|x| x.allow),
+            Some(vec!["orders.>".to_string()])
+        );
+        assert_eq!(
+            p.subscribe.map(|x| x.allow),
+            Some(vec!["a".into(), "b".into()])
+        );
+        let p = o.users[1].permissions.clone().unwrap_or_default();
+        let publish = p.publish.unwrap_or_default();
+        assert_eq!(
+            (publish.allow, publish.deny),
+            (vec!["x.*".into()], vec!["x.y".into()])
+        );
+        let p = o.users[2].permissions.clone().unwrap_or_default();
+        assert_eq!(
+            p.publish.map(|x| x.allow),
+            Some(vec!["_INBOX.>".to_string()])
+        );
+        assert_eq!(o.no_auth_user.as_deref(), Some("carol"));
+
+        let o = load("authorization { user: a, password: b }");
+        assert!(o.options.username.is_some());
+        let e = err("authorization { token: t, users: [ {user: a} ] }");
+        assert!(e.msg.contains("token"), "{e}");
+        let e = err(
+            "authorization { users: [ {user: a, permissions: {publish: {allow: x, bogus: 1}}} ] }",
+        );
+        assert!(e.msg.contains("only 'allow' or 'deny'"), "{e}");
+        let e = err("authorization { users: [ {password: a} ] }");
+        assert!(e.msg.contains("without a \"user\""), "{e}");
+    }
+
+    #[test]
+    fn accounts_and_cluster() {
+        let o = load(
+            r#"
+            accounts {
+              A: { users: [ {user: a, password: a} ] }
+              B { users = [ {user: b, password: b, permissions { subscribe: ">" }} ] }
+            }
+            cluster {
+              name: C1
+              listen: 127.0.0.1:6333
+              routes: [ nats-route://r:p@127.0.0.1:6334, "nats-route://127.0.0.1:6335" ]
+              advertise: "10.0.0.1:6333"
+              no_advertise: true
+              connect_retries: 3
+              authorization { user: r, password: p, timeout: 0.5 }
+              ping_interval: "30s"
+              ping_max: 4
+            }
+            "#,
+        )
+        .options;
+        assert_eq!(o.accounts, vec!["A".to_string(), "B".to_string()]);
+        assert_eq!(o.users[0].account.as_deref(), Some("A"));
+        assert_eq!(o.users[1].account.as_deref(), Some("B"));
+        let c = o.cluster.unwrap_or_default();
+        assert_eq!(c.name.as_deref(), Some("C1"));
+        assert_eq!((c.host.as_str(), c.port), ("127.0.0.1", 6333));
+        assert_eq!(c.routes.len(), 2);
+        assert_eq!(c.advertise.as_deref(), Some("10.0.0.1:6333"));
+        assert!(c.no_advertise);
+        assert_eq!(c.connect_retries, 3);
+        assert_eq!(c.username.as_deref(), Some("r"));
+        assert_eq!(c.auth_timeout, Duration::from_millis(500));
+        assert_eq!(c.ping_interval, Some(Duration::from_secs(30)));
+        assert_eq!(c.ping_max, Some(4));
+        let c = load("cluster { port: -1 }")
+            .options
+            .cluster
+            .unwrap_or_default();
+        assert_eq!(c.port, 0);
+        let e = err("authorization { users: [ {user: a, account: NOPE} ] }");
+        assert!(e.msg.contains("unknown account"), "{e}");
+    }
+
+    #[test]
+    fn types_are_checked() {
+        let e = err("debug: 1");
+        assert!(e.msg.contains("expected a boolean"), "{e}");
+        let e = err("server_name: 123");
+        assert!(e.msg.contains("quote it"), "{e}");
+        let e = err("max_payload: 1.5");
+        assert!(e.msg.contains("expected an integer"), "{e}");
+        let e = err("authorization: 5");
+        assert!(e.msg.contains("expected a map"), "{e}");
+    }
+}
