@@ -17,6 +17,7 @@ pub mod proto;
 pub mod server;
 pub mod subject;
 pub mod sublist;
+pub mod tls;
 pub mod util;
 
 pub use config::Options;

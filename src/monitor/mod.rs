@@ -1,7 +1,9 @@
-//! HTTP monitoring (nats-server's `-m` port): `/`, `/varz`, `/connz`, `/healthz`, with
-//! nats-server's JSON field names and `?callback=` JSONP. Reads server state; changes nothing.
+//! HTTP monitoring (nats-server's `-m` port): `/`, `/varz`, `/connz`, `/routez`, `/healthz`
+//! (and natsd's `/topz`), with nats-server's JSON field names and `?callback=` JSONP. Reads
+//! server state; changes nothing.
 
 pub mod connz;
+pub mod routez;
 pub mod varz;
 
 use crate::server::ServerShared;
@@ -23,6 +25,8 @@ pub async fn serve(srv: Arc<ServerShared>, l: TcpListener, stop: CancellationTok
         .route("/", get(index))
         .route("/varz", get(varz_h))
         .route("/connz", get(connz_h))
+        .route("/routez", get(routez_h))
+        .route("/topz", get(topz_h))
         .route("/healthz", get(healthz_h))
         .fallback(not_found)
         .with_state(srv);
@@ -97,6 +101,8 @@ async fn index(State(srv): State<Arc<ServerShared>>) -> Response {
     let body = "<html><body><h1>natsd</h1><ul>\
         <li><a href=\"varz\">varz</a></li>\
         <li><a href=\"connz\">connz</a></li>\
+        <li><a href=\"routez\">routez</a></li>\
+        <li><a href=\"topz\">topz</a></li>\
         <li><a href=\"healthz\">healthz</a></li>\
         </ul></body></html>";
     ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response()
@@ -112,6 +118,28 @@ async fn connz_h(State(srv): State<Arc<ServerShared>>, Query(p): Params) -> Resp
     match connz::ConnzQuery::parse(&p) {
         Ok(q) => json_response(StatusCode::OK, &connz::connz(&srv, &q), &p),
         Err(e) => bad_request(e),
+    }
+}
+
+async fn routez_h(State(srv): State<Arc<ServerShared>>, Query(p): Params) -> Response {
+    count(&srv, "/routez");
+    match routez::parse_subs(&p) {
+        Ok(subs) => json_response(StatusCode::OK, &routez::routez(&srv, subs), &p),
+        Err(e) => bad_request(e),
+    }
+}
+
+/// natsd's own: the cluster graph. `format=dot|mermaid` draws it; default JSON.
+async fn topz_h(State(srv): State<Arc<ServerShared>>, Query(p): Params) -> Response {
+    count(&srv, "/topz");
+    let text = |body: String| {
+        ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], body).into_response()
+    };
+    match p.get("format").map(String::as_str) {
+        None | Some("" | "json") => json_response(StatusCode::OK, &routez::topz(&srv), &p),
+        Some("dot") => text(routez::local_topology(&srv).to_dot()),
+        Some("mermaid") => text(routez::local_topology(&srv).to_mermaid()),
+        Some(f) => bad_request(format!("invalid format {f:?}: json, dot or mermaid")),
     }
 }
 

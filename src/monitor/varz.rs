@@ -22,6 +22,60 @@ fn go_float<S: serde::Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
     }
 }
 
+fn is_zero_f64(v: &f64) -> bool {
+    *v == 0.0
+}
+
+/// `cluster` in `/varz`: nats-server omits every empty field (`{}` when not clustered).
+#[derive(Serialize, Default, Debug)]
+pub struct ClusterVarz {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    #[serde(rename = "addr", skip_serializing_if = "String::is_empty")]
+    pub host: String,
+    #[serde(rename = "cluster_port", skip_serializing_if = "is_zero_u16")]
+    pub port: u16,
+    #[serde(serialize_with = "go_float", skip_serializing_if = "is_zero_f64")]
+    pub auth_timeout: f64,
+    /// Configured routes as `host:port`, as nats-server lists them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub urls: Vec<String>,
+    #[serde(serialize_with = "go_float", skip_serializing_if = "is_zero_f64")]
+    pub tls_timeout: f64,
+}
+
+fn is_zero_u16(v: &u16) -> bool {
+    *v == 0
+}
+
+/// The `host[:port]` of a URL, as Go's `url.URL.Host` (no scheme, credentials or path).
+fn url_host(u: &str) -> String {
+    let rest = u.trim().split_once("://").map_or(u.trim(), |(_, r)| r);
+    let rest = rest.split('/').next().unwrap_or(rest);
+    rest.rsplit_once('@').map_or(rest, |(_, h)| h).to_string()
+}
+
+impl ClusterVarz {
+    fn of(srv: &ServerShared) -> ClusterVarz {
+        let Some(cl) = &srv.cluster else {
+            return ClusterVarz::default();
+        };
+        let urls = cl.opts.routes.iter().map(|u| url_host(u)).collect();
+        ClusterVarz {
+            name: cl.name(),
+            host: cl.opts.host.clone(),
+            port: cl
+                .listen_addr
+                .get()
+                .map(|a| a.port())
+                .unwrap_or(cl.opts.port),
+            auth_timeout: cl.opts.auth_timeout.as_secs_f64(),
+            urls,
+            tls_timeout: 2.0,
+        }
+    }
+}
+
 #[derive(Serialize)]
 pub struct Varz {
     pub server_id: String,
@@ -47,7 +101,7 @@ pub struct Varz {
     pub max_control_line: usize,
     pub max_payload: usize,
     pub max_pending: usize,
-    pub cluster: Empty,
+    pub cluster: ClusterVarz,
     pub gateway: Empty,
     pub leaf: Empty,
     pub mqtt: Empty,
@@ -125,7 +179,7 @@ impl Varz {
             max_control_line: o.max_control_line,
             max_payload: o.max_payload,
             max_pending: o.max_pending,
-            cluster: Empty {},
+            cluster: ClusterVarz::of(srv),
             gateway: Empty {},
             leaf: Empty {},
             mqtt: Empty {},
@@ -142,7 +196,7 @@ impl Varz {
             cpu: 0.0,
             connections: srv.num_clients(),
             total_connections: srv.stats.total_connections.load(Relaxed),
-            routes: 0,
+            routes: srv.cluster.as_ref().map_or(0, |c| c.num_routes()),
             remotes: 0,
             leafnodes: 0,
             in_msgs: srv.stats.in_msgs.load(Relaxed),
@@ -160,5 +214,37 @@ impl Varz {
             system_account: crate::account::SYSTEM_ACCOUNT.into(),
             natsd_version: NATSD_VERSION.into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn route_urls_as_go_url_host() {
+        assert_eq!(url_host("nats-route://u:p@10.0.0.1:6222/"), "10.0.0.1:6222");
+        assert_eq!(url_host("nats://[::1]:7000"), "[::1]:7000");
+        assert_eq!(url_host("nats://seed"), "seed");
+        assert_eq!(url_host("seed:6222"), "seed:6222");
+    }
+
+    #[test]
+    fn cluster_object_omits_empty_fields() {
+        let v = serde_json::to_value(ClusterVarz::default()).unwrap();
+        assert_eq!(v, serde_json::json!({}));
+        let v = serde_json::to_string(&ClusterVarz {
+            name: "C1".into(),
+            host: "127.0.0.1".into(),
+            port: 6222,
+            auth_timeout: 2.0,
+            urls: vec![],
+            tls_timeout: 2.0,
+        })
+        .unwrap();
+        assert_eq!(
+            v,
+            r#"{"name":"C1","addr":"127.0.0.1","cluster_port":6222,"auth_timeout":2,"tls_timeout":2}"#
+        );
     }
 }
