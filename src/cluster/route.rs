@@ -376,7 +376,8 @@ impl Route {
                 "{} - Client connected to the route port, closing",
                 self.conn.log_prefix()
             );
-            self.send_err("Wrong Port");
+            // nats-server's ErrClientConnectedToRoutePort text.
+            self.send_err("attempted to connect to route port");
             return Err(CloseReason::ProtocolViolation);
         }
         if !ci.gateway.is_empty() {
@@ -384,7 +385,10 @@ impl Route {
                 "{} - Gateway connected to the route port, closing",
                 self.conn.log_prefix()
             );
-            self.send_err("Wrong Gateway");
+            self.send_err(&format!(
+                "Rejecting connection from gateway {:?} on the Route port",
+                ci.gateway
+            ));
             return Err(CloseReason::ProtocolViolation);
         }
         if !self.route_auth_ok(&ci) {
