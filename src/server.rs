@@ -210,6 +210,8 @@ impl ServerShared {
             cluster_dynamic: cl.is_dynamic(),
             connect_urls: self.own_client_url().into_iter().collect(),
             auth_required: cl.opts.username.is_some() || cl.opts.token.is_some(),
+            tls_required: cl.tls.is_some(),
+            tls_verify: cl.opts.tls.as_ref().is_some_and(|t| t.verify),
             ip: ip.unwrap_or_default(),
             ..Default::default()
         };
@@ -251,6 +253,10 @@ impl Server {
     pub async fn start(opts: Options) -> io::Result<Server> {
         opts.validate()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let cluster = match opts.cluster.clone().map(Cluster::new).transpose() {
+            Ok(c) => c.map(Arc::new),
+            Err(e) => return Err(io::Error::new(io::ErrorKind::InvalidInput, e)),
+        };
         let id = crate::util::ids::server_id();
         let name = opts.server_name.clone().unwrap_or_else(|| id.clone());
         let shared = Arc::new(ServerShared {
@@ -266,7 +272,7 @@ impl Server {
             next_cid: AtomicU64::new(1),
             shutdown: CancellationToken::new(),
             tasks: TaskTracker::new(),
-            cluster: opts.cluster.clone().map(|c| Arc::new(Cluster::new(c))),
+            cluster,
             id,
             name,
             opts,

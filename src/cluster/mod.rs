@@ -51,8 +51,16 @@ pub enum Registered {
     Duplicate,
 }
 
+/// Route TLS, ready to use: rustls configurations for both directions.
+pub struct RouteTls {
+    pub acceptor: tokio_rustls::TlsAcceptor,
+    pub connector: tokio_rustls::TlsConnector,
+    pub timeout: Duration,
+}
+
 pub struct Cluster {
     pub opts: ClusterOpts,
+    pub tls: Option<RouteTls>,
     name: RwLock<String>,
     dynamic: AtomicBool,
     pub listen_addr: OnceLock<SocketAddr>,
@@ -70,13 +78,23 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Cluster {
-    pub fn new(opts: ClusterOpts) -> Self {
+    /// Fails when the route TLS files cannot be loaded.
+    pub fn new(opts: ClusterOpts) -> Result<Self, String> {
         let (name, dynamic) = match &opts.name {
             Some(n) => (n.clone(), false),
             None => (crate::util::ids::cluster_name(), true),
         };
-        Cluster {
+        let tls = match &opts.tls {
+            None => None,
+            Some(t) => Some(RouteTls {
+                acceptor: tokio_rustls::TlsAcceptor::from(crate::tls::server_config(t)?),
+                connector: tokio_rustls::TlsConnector::from(crate::tls::client_config(t)?),
+                timeout: t.timeout,
+            }),
+        };
+        Ok(Cluster {
             opts,
+            tls,
             name: RwLock::new(name),
             dynamic: AtomicBool::new(dynamic),
             listen_addr: OnceLock::new(),
@@ -84,7 +102,7 @@ impl Cluster {
             self_addrs: Mutex::new(HashSet::new()),
             dialing: Mutex::new(HashSet::new()),
             addr_ids: Mutex::new(HashMap::new()),
-        }
+        })
     }
 
     pub fn name(&self) -> String {

@@ -15,10 +15,12 @@ use crate::server::ServerShared;
 use bytes::{Buf, Bytes, BytesMut};
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime};
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
@@ -49,15 +51,69 @@ pub async fn run(
         addr,
         srv.opts.max_pending.max(64 * 1024 * 1024),
     ));
-    let (rd, wr) = stream.into_split();
-    let writer = tokio::spawn(writer::run(conn.clone(), wr, srv.opts.write_deadline));
-    let mut r = Route::new(srv.clone(), cl, conn.clone(), solicit);
-    r.start();
-    r.read_loop(rd).await;
-    r.cleanup();
+    let mut r = Route::new(srv.clone(), cl.clone(), conn.clone(), solicit);
+    match &cl.tls {
+        None => {
+            let (rd, wr) = stream.into_split();
+            r.serve(rd, wr).await;
+        }
+        Some(tls) => match r.tls_handshake(stream, tls).await {
+            Ok(stream) => {
+                let (rd, wr) = tokio::io::split(stream);
+                r.serve(rd, wr).await;
+            }
+            Err(e) => {
+                tracing::error!("{} - TLS route handshake error: {e}", conn.log_prefix());
+                conn.close(CloseReason::TlsHandshakeError);
+            }
+        },
+    }
     let reason = conn.close_reason().map_or("", |x| x.as_str());
     tracing::info!("{} - Router connection closed: {reason}", conn.log_prefix());
-    let _ = writer.await;
+}
+
+/// A TLS route stream, either side.
+enum TlsStream {
+    Server(Box<tokio_rustls::server::TlsStream<TcpStream>>),
+    Client(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+impl AsyncRead for TlsStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            TlsStream::Server(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+            TlsStream::Client(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for TlsStream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            TlsStream::Server(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+            TlsStream::Client(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            TlsStream::Server(s) => Pin::new(s.as_mut()).poll_flush(cx),
+            TlsStream::Client(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            TlsStream::Server(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+            TlsStream::Client(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
 }
 
 struct Route {
@@ -123,6 +179,50 @@ impl Route {
         self.send(format!("-ERR '{text}'\r\n").as_bytes());
     }
 
+    /// Run the connection: writer task, our opening lines, the read loop, cleanup.
+    async fn serve<R, W>(&mut self, rd: R, wr: W)
+    where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        let writer = tokio::spawn(writer::run(
+            self.conn.clone(),
+            wr,
+            self.srv.opts.write_deadline,
+        ));
+        self.start();
+        self.read_loop(rd).await;
+        self.cleanup();
+        let _ = writer.await;
+    }
+
+    /// Route TLS as nats-server 2.9 does it: the handshake comes first, on both sides, before
+    /// any protocol line (INFO and CONNECT then travel inside TLS).
+    async fn tls_handshake(
+        &mut self,
+        stream: TcpStream,
+        tls: &super::RouteTls,
+    ) -> Result<TlsStream, String> {
+        let deadline = tls.timeout.max(Duration::from_millis(500));
+        match &self.solicit {
+            None => {
+                let s = tokio::time::timeout(deadline, tls.acceptor.accept(stream))
+                    .await
+                    .map_err(|_| "timeout".to_string())?
+                    .map_err(|e| e.to_string())?;
+                Ok(TlsStream::Server(Box::new(s)))
+            }
+            Some(sol) => {
+                let name = crate::tls::server_name(&sol.url.host)?;
+                let s = tokio::time::timeout(deadline, tls.connector.connect(name, stream))
+                    .await
+                    .map_err(|_| "timeout".to_string())?
+                    .map_err(|e| e.to_string())?;
+                Ok(TlsStream::Client(Box::new(s)))
+            }
+        }
+    }
+
     fn start(&mut self) {
         let info = self.srv.route_info_json(&self.cl, true, None);
         match &self.solicit {
@@ -164,7 +264,7 @@ impl Route {
         }
     }
 
-    async fn read_loop(&mut self, mut rd: tokio::net::tcp::OwnedReadHalf) {
+    async fn read_loop<R: AsyncRead + Unpin>(&mut self, mut rd: R) {
         let mut parser = Parser::new(Kind::Route, Limits::route());
         let handshake_deadline =
             Instant::now() + self.cl.opts.auth_timeout.max(Duration::from_secs(2));

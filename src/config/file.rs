@@ -586,6 +586,39 @@ fn accounts(m: &Map, opts: &mut Options) -> Result<(), ConfigError> {
     Ok(())
 }
 
+/// A `tls {}` block (routes).
+fn tls_block(key: &str, v: &Value) -> Result<crate::tls::TlsOpts, ConfigError> {
+    let mut t = crate::tls::TlsOpts::default();
+    let mut have_cert = false;
+    let mut have_key = false;
+    for (tk, te) in options(map(key, v)?) {
+        let tv = &te.value;
+        let tk = tk.as_str();
+        match tk {
+            "cert_file" => {
+                t.cert_file = string(tk, tv)?.into();
+                have_cert = true;
+            }
+            "key_file" => {
+                t.key_file = string(tk, tv)?.into();
+                have_key = true;
+            }
+            "ca_file" => t.ca_file = Some(string(tk, tv)?.into()),
+            "verify" => t.verify = boolean(tk, tv)?,
+            "insecure" => t.insecure = boolean(tk, tv)?,
+            "timeout" => t.timeout = seconds(tk, tv)?,
+            _ => return Err(not_supported(&te.key, &te.key_pos, "this TLS option")),
+        }
+    }
+    if !have_cert || !have_key {
+        return Err(ConfigError::at(
+            &v.pos,
+            "missing 'cert_file' or 'key_file' in TLS configuration",
+        ));
+    }
+    Ok(t)
+}
+
 fn cluster(m: &Map, warnings: &mut Vec<ConfigError>) -> Result<ClusterOpts, ConfigError> {
     let mut c = ClusterOpts::default();
     const DEFAULT_ROUTE_PORT: u16 = 6222;
@@ -641,7 +674,7 @@ fn cluster(m: &Map, warnings: &mut Vec<ConfigError>) -> Result<ClusterOpts, Conf
                     }
                 }
             }
-            "tls" => return Err(not_supported(&e.key, &e.key_pos, "route TLS")),
+            "tls" => c.tls = Some(tls_block(k, v)?),
             "permissions" => return Err(not_supported(&e.key, &e.key_pos, "route permissions")),
             "accounts" => return Err(not_supported(&e.key, &e.key_pos, "pinned accounts")),
             _ => return Err(refuse(e, k)),
@@ -756,7 +789,10 @@ mod tests {
             ("websocket { port: 8080 }", "websocket"),
             ("mqtt { port: 1883 }", "mqtt"),
             ("lame_duck_duration: \"30s\"", "lame_duck_duration"),
-            ("cluster { tls { cert_file: x } }", "tls"),
+            (
+                "cluster { tls { cert_file: x, key_file: y, cipher_suites: [] } }",
+                "cipher_suites",
+            ),
             ("accounts { A { exports: [ {stream: x} ] } }", "exports"),
             ("authorization { users: [ {user: a, nkey: UABC} ] }", "nkey"),
         ] {

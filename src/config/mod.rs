@@ -74,6 +74,8 @@ pub struct ClusterOpts {
     /// Overrides of the server-wide ping settings for routes.
     pub ping_interval: Option<Duration>,
     pub ping_max: Option<u32>,
+    /// Route TLS (`cluster { tls { … } }`).
+    pub tls: Option<crate::tls::TlsOpts>,
 }
 
 impl Default for ClusterOpts {
@@ -92,6 +94,7 @@ impl Default for ClusterOpts {
             auth_timeout: DEFAULT_AUTH_TIMEOUT,
             ping_interval: None,
             ping_max: None,
+            tls: None,
         }
     }
 }
