@@ -9,7 +9,10 @@
 //! ```
 //!
 //! For every round, every scenario and every server it starts a fresh server process
-//! (`PATH -a 127.0.0.1 -p <free port>`), runs the scenario and kills the server. The order of the
+//! (`PATH -a 127.0.0.1 -p <free port>`), runs the scenario and kills the server. The cluster
+//! scenarios (`route16`, `route1k`, `route_reqrep`, `subs100k`, `mesh20`) start 2 or 20 servers of
+//! the same binary with `-m <port> --cluster nats://127.0.0.1:<port> --cluster_name benchc
+//! [--routes nats-route://127.0.0.1:<seed port>]`. The order of the
 //! servers alternates between rounds (round 1: A B, round 2: B A, ...) so that slow drifts of the
 //! machine cancel out. Per scenario it reports the median over rounds and the ratio of each server
 //! to the first one. See docs/benchmarks.md.
@@ -73,35 +76,91 @@ fn ioe(ctx: &str, e: io::Error) -> String {
 struct Server {
     child: Child,
     port: u16,
+    /// Monitoring (HTTP) port, 0 if none.
+    http: u16,
+    /// Cluster (route) port, 0 if none.
+    route: u16,
 }
 
+/// Name of the cluster in the multi-server scenarios.
+const CLUSTER_NAME: &str = "benchc";
+
 impl Server {
+    /// Single server: `PATH -a 127.0.0.1 -p <port>`, waits until it accepts clients.
     fn start(path: &str) -> Res<Server> {
-        let port = free_port()?;
+        let port = free_ports(1)?[0];
+        let mut srv = Self::spawn(
+            path,
+            &["-a", "127.0.0.1", "-p", &port.to_string()],
+            port,
+            0,
+            0,
+        )?;
+        srv.wait_port(port, path)?;
+        Ok(srv)
+    }
+
+    /// Cluster member: `PATH -a 127.0.0.1 -p P -m H --cluster nats://127.0.0.1:R
+    /// --cluster_name benchc [--routes nats-route://127.0.0.1:SEED]`. Does not wait.
+    /// `ports` = [client, http, route].
+    fn spawn_cluster(path: &str, ports: [u16; 3], seed: Option<u16>) -> Res<Server> {
+        let [p, h, r] = ports;
+        let (ps, hs) = (p.to_string(), h.to_string());
+        let cl = format!("nats://127.0.0.1:{r}");
+        let mut args: Vec<&str> = vec![
+            "-a",
+            "127.0.0.1",
+            "-p",
+            &ps,
+            "-m",
+            &hs,
+            "--cluster",
+            &cl,
+            "--cluster_name",
+            CLUSTER_NAME,
+        ];
+        let seed_url = seed.map(|s| format!("nats-route://127.0.0.1:{s}"));
+        if let Some(u) = &seed_url {
+            args.push("--routes");
+            args.push(u);
+        }
+        Self::spawn(path, &args, p, h, r)
+    }
+
+    fn spawn(path: &str, args: &[&str], port: u16, http: u16, route: u16) -> Res<Server> {
         let child = Command::new(path)
-            .args(["-a", "127.0.0.1", "-p", &port.to_string()])
+            .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .map_err(|e| ioe(&format!("cannot start {path}"), e))?;
-        let mut srv = Server { child, port };
-        let addr = srv.addr();
+        Ok(Server {
+            child,
+            port,
+            http,
+            route,
+        })
+    }
+
+    /// Waits until `port` accepts TCP connections (SERVER_START_DEADLINE).
+    fn wait_port(&mut self, port: u16, path: &str) -> Res<()> {
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
         let deadline = Instant::now() + SERVER_START_DEADLINE;
         loop {
-            if let Ok(Some(status)) = srv.child.try_wait() {
+            if let Ok(Some(status)) = self.child.try_wait() {
                 return Err(format!("{path} exited during start-up: {status}"));
             }
             if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
-                return Ok(srv);
+                return Ok(());
             }
             if Instant::now() > deadline {
                 return Err(format!(
-                    "{path} did not accept connections on port {} within {:?}",
-                    srv.port, SERVER_START_DEADLINE
+                    "{path} did not accept connections on port {port} within {:?}",
+                    SERVER_START_DEADLINE
                 ));
             }
-            thread::sleep(Duration::from_millis(20));
+            thread::sleep(Duration::from_millis(5));
         }
     }
 
@@ -125,11 +184,106 @@ impl Drop for Server {
     }
 }
 
-fn free_port() -> Res<u16> {
-    let l = TcpListener::bind("127.0.0.1:0").map_err(|e| ioe("bind 127.0.0.1:0", e))?;
-    let port = l.local_addr().map_err(|e| ioe("local_addr", e))?.port();
-    drop(l);
-    Ok(port)
+/// `n` distinct free ports (all listeners are held until every port is chosen).
+fn free_ports(n: usize) -> Res<Vec<u16>> {
+    let mut ls = Vec::with_capacity(n);
+    let mut ports = Vec::with_capacity(n);
+    for _ in 0..n {
+        let l = TcpListener::bind("127.0.0.1:0").map_err(|e| ioe("bind 127.0.0.1:0", e))?;
+        ports.push(l.local_addr().map_err(|e| ioe("local_addr", e))?.port());
+        ls.push(l);
+    }
+    drop(ls);
+    Ok(ports)
+}
+
+/// Tiny HTTP/1.0 GET on 127.0.0.1:`port`; returns the body of a 200 response.
+fn http_get(port: u16, path: &str, timeout: Duration) -> Res<String> {
+    let deadline = Instant::now() + timeout;
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let mut s = TcpStream::connect_timeout(&addr, timeout).map_err(|e| ioe("http connect", e))?;
+    s.set_read_timeout(Some(Duration::from_millis(100)))
+        .map_err(|e| ioe("read timeout", e))?;
+    s.set_write_timeout(Some(timeout))
+        .map_err(|e| ioe("write timeout", e))?;
+    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").as_bytes())
+        .map_err(|e| ioe("http write", e))?;
+    let mut buf = Vec::with_capacity(16 * 1024);
+    let mut tmp = [0u8; 16 * 1024];
+    // Bounded by `deadline`; stops at EOF or when Content-Length bytes of body are in.
+    loop {
+        match s.read(&mut tmp) {
+            Ok(0) => break,
+            Ok(n) => buf.extend_from_slice(&tmp[..n]),
+            Err(e)
+                if e.kind() == io::ErrorKind::WouldBlock
+                    || e.kind() == io::ErrorKind::TimedOut
+                    || e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(ioe("http read", e)),
+        }
+        if let Some(h) = find(&buf, b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..h]).to_ascii_lowercase();
+            if let Some(cl) = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse::<usize>().ok())
+            {
+                if buf.len() >= h + 4 + cl {
+                    break;
+                }
+            }
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "GET {path} on port {port}: no complete response within {timeout:?}"
+            ));
+        }
+    }
+    let h = find(&buf, b"\r\n\r\n").ok_or_else(|| format!("GET {path}: bad HTTP response"))?;
+    let status =
+        String::from_utf8_lossy(&buf[..buf[..h].iter().position(|&b| b == b'\r').unwrap_or(h)])
+            .into_owned();
+    if !status.contains(" 200") {
+        return Err(format!("GET {path} on port {port}: {status}"));
+    }
+    Ok(String::from_utf8_lossy(&buf[h + 4..]).into_owned())
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// The first numeric value of `"key"` in a JSON text (whitespace-tolerant, no full parser).
+fn json_num(body: &str, key: &str) -> Option<f64> {
+    let pat = format!("\"{key}\"");
+    let mut from = 0;
+    while let Some(i) = body[from..].find(&pat) {
+        let rest = body[from + i + pat.len()..].trim_start();
+        from += i + pat.len();
+        if let Some(v) = rest.strip_prefix(':') {
+            let v = v.trim_start();
+            let end = v
+                .find(|c: char| {
+                    !(c.is_ascii_digit()
+                        || c == '.'
+                        || c == '-'
+                        || c == 'e'
+                        || c == 'E'
+                        || c == '+')
+                })
+                .unwrap_or(v.len());
+            if let Ok(x) = v[..end].parse::<f64>() {
+                return Some(x);
+            }
+        }
+    }
+    None
+}
+
+/// `/varz` field `key` of the server with monitoring port `http`.
+fn varz_num(http: u16, key: &str) -> Res<f64> {
+    let body = http_get(http, "/varz", Duration::from_secs(2))?;
+    json_num(&body, key).ok_or_else(|| format!("/varz has no numeric field {key:?}"))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -340,6 +494,33 @@ enum Kind {
         queue: bool,
     },
     ReqRep,
+    /// Two clustered servers (B seeded to A): publisher on A -> subscriber on B.
+    RoutePubSub {
+        payload: usize,
+    },
+    /// Two clustered servers: requester on A, responder on B.
+    RouteReqRep,
+    /// Two clustered servers: 100,000 SUBs on A until B delivers to the last one.
+    Subs100k,
+    /// `n` servers all seeded to the first: time until every /varz reports n-1 routes.
+    Mesh {
+        n: usize,
+    },
+}
+
+impl Kind {
+    fn payload(self) -> usize {
+        match self {
+            Kind::PubSub { payload, .. } | Kind::RoutePubSub { payload } => payload,
+            _ => 16,
+        }
+    }
+    fn is_reqrep(self) -> bool {
+        matches!(self, Kind::ReqRep | Kind::RouteReqRep)
+    }
+    fn is_timed(self) -> bool {
+        matches!(self, Kind::Subs100k | Kind::Mesh { .. })
+    }
 }
 
 struct Scenario {
@@ -390,6 +571,31 @@ const SCENARIOS: &[Scenario] = &[
         desc: "sequential request/reply through one responder, 16 B",
         kind: Kind::ReqRep,
     },
+    Scenario {
+        name: "route16",
+        desc: "2 clustered servers: publisher on A -> subscriber on B, 16 B payload",
+        kind: Kind::RoutePubSub { payload: 16 },
+    },
+    Scenario {
+        name: "route1k",
+        desc: "2 clustered servers: publisher on A -> subscriber on B, 1 KiB payload",
+        kind: Kind::RoutePubSub { payload: 1024 },
+    },
+    Scenario {
+        name: "route_reqrep",
+        desc: "2 clustered servers: requester on A, responder on B, sequential, 16 B",
+        kind: Kind::RouteReqRep,
+    },
+    Scenario {
+        name: "subs100k",
+        desc: "2 clustered servers: 100,000 SUBs on A until B delivers to the last one",
+        kind: Kind::Subs100k,
+    },
+    Scenario {
+        name: "mesh20",
+        desc: "20 servers seeded to server 1 until every /varz reports 19 routes",
+        kind: Kind::Mesh { n: 20 },
+    },
 ];
 
 #[derive(Default, Clone)]
@@ -406,6 +612,12 @@ struct RunResult {
     secs: f64,
     /// latency percentiles in µs: p50, p99, p99.9 (reqrep only)
     lat: Option<[f64; 3]>,
+    /// subs100k / mesh20: the measured time in ms (None if it failed)
+    ms: Option<f64>,
+    /// subs100k: RSS in MB from /varz `mem` after: [A, B, A delta, B delta]
+    rss: Option<[f64; 4]>,
+    /// free-form details for the progress line
+    info: String,
     /// problems that make the figure suspect (loss, duplicates, server errors)
     errors: Vec<String>,
 }
@@ -461,14 +673,71 @@ fn run_subscriber(mut c: Conn, counter: Arc<Padded>, stop: Arc<AtomicBool>) -> S
     }
 }
 
+/// Waits until interest of `sub` in `subject` is visible where `probe` publishes: publishes
+/// probes (each confirmed by PING/PONG) until `sub` receives one, then publishes a marker and
+/// reads `sub` until the marker arrives, so that no probe is left in flight. Bounded: 15 s.
+fn wait_interest(sub: &mut Conn, probe: &mut Conn, subject: &str) -> Res<Duration> {
+    let t0 = Instant::now();
+    let deadline = t0 + Duration::from_secs(15);
+    let probe_msg = format!("PUB {subject} 5\r\nprobe\r\nPING\r\n");
+    let mut probes = 0u64;
+    loop {
+        probe.write(probe_msg.as_bytes())?;
+        probe.wait_pongs(1, Instant::now() + PONG_DEADLINE)?;
+        probes += 1;
+        let mut got = false;
+        let mut err = None;
+        // One read: returns after data or READ_POLL (50 ms).
+        sub.pump(&mut |ev| match ev {
+            Ev::Msg { .. } => got = true,
+            Ev::Err(e) => err = Some(String::from_utf8_lossy(e).into_owned()),
+            Ev::Pong => {}
+        })?;
+        if let Some(e) = err {
+            return Err(format!("subscriber got {e} while waiting for interest"));
+        }
+        if got {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "interest in {subject} never crossed the route: {probes} probes published in 15 s, none delivered"
+            ));
+        }
+    }
+    let crossed = t0.elapsed();
+    probe.write(format!("PUB {subject} 6\r\nmarker\r\nPING\r\n").as_bytes())?;
+    probe.wait_pongs(1, Instant::now() + PONG_DEADLINE)?;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut got = false;
+    while !got {
+        sub.pump(&mut |ev| {
+            if let Ev::Msg { payload, .. } = ev {
+                if payload == b"marker" {
+                    got = true;
+                }
+            }
+        })?;
+        if !got && Instant::now() > deadline {
+            return Err("marker after the interest probes was not delivered within 5 s".into());
+        }
+    }
+    Ok(crossed)
+}
+
+/// Pub/sub on one server (`pub_addr == sub_addr`) or across a route (`cross`: subscriber
+/// interest must first become visible at the publisher's server, see `wait_interest`).
+#[allow(clippy::too_many_arguments)]
 fn run_pubsub(
-    srv: &mut Server,
+    srvs: &mut [Server],
+    pub_addr: SocketAddr,
+    sub_addr: SocketAddr,
+    cross: bool,
     payload: usize,
     nsubs: usize,
     queue: bool,
     dur: Duration,
 ) -> Res<RunResult> {
-    let addr = srv.addr();
     let subject = "bench.subj";
     let stop = Arc::new(AtomicBool::new(false));
     let mut counters = Vec::new();
@@ -482,8 +751,14 @@ fn run_pubsub(
     }
     let _guard = StopOnDrop(stop.clone());
 
+    let mut probe = if cross {
+        Some(Conn::open(pub_addr)?)
+    } else {
+        None
+    };
+    let mut cross_ms = Vec::new();
     for i in 0..nsubs {
-        let mut c = Conn::open(addr)?;
+        let mut c = Conn::open(sub_addr)?;
         let sub = if queue {
             format!("SUB {subject} benchq {}\r\nPING\r\n", i + 1)
         } else {
@@ -491,6 +766,9 @@ fn run_pubsub(
         };
         c.write(sub.as_bytes())?;
         c.wait_pongs(1, Instant::now() + Duration::from_secs(5))?;
+        if let Some(pc) = probe.as_mut() {
+            cross_ms.push(wait_interest(&mut c, pc, subject)?.as_secs_f64() * 1e3);
+        }
         let ctr = Arc::new(Padded(AtomicU64::new(0)));
         counters.push(ctr.clone());
         let st = stop.clone();
@@ -502,8 +780,9 @@ fn run_pubsub(
         );
     }
 
+    drop(probe);
     // Publisher: pre-built 64 KiB of whole PUB frames, written again and again.
-    let mut p = Conn::open(addr)?;
+    let mut p = Conn::open(pub_addr)?;
     let mut frame = format!("PUB {subject} {payload}\r\n").into_bytes();
     frame.extend((0..payload).map(|i| b'a' + (i % 26) as u8));
     frame.extend_from_slice(b"\r\n");
@@ -563,6 +842,16 @@ fn run_pubsub(
         sent,
         ..Default::default()
     };
+    if !cross_ms.is_empty() {
+        res.info = format!(
+            "interest crossed after {} ms",
+            cross_ms
+                .iter()
+                .map(|m| format!("{m:.0}"))
+                .collect::<Vec<_>>()
+                .join("/")
+        );
+    }
     res.pub_rate = sent as f64 / pub_secs;
     if let Err(e) = pub_result {
         res.errors.push(e);
@@ -613,8 +902,10 @@ fn run_pubsub(
             res.errors.push(e);
         }
     }
-    if let Err(e) = srv.check_alive() {
-        res.errors.push(e);
+    for srv in srvs.iter_mut() {
+        if let Err(e) = srv.check_alive() {
+            res.errors.push(e);
+        }
     }
     if res.received < res.expected {
         res.errors.push(format!(
@@ -649,8 +940,16 @@ fn run_pubsub(
     Ok(res)
 }
 
-fn run_reqrep(srv: &mut Server, dur: Duration) -> Res<RunResult> {
-    let addr = srv.addr();
+/// Request/reply on one server (`req_addr == resp_addr`) or across a route (`cross`: the
+/// requester first sends probe requests until one is answered, then a marker request whose reply
+/// it waits for, so that both interests have crossed and no probe reply is in flight).
+fn run_reqrep(
+    srvs: &mut [Server],
+    req_addr: SocketAddr,
+    resp_addr: SocketAddr,
+    cross: bool,
+    dur: Duration,
+) -> Res<RunResult> {
     let stop = Arc::new(AtomicBool::new(false));
     struct StopOnDrop(Arc<AtomicBool>);
     impl Drop for StopOnDrop {
@@ -661,7 +960,7 @@ fn run_reqrep(srv: &mut Server, dur: Duration) -> Res<RunResult> {
     let _guard = StopOnDrop(stop.clone());
 
     // Responder: replies to every request, one write per read batch.
-    let mut resp = Conn::open(addr)?;
+    let mut resp = Conn::open(resp_addr)?;
     resp.write(b"SUB bench.req 1\r\nPING\r\n")?;
     resp.wait_pongs(1, Instant::now() + Duration::from_secs(5))?;
     let st = stop.clone();
@@ -699,9 +998,56 @@ fn run_reqrep(srv: &mut Server, dur: Duration) -> Res<RunResult> {
         })
         .map_err(|e| ioe("spawn", e))?;
 
-    let mut req = Conn::open(addr)?;
+    let mut req = Conn::open(req_addr)?;
     req.write(b"SUB _INBOX.bench.1 1\r\nPING\r\n")?;
     req.wait_pongs(1, Instant::now() + Duration::from_secs(5))?;
+    let mut info = String::new();
+    if cross {
+        let t0 = Instant::now();
+        let deadline = t0 + Duration::from_secs(15);
+        let mut probes = 0u64;
+        let mut got = false;
+        // Probe requests, each waited for up to ~100 ms, until one is answered.
+        while !got {
+            req.write(b"PUB bench.req _INBOX.bench.1 5\r\nprobe\r\n")?;
+            probes += 1;
+            let t = Instant::now();
+            while !got && t.elapsed() < Duration::from_millis(100) {
+                req.pump(&mut |ev| {
+                    if let Ev::Msg { .. } = ev {
+                        got = true
+                    }
+                })?;
+            }
+            if !got && Instant::now() > deadline {
+                return Err(format!(
+                    "request/reply interest never crossed the route: {probes} probe requests in 15 s, no reply"
+                ));
+            }
+        }
+        let crossed = t0.elapsed();
+        req.write(b"PUB bench.req _INBOX.bench.1 6\r\nmarker\r\n")?;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut got = false;
+        while !got {
+            req.pump(&mut |ev| {
+                if let Ev::Msg { payload, .. } = ev {
+                    if payload == b"marker" {
+                        got = true;
+                    }
+                }
+            })?;
+            if !got && Instant::now() > deadline {
+                return Err(
+                    "reply to the marker request after the probes not received within 5 s".into(),
+                );
+            }
+        }
+        info = format!(
+            "interest crossed after {:.0} ms",
+            crossed.as_secs_f64() * 1e3
+        );
+    }
     let msg: &[u8] = b"PUB bench.req _INBOX.bench.1 16\r\n0123456789abcdef\r\n";
     let mut lat_ns: Vec<u32> = Vec::with_capacity(1 << 20);
     let mut errors = Vec::new();
@@ -751,11 +1097,14 @@ fn run_reqrep(srv: &mut Server, dur: Duration) -> Res<RunResult> {
         Ok(Err(e)) => errors.push(e),
         Err(_) => errors.push("responder thread panicked".into()),
     }
-    if let Err(e) = srv.check_alive() {
-        errors.push(e);
+    for srv in srvs.iter_mut() {
+        if let Err(e) = srv.check_alive() {
+            errors.push(e);
+        }
     }
     let mut res = RunResult {
         errors,
+        info,
         ..Default::default()
     };
     let n = lat_ns.len();
@@ -784,25 +1133,281 @@ impl std::fmt::Write for DirectFmt<'_> {
     }
 }
 
-fn run_one(path: &str, sc: &Scenario, dur: Duration) -> RunResult {
-    let mut srv = match Server::start(path) {
-        Ok(s) => s,
-        Err(e) => {
-            return RunResult {
-                errors: vec![e],
-                ..Default::default()
+/// Starts two clustered servers of `path`: A, then (once A's route port accepts) B seeded to A.
+/// Returns when both accept client connections. Interest crossing is checked by the scenario.
+fn start_pair(path: &str) -> Res<Vec<Server>> {
+    let p = free_ports(6)?;
+    let mut a = Server::spawn_cluster(path, [p[0], p[1], p[2]], None)?;
+    a.wait_port(a.port, path)?;
+    a.wait_port(a.route, path)?;
+    let mut b = Server::spawn_cluster(path, [p[3], p[4], p[5]], Some(a.route))?;
+    b.wait_port(b.port, path)?;
+    Ok(vec![a, b])
+}
+
+/// Number of subscriptions in `subs100k`.
+const SUBS_N: usize = 100_000;
+/// Deadline for `subs100k` (from the first SUB until B delivers to the last one).
+const SUBS_DEADLINE: Duration = Duration::from_secs(60);
+/// Deadline for `mesh20` (from launching the first server until every one has all routes).
+const MESH_DEADLINE: Duration = Duration::from_secs(60);
+
+fn run_subs100k(path: &str) -> Res<RunResult> {
+    let mut srvs = start_pair(path)?;
+    let (a_addr, b_addr) = (srvs[0].addr(), srvs[1].addr());
+    let (a_http, b_http) = (srvs[0].http, srvs[1].http);
+    let mut res = RunResult::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    struct StopOnDrop(Arc<AtomicBool>);
+    impl Drop for StopOnDrop {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+    let _guard = StopOnDrop(stop.clone());
+
+    // Cluster is up when a subscription on A is visible on B.
+    let mut ca = Conn::open(a_addr)?;
+    ca.write(b"SUB probe.a 200000\r\nPING\r\n")?;
+    ca.wait_pongs(1, Instant::now() + Duration::from_secs(5))?;
+    let mut cb = Conn::open(b_addr)?;
+    wait_interest(&mut ca, &mut cb, "probe.a")?;
+    let mem0 = [varz_num(a_http, "mem")?, varz_num(b_http, "mem")?];
+
+    let mut subs: Vec<u8> = Vec::with_capacity(SUBS_N * 24);
+    for i in 0..SUBS_N {
+        let _ = write!(DirectFmt(&mut subs), "SUB s.{i} {}\r\n", i + 1);
+    }
+    let t0 = Instant::now();
+    // Publisher on B: `PUB s.99999` about every 1 ms until stopped (bounded by SUBS_DEADLINE).
+    let st = stop.clone();
+    let last_subj = format!("PUB s.{} 4\r\nlast\r\n", SUBS_N - 1);
+    let publisher = thread::Builder::new()
+        .name("subs-pub".into())
+        .spawn(move || -> Res<u64> {
+            let mut n = 0u64;
+            while !st.load(Ordering::Relaxed)
+                && t0.elapsed() < SUBS_DEADLINE + Duration::from_secs(1)
+            {
+                cb.write(last_subj.as_bytes())?;
+                n += 1;
+                thread::sleep(Duration::from_millis(1));
+            }
+            // Confirm B is still fine with this connection.
+            cb.write(b"PING\r\n")?;
+            cb.wait_pongs(1, Instant::now() + PONG_DEADLINE)?;
+            Ok(n)
+        })
+        .map_err(|e| ioe("spawn", e))?;
+
+    let r: Res<(f64, f64)> = (|| {
+        for chunk in subs.chunks(256 * 1024) {
+            ca.write(chunk)?;
+        }
+        ca.write(b"PING\r\n")?;
+        let mut local = None;
+        let mut got = false;
+        let mut err = None;
+        // Bounded by SUBS_DEADLINE.
+        while !got {
+            ca.pump(&mut |ev| match ev {
+                Ev::Pong => {
+                    if local.is_none() {
+                        local = Some(t0.elapsed())
+                    }
+                }
+                Ev::Msg { payload, .. } => {
+                    if payload == b"last" {
+                        got = true
+                    }
+                }
+                Ev::Err(e) => err = Some(String::from_utf8_lossy(e).into_owned()),
+            })?;
+            if let Some(e) = err.take() {
+                return Err(format!("subscribing client on A got {e}"));
+            }
+            if !got && t0.elapsed() > SUBS_DEADLINE {
+                return Err(format!(
+                    "B never delivered to s.{} within {SUBS_DEADLINE:?} (A answered the PING after the SUBs: {})",
+                    SUBS_N - 1,
+                    match local {
+                        Some(d) => format!("yes, after {:.0} ms", d.as_secs_f64() * 1e3),
+                        None => "no".into(),
+                    }
+                ));
             }
         }
+        let total = t0.elapsed();
+        let local = local.unwrap_or(total);
+        Ok((total.as_secs_f64() * 1e3, local.as_secs_f64() * 1e3))
+    })();
+    stop.store(true, Ordering::Relaxed);
+    let pubs = match publisher.join() {
+        Ok(Ok(n)) => n,
+        Ok(Err(e)) => {
+            res.errors.push(format!("publisher on B: {e}"));
+            0
+        }
+        Err(_) => {
+            res.errors.push("publisher thread panicked".into());
+            0
+        }
     };
+    match r {
+        Ok((total, local)) => {
+            res.ms = Some(total);
+            res.info = format!(
+                "{total:.0} ms until B delivers to s.{} (A's PONG after the SUBs: {local:.0} ms; {pubs} publishes on B)",
+                SUBS_N - 1
+            );
+        }
+        Err(e) => res.errors.push(e),
+    }
+    // RSS after (and the B-side subscription count, for information).
+    match (varz_num(a_http, "mem"), varz_num(b_http, "mem")) {
+        (Ok(ma), Ok(mb)) => {
+            let m = 1e6;
+            res.rss = Some([ma / m, mb / m, (ma - mem0[0]) / m, (mb - mem0[1]) / m]);
+        }
+        (Err(e), _) | (_, Err(e)) => res.errors.push(format!("RSS after: {e}")),
+    }
+    if let Ok(n) = varz_num(b_http, "subscriptions") {
+        let _ = write!(res.info, "; B /varz subscriptions {n:.0}");
+    }
+    for srv in srvs.iter_mut() {
+        if let Err(e) = srv.check_alive() {
+            res.errors.push(e);
+        }
+    }
+    Ok(res)
+}
+
+fn run_mesh(path: &str, n: usize) -> Res<RunResult> {
+    let p = free_ports(3 * n)?;
+    let ports = |k: usize| [p[3 * k], p[3 * k + 1], p[3 * k + 2]];
+    let want = (n - 1) as f64;
+    let t0 = Instant::now();
+    let mut srvs: Vec<Server> = Vec::with_capacity(n);
+    srvs.push(Server::spawn_cluster(path, ports(0), None)?);
+    let seed = srvs[0].route;
+    srvs[0].wait_port(seed, path)?;
+    let t_seed = t0.elapsed();
+    for k in 1..n {
+        srvs.push(Server::spawn_cluster(path, ports(k), Some(seed))?);
+    }
+    let mut done: Vec<Option<Duration>> = vec![None; n];
+    let mut last: Vec<String> = vec!["no answer yet".into(); n];
+    let mut over: Vec<String> = Vec::new();
+    // Poll every server's /varz every ~20 ms; bounded by MESH_DEADLINE.
+    loop {
+        for k in 0..n {
+            if done[k].is_some() {
+                continue;
+            }
+            if let Err(e) = srvs[k].check_alive() {
+                return Err(format!("server {} of {n}: {e}", k + 1));
+            }
+            match varz_num(srvs[k].http, "routes") {
+                Ok(r) => {
+                    last[k] = format!("{r}");
+                    if r == want {
+                        done[k] = Some(t0.elapsed());
+                    } else if r > want && over.len() < 5 {
+                        over.push(format!("server {} reported routes {r}", k + 1));
+                    }
+                }
+                Err(e) => last[k] = e,
+            }
+        }
+        if done.iter().all(|d| d.is_some()) {
+            break;
+        }
+        if t0.elapsed() > MESH_DEADLINE {
+            let missing: Vec<String> = (0..n)
+                .filter(|&k| done[k].is_none())
+                .map(|k| format!("#{}: {}", k + 1, last[k]))
+                .collect();
+            // Diagnostic only: what /routez says (may not exist).
+            let rz: Vec<String> = (0..n)
+                .map(
+                    |k| match http_get(srvs[k].http, "/routez", Duration::from_secs(1)) {
+                        Ok(b) => json_num(&b, "num_routes").map_or("?".into(), |x| format!("{x}")),
+                        Err(e) if e.contains("404") => "404".into(),
+                        Err(_) => "err".into(),
+                    },
+                )
+                .collect();
+            return Err(format!(
+                "no full mesh within {MESH_DEADLINE:?}: {} of {n} servers never reported /varz routes {}; last values: {}; (for information, /routez num_routes per server: {})",
+                missing.len(),
+                n - 1,
+                missing.join(", "),
+                rz.join(" ")
+            ));
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    let total = done.iter().flatten().max().copied().unwrap_or_default();
+    let mut res = RunResult {
+        ms: Some(total.as_secs_f64() * 1e3),
+        ..Default::default()
+    };
+    res.info = format!(
+        "{:.0} ms until all {n} servers report {} routes (seed route port up after {:.0} ms)",
+        total.as_secs_f64() * 1e3,
+        n - 1,
+        t_seed.as_secs_f64() * 1e3
+    );
+    // Still a full mesh (no route dropped or duplicated) a moment later?
+    thread::sleep(Duration::from_millis(200));
+    for (k, srv) in srvs.iter_mut().enumerate().take(n) {
+        match varz_num(srv.http, "routes") {
+            Ok(r) if r == want => {}
+            Ok(r) => res.errors.push(format!(
+                "server {} reported routes {r} 200 ms after the mesh was complete",
+                k + 1
+            )),
+            Err(e) => res.errors.push(format!("server {}: {e}", k + 1)),
+        }
+        if let Err(e) = srv.check_alive() {
+            res.errors.push(format!("server {}: {e}", k + 1));
+        }
+    }
+    for o in over {
+        res.errors
+            .push(format!("{o} (more than {}) while meshing", n - 1));
+    }
+    Ok(res)
+}
+
+fn run_one(path: &str, sc: &Scenario, dur: Duration) -> RunResult {
     let r = match sc.kind {
         Kind::PubSub {
             payload,
             subs,
             queue,
-        } => run_pubsub(&mut srv, payload, subs, queue, dur),
-        Kind::ReqRep => run_reqrep(&mut srv, dur),
+        } => Server::start(path).and_then(|srv| {
+            let addr = srv.addr();
+            let mut srvs = vec![srv];
+            run_pubsub(&mut srvs, addr, addr, false, payload, subs, queue, dur)
+        }),
+        Kind::ReqRep => Server::start(path).and_then(|srv| {
+            let addr = srv.addr();
+            let mut srvs = vec![srv];
+            run_reqrep(&mut srvs, addr, addr, false, dur)
+        }),
+        Kind::RoutePubSub { payload } => start_pair(path).and_then(|mut srvs| {
+            let (a, b) = (srvs[0].addr(), srvs[1].addr());
+            run_pubsub(&mut srvs, a, b, true, payload, 1, false, dur)
+        }),
+        Kind::RouteReqRep => start_pair(path).and_then(|mut srvs| {
+            let (a, b) = (srvs[0].addr(), srvs[1].addr());
+            run_reqrep(&mut srvs, a, b, true, dur)
+        }),
+        Kind::Subs100k => run_subs100k(path),
+        Kind::Mesh { n } => run_mesh(path, n),
     };
-    drop(srv); // kill the server
+    // (servers are killed when their `Server` values drop inside the calls above)
     r.unwrap_or_else(|e| RunResult {
         errors: vec![e],
         ..Default::default()
@@ -834,6 +1439,15 @@ fn fmt_rate(x: f64) -> String {
         format!("{:.1} k", x / 1e3)
     } else {
         format!("{:.0}", x)
+    }
+}
+
+/// Fixed-point number, or `n/a` when there is no figure (every run failed).
+fn fmt_num(x: f64, prec: usize) -> String {
+    if x.is_finite() {
+        format!("{x:.prec$}")
+    } else {
+        "n/a".into()
     }
 }
 
@@ -875,7 +1489,9 @@ fn usage() -> ! {
     eprintln!(
         "usage: bench --server PATH [--server PATH ...] [--rounds N] [--duration SECS] [--scenario NAME ...]\n\
          scenarios: {}\n\
-         Each server is started as `PATH -a 127.0.0.1 -p <free port>`; ratios are relative to the first --server.",
+         Each server is started as `PATH -a 127.0.0.1 -p <free port>` (cluster scenarios add\n\
+         `-m <port> --cluster nats://127.0.0.1:<port> --cluster_name benchc [--routes nats-route://127.0.0.1:<seed>]`);\n\
+         ratios are relative to the first --server.",
         SCENARIOS.iter().map(|s| s.name).collect::<Vec<_>>().join(", ")
     );
     std::process::exit(2);
@@ -976,7 +1592,20 @@ fn main() {
             for &k in &order {
                 let r = run_one(&servers[k], sc, duration);
                 let mut line = format!("[round {}] {:<9} {:<16} ", round + 1, sc.name, labels[k]);
-                if r.rate == 0.0 && !r.errors.is_empty() {
+                if sc.kind.is_timed() {
+                    match r.ms {
+                        None => line.push_str("FAILED"),
+                        Some(ms) => {
+                            let _ = write!(line, "{ms:>8.0} ms  ({})", r.info);
+                            if let Some([a, b, da, db]) = r.rss {
+                                let _ = write!(
+                                    line,
+                                    "  RSS A {a:.1} MB ({da:+.1}), B {b:.1} MB ({db:+.1})"
+                                );
+                            }
+                        }
+                    }
+                } else if r.rate == 0.0 && !r.errors.is_empty() {
                     line.push_str("FAILED");
                 } else if let Some([p50, p99, p999]) = r.lat {
                     let _ = write!(
@@ -988,9 +1617,15 @@ fn main() {
                         p999,
                         r.received
                     );
+                    if !r.info.is_empty() {
+                        let _ = write!(line, "  ({})", r.info);
+                    }
                 } else {
                     let _ = write!(line, "{:>10} msgs/s {:>8.1} MB/s  (pub {} msgs/s, sent {}, received {}/{} in {:.2} s)",
                         fmt_rate(r.rate), r.mbps, fmt_rate(r.pub_rate), r.sent, r.received, r.expected, r.secs);
+                    if !r.info.is_empty() {
+                        let _ = write!(line, "  ({})", r.info);
+                    }
                 }
                 for e in &r.errors {
                     let _ = write!(line, "\n      ERROR: {e}");
@@ -1003,7 +1638,8 @@ fn main() {
     }
 
     // Per-scenario tables.
-    let mut summary: Vec<(String, Vec<f64>)> = Vec::new();
+    // (row name, medians per server, plain number format)
+    let mut summary: Vec<(String, Vec<f64>, bool)> = Vec::new();
     for (si, sc) in scenarios.iter().enumerate() {
         println!(
             "\n### {} — {} (median of {} rounds)\n",
@@ -1011,13 +1647,65 @@ fn main() {
         );
         let rs = &results[si];
         let failed = |k: usize| rs[k].iter().filter(|r| !r.errors.is_empty()).count();
-        if sc.kind == Kind::ReqRep {
+        if sc.kind.is_timed() {
+            let subs = sc.kind == Kind::Subs100k;
+            if subs {
+                println!("| server | ms (lower is better) | spread | vs first (lower is better) | RSS A MB after | RSS B MB after | B RSS growth MB | failed runs |");
+                println!("|---|---|---|---|---|---|---|---|");
+            } else {
+                println!("| server | ms (lower is better) | spread | vs first (lower is better) | failed runs |");
+                println!("|---|---|---|---|---|");
+            }
+            let base = med_of(&rs[0], |r| r.ms);
+            let mut mss = Vec::new();
+            let mut rss_a = Vec::new();
+            let mut rss_b = Vec::new();
+            for k in 0..servers.len() {
+                let ms = med_of(&rs[k], |r| r.ms);
+                let mut row = format!(
+                    "| {} | {} | {} | {} |",
+                    labels[k],
+                    fmt_num(ms, 0),
+                    spread(&rs[k], |r| r.ms),
+                    fmt_ratio(ms, base)
+                );
+                if subs {
+                    let m = [0, 1, 3].map(|i| med_of(&rs[k], |r| r.ms.and(r.rss).map(|x| x[i])));
+                    let _ = write!(
+                        row,
+                        " {} | {} | {} |",
+                        fmt_num(m[0], 1),
+                        fmt_num(m[1], 1),
+                        fmt_num(m[2], 1)
+                    );
+                    rss_a.push(m[0]);
+                    rss_b.push(m[1]);
+                }
+                let _ = write!(row, " {}/{} |", failed(k), rs[k].len());
+                println!("{row}");
+                mss.push(ms);
+            }
+            summary.push((format!("{} ms (lower is better)", sc.name), mss, true));
+            if subs {
+                summary.push((
+                    format!("{} RSS A MB after (lower is better)", sc.name),
+                    rss_a,
+                    true,
+                ));
+                summary.push((
+                    format!("{} RSS B MB after (lower is better)", sc.name),
+                    rss_b,
+                    true,
+                ));
+            }
+        } else if sc.kind.is_reqrep() {
             println!("| server | req/s | p50 µs | p99 µs | p99.9 µs | req/s spread | p50 vs first | failed runs |");
             println!("|---|---|---|---|---|---|---|---|");
             let base = med_of(&rs[0], |r| r.lat.map(|l| l[0]));
             let mut rates = Vec::new();
             let mut p50s = Vec::new();
             let mut p99s = Vec::new();
+            let mut p999s = Vec::new();
             for k in 0..servers.len() {
                 let rate = med_of(&rs[k], |r| Some(r.rate));
                 let p = [0, 1, 2].map(|i| med_of(&rs[k], |r| r.lat.map(|l| l[i])));
@@ -1036,10 +1724,16 @@ fn main() {
                 rates.push(rate);
                 p50s.push(p[0]);
                 p99s.push(p[1]);
+                p999s.push(p[2]);
             }
-            summary.push(("reqrep req/s".into(), rates));
-            summary.push(("reqrep p50 µs (lower is better)".into(), p50s));
-            summary.push(("reqrep p99 µs (lower is better)".into(), p99s));
+            summary.push((format!("{} req/s", sc.name), rates, false));
+            summary.push((format!("{} p50 µs (lower is better)", sc.name), p50s, true));
+            summary.push((format!("{} p99 µs (lower is better)", sc.name), p99s, true));
+            summary.push((
+                format!("{} p99.9 µs (lower is better)", sc.name),
+                p999s,
+                true,
+            ));
         } else {
             println!(
                 "| server | msgs/s | MB/s | publisher msgs/s | spread | vs first | failed runs |"
@@ -1064,9 +1758,7 @@ fn main() {
                 );
                 rates.push(rate);
             }
-            let unit = if let Kind::PubSub { payload: 1024, .. } = sc.kind {
-                "msgs/s"
-            } else if let Kind::PubSub {
+            let unit = if let Kind::PubSub {
                 subs, queue: false, ..
             } = sc.kind
             {
@@ -1078,14 +1770,14 @@ fn main() {
             } else {
                 "msgs/s"
             };
-            summary.push((format!("{} {}", sc.name, unit), rates.clone()));
-            if let Kind::PubSub { payload, .. } = sc.kind {
-                if payload >= 1024 {
-                    summary.push((
-                        format!("{} MB/s", sc.name),
-                        rates.iter().map(|r| r * payload as f64 / 1e6).collect(),
-                    ));
-                }
+            summary.push((format!("{} {}", sc.name, unit), rates.clone(), false));
+            let payload = sc.kind.payload();
+            if payload >= 1024 {
+                summary.push((
+                    format!("{} MB/s", sc.name),
+                    rates.iter().map(|r| r * payload as f64 / 1e6).collect(),
+                    true,
+                ));
             }
         }
         for k in 0..servers.len() {
@@ -1113,11 +1805,11 @@ fn main() {
         sep.push_str("---|");
     }
     println!("{hdr}\n{sep}");
-    for (name, vals) in &summary {
+    for (name, vals, plain) in &summary {
         let mut row = format!("| {name} |");
         for v in vals {
-            if name.contains("µs") || name.ends_with("MB/s") {
-                let _ = write!(row, " {v:.1} |");
+            if *plain {
+                let _ = write!(row, " {} |", fmt_num(*v, 1));
             } else {
                 let _ = write!(row, " {} |", fmt_rate(*v));
             }
