@@ -77,7 +77,7 @@ impl std::ops::Deref for SubRef {
 }
 
 /// Local interest counts by (subject, queue): what this server advertises to routes.
-pub type RouteInterest = HashMap<(Bytes, Option<Bytes>), u32>;
+pub type RouteInterest = crate::util::FastMap<(Bytes, Option<Bytes>), u32>;
 
 pub struct Account {
     pub name: String,
@@ -94,7 +94,7 @@ impl Account {
         Account {
             name: name.to_string(),
             sublist: Sublist::new(),
-            route_interest: Mutex::new(HashMap::new()),
+            route_interest: Mutex::new(Default::default()),
             num_conns: AtomicUsize::new(0),
             in_msgs: AtomicU64::new(0),
             out_msgs: AtomicU64::new(0),

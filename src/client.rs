@@ -12,9 +12,9 @@ use crate::proto::parser::{Kind, Limits, Op, ParseError, Parser};
 use crate::server::ServerShared;
 use crate::subject;
 use crate::sublist::SublistResult;
+use crate::util::FastMap;
 use bytes::{Buf, Bytes, BytesMut};
 use rand::Rng;
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -63,6 +63,9 @@ pub async fn serve(srv: Arc<ServerShared>, stream: TcpStream, addr: SocketAddr) 
     } else {
         c.read_loop(rd).await;
     }
+    // The closed-connection snapshot (`/connz?state=closed`) keeps the subscriptions, as
+    // nats-server's does: take it before `cleanup` drains them.
+    srv.unregister_client(&conn);
     c.cleanup();
     if let Some(r) = conn.close_reason() {
         tracing::debug!(
@@ -72,7 +75,6 @@ pub async fn serve(srv: Arc<ServerShared>, stream: TcpStream, addr: SocketAddr) 
         );
     }
     let _ = writer.await;
-    srv.unregister_client(&conn);
 }
 
 /// Task-local state of one client connection.
@@ -95,9 +97,9 @@ struct Client {
     rtt_start: Option<Instant>,
     rtt_known: bool,
     /// Match results by subject, valid while the account sublist's generation is unchanged.
-    l1: HashMap<Vec<u8>, (u64, Arc<SublistResult<SubRef>>)>,
+    l1: FastMap<Vec<u8>, (u64, Arc<SublistResult<SubRef>>)>,
     /// Publish permission decisions by subject.
-    pub_ok: HashMap<Vec<u8>, bool>,
+    pub_ok: FastMap<Vec<u8>, bool>,
     /// Delivery into destinations' buffers, batched per read.
     fan: Fanout,
     batch_in_msgs: u64,
@@ -133,8 +135,8 @@ impl Client {
             next_ping: Instant::now() + srv_ping_interval,
             rtt_start: None,
             rtt_known: false,
-            l1: HashMap::new(),
-            pub_ok: HashMap::new(),
+            l1: FastMap::default(),
+            pub_ok: FastMap::default(),
             fan: Fanout::new(fan_srv),
             batch_in_msgs: 0,
             batch_in_bytes: 0,
@@ -632,8 +634,13 @@ impl Client {
         for sub in std::mem::take(&mut self.fan.retired) {
             // Local subscribers live in this account's sublist: that is where we found them.
             if self.acc.retire(&sub) {
-                self.srv
-                    .local_interest_changed(&self.acc, &sub.subject, sub.queue.as_deref(), -1);
+                self.srv.interest_changed_deferred(
+                    &self.acc,
+                    &sub.subject,
+                    sub.queue.as_deref(),
+                    -1,
+                    self.fan.kicks(),
+                );
             }
         }
     }
@@ -711,7 +718,7 @@ impl Client {
             return Flow::Continue;
         }
         self.srv
-            .local_interest_changed(&self.acc, subject, queue, 1);
+            .interest_changed_deferred(&self.acc, subject, queue, 1, self.fan.kicks());
         self.send_ok();
         Flow::Continue
     }
@@ -725,11 +732,12 @@ impl Client {
                 }
                 _ => {
                     if self.acc.retire(&sub) {
-                        self.srv.local_interest_changed(
+                        self.srv.interest_changed_deferred(
                             &self.acc,
                             &sub.subject,
                             sub.queue.as_deref(),
                             -1,
+                            self.fan.kicks(),
                         );
                     }
                 }
@@ -749,9 +757,18 @@ impl Client {
                 .remove(&s.subject, s.queue.as_deref(), &SubRef(s.clone()))
                 .is_ok();
             if removed {
-                self.srv
-                    .local_interest_changed(&self.acc, &s.subject, s.queue.as_deref(), -1);
+                self.srv.interest_changed_deferred(
+                    &self.acc,
+                    &s.subject,
+                    s.queue.as_deref(),
+                    -1,
+                    self.fan.kicks(),
+                );
             }
+        }
+        // Wake the routes that got RS- lines (there is no batch end after this).
+        for c in self.fan.kicks().drain(..) {
+            c.out.kick();
         }
         if self.connected {
             self.acc.num_conns.fetch_sub(1, Relaxed);

@@ -288,6 +288,11 @@ impl Fanout {
         }
     }
 
+    /// Connections whose writers are woken at the end of the batch.
+    pub fn kicks(&mut self) -> &mut Vec<Arc<Conn>> {
+        &mut self.to_kick
+    }
+
     /// Drop references held for the batch (on close).
     pub fn clear(&mut self) {
         self.to_kick.clear();

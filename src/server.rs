@@ -152,8 +152,10 @@ impl ServerShared {
         queue: Option<&[u8]>,
         delta: i32,
     ) {
-        if let Some(cl) = &self.cluster {
-            cl.interest_changed(acc, subject, queue, delta);
+        let mut kicks = Vec::new();
+        self.interest_changed_deferred(acc, subject, queue, delta, &mut kicks);
+        for c in kicks {
+            c.out.kick();
         }
     }
 

@@ -9,7 +9,7 @@
 //! kept exact by dropping only the entries an insert/remove could change. This module knows
 //! nothing about connections, routes or accounts: entries are an opaque [`SubEntry`].
 
-use std::collections::HashMap;
+use crate::util::FastMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -134,7 +134,7 @@ pub struct SublistStats {
 struct Node<T> {
     psubs: Vec<T>,
     qsubs: Vec<(Bytes, Vec<T>)>,
-    literal: HashMap<Box<[u8]>, Node<T>>,
+    literal: FastMap<Box<[u8]>, Node<T>>,
     pwc: Option<Box<Node<T>>>,
     fwc: Option<Box<Node<T>>>,
 }
@@ -144,7 +144,7 @@ impl<T> Default for Node<T> {
         Node {
             psubs: Vec::new(),
             qsubs: Vec::new(),
-            literal: HashMap::new(),
+            literal: FastMap::default(),
             pwc: None,
             fwc: None,
         }
@@ -313,7 +313,7 @@ impl<T: SubEntry> Node<T> {
     }
 }
 
-type CacheMap<T> = HashMap<Box<[u8]>, Arc<SublistResult<T>>>;
+type CacheMap<T> = FastMap<Box<[u8]>, Arc<SublistResult<T>>>;
 
 /// One slice of the match cache with its own counters, on its own cache lines.
 #[repr(align(128))]
@@ -383,7 +383,7 @@ impl<T: SubEntry> Sublist<T> {
         Sublist {
             trie: RwLock::new(Node::default()),
             cache: std::array::from_fn(|_| CacheShard {
-                map: RwLock::new(HashMap::new()),
+                map: RwLock::new(FastMap::default()),
                 matches: AtomicU64::new(0),
                 hits: AtomicU64::new(0),
             }),
@@ -423,7 +423,14 @@ impl<T: SubEntry> Sublist<T> {
             } else if tok == FWC {
                 node.fwc.get_or_insert_with(Box::default)
             } else {
-                node.literal.entry(Box::from(tok)).or_default()
+                // Look up by slice first: no key allocation for tokens that exist already.
+                if !node.literal.contains_key(tok) {
+                    node.literal.insert(Box::from(tok), Node::default());
+                }
+                match node.literal.get_mut(tok) {
+                    Some(n) => n,
+                    None => return Err(SublistError::InvalidSubject),
+                }
             };
         }
         match queue {

@@ -46,13 +46,15 @@ fn encode_change(buf: &mut BytesMut, acc: &[u8], subject: &[u8], queue: Option<&
 impl Cluster {
     /// Record a local subscription change (+1/-1) and tell every route what changed. The
     /// account's interest lock is held while the line is queued on the routes, so a route's
-    /// dump and these updates never cross.
+    /// dump and these updates never cross. Routes whose writer must be woken are added to
+    /// `kicks` (the caller wakes them after its read batch: one write for many SUBs).
     pub fn interest_changed(
         &self,
         acc: &Account,
         subject: &[u8],
         queue: Option<&[u8]>,
         delta: i32,
+        kicks: &mut Vec<std::sync::Arc<crate::conn::Conn>>,
     ) {
         let mut rm = acc.route_interest.lock().unwrap_or_else(|e| e.into_inner());
         let key = (
@@ -72,7 +74,7 @@ impl Cluster {
         }
         let mut line = BytesMut::with_capacity(16 + acc.name.len() + subject.len());
         encode_change(&mut line, acc.name.as_bytes(), subject, queue, &c);
-        self.broadcast(&line);
+        self.broadcast_deferred(&line, kicks);
     }
 
     /// Everything this server advertises, for a route that just registered.
@@ -92,6 +94,24 @@ impl Cluster {
                 encode_change(&mut buf, acc.name.as_bytes(), subject, queue.as_deref(), &c);
             }
             to.out.push_now(buf.len(), |b| b.extend_from_slice(&buf));
+        }
+    }
+}
+
+impl crate::server::ServerShared {
+    /// A local subscription appeared (+1) or went (-1): queue what routes must learn, with
+    /// the writer wake-ups deferred to `kicks`.
+    #[inline]
+    pub fn interest_changed_deferred(
+        &self,
+        acc: &Account,
+        subject: &[u8],
+        queue: Option<&[u8]>,
+        delta: i32,
+        kicks: &mut Vec<std::sync::Arc<crate::conn::Conn>>,
+    ) {
+        if let Some(cl) = &self.cluster {
+            cl.interest_changed(acc, subject, queue, delta, kicks);
         }
     }
 }

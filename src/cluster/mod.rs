@@ -195,6 +195,17 @@ impl Cluster {
         }
     }
 
+    /// Queue `bytes` on every registered route; routes whose buffer was empty go to `kicks`.
+    pub fn broadcast_deferred(&self, bytes: &[u8], kicks: &mut Vec<Arc<Conn>>) {
+        for r in lock(&self.routes).values() {
+            if let crate::conn::Push::Ok { kick: true, .. } =
+                r.conn.out.push(bytes.len(), |b| b.extend_from_slice(bytes))
+            {
+                kicks.push(r.conn.clone());
+            }
+        }
+    }
+
     /// Queue `bytes` on every registered route except the one to `except_id`.
     pub fn broadcast_except(&self, except_id: &str, bytes: &[u8]) {
         for (id, r) in lock(&self.routes).iter() {

@@ -12,8 +12,8 @@ use crate::deliver::{Fanout, Msg, Origin};
 use crate::proto::info::{RouteConnectInfo, ServerInfo};
 use crate::proto::parser::{Kind, Limits, Op, Parser, RoutedMsg};
 use crate::server::ServerShared;
+use crate::util::FastMap;
 use bytes::{Buf, Bytes, BytesMut};
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -125,7 +125,7 @@ struct Route {
     connect_seen: bool,
     entry: Option<Arc<RouteEntry>>,
     /// Remote interest by `acc subj[ queue]`.
-    remote: HashMap<Bytes, (Arc<Account>, Arc<Subscription>)>,
+    remote: FastMap<Bytes, (Arc<Account>, Arc<Subscription>)>,
     fan: Fanout,
     /// Last account a routed message named (most routes carry one or two).
     acc_cache: Option<(Bytes, Arc<Account>)>,
@@ -153,7 +153,7 @@ impl Route {
             solicit,
             connect_seen: false,
             entry: None,
-            remote: HashMap::new(),
+            remote: FastMap::default(),
             acc_cache: None,
             pings_out: 0,
             next_ping: Instant::now() + Duration::from_secs(3600),

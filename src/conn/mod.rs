@@ -4,8 +4,8 @@
 pub mod outbound;
 pub mod writer;
 
+use crate::util::FastMap;
 use bytes::Bytes;
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -114,7 +114,7 @@ pub struct Conn {
     pub last_activity: AtomicU64,
     pub meta: Mutex<ConnMeta>,
     /// Subscriptions by sid (clients) — shared so a publisher can retire an auto-unsubscribed one.
-    pub subs: Mutex<HashMap<Bytes, Arc<Subscription>>>,
+    pub subs: Mutex<FastMap<Bytes, Arc<Subscription>>>,
     close_reason: OnceLock<CloseReason>,
     closing: CancellationToken,
 }
@@ -139,7 +139,7 @@ impl Conn {
             async_info: AtomicBool::new(false),
             last_activity: AtomicU64::new(unix_nanos(start)),
             meta: Mutex::new(ConnMeta::default()),
-            subs: Mutex::new(HashMap::new()),
+            subs: Mutex::new(FastMap::default()),
             close_reason: OnceLock::new(),
             closing: CancellationToken::new(),
         }
@@ -175,7 +175,7 @@ impl Conn {
         self.meta.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub fn subs(&self) -> std::sync::MutexGuard<'_, HashMap<Bytes, Arc<Subscription>>> {
+    pub fn subs(&self) -> std::sync::MutexGuard<'_, FastMap<Bytes, Arc<Subscription>>> {
         self.subs.lock().unwrap_or_else(|e| e.into_inner())
     }
 

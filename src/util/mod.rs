@@ -2,3 +2,7 @@
 
 pub mod ids;
 pub mod time;
+
+/// HashMap with foldhash: per-process seeded like std's, several times faster than SipHash on
+/// the short keys of the hot maps (subject tokens, sids, interest keys).
+pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
