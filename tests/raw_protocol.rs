@@ -453,3 +453,39 @@ async fn permissions_violations_keep_connection() {
     assert_eq!((subj.as_str(), &p[..]), ("foo", &b"f"[..]));
     srv.shutdown().await;
 }
+
+#[tokio::test]
+async fn write_deadline_cuts_off_a_consumer_whose_socket_stays_full() {
+    // A pending limit far above what the test sends: only the write deadline can trigger.
+    let srv = start(Options {
+        write_deadline: Duration::from_millis(300),
+        max_pending: 512 * 1024 * 1024,
+        http_port: Some(0),
+        ..Options::local()
+    })
+    .await;
+    let mut slow = Raw::client(&srv).await;
+    slow.send("SUB wd 1\r\n").await;
+    slow.flush().await;
+    let mut p = Raw::client(&srv).await;
+    let payload = "y".repeat(16 * 1024);
+    let batch = format!("PUB wd {}\r\n{payload}\r\n", payload.len()).repeat(64);
+    let http = srv.http_addr().expect("http");
+    let mut cut = false;
+    for _ in 0..400 {
+        p.send(&batch).await;
+        p.flush().await;
+        let v = http_json(http, "/connz?state=closed").await;
+        if v["connections"].as_array().is_some_and(|a| {
+            a.iter()
+                .any(|c| c["reason"] == "Slow Consumer (Write Deadline)")
+        }) {
+            cut = true;
+            break;
+        }
+    }
+    assert!(cut, "write deadline never fired");
+    // The publisher is unaffected.
+    p.flush().await;
+    srv.shutdown().await;
+}
