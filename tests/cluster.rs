@@ -244,3 +244,51 @@ async fn restarted_node_rejoins_and_interest_converges() {
         s.shutdown().await;
     }
 }
+
+#[tokio::test]
+async fn ten_thousand_subscriptions_propagate_and_are_withdrawn() {
+    let nodes = mesh(3).await;
+    let mut sub = Raw::client(&nodes[0]).await;
+    let mut batch = String::new();
+    for i in 0..10_000 {
+        batch.push_str(&format!(
+            "SUB many.{i} {i}\r\nSUB many.q.{} grp {}\r\n",
+            i % 10,
+            100_000 + i
+        ));
+    }
+    sub.send(&batch).await;
+    sub.flush().await;
+    // 10,000 plain subjects plus 10 queue groups (weights aggregated) on every peer.
+    for s in &nodes[1..] {
+        let acc = s.shared().accounts.global();
+        wait_for("10k remote subscriptions", || {
+            let ok = acc.sublist.count() == 10_010
+                && acc
+                    .sublist
+                    .matches(b"many.q.3")
+                    .qsubs
+                    .first()
+                    .map(|g| g.total_weight)
+                    == Some(1000);
+            async move { ok }
+        })
+        .await;
+    }
+    let mut p = Raw::client(&nodes[2]).await;
+    p.send("PUB many.9999 1\r\nz\r\n").await;
+    let (subj, sid, _, _) = sub.msg().await;
+    assert_eq!((subj.as_str(), sid.as_str()), ("many.9999", "9999"));
+    drop(sub);
+    for s in &nodes[1..] {
+        let acc = s.shared().accounts.global();
+        wait_for("remote subscriptions withdrawn", || {
+            let ok = acc.sublist.count() == 0;
+            async move { ok }
+        })
+        .await;
+    }
+    for s in nodes {
+        s.shutdown().await;
+    }
+}
