@@ -22,6 +22,17 @@ pub struct SubDetail {
     pub cid: u64,
 }
 
+/// Sids in subscription order: numerically when both are numbers (`2` before `10`), else
+/// numbers first and the rest bytewise.
+pub fn cmp_sids(a: &str, b: &str) -> std::cmp::Ordering {
+    match (a.parse::<u64>(), b.parse::<u64>()) {
+        (Ok(x), Ok(y)) => x.cmp(&y),
+        (Ok(_), Err(_)) => std::cmp::Ordering::Less,
+        (Err(_), Ok(_)) => std::cmp::Ordering::Greater,
+        (Err(_), Err(_)) => a.cmp(b),
+    }
+}
+
 fn is_zero(v: &u64) -> bool {
     *v == 0
 }
@@ -101,7 +112,7 @@ impl ConnInfo {
                     cid: c.cid,
                 })
                 .collect();
-            v.sort_by(|a, b| a.sid.cmp(&b.sid));
+            v.sort_by(|a, b| cmp_sids(&a.sid, &b.sid));
             v
         };
         let up = now.duration_since(c.start).unwrap_or_default();

@@ -1,9 +1,13 @@
-//! HTTP monitoring (nats-server's `-m` port): `/`, `/varz`, `/connz`, `/routez`, `/healthz`
-//! (and natsd's `/topz`), with nats-server's JSON field names and `?callback=` JSONP. Reads
-//! server state; changes nothing.
+//! HTTP monitoring (nats-server's `-m` port): `/`, `/varz`, `/connz`, `/routez`, `/subsz`,
+//! `/accountz`, `/accstatz`, `/leafz`, `/gatewayz`, `/jsz`, `/healthz` (and natsd's `/topz`),
+//! with nats-server's JSON field names and `?callback=` JSONP. Reads server state; changes
+//! nothing.
 
+pub mod accountz;
 pub mod connz;
+pub mod misc;
 pub mod routez;
+pub mod subsz;
 pub mod varz;
 
 use crate::server::ServerShared;
@@ -26,6 +30,13 @@ pub async fn serve(srv: Arc<ServerShared>, l: TcpListener, stop: CancellationTok
         .route("/varz", get(varz_h))
         .route("/connz", get(connz_h))
         .route("/routez", get(routez_h))
+        .route("/subsz", get(subsz_h))
+        .route("/subscriptionsz", get(subsz_h))
+        .route("/accountz", get(accountz_h))
+        .route("/accstatz", get(accstatz_h))
+        .route("/leafz", get(leafz_h))
+        .route("/gatewayz", get(gatewayz_h))
+        .route("/jsz", get(jsz_h))
         .route("/topz", get(topz_h))
         .route("/healthz", get(healthz_h))
         .fallback(not_found)
@@ -100,8 +111,14 @@ async fn index(State(srv): State<Arc<ServerShared>>) -> Response {
     count(&srv, "/");
     let body = "<html><body><h1>natsd</h1><ul>\
         <li><a href=\"varz\">varz</a></li>\
+        <li><a href=\"jsz\">jsz</a></li>\
         <li><a href=\"connz\">connz</a></li>\
+        <li><a href=\"accountz\">accountz</a></li>\
+        <li><a href=\"accstatz\">accstatz</a></li>\
+        <li><a href=\"subsz\">subsz</a></li>\
         <li><a href=\"routez\">routez</a></li>\
+        <li><a href=\"leafz\">leafz</a></li>\
+        <li><a href=\"gatewayz\">gatewayz</a></li>\
         <li><a href=\"topz\">topz</a></li>\
         <li><a href=\"healthz\">healthz</a></li>\
         </ul></body></html>";
@@ -127,6 +144,48 @@ async fn routez_h(State(srv): State<Arc<ServerShared>>, Query(p): Params) -> Res
         Ok(subs) => json_response(StatusCode::OK, &routez::routez(&srv, subs), &p),
         Err(e) => bad_request(e),
     }
+}
+
+/// `/subsz` and its alias `/subscriptionsz` (counted as `/subsz`, as nats-server does).
+async fn subsz_h(State(srv): State<Arc<ServerShared>>, Query(p): Params) -> Response {
+    count(&srv, "/subsz");
+    match subsz::SubszQuery::parse(&p) {
+        Ok(q) => json_response(StatusCode::OK, &subsz::subsz(&srv, &q), &p),
+        Err(e) => bad_request(e),
+    }
+}
+
+/// A JSON endpoint that either answers or refuses its parameters with a 400.
+fn answer<T: Serialize>(r: Result<T, String>, p: &HashMap<String, String>) -> Response {
+    match r {
+        Ok(v) => json_response(StatusCode::OK, &v, p),
+        Err(e) => bad_request(e),
+    }
+}
+
+async fn accountz_h(State(srv): State<Arc<ServerShared>>, Query(p): Params) -> Response {
+    count(&srv, "/accountz");
+    answer(accountz::accountz(&srv, &p), &p)
+}
+
+async fn accstatz_h(State(srv): State<Arc<ServerShared>>, Query(p): Params) -> Response {
+    count(&srv, "/accstatz");
+    answer(accountz::accstatz(&srv, &p), &p)
+}
+
+async fn leafz_h(State(srv): State<Arc<ServerShared>>, Query(p): Params) -> Response {
+    count(&srv, "/leafz");
+    answer(misc::leafz(&srv, &p), &p)
+}
+
+async fn gatewayz_h(State(srv): State<Arc<ServerShared>>, Query(p): Params) -> Response {
+    count(&srv, "/gatewayz");
+    answer(misc::gatewayz(&srv, &p), &p)
+}
+
+async fn jsz_h(State(srv): State<Arc<ServerShared>>, Query(p): Params) -> Response {
+    count(&srv, "/jsz");
+    answer(misc::jsz(&srv, &p), &p)
 }
 
 /// natsd's own: the cluster graph. `format=dot|mermaid` draws it; default JSON.
@@ -159,6 +218,17 @@ async fn healthz_h(State(srv): State<Arc<ServerShared>>, Query(p): Params) -> Re
             status: "unavailable",
             status_code: Some(503),
             error: Some("server is shutting down".into()),
+        };
+        return compact_json_response(StatusCode::SERVICE_UNAVAILABLE, &h, &p);
+    }
+    if srv.is_lame_duck() {
+        // The client listener is closed: nats-server 2.9.10's exact answer and log line.
+        let msg = "failed to be ready for connections after 1ms: server";
+        tracing::warn!("Healthcheck failed: {msg:?}");
+        let h = Health {
+            status: "error",
+            status_code: None,
+            error: Some(msg.into()),
         };
         return compact_json_response(StatusCode::SERVICE_UNAVAILABLE, &h, &p);
     }

@@ -1,0 +1,175 @@
+//! `/accountz` (the accounts, or one account's detail with `acc`) and `/accstatz` (per-account
+//! connection and message counts), in nats-server 2.9's JSON.
+//!
+//! natsd's accounts have no imports, exports, mappings or JWTs, so those fields are omitted as
+//! nats-server omits them when empty. `/accstatz` sums the message counters of the account's
+//! open connections and of those still in the closed-connections ring.
+
+use super::subsz::{decode_bool, Stats};
+use crate::account::{Account, SYSTEM_ACCOUNT};
+use crate::server::ServerShared;
+use crate::util::time::rfc3339_nano;
+use serde::Serialize;
+use std::collections::HashMap;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::SystemTime;
+
+fn is_false(v: &bool) -> bool {
+    !*v
+}
+
+#[derive(Serialize, Debug)]
+pub struct AccountInfo {
+    pub account_name: String,
+    pub update_time: String,
+    #[serde(skip_serializing_if = "is_false")]
+    pub is_system: bool,
+    pub expired: bool,
+    pub complete: bool,
+    pub jetstream_enabled: bool,
+    pub leafnode_connections: usize,
+    pub client_connections: usize,
+    pub subscriptions: usize,
+    pub sublist_stats: Stats,
+}
+
+#[derive(Serialize, Debug)]
+pub struct Accountz {
+    pub server_id: String,
+    pub now: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub system_account: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub accounts: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub account_detail: Option<AccountInfo>,
+}
+
+fn detail(srv: &ServerShared, acc: &Account) -> AccountInfo {
+    AccountInfo {
+        account_name: acc.name.clone(),
+        // natsd's accounts never change after start.
+        update_time: rfc3339_nano(srv.start),
+        is_system: acc.name == SYSTEM_ACCOUNT,
+        expired: false,
+        complete: true,
+        jetstream_enabled: false,
+        leafnode_connections: 0,
+        client_connections: acc.num_conns.load(Relaxed),
+        subscriptions: acc.sublist.count(),
+        sublist_stats: Stats::from(&acc.sublist.stats()),
+    }
+}
+
+/// `acc` empty or absent: the account names; else that account's detail (400 if unknown, with
+/// nats-server's text).
+pub fn accountz(srv: &ServerShared, p: &HashMap<String, String>) -> Result<Accountz, String> {
+    let mut z = Accountz {
+        server_id: srv.id.clone(),
+        now: rfc3339_nano(SystemTime::now()),
+        system_account: SYSTEM_ACCOUNT.to_string(),
+        accounts: Vec::new(),
+        account_detail: None,
+    };
+    match p.get("acc").filter(|a| !a.is_empty()) {
+        None => z.accounts = srv.accounts.all().iter().map(|a| a.name.clone()).collect(),
+        Some(name) => {
+            let acc = srv
+                .accounts
+                .get(name)
+                .ok_or_else(|| format!("Account {name} does not exist"))?;
+            z.account_detail = Some(detail(srv, &acc));
+        }
+    }
+    Ok(z)
+}
+
+#[derive(Serialize, Debug, Default, Clone, Copy)]
+pub struct DataStats {
+    pub msgs: u64,
+    pub bytes: u64,
+}
+
+#[derive(Serialize, Debug)]
+pub struct AccountStat {
+    pub acc: String,
+    pub conns: usize,
+    pub leafnodes: usize,
+    pub total_conns: usize,
+    pub sent: DataStats,
+    pub received: DataStats,
+    pub slow_consumers: u64,
+}
+
+#[derive(Serialize, Debug)]
+pub struct AccountStatz {
+    pub server_id: String,
+    pub now: String,
+    pub account_statz: Vec<AccountStat>,
+}
+
+#[derive(Default)]
+struct Totals {
+    sent: DataStats,
+    received: DataStats,
+    slow: u64,
+}
+
+/// Message counters by account: open connections plus the closed-connections ring.
+fn totals(srv: &ServerShared) -> HashMap<String, Totals> {
+    let mut m: HashMap<String, Totals> = HashMap::new();
+    for c in srv.clients() {
+        let account = c.meta().account.clone();
+        let t = m.entry(account).or_default();
+        t.sent.msgs += c.counters.out_msgs.load(Relaxed);
+        t.sent.bytes += c.counters.out_bytes.load(Relaxed);
+        t.received.msgs += c.counters.in_msgs.load(Relaxed);
+        t.received.bytes += c.counters.in_bytes.load(Relaxed);
+    }
+    for c in srv.closed_clients() {
+        let t = m.entry(c.account.clone()).or_default();
+        t.sent.msgs += c.out_msgs;
+        t.sent.bytes += c.out_bytes;
+        t.received.msgs += c.in_msgs;
+        t.received.bytes += c.in_bytes;
+        if c.reason.is_some_and(|r| r.starts_with("Slow Consumer")) {
+            t.slow += 1;
+        }
+    }
+    m
+}
+
+/// `acc`: only that account; `unused`: also accounts without connections (nats-server lists
+/// only accounts with local connections otherwise).
+pub fn accstatz(srv: &ServerShared, p: &HashMap<String, String>) -> Result<AccountStatz, String> {
+    let unused = decode_bool(p, "unused")?;
+    let only = p.get("acc").filter(|a| !a.is_empty());
+    let mut totals = totals(srv);
+    let account_statz = srv
+        .accounts
+        .all()
+        .into_iter()
+        .filter(|a| only.is_none_or(|n| &a.name == n))
+        .filter_map(|a| {
+            let conns = a.num_conns.load(Relaxed);
+            if conns == 0 && !unused {
+                return None;
+            }
+            let t = totals.remove(&a.name).unwrap_or_default();
+            Some(AccountStat {
+                acc: a.name.clone(),
+                conns,
+                leafnodes: 0,
+                total_conns: conns,
+                sent: t.sent,
+                received: t.received,
+                slow_consumers: t.slow,
+            })
+        })
+        .collect();
+    Ok(AccountStatz {
+        server_id: srv.id.clone(),
+        now: rfc3339_nano(SystemTime::now()),
+        account_statz,
+    })
+}

@@ -1,0 +1,126 @@
+//! The endpoints for what natsd does not have (yet): `/leafz` (no leaf nodes), `/gatewayz`
+//! (no gateways), `/jsz` (JetStream disabled), written exactly as nats-server 2.9 writes them
+//! in that state, with its parameter checks (a bad boolean or integer is a 400).
+
+use super::subsz::{decode_bool, decode_int};
+use crate::server::ServerShared;
+use crate::util::time::rfc3339_nano;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+use std::time::SystemTime;
+
+fn now() -> String {
+    rfc3339_nano(SystemTime::now())
+}
+
+#[derive(Serialize, Debug)]
+pub struct Leafz {
+    pub server_id: String,
+    pub now: String,
+    pub leafnodes: usize,
+    /// nats-server writes `null` here when there are none.
+    pub leafs: Option<Vec<()>>,
+}
+
+/// `subs` (boolean), `acc`.
+pub fn leafz(srv: &ServerShared, p: &HashMap<String, String>) -> Result<Leafz, String> {
+    decode_bool(p, "subs")?;
+    Ok(Leafz {
+        server_id: srv.id.clone(),
+        now: now(),
+        leafnodes: 0,
+        leafs: None,
+    })
+}
+
+#[derive(Serialize, Debug)]
+pub struct Gatewayz {
+    pub server_id: String,
+    pub now: String,
+    // `name`, `host`, `port` are omitted by nats-server without a gateway.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub host: String,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub port: u16,
+    pub outbound_gateways: BTreeMap<String, ()>,
+    pub inbound_gateways: BTreeMap<String, ()>,
+}
+
+fn is_zero(v: &u16) -> bool {
+    *v == 0
+}
+
+/// `accs` (boolean; nats-server 2.9 does not check `subs`), `gw_name`, `acc_name`.
+pub fn gatewayz(srv: &ServerShared, p: &HashMap<String, String>) -> Result<Gatewayz, String> {
+    decode_bool(p, "accs")?;
+    Ok(Gatewayz {
+        server_id: srv.id.clone(),
+        now: now(),
+        name: String::new(),
+        host: String::new(),
+        port: 0,
+        outbound_gateways: BTreeMap::new(),
+        inbound_gateways: BTreeMap::new(),
+    })
+}
+
+#[derive(Serialize, Debug, Default)]
+pub struct JsConfig {
+    pub max_memory: i64,
+    pub max_storage: i64,
+}
+
+#[derive(Serialize, Debug, Default)]
+pub struct JsApi {
+    pub total: u64,
+    pub errors: u64,
+}
+
+#[derive(Serialize, Debug)]
+pub struct Jsz {
+    pub server_id: String,
+    pub now: String,
+    pub disabled: bool,
+    pub config: JsConfig,
+    pub memory: u64,
+    pub storage: u64,
+    pub reserved_memory: u64,
+    pub reserved_storage: u64,
+    pub accounts: u64,
+    pub ha_assets: u64,
+    pub api: JsApi,
+    pub streams: u64,
+    pub consumers: u64,
+    pub messages: u64,
+    pub bytes: u64,
+}
+
+/// `acc`, `accounts`, `streams`, `consumers`, `config`, `leader-only` (booleans), `offset`,
+/// `limit` (integers): checked, then JetStream is reported disabled.
+pub fn jsz(srv: &ServerShared, p: &HashMap<String, String>) -> Result<Jsz, String> {
+    for k in ["accounts", "streams", "consumers", "config", "leader-only"] {
+        decode_bool(p, k)?;
+    }
+    for k in ["offset", "limit"] {
+        decode_int(p, k)?;
+    }
+    Ok(Jsz {
+        server_id: srv.id.clone(),
+        now: now(),
+        disabled: true,
+        config: JsConfig::default(),
+        memory: 0,
+        storage: 0,
+        reserved_memory: 0,
+        reserved_storage: 0,
+        accounts: 0,
+        ha_assets: 0,
+        api: JsApi::default(),
+        streams: 0,
+        consumers: 0,
+        messages: 0,
+        bytes: 0,
+    })
+}

@@ -1,0 +1,628 @@
+//! The monitoring endpoints beyond `/varz` and `/connz` — `/subsz` (`/subscriptionsz`),
+//! `/accountz`, `/accstatz`, `/leafz`, `/gatewayz`, `/jsz` — and `/connz?state=closed`,
+//! compared with the real nats-server 2.9.10 after the same traffic, key by key.
+//!
+//! nats-server has internal subscriptions natsd does not: ~40 in `$SYS` and 3 service imports
+//! in `$G` (`$SYS.REQ.ACCOUNT.PING.CONNZ`, …, owned by an internal client). So counts are
+//! compared for `$G` only, subscription counts as the change since before the traffic, and
+//! listed subscriptions without the `$SYS.` ones.
+
+mod common;
+
+use common::{http_get, http_json, wait_for, Raw, DEADLINE};
+use natsd::{Options, Server};
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Instant;
+use tokio::net::TcpStream;
+
+const NATS_SERVER: &str = "/usr/sbin/nats-server";
+
+/// The real nats-server, killed on drop.
+struct NatsServer {
+    child: Child,
+    client: SocketAddr,
+    http: SocketAddr,
+}
+
+impl Drop for NatsServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind a free port")
+        .port()
+}
+
+/// Start `nats-server -a 127.0.0.1 -p -1 -m <free port>` and wait for `Server is ready`.
+fn start_nats_server() -> NatsServer {
+    assert!(
+        Path::new(NATS_SERVER).exists(),
+        "{NATS_SERVER} is not installed: these tests compare natsd with the real nats-server \
+         2.9.10 (`apt-get install nats-server`, as .ci/run does)"
+    );
+    let http_port = free_port();
+    let mut child = Command::new(NATS_SERVER)
+        .args(["-a", "127.0.0.1", "-p", "-1", "-m", &http_port.to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn nats-server");
+    let stderr = child.stderr.take().expect("stderr");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut srv = NatsServer {
+        child,
+        client: SocketAddr::from(([127, 0, 0, 1], 0)),
+        http: SocketAddr::from(([127, 0, 0, 1], http_port)),
+    };
+    let end = Instant::now() + DEADLINE;
+    let mut seen = Vec::new();
+    loop {
+        let left = end.saturating_duration_since(Instant::now());
+        let line = rx
+            .recv_timeout(left)
+            .unwrap_or_else(|_| panic!("nats-server did not get ready; stderr: {seen:#?}"));
+        if let Some(a) = line.split("Listening for client connections on ").nth(1) {
+            srv.client = a.trim().parse().expect("client address");
+        }
+        let ready = line.ends_with("Server is ready");
+        seen.push(line);
+        if ready {
+            break;
+        }
+    }
+    assert_ne!(srv.client.port(), 0, "no Listening line in {seen:#?}");
+    srv
+}
+
+async fn start_natsd() -> Server {
+    Server::start(Options {
+        http_port: Some(0),
+        ..Options::local()
+    })
+    .await
+    .expect("natsd starts")
+}
+
+fn http_addr(s: &Server) -> SocketAddr {
+    s.http_addr().expect("monitor port")
+}
+
+async fn raw_at(addr: SocketAddr) -> Raw {
+    let stream = TcpStream::connect(addr).await.expect("connect");
+    stream.set_nodelay(true).ok();
+    let mut r = Raw {
+        stream,
+        buf: Vec::new(),
+    };
+    let info = r.line().await;
+    assert!(info.starts_with("INFO {"), "{info}");
+    r
+}
+
+/// The traffic both servers get. A subscriber: four subscriptions (one queue, one wildcard,
+/// one with an auto-unsubscribe max, sids out of lexical order), two messages to itself and
+/// one nobody wants. A publisher: the same subject twice (a sublist cache hit), one more
+/// nobody wants.
+async fn traffic(addr: SocketAddr) -> (Raw, Raw) {
+    let mut sub = raw_at(addr).await;
+    sub.send(concat!(
+        r#"CONNECT {"verbose":false,"pedantic":false,"name":"subber"}"#,
+        "\r\nSUB foo 1\r\nSUB bar q 2\r\nSUB foo.> 10\r\nSUB baz 3\r\nUNSUB 3 5\r\n",
+        "PUB foo 5\r\nhello\r\nPUB foo.x 1\r\na\r\nPUB nobody 3\r\nabc\r\n"
+    ))
+    .await;
+    assert_eq!(sub.msg().await.0, "foo");
+    assert_eq!(sub.msg().await.0, "foo.x");
+    sub.flush().await;
+    let mut publ = raw_at(addr).await;
+    publ.send(concat!(
+        r#"CONNECT {"verbose":false,"pedantic":false,"name":"pubber"}"#,
+        "\r\nPUB foo 2\r\nhi\r\nPUB foo 2\r\nhi\r\nPUB other 1\r\nx\r\n"
+    ))
+    .await;
+    publ.flush().await;
+    assert_eq!(sub.msg().await.3, b"hi");
+    assert_eq!(sub.msg().await.3, b"hi");
+    sub.flush().await;
+    (sub, publ)
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(n) if n.is_f64() => "float",
+        Value::Number(_) => "integer",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// Every field of `theirs` (nats-server) must be in `ours` (natsd) with the same JSON type,
+/// recursively, except the `skip`ped keys (at any depth). An integer there must be an integer
+/// here (Go writes whole floats without a fraction). Extra fields in `ours` are fine.
+fn same_shape(path: &str, theirs: &Value, ours: &Value, skip: &[&str], errs: &mut Vec<String>) {
+    let (kt, ko) = (kind(theirs), kind(ours));
+    if !(kt == ko || (kt == "float" && ko == "integer")) {
+        errs.push(format!(
+            "{path}: nats-server has {kt} {theirs}, natsd has {ko} {ours}"
+        ));
+        return;
+    }
+    match (theirs, ours) {
+        (Value::Object(t), Value::Object(o)) => {
+            for (k, tv) in t {
+                if skip.contains(&k.as_str()) {
+                    continue;
+                }
+                let p = format!("{path}.{k}");
+                match o.get(k) {
+                    Some(ov) => same_shape(&p, tv, ov, skip, errs),
+                    None => errs.push(format!("{p}: missing in natsd (nats-server: {tv})")),
+                }
+            }
+        }
+        (Value::Array(t), Value::Array(o)) => {
+            if t.len() != o.len() {
+                errs.push(format!(
+                    "{path}: nats-server has {} elements, natsd {}",
+                    t.len(),
+                    o.len()
+                ));
+            }
+            for (i, (tv, ov)) in t.iter().zip(o).enumerate() {
+                same_shape(&format!("{path}[{i}]"), tv, ov, skip, errs);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn same_values(what: &str, theirs: &Value, ours: &Value, ptrs: &[&str], errs: &mut Vec<String>) {
+    for p in ptrs {
+        match (theirs.pointer(p), ours.pointer(p)) {
+            (Some(t), Some(o)) if t == o => {}
+            (t, o) => errs.push(format!("{what}{p}: nats-server {t:?}, natsd {o:?}")),
+        }
+    }
+}
+
+/// Same keys in the same order (top level), so tools reading the text see the same document.
+fn same_keys(what: &str, theirs: &Value, ours: &Value, errs: &mut Vec<String>) {
+    let keys = |v: &Value| -> Vec<String> {
+        v.as_object()
+            .map(|o| o.keys().cloned().collect())
+            .unwrap_or_default()
+    };
+    if keys(theirs) != keys(ours) {
+        errs.push(format!(
+            "{what}: nats-server keys {:?}, natsd keys {:?}",
+            keys(theirs),
+            keys(ours)
+        ));
+    }
+}
+
+/// The body without the values that differ between any two servers (`server_id`, `now`).
+fn scrub(body: &str) -> String {
+    body.lines()
+        .filter(|l| {
+            let t = l.trim_start();
+            !t.starts_with("\"server_id\":") && !t.starts_with("\"now\":")
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Both servers' raw answers to `path`: (nats-server, natsd).
+async fn both_raw(ns: &NatsServer, nd: &Server, path: &str) -> ((u16, String), (u16, String)) {
+    (
+        http_get(ns.http, path).await,
+        http_get(http_addr(nd), path).await,
+    )
+}
+
+async fn both(ns: &NatsServer, nd: &Server, path: &str) -> (Value, Value) {
+    (
+        http_json(ns.http, path).await,
+        http_json(http_addr(nd), path).await,
+    )
+}
+
+/// `/subsz?…subs=1` entries without nats-server's internal `$SYS.` subscriptions, as
+/// (account, subject, qgroup, sid, msgs, max), sorted.
+fn user_subs(v: &Value) -> Vec<String> {
+    let mut out: Vec<String> = v["subscriptions_list"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter(|s| !s["subject"].as_str().unwrap_or("").starts_with("$SYS."))
+                .map(|s| {
+                    format!(
+                        "{} {} {} {} {} {}",
+                        s["account"], s["subject"], s["qgroup"], s["sid"], s["msgs"], s["max"]
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort();
+    out
+}
+
+fn int(v: &Value, p: &str) -> i64 {
+    v.pointer(p)
+        .and_then(Value::as_i64)
+        .unwrap_or_else(|| panic!("{p} in {v}"))
+}
+
+const G_STATS: &[&str] = &[
+    "/num_cache",
+    "/num_matches",
+    "/cache_hit_rate",
+    "/max_fanout",
+    "/avg_fanout",
+];
+
+#[tokio::test]
+async fn more_endpoints_match_nats_server() {
+    let ns = start_nats_server();
+    let nd = start_natsd().await;
+    let mut errs = Vec::new();
+
+    // Before any traffic: `$G`'s counters (nats-server's hold its 3 internal imports).
+    let (ns_g0, nd_g0) = both(&ns, &nd, "/subsz?acc=%24G").await;
+    let (ns_conns, ns_publ) = traffic(ns.client).await;
+    let (nd_conns, nd_publ) = traffic(nd.client_addr()).await;
+
+    // /subsz without a list: the counters alone, in the same order.
+    let (ns_s, nd_s) = both(&ns, &nd, "/subsz").await;
+    same_keys("subsz", &ns_s, &nd_s, &mut errs);
+    same_shape("subsz", &ns_s, &nd_s, &[], &mut errs);
+
+    // `$G`'s counters: equal, subscriptions and inserts as the change since the start.
+    let (ns_g, nd_g) = both(&ns, &nd, "/subsz?acc=%24G").await;
+    same_keys("subsz?acc=$G", &ns_g, &nd_g, &mut errs);
+    same_values("subsz?acc=$G", &ns_g, &nd_g, G_STATS, &mut errs);
+    for p in ["/num_subscriptions", "/num_inserts", "/num_removes"] {
+        let (dt, dn) = (
+            int(&ns_g, p) - int(&ns_g0, p),
+            int(&nd_g, p) - int(&nd_g0, p),
+        );
+        if dt != dn {
+            errs.push(format!(
+                "subsz?acc=$G{p} change: nats-server {dt}, natsd {dn}"
+            ));
+        }
+    }
+    assert_eq!(nd_g["num_subscriptions"], 4, "{nd_g}");
+    assert_eq!(nd_g["num_removes"], 0, "{nd_g}");
+    // A whole float is written as an integer, as Go does.
+    assert!(nd_s["cache_hit_rate"].is_number());
+
+    // The list: every key of nats-server's entries, same user subscriptions.
+    let (ns_l, nd_l) = both(&ns, &nd, "/subsz?subs=1&acc=%24G").await;
+    same_keys("subsz?subs=1&acc=$G", &ns_l, &nd_l, &mut errs);
+    same_values("subsz?subs=1&acc=$G", &ns_l, &nd_l, G_STATS, &mut errs);
+    same_values(
+        "subsz?subs=1&acc=$G",
+        &ns_l,
+        &nd_l,
+        &["/offset", "/limit"],
+        &mut errs,
+    );
+    if user_subs(&ns_l) != user_subs(&nd_l) {
+        errs.push(format!(
+            "subsz?subs=1&acc=$G list: nats-server {:?}, natsd {:?}",
+            user_subs(&ns_l),
+            user_subs(&nd_l)
+        ));
+    }
+    let ns_internal = ns_l["subscriptions_list"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter(|s| s["subject"].as_str().unwrap_or("").starts_with("$SYS."))
+                .count() as i64
+        })
+        .unwrap_or(0);
+    assert_eq!(int(&ns_l, "/total") - ns_internal, int(&nd_l, "/total"));
+    assert_eq!(nd_l["total"], 4);
+    // Keys of each entry: compare natsd's entries with nats-server's of the same sid.
+    for o in nd_l["subscriptions_list"].as_array().expect("list") {
+        let t = ns_l["subscriptions_list"]
+            .as_array()
+            .and_then(|a| {
+                a.iter().find(|t| {
+                    t["sid"] == o["sid"] && !t["subject"].as_str().unwrap_or("").starts_with('$')
+                })
+            })
+            .unwrap_or_else(|| panic!("no nats-server entry like {o}"));
+        same_shape("subsz entry", t, o, &[], &mut errs);
+        let keys = |v: &Value| v.as_object().map(|m| m.keys().cloned().collect::<Vec<_>>());
+        if keys(t) != keys(o) {
+            errs.push(format!("subsz entry keys: nats-server {t}, natsd {o}"));
+        }
+    }
+
+    // `test`: the subscriptions a literal subject reaches; whole documents equal but for the
+    // counters (nats-server's include `$SYS`) and cids.
+    for path in [
+        "/subsz?subs=1&test=foo",
+        "/subscriptionsz?subs=1&test=foo.bar",
+        "/subsz?subs=1&test=baz&acc=%24G",
+    ] {
+        let (t, o) = both(&ns, &nd, path).await;
+        same_keys(path, &t, &o, &mut errs);
+        same_shape(path, &t, &o, &[], &mut errs);
+        same_values(path, &t, &o, &["/total", "/offset", "/limit"], &mut errs);
+        if user_subs(&t) != user_subs(&o) {
+            errs.push(format!(
+                "{path}: {:?} vs {:?}",
+                user_subs(&t),
+                user_subs(&o)
+            ));
+        }
+    }
+    // Paging past the end, no match, unknown account: the counters alone.
+    for path in [
+        "/subsz?subs=1&test=nomatch",
+        "/subsz?subs=1&acc=%24G&offset=100",
+        "/subsz?acc=nope",
+        "/subsz?subs=1&acc=nope",
+    ] {
+        let (t, o) = both(&ns, &nd, path).await;
+        same_keys(path, &t, &o, &mut errs);
+    }
+    let ((_, t), (_, o)) = both_raw(&ns, &nd, "/subsz?acc=nope").await;
+    if t != o {
+        errs.push(format!("subsz?acc=nope: nats-server {t:?}, natsd {o:?}"));
+    }
+    // Paging: `total` is the size of the page, as nats-server writes it.
+    let o = http_json(http_addr(&nd), "/subsz?subs=1&offset=1&limit=2").await;
+    assert_eq!(
+        (o["total"].clone(), o["offset"].clone()),
+        (2.into(), 1.into())
+    );
+    let sids: Vec<&str> = o["subscriptions_list"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .map(|s| s["sid"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(sids, ["2", "3"]);
+
+    // /accountz: the list, then `$G`'s detail.
+    let (t, o) = both(&ns, &nd, "/accountz").await;
+    same_keys("accountz", &t, &o, &mut errs);
+    same_shape("accountz", &t, &o, &[], &mut errs);
+    same_values("accountz", &t, &o, &["/system_account"], &mut errs);
+    // (nats-server lists accounts in its map's random order.)
+    let names = |v: &Value| {
+        let mut n: Vec<String> = v["accounts"]
+            .as_array()
+            .map(|a| a.iter().map(Value::to_string).collect())
+            .unwrap_or_default();
+        n.sort();
+        n
+    };
+    assert_eq!(names(&t), names(&o), "accountz accounts");
+    let (t, o) = both(&ns, &nd, "/accountz?acc=%24G").await;
+    // `imports`: nats-server's are its internal `$SYS` service imports; natsd has none.
+    same_shape("accountz?acc=$G", &t, &o, &["imports"], &mut errs);
+    same_values(
+        "accountz?acc=$G",
+        &t,
+        &o,
+        &[
+            "/system_account",
+            "/account_detail/account_name",
+            "/account_detail/expired",
+            "/account_detail/complete",
+            "/account_detail/jetstream_enabled",
+            "/account_detail/leafnode_connections",
+            "/account_detail/client_connections",
+            "/account_detail/sublist_stats/num_matches",
+            "/account_detail/sublist_stats/num_cache",
+            "/account_detail/sublist_stats/cache_hit_rate",
+            "/account_detail/sublist_stats/max_fanout",
+            "/account_detail/sublist_stats/avg_fanout",
+        ],
+        &mut errs,
+    );
+    assert_eq!(
+        int(&t, "/account_detail/subscriptions") - int(&ns_g0, "/num_subscriptions"),
+        int(&o, "/account_detail/subscriptions")
+    );
+    assert_eq!(o["account_detail"]["client_connections"], 2);
+    let (t, o) = both(&ns, &nd, "/accountz?acc=%24SYS").await;
+    // `exports`: nats-server's system services, which natsd does not offer.
+    same_shape("accountz?acc=$SYS", &t, &o, &["exports"], &mut errs);
+    same_values(
+        "accountz?acc=$SYS",
+        &t,
+        &o,
+        &["/account_detail/is_system", "/account_detail/account_name"],
+        &mut errs,
+    );
+
+    // /accstatz: only accounts with connections; same counters.
+    let stat_values = &[
+        "/account_statz/0/acc",
+        "/account_statz/0/conns",
+        "/account_statz/0/leafnodes",
+        "/account_statz/0/total_conns",
+        "/account_statz/0/sent",
+        "/account_statz/0/received",
+        "/account_statz/0/slow_consumers",
+    ];
+    for path in ["/accstatz", "/accstatz?acc=%24G"] {
+        let (t, o) = both(&ns, &nd, path).await;
+        same_keys(path, &t, &o, &mut errs);
+        same_shape(path, &t, &o, &[], &mut errs);
+        same_values(path, &t, &o, stat_values, &mut errs);
+    }
+
+    // What natsd does not have, exactly as nats-server writes it without them.
+    for path in ["/leafz", "/gatewayz", "/jsz", "/jsz?acc=foo&accounts=1"] {
+        let ((st, t), (so, o)) = both_raw(&ns, &nd, path).await;
+        assert_eq!((st, so), (200, 200), "{path}");
+        if scrub(&t) != scrub(&o) {
+            errs.push(format!("{path}: nats-server {t}\n natsd {o}"));
+        }
+    }
+
+    // Bad parameters: 400 with nats-server's text.
+    for path in [
+        "/subsz?subs=x",
+        "/subsz?limit=x",
+        "/subsz?offset=1.5",
+        "/subsz?test=foo.*",
+        "/accountz?acc=nope",
+        "/accstatz?unused=x",
+        "/leafz?subs=x",
+        "/gatewayz?accs=x",
+        "/jsz?offset=x",
+        "/jsz?leader-only=maybe",
+    ] {
+        let ((st, t), (so, o)) = both_raw(&ns, &nd, path).await;
+        if (st, t.as_str()) != (so, o.as_str()) {
+            errs.push(format!("{path}: nats-server {st} {t:?}, natsd {so} {o:?}"));
+        }
+    }
+
+    // The clients leave: closed connections keep their subscription count and list.
+    drop((ns_conns, ns_publ, nd_conns, nd_publ));
+    for addr in [ns.http, http_addr(&nd)] {
+        wait_for("both closed connections", || async move {
+            http_json(addr, "/connz?state=closed").await["num_connections"] == 2
+        })
+        .await;
+    }
+    let (t, o) = both(&ns, &nd, "/connz?state=closed&subs=1").await;
+    same_shape("connz?state=closed&subs=1", &t, &o, &[], &mut errs);
+    for i in 0..2 {
+        let p = format!("/connections/{i}");
+        same_values(
+            "connz?state=closed&subs=1",
+            &t,
+            &o,
+            &[
+                &format!("{p}/name"),
+                &format!("{p}/subscriptions"),
+                &format!("{p}/in_msgs"),
+                &format!("{p}/out_msgs"),
+                &format!("{p}/reason"),
+            ],
+            &mut errs,
+        );
+        let sorted = |v: &Value| {
+            let mut s: Vec<String> = v
+                .pointer(&format!("{p}/subscriptions_list"))
+                .and_then(Value::as_array)
+                .map(|a| a.iter().map(Value::to_string).collect())
+                .unwrap_or_default();
+            s.sort();
+            s
+        };
+        if sorted(&t) != sorted(&o) {
+            errs.push(format!(
+                "closed {p} subscriptions_list: {:?} vs {:?}",
+                sorted(&t),
+                sorted(&o)
+            ));
+        }
+    }
+    assert_eq!(o["connections"][0]["subscriptions"], 4, "{o}");
+
+    // No connections left: /accstatz lists nothing, unless `unused`; counters kept.
+    let (t, o) = both(&ns, &nd, "/accstatz").await;
+    same_values("accstatz(after)", &t, &o, &["/account_statz"], &mut errs);
+    let (mut t, o) = both(&ns, &nd, "/accstatz?unused=1").await;
+    // (nats-server lists accounts in its map's random order; natsd by name.)
+    if let Some(a) = t["account_statz"].as_array_mut() {
+        a.sort_by(|x, y| x["acc"].as_str().cmp(&y["acc"].as_str()));
+    }
+    same_shape("accstatz?unused=1", &t, &o, &[], &mut errs);
+    same_values(
+        "accstatz?unused=1",
+        &t,
+        &o,
+        &["/account_statz/0", "/account_statz/1"],
+        &mut errs,
+    );
+    let (t, o) = both(&ns, &nd, "/accountz?acc=%24G").await;
+    same_values(
+        "accountz?acc=$G(after)",
+        &t,
+        &o,
+        &["/account_detail/client_connections"],
+        &mut errs,
+    );
+    assert_eq!(o["account_detail"]["subscriptions"], 0, "{o}");
+
+    assert!(
+        errs.is_empty(),
+        "natsd's monitoring differs from nats-server's:\n  {}",
+        errs.join("\n  ")
+    );
+    nd.shutdown().await;
+}
+
+#[tokio::test]
+async fn sids_sorted_numerically_jsonp_and_index() {
+    let nd = start_natsd().await;
+    let http = http_addr(&nd);
+    let mut c = Raw::client(&nd).await;
+    c.send("SUB a 10\r\nSUB b 2\r\nSUB c 1\r\nSUB d x\r\n")
+        .await;
+    c.flush().await;
+    let v = http_json(http, "/connz?subs=detail").await;
+    let sids: Vec<&str> = v["connections"][0]["subscriptions_list_detail"]
+        .as_array()
+        .expect("detail")
+        .iter()
+        .map(|s| s["sid"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(sids, ["1", "2", "10", "x"]);
+    let v = http_json(http, "/subsz?subs=detail").await;
+    assert_eq!(v["total"], 4);
+    assert_eq!(v["subscriptions_list"][2]["subject"], "a");
+
+    let (status, body) = http_get(http, "/subsz?callback=cb").await;
+    assert_eq!(status, 200);
+    assert!(
+        body.starts_with("cb({\n  \"num_subscriptions\": 4,") && body.ends_with("})"),
+        "{body}"
+    );
+    let (status, body) = http_get(http, "/").await;
+    assert_eq!(status, 200);
+    for link in [
+        "varz", "jsz", "connz", "accountz", "accstatz", "subsz", "routez", "leafz", "gatewayz",
+        "healthz",
+    ] {
+        assert!(body.contains(&format!("href=\"{link}\"")), "{link}: {body}");
+    }
+    // Every endpoint is counted under its own path; the alias as `/subsz`.
+    http_get(http, "/subscriptionsz").await;
+    let v = http_json(http, "/varz").await;
+    assert_eq!(v["http_req_stats"]["/subsz"], 3, "{v}");
+    nd.shutdown().await;
+}
