@@ -15,6 +15,7 @@ pub mod logging;
 pub mod monitor;
 pub mod proto;
 pub mod server;
+pub mod signal;
 pub mod subject;
 pub mod sublist;
 pub mod tls;

@@ -1,11 +1,12 @@
 //! Logs in nats-server's line style through `tracing`:
 //! `[pid] 2026/11/29 09:05:04.123456 [INF] message`. `-D` adds `[DBG]`, `-V` adds `[TRC]`
-//! (each on its own, as nats-server's flags are), `-l` sends lines to a file.
+//! (each on its own, as nats-server's flags are), `-l` sends lines to a file, which `reopen`
+//! (SIGUSR1) opens again by name after a log rotation.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, OnceLock};
 use tracing::{Event, Level, Metadata, Subscriber};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 
@@ -40,11 +41,34 @@ fn wanted(m: &Metadata<'_>) -> bool {
     }
 }
 
-struct NatsLines {
+/// Where lines go: stderr or a file that can be reopened.
+struct Sink {
     out: Mutex<Box<dyn Write + Send>>,
+    file: Option<PathBuf>,
     logtime: bool,
     pid: u32,
 }
+
+impl Sink {
+    fn line(&self, tag: &str, msg: impl FnOnce(&mut String)) {
+        let mut line = format!("[{}] ", self.pid);
+        if self.logtime {
+            line.push_str(&crate::util::time::log_stamp(std::time::SystemTime::now()));
+            line.push(' ');
+        }
+        line.push_str(tag);
+        line.push(' ');
+        msg(&mut line);
+        line.push('\n');
+        let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = out.write_all(line.as_bytes());
+        let _ = out.flush();
+    }
+}
+
+static SINK: OnceLock<Arc<Sink>> = OnceLock::new();
+
+struct NatsLines(Arc<Sink>);
 
 struct MessageVisitor<'a>(&'a mut String);
 
@@ -72,19 +96,18 @@ impl<S: Subscriber> Layer<S> for NatsLines {
     }
 
     fn on_event(&self, event: &Event<'_>, _: Context<'_, S>) {
-        let mut line = format!("[{}] ", self.pid);
-        if self.logtime {
-            line.push_str(&crate::util::time::log_stamp(std::time::SystemTime::now()));
-            line.push(' ');
-        }
-        line.push_str(level_tag(event.metadata().level()));
-        line.push(' ');
-        event.record(&mut MessageVisitor(&mut line));
-        line.push('\n');
-        let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
-        let _ = out.write_all(line.as_bytes());
-        let _ = out.flush();
+        self.0.line(level_tag(event.metadata().level()), |line| {
+            event.record(&mut MessageVisitor(line))
+        });
     }
+}
+
+fn open_log(p: &Path) -> Result<std::fs::File, String> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(p)
+        .map_err(|e| format!("error opening log file {}: {e}", p.display()))
 }
 
 /// Install the process-wide logger. Call once, before starting servers. Returns an error
@@ -93,22 +116,52 @@ pub fn init(debug: bool, trace: bool, logtime: bool, file: Option<&Path>) -> Res
     DEBUG.store(debug, Relaxed);
     TRACE.store(trace, Relaxed);
     let out: Box<dyn Write + Send> = match file {
-        Some(p) => Box::new(
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(p)
-                .map_err(|e| format!("error opening log file {}: {e}", p.display()))?,
-        ),
+        Some(p) => Box::new(open_log(p)?),
         None => Box::new(std::io::stderr()),
     };
-    let layer = NatsLines {
+    let sink = Arc::new(Sink {
         out: Mutex::new(out),
+        file: file.map(Path::to_path_buf),
         logtime,
         pid: std::process::id(),
+    });
+    let sub = tracing_subscriber::registry().with(NatsLines(sink.clone()));
+    tracing::subscriber::set_global_default(sub).map_err(|e| e.to_string())?;
+    let _ = SINK.set(sink);
+    Ok(())
+}
+
+/// What `reopen` did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Reopened {
+    /// The log file was opened again by name (a moved file is left to its new name).
+    File,
+    /// Logging goes to stderr: nothing to reopen.
+    NotAFile,
+    /// `init` has not run.
+    NoLogger,
+}
+
+/// SIGUSR1: open the log file again by its name (log rotation), as nats-server does.
+pub fn reopen() -> Result<Reopened, String> {
+    let Some(sink) = SINK.get() else {
+        return Ok(Reopened::NoLogger);
     };
-    let sub = tracing_subscriber::registry().with(layer);
-    tracing::subscriber::set_global_default(sub).map_err(|e| e.to_string())
+    let Some(p) = &sink.file else {
+        return Ok(Reopened::NotAFile);
+    };
+    let f = open_log(p)?;
+    *sink.out.lock().unwrap_or_else(|e| e.into_inner()) = Box::new(f);
+    Ok(Reopened::File)
+}
+
+/// A `[FTL]` line (nats-server's fatal level, which `tracing` lacks), to the log when it is
+/// set up, else to stderr. The caller exits.
+pub fn fatal(msg: &str) {
+    match SINK.get() {
+        Some(sink) => sink.line("[FTL]", |l| l.push_str(msg)),
+        None => eprintln!("[{}] [FTL] {msg}", std::process::id()),
+    }
 }
 
 /// Turn debug/trace on or off at run time (tests, reload).

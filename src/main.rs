@@ -1,11 +1,11 @@
 //! The `natsd` command: flags -> `Options`, logging, run the server until a signal.
 
-use natsd::config::flags::{self, Command};
+use natsd::config::flags::{self, CliError, Command};
 use natsd::{Options, Server};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let opts: Options = match flags::parse(std::env::args().skip(1)) {
+    let opts: Options = match flags::parse_command(std::env::args().skip(1)) {
         Ok(Command::Run(o)) => *o,
         Ok(Command::Version) => {
             println!("{}", flags::version_line());
@@ -15,7 +15,34 @@ fn main() -> ExitCode {
             print!("{}", flags::USAGE);
             return ExitCode::SUCCESS;
         }
-        Err(e) => {
+        Ok(Command::Check(path)) => {
+            // nats-server prints the verdict on stderr either way.
+            return match flags::check(path.as_deref()) {
+                Ok(verdict) => {
+                    eprintln!("natsd: {verdict}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("natsd: {e}");
+                    ExitCode::from(1)
+                }
+            };
+        }
+        Ok(Command::Signal { command, pid }) => {
+            return match natsd::signal::send(&command, pid.as_deref()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("natsd: {e}");
+                    ExitCode::from(1)
+                }
+            };
+        }
+        Err(CliError::Config(e)) => {
+            // As nats-server: the file's error (file:line:col) on stderr, no usage, exit 1.
+            eprintln!("natsd: {e}");
+            return ExitCode::from(1);
+        }
+        Err(CliError::Flag(e)) => {
             eprintln!("natsd: {e}");
             eprintln!("{}", flags::USAGE);
             return ExitCode::from(1);
@@ -36,61 +63,125 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("natsd: cannot start runtime: {e}");
+            natsd::logging::fatal(&format!("cannot start runtime: {e}"));
             return ExitCode::from(1);
         }
     };
-    rt.block_on(run(opts))
+    let to_file = opts.log_file.is_some();
+    rt.block_on(run(opts, to_file))
 }
 
-async fn run(opts: Options) -> ExitCode {
+async fn run(opts: Options, to_file: bool) -> ExitCode {
     // Handlers first: tools send signals as soon as they read "Server is ready", and a signal
     // that arrives before the handler is installed kills the process without a shutdown.
-    let signals = Signals::install();
+    let mut signals = Signals::install();
     let server = match Server::start(opts).await {
         Ok(s) => s,
         Err(e) => {
-            tracing::error!("{e}");
-            eprintln!("natsd: {e}");
+            // nats-server: `[FTL] Error listening on port: …` and exit 1.
+            natsd::logging::fatal(&e.to_string());
+            if to_file {
+                eprintln!("natsd: {e}");
+            }
             return ExitCode::from(1);
         }
     };
-    let code = signals.wait().await;
+    let code = loop {
+        tokio::select! {
+            sig = signals.next() => match sig {
+                Sig::Interrupt => {
+                    tracing::debug!("Trapped \"interrupt\" signal");
+                    break ExitCode::SUCCESS;
+                }
+                Sig::Terminate => {
+                    tracing::debug!("Trapped \"terminated\" signal");
+                    // A lame duck drain in progress is not cut short (nats-server).
+                    if !server.is_lame_duck() {
+                        break ExitCode::from(1);
+                    }
+                }
+                Sig::ReopenLog => {
+                    tracing::debug!("Trapped \"user defined signal 1\" signal");
+                    use natsd::logging::Reopened;
+                    match natsd::logging::reopen() {
+                        Ok(Reopened::File) => tracing::info!("File log re-opened"),
+                        Ok(Reopened::NotAFile) => {
+                            tracing::info!("File log re-open ignored, not a file logger")
+                        }
+                        Ok(Reopened::NoLogger) => {
+                            tracing::info!("File log re-open ignored, no logger")
+                        }
+                        Err(e) => tracing::error!("File log re-open failed: {e}"),
+                    }
+                }
+                Sig::LameDuck => {
+                    tracing::debug!("Trapped \"user defined signal 2\" signal");
+                    server.lame_duck();
+                }
+                Sig::Reload => {
+                    tracing::debug!("Trapped \"hangup\" signal");
+                    tracing::error!(
+                        "Failed to reload server configuration: config reload is not supported \
+                         yet by natsd {}; the running configuration is unchanged (restart to \
+                         apply changes)",
+                        natsd::config::NATSD_VERSION
+                    );
+                }
+            },
+            // The end of lame duck mode.
+            _ = server.wait_for_shutdown() => break ExitCode::SUCCESS,
+        }
+    };
     server.shutdown().await;
     code
 }
 
-/// SIGINT exits 0, SIGTERM exits 1 after shutdown, as nats-server does.
+enum Sig {
+    Interrupt,
+    Terminate,
+    ReopenLog,
+    LameDuck,
+    Reload,
+}
+
+/// SIGINT exits 0, SIGTERM exits 1 after shutdown (ignored during lame duck mode), SIGUSR1
+/// reopens the log file, SIGUSR2 enters lame duck mode, SIGHUP would reload: as nats-server.
 #[cfg(unix)]
-struct Signals(Option<(tokio::signal::unix::Signal, tokio::signal::unix::Signal)>);
+struct Signals(Option<[tokio::signal::unix::Signal; 5]>);
 
 #[cfg(unix)]
 impl Signals {
     fn install() -> Signals {
         use tokio::signal::unix::{signal, SignalKind};
-        match (
-            signal(SignalKind::interrupt()),
-            signal(SignalKind::terminate()),
-        ) {
-            (Ok(int), Ok(term)) => Signals(Some((int, term))),
-            _ => Signals(None),
+        let all = (|| -> std::io::Result<[tokio::signal::unix::Signal; 5]> {
+            Ok([
+                signal(SignalKind::interrupt())?,
+                signal(SignalKind::terminate())?,
+                signal(SignalKind::user_defined1())?,
+                signal(SignalKind::user_defined2())?,
+                signal(SignalKind::hangup())?,
+            ])
+        })();
+        match all {
+            Ok(a) => Signals(Some(a)),
+            Err(e) => {
+                eprintln!("natsd: cannot install signal handlers: {e}");
+                Signals(None)
+            }
         }
     }
 
-    async fn wait(self) -> ExitCode {
-        let Some((mut int, mut term)) = self.0 else {
+    async fn next(&mut self) -> Sig {
+        let Some([int, term, usr1, usr2, hup]) = &mut self.0 else {
             let _ = tokio::signal::ctrl_c().await;
-            return ExitCode::SUCCESS;
+            return Sig::Interrupt;
         };
         tokio::select! {
-            _ = int.recv() => {
-                tracing::debug!("Trapped \"interrupt\" signal");
-                ExitCode::SUCCESS
-            }
-            _ = term.recv() => {
-                tracing::debug!("Trapped \"terminated\" signal");
-                ExitCode::from(1)
-            }
+            _ = int.recv() => Sig::Interrupt,
+            _ = term.recv() => Sig::Terminate,
+            _ = usr1.recv() => Sig::ReopenLog,
+            _ = usr2.recv() => Sig::LameDuck,
+            _ = hup.recv() => Sig::Reload,
         }
     }
 }
@@ -104,8 +195,8 @@ impl Signals {
         Signals
     }
 
-    async fn wait(self) -> ExitCode {
+    async fn next(&mut self) -> Sig {
         let _ = tokio::signal::ctrl_c().await;
-        ExitCode::SUCCESS
+        Sig::Interrupt
     }
 }

@@ -11,7 +11,7 @@ use crate::monitor::connz::ConnInfo;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::SystemTime;
 use tokio::net::TcpListener;
@@ -49,6 +49,14 @@ pub struct ServerShared {
     pub tasks: TaskTracker,
     /// Routes, when clustering is on.
     pub cluster: Option<Arc<Cluster>>,
+    /// Lame duck mode: entered once, never left.
+    ldm: AtomicBool,
+    /// Cancelled when lame duck mode starts: the client accept loop stops and drops its listener.
+    stop_accept: CancellationToken,
+    /// Cancelled by the client accept loop when it has ended (its listener is closed).
+    accept_done: CancellationToken,
+    /// "Initiating Shutdown..." is logged once.
+    shutdown_started: AtomicBool,
 }
 
 impl ServerShared {
@@ -108,6 +116,116 @@ impl ServerShared {
         self.shutdown.is_cancelled()
     }
 
+    /// True once lame duck mode has started (`/healthz` answers 503 from then on).
+    pub fn is_lame_duck(&self) -> bool {
+        self.ldm.load(Relaxed)
+    }
+
+    /// Start shutting down: stop the listeners, close every client and route. Idempotent;
+    /// `Server::shutdown` then waits for the tasks to end.
+    pub fn begin_shutdown(&self) {
+        if !self.shutdown_started.swap(true, Relaxed) {
+            tracing::info!("Initiating Shutdown...");
+        }
+        self.shutdown.cancel();
+        for c in self.clients() {
+            c.close(CloseReason::ServerShutdown);
+        }
+        if let Some(cl) = &self.cluster {
+            cl.close_all();
+        }
+    }
+
+    /// Enter lame duck mode (SIGUSR2, `--signal ldm`), as nats-server does: stop accepting
+    /// clients, tell routes (`ldm:true` route INFO, so peers withdraw our client URLs) and
+    /// clients (`ldm:true` INFO with the other servers' URLs), then after
+    /// `lame_duck_grace_period` close the clients spread over the rest of
+    /// `lame_duck_duration` and shut down. Returns at once; does nothing when already in lame
+    /// duck mode or shutting down.
+    pub fn lame_duck(self: &Arc<Self>) {
+        if self.is_shutting_down() || self.ldm.swap(true, Relaxed) {
+            return;
+        }
+        tracing::info!("Entering lame duck mode, stop accepting new clients");
+        self.stop_accept.cancel();
+        self.tasks.spawn(self.clone().lame_duck_run());
+    }
+
+    async fn lame_duck_run(self: Arc<Self>) {
+        use std::time::Duration;
+        // No new client once the accept loop is gone.
+        tokio::select! {
+            _ = self.accept_done.cancelled() => {}
+            _ = self.shutdown.cancelled() => return,
+        }
+        let clients = self.clients();
+        if clients.is_empty() {
+            // Nothing to drain (nats-server shuts down at once, without the grace period).
+            self.begin_shutdown();
+            return;
+        }
+        let grace = self.opts.lame_duck_grace_period;
+        let mut dur = self.opts.lame_duck_duration.saturating_sub(grace);
+        if dur.is_zero() {
+            dur = Duration::from_secs(1);
+        }
+        // The pause between two closes: at most 1 s; with more clients than nanoseconds,
+        // close them in batches.
+        let n = clients.len() as u128;
+        let (mut si, mut batch) = (dur.as_nanos() / n, 1usize);
+        if si < 1 {
+            si = 1;
+            batch = (n / dur.as_nanos().max(1)) as usize;
+        } else if si > 1_000_000_000 {
+            si = 1_000_000_000;
+        }
+        self.send_ldm_to_routes();
+        self.send_ldm_to_clients();
+        tokio::select! {
+            _ = tokio::time::sleep(grace) => tracing::info!("Closing existing clients"),
+            _ = self.shutdown.cancelled() => return,
+        }
+        let last = clients.len() - 1;
+        for (i, c) in clients.iter().enumerate() {
+            c.close(CloseReason::ServerShutdown);
+            if i == last {
+                break;
+            }
+            if batch <= 1 || i % batch == 0 {
+                // A random pause of at least half the interval, as nats-server.
+                let v = rand::random_range(si / 2..si.max(1) + 1).max(si / 2);
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_nanos(v as u64)) => {}
+                    _ = self.shutdown.cancelled() => return,
+                }
+            }
+        }
+        self.begin_shutdown();
+    }
+
+    /// Our route INFO with `ldm:true`, once, to every route.
+    fn send_ldm_to_routes(&self) {
+        let Some(cl) = &self.cluster else { return };
+        let mut info = self.route_info(cl, false, None);
+        info.ldm = true;
+        let json = serde_json::to_vec(&info).unwrap_or_default();
+        cl.broadcast(&info_line(&json));
+    }
+
+    /// An INFO with `ldm:true` and the other servers' URLs to every client that accepts
+    /// async INFO.
+    fn send_ldm_to_clients(&self) {
+        for c in self.clients() {
+            if c.async_info.load(Relaxed) && !c.is_closed() {
+                let mut info = self.client_info(&c);
+                info.ldm = true;
+                let json = serde_json::to_vec(&info).unwrap_or_default();
+                let line = info_line(&json);
+                c.out.push_now(line.len(), |b| b.extend_from_slice(&line));
+            }
+        }
+    }
+
     pub fn shutdown_signal(&self) -> tokio_util::sync::WaitForCancellationFuture<'_> {
         self.shutdown.cancelled()
     }
@@ -133,7 +251,9 @@ impl ServerShared {
         if cl.opts.no_advertise {
             return Vec::new();
         }
-        let mut v: Vec<String> = self.own_client_url().into_iter().collect();
+        // In lame duck mode clients are sent to the other servers only.
+        let own = self.own_client_url().filter(|_| !self.is_lame_duck());
+        let mut v: Vec<String> = own.into_iter().collect();
         for u in cl.peer_client_urls() {
             if !v.contains(&u) {
                 v.push(u);
@@ -167,11 +287,7 @@ impl ServerShared {
         }
         for c in self.clients() {
             if c.async_info.load(Relaxed) && !c.is_closed() {
-                let json = self.client_info_json(&c);
-                let mut line = Vec::with_capacity(json.len() + 8);
-                line.extend_from_slice(b"INFO ");
-                line.extend_from_slice(&json);
-                line.extend_from_slice(b" \r\n");
+                let line = info_line(&self.client_info_json(&c));
                 c.out.push_now(line.len(), |b| b.extend_from_slice(&line));
             }
         }
@@ -179,6 +295,15 @@ impl ServerShared {
 
     /// The INFO JSON sent on routes (`nonce` only on the first one).
     pub fn route_info_json(&self, cl: &Cluster, nonce: bool, ip: Option<String>) -> Vec<u8> {
+        serde_json::to_vec(&self.route_info(cl, nonce, ip)).unwrap_or_default()
+    }
+
+    fn route_info(
+        &self,
+        cl: &Cluster,
+        nonce: bool,
+        ip: Option<String>,
+    ) -> crate::proto::info::ServerInfo {
         let listen = cl.listen_addr.get().copied();
         let (host, port) = match &cl.opts.advertise {
             Some(a) => match a.rsplit_once(':') {
@@ -193,7 +318,7 @@ impl ServerShared {
                 .as_ref()
                 .map(|_| format!("nats-route://{host}:{port}/"))
         });
-        let info = crate::proto::info::ServerInfo {
+        crate::proto::info::ServerInfo {
             server_id: self.id.clone(),
             server_name: self.name.clone(),
             version: COMPAT_VERSION.into(),
@@ -216,14 +341,17 @@ impl ServerShared {
             tls_verify: cl.opts.tls.as_ref().is_some_and(|t| t.verify),
             ip: ip.unwrap_or_default(),
             ..Default::default()
-        };
-        serde_json::to_vec(&info).unwrap_or_default()
+        }
     }
 
     /// The INFO JSON sent to one client.
     pub fn client_info_json(&self, c: &Conn) -> Vec<u8> {
+        serde_json::to_vec(&self.client_info(c)).unwrap_or_default()
+    }
+
+    fn client_info(&self, c: &Conn) -> crate::proto::info::ServerInfo {
         let port = self.client_addr.get().map(|a| a.port()).unwrap_or(0);
-        let info = crate::proto::info::ServerInfo {
+        crate::proto::info::ServerInfo {
             server_id: self.id.clone(),
             server_name: self.name.clone(),
             version: COMPAT_VERSION.into(),
@@ -238,9 +366,17 @@ impl ServerShared {
             client_ip: Some(c.addr.ip().to_string()),
             connect_urls: self.connect_urls(),
             ..Default::default()
-        };
-        serde_json::to_vec(&info).unwrap_or_default()
+        }
     }
+}
+
+/// `INFO <json> \r\n`.
+fn info_line(json: &[u8]) -> Vec<u8> {
+    let mut line = Vec::with_capacity(json.len() + 8);
+    line.extend_from_slice(b"INFO ");
+    line.extend_from_slice(json);
+    line.extend_from_slice(b" \r\n");
+    line
 }
 
 /// A running server. Dropping it does not stop it: call `shutdown`.
@@ -275,6 +411,10 @@ impl Server {
             shutdown: CancellationToken::new(),
             tasks: TaskTracker::new(),
             cluster,
+            ldm: AtomicBool::new(false),
+            stop_accept: CancellationToken::new(),
+            accept_done: CancellationToken::new(),
+            shutdown_started: AtomicBool::new(false),
             id,
             name,
             opts,
@@ -326,7 +466,12 @@ impl Server {
         if shared.auth.required() {
             tracing::info!("Server requires authentication for client connections");
         }
-        tasks.spawn(accept_loop(shared.clone(), l, tasks.clone()));
+        let done = shared.accept_done.clone();
+        let accept = accept_loop(shared.clone(), l, tasks.clone());
+        tasks.spawn(async move {
+            accept.await;
+            done.cancel();
+        });
         if let Some(cl) = &shared.cluster {
             let co = &cl.opts;
             let l = TcpListener::bind((co.host.as_str(), co.port))
@@ -379,16 +524,24 @@ impl Server {
         &self.shared
     }
 
+    /// Enter lame duck mode (see `ServerShared::lame_duck`); the server shuts itself down
+    /// at the end (`wait_for_shutdown` returns then); call `shutdown` to finish.
+    pub fn lame_duck(&self) {
+        self.shared.lame_duck();
+    }
+
+    pub fn is_lame_duck(&self) -> bool {
+        self.shared.is_lame_duck()
+    }
+
+    /// Returns when the server has started shutting down (e.g. at the end of lame duck mode).
+    pub async fn wait_for_shutdown(&self) {
+        self.shared.shutdown.cancelled().await
+    }
+
     /// Stop accepting, close every connection, and wait for all tasks to end.
     pub async fn shutdown(self) {
-        tracing::info!("Initiating Shutdown...");
-        self.shared.shutdown.cancel();
-        for c in self.shared.clients() {
-            c.close(CloseReason::ServerShutdown);
-        }
-        if let Some(cl) = &self.shared.cluster {
-            cl.close_all();
-        }
+        self.shared.begin_shutdown();
         self.tasks.close();
         self.tasks.wait().await;
         if let Some(p) = &self.shared.opts.pid_file {
@@ -425,6 +578,8 @@ async fn accept_loop(srv: Arc<ServerShared>, l: TcpListener, tasks: TaskTracker)
     loop {
         tokio::select! {
             _ = srv.shutdown.cancelled() => return,
+            // Lame duck mode: the listener is dropped, new connections are refused.
+            _ = srv.stop_accept.cancelled() => return,
             r = l.accept() => match r {
                 Ok((stream, addr)) => {
                     tasks.spawn(crate::client::serve(srv.clone(), stream, addr));

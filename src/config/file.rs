@@ -80,7 +80,6 @@ fn not_yet(key: &str) -> Option<&'static str> {
         "operator" | "operators" | "resolver" | "resolver_tls" | "resolver_preload" | "trusted"
         | "trusted_keys" => "decentralized (JWT) auth",
         "system_account" | "no_system_account" => "a configurable system account",
-        "lame_duck_duration" | "lame_duck_grace_period" => "lame duck mode",
         "ports_file_dir" => "ports files",
         "server_tags" => "server tags",
         "syslog" | "remote_syslog" => "syslog",
@@ -425,6 +424,22 @@ pub fn apply(
             "ping_interval" => opts.ping_interval = duration(k, v, warnings)?,
             "ping_max" => opts.ping_max = count(k, v, u32::MAX as u64)? as u32,
             "write_deadline" => opts.write_deadline = duration(k, v, warnings)?,
+            // nats-server 2.9 refuses a duration under 30 s; natsd accepts any positive one
+            // (short drains are handy in tests and small deployments).
+            "lame_duck_duration" => {
+                let d = duration(k, v, warnings)?;
+                if d.is_zero() {
+                    return Err(ConfigError::at(
+                        &v.pos,
+                        format!(
+                            "invalid lame_duck_duration of {}, it must be positive",
+                            crate::util::time::go_duration(d)
+                        ),
+                    ));
+                }
+                opts.lame_duck_duration = d;
+            }
+            "lame_duck_grace_period" => opts.lame_duck_grace_period = duration(k, v, warnings)?,
             "no_auth_user" => opts.no_auth_user = Some(string(k, v)?),
             "authorization" => authorization(map(k, v)?, opts)?,
             "accounts" => accounts(map(k, v)?, opts)?,
@@ -725,6 +740,19 @@ mod tests {
         assert!(e.msg.contains("not a duration"), "{e}");
         let e = err("write_deadline: \"soon\"");
         assert_eq!((e.line, e.col), (1, 17));
+        let l = load("lame_duck_duration: \"2s\"\nlame_duck_grace_period: \"500ms\"");
+        assert_eq!(l.options.lame_duck_duration, Duration::from_secs(2));
+        assert_eq!(l.options.lame_duck_grace_period, Duration::from_millis(500));
+        let l = load("port: 4222");
+        assert_eq!(l.options.lame_duck_duration, Duration::from_secs(120));
+        assert_eq!(l.options.lame_duck_grace_period, Duration::from_secs(10));
+        let e = err("lame_duck_duration: \"40s\"\nlame_duck_grace_period: \"50s\"");
+        assert_eq!(
+            e.msg,
+            "lame duck grace period (50s) should be strictly lower than lame duck duration (40s)"
+        );
+        let e = err("lame_duck_duration: \"0s\"");
+        assert!(e.msg.contains("must be positive"), "{e}");
     }
 
     #[test]
@@ -788,7 +816,6 @@ mod tests {
             ("leafnodes { port: 7422 }", "leafnodes"),
             ("websocket { port: 8080 }", "websocket"),
             ("mqtt { port: 1883 }", "mqtt"),
-            ("lame_duck_duration: \"30s\"", "lame_duck_duration"),
             (
                 "cluster { tls { cert_file: x, key_file: y, cipher_suites: [] } }",
                 "cipher_suites",

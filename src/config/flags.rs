@@ -10,6 +10,32 @@ pub enum Command {
     Run(Box<Options>),
     Version,
     Help,
+    /// `-t`: check this config file (`None`: no `-c` was given) and exit.
+    Check(Option<PathBuf>),
+    /// `-sl/--signal CMD[=PID|PIDFILE]`: signal a running server and exit.
+    Signal {
+        command: String,
+        /// A pid or a pid file; `None`: the single running natsd/nats-server.
+        pid: Option<String>,
+    },
+}
+
+/// Why the command line cannot run.
+#[derive(Debug)]
+pub enum CliError {
+    /// A flag is wrong: the usage helps.
+    Flag(String),
+    /// The config file (or the options together, or the `--signal` value) is wrong: the
+    /// message says where; no usage.
+    Config(String),
+}
+
+impl std::fmt::Display for CliError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CliError::Flag(m) | CliError::Config(m) => f.write_str(m),
+        }
+    }
 }
 
 pub const USAGE: &str = "\
@@ -23,6 +49,9 @@ Server Options:
     -m, --http_port <port>           Use port for http monitoring
     -c, --config <file>              Configuration file
     -t                               Test configuration and exit
+    -sl, --signal <signal>[=<pid>]   Send signal to natsd (or nats-server) process
+                                     (stop, quit, reopen, reload, ldm, term); <pid> may be
+                                     a pid file
 
 Logging Options:
     -l, --log <file>                 File to redirect log output
@@ -54,8 +83,6 @@ const NOT_YET: &[(&str, &str)] = &[
     ("tlscacert", "TLS"),
     ("ms", "HTTPS monitoring"),
     ("https_port", "HTTPS monitoring"),
-    ("sl", "signals"),
-    ("signal", "signals"),
     ("s", "syslog"),
     ("syslog", "syslog"),
     ("r", "remote syslog"),
@@ -71,22 +98,67 @@ fn parse_bool(flag: &str, v: Option<&str>) -> Result<bool, String> {
     }
 }
 
-/// Parse the arguments after the program name.
+/// Parse the arguments after the program name (errors as text).
 pub fn parse<I, S>(args: I) -> Result<Command, String>
+where
+    I: IntoIterator<Item = S>,
+    S: Into<String>,
+{
+    parse_command(args).map_err(|e| e.to_string())
+}
+
+/// Parse the arguments after the program name, telling flag errors from config errors.
+pub fn parse_command<I, S>(args: I) -> Result<Command, CliError>
 where
     I: IntoIterator<Item = S>,
     S: Into<String>,
 {
     let args: Vec<String> = args.into_iter().map(Into::into).collect();
     // The config file first; the flags then override what it says.
-    let (config, check) = config_args(&args)?;
-    if check {
-        check_and_exit(config.as_deref());
-    }
-    let mut o = match &config {
-        Some(path) => super::file::load(std::path::Path::new(path)).map_err(|e| e.to_string())?,
-        None => Options::default(),
+    let pre = config_args(&args).map_err(CliError::Flag)?;
+    let o = match &pre.config {
+        // A signal goes out before any file is read, as nats-server does; `-t` checks the
+        // file itself.
+        Some(path) if pre.signal.is_none() && !pre.check => {
+            super::file::load(std::path::Path::new(path))
+                .map_err(|e| CliError::Config(e.to_string()))?
+        }
+        _ => Options::default(),
     };
+    let o = match flags(&args, o).map_err(CliError::Flag)? {
+        Flags::Options(o) => o,
+        Flags::Version => return Ok(Command::Version),
+        Flags::Help => return Ok(Command::Help),
+    };
+    if let Some(sig) = pre.signal {
+        let mut parts = sig.split('=');
+        let command = parts.next().unwrap_or_default().to_string();
+        let pid = parts.next().map(str::to_string);
+        let rest: Vec<&str> = parts.collect();
+        if !rest.is_empty() {
+            return Err(CliError::Config(format!(
+                "invalid signal parameters: [{}]",
+                rest.join(" ")
+            )));
+        }
+        return Ok(Command::Signal { command, pid });
+    }
+    if pre.check {
+        return Ok(Command::Check(pre.config.map(PathBuf::from)));
+    }
+    o.validate().map_err(CliError::Config)?;
+    Ok(Command::Run(o))
+}
+
+/// What the flags ask for once applied.
+enum Flags {
+    Options(Box<Options>),
+    Version,
+    Help,
+}
+
+/// Apply the flags over `o` (the config file's options or the defaults).
+fn flags(args: &[String], mut o: Options) -> Result<Flags, String> {
     let mut i = 0;
     while i < args.len() {
         let arg = &args[i];
@@ -125,8 +197,8 @@ where
                 continue;
             }
             "t" => continue, // handled by `config_args`
-            "v" | "version" => return Ok(Command::Version),
-            "h" | "help" => return Ok(Command::Help),
+            "v" | "version" => return Ok(Flags::Version),
+            "h" | "help" => return Ok(Flags::Help),
             _ => {}
         }
         if let Some((_, what)) = NOT_YET.iter().find(|(n, _)| *n == name) {
@@ -146,8 +218,8 @@ where
             Ok(v)
         };
         match name {
-            "c" | "config" => {
-                value()?; // loaded before the other flags
+            "c" | "config" | "sl" | "signal" => {
+                value()?; // handled by `config_args`
             }
             "a" | "addr" | "net" => o.host = value()?,
             "p" | "port" => {
@@ -226,13 +298,19 @@ where
     if o.password.is_some() && o.username.is_none() {
         return Err("--pass needs --user".into());
     }
-    o.validate()?;
-    Ok(Command::Run(Box::new(o)))
+    Ok(Flags::Options(Box::new(o)))
 }
 
-/// `-c/--config FILE` and `-t` wherever they are on the command line.
-fn config_args(args: &[String]) -> Result<(Option<String>, bool), String> {
-    let (mut config, mut check) = (None, false);
+/// What is read before the other flags.
+struct Pre {
+    config: Option<String>,
+    check: bool,
+    signal: Option<String>,
+}
+
+/// `-c/--config FILE`, `-t` and `-sl/--signal` wherever they are on the command line.
+fn config_args(args: &[String]) -> Result<Pre, String> {
+    let (mut config, mut check, mut signal) = (None, false, None);
     let mut i = 0;
     while i < args.len() {
         let stripped = args[i].trim_start_matches('-');
@@ -242,7 +320,7 @@ fn config_args(args: &[String]) -> Result<(Option<String>, bool), String> {
             None => (stripped, None),
         };
         match name {
-            "c" | "config" => {
+            "c" | "config" | "sl" | "signal" => {
                 let v = match inline {
                     Some(v) => v.to_string(),
                     None => {
@@ -252,32 +330,31 @@ fn config_args(args: &[String]) -> Result<(Option<String>, bool), String> {
                             .ok_or_else(|| format!("flag needs an argument: -{name}"))?
                     }
                 };
-                config = Some(v);
+                if name.starts_with('s') {
+                    signal = Some(v);
+                } else {
+                    config = Some(v);
+                }
             }
             "t" => check = parse_bool(name, inline)?,
             _ => {}
         }
     }
-    Ok((config, check))
+    Ok(Pre {
+        config,
+        check,
+        signal,
+    })
 }
 
-/// `-t`: check the config file as nats-server does (warnings count as errors), print the
-/// verdict on stderr and exit — 0 when the file is valid.
-fn check_and_exit(config: Option<&str>) -> ! {
+/// `-t`: check the config file as nats-server does (warnings count as errors). `Ok` is the
+/// verdict to print when the file is valid; `Err` the message for an invalid one.
+pub fn check(config: Option<&std::path::Path>) -> Result<String, String> {
     let Some(path) = config else {
-        eprintln!("natsd: must specify [-c, --config] option to check configuration file syntax");
-        std::process::exit(1);
+        return Err("must specify [-c, --config] option to check configuration file syntax".into());
     };
-    match super::file::check(std::path::Path::new(path)) {
-        Ok(()) => {
-            eprintln!("natsd: configuration file {path} is valid");
-            std::process::exit(0)
-        }
-        Err(e) => {
-            eprintln!("natsd: {e}");
-            std::process::exit(1)
-        }
-    }
+    super::file::check(path).map_err(|e| e.to_string())?;
+    Ok(format!("configuration file {} is valid", path.display()))
 }
 
 /// The `-v` line.

@@ -24,6 +24,8 @@ pub const DEFAULT_PING_MAX: u32 = 2;
 pub const DEFAULT_AUTH_TIMEOUT: Duration = Duration::from_secs(2);
 pub const DEFAULT_WRITE_DEADLINE: Duration = Duration::from_secs(10);
 pub const DEFAULT_MAX_CLOSED_CLIENTS: usize = 10_000;
+pub const DEFAULT_LAME_DUCK_DURATION: Duration = Duration::from_secs(120);
+pub const DEFAULT_LAME_DUCK_GRACE_PERIOD: Duration = Duration::from_secs(10);
 
 /// Allow/deny subject lists for one direction (publish or subscribe).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -144,6 +146,11 @@ pub struct Options {
     pub client_advertise: Option<String>,
     /// Route listener and peers; `None` runs a single node.
     pub cluster: Option<ClusterOpts>,
+    /// Lame duck mode: clients are closed over this time (after the grace period), then
+    /// the server exits.
+    pub lame_duck_duration: Duration,
+    /// Lame duck mode: the wait before the first client is closed.
+    pub lame_duck_grace_period: Duration,
 }
 
 impl Default for Options {
@@ -178,6 +185,8 @@ impl Default for Options {
             max_closed_clients: DEFAULT_MAX_CLOSED_CLIENTS,
             client_advertise: None,
             cluster: None,
+            lame_duck_duration: DEFAULT_LAME_DUCK_DURATION,
+            lame_duck_grace_period: DEFAULT_LAME_DUCK_GRACE_PERIOD,
         }
     }
 }
@@ -199,6 +208,16 @@ impl Options {
 
     /// Checks that the options make sense together; the message says what is wrong.
     pub fn validate(&self) -> Result<(), String> {
+        if !self.lame_duck_duration.is_zero()
+            && self.lame_duck_grace_period >= self.lame_duck_duration
+        {
+            use crate::util::time::go_duration;
+            return Err(format!(
+                "lame duck grace period ({}) should be strictly lower than lame duck duration ({})",
+                go_duration(self.lame_duck_grace_period),
+                go_duration(self.lame_duck_duration)
+            ));
+        }
         if self.auth_token.is_some() && (!self.users.is_empty() || self.username.is_some()) {
             return Err("Can not have a token and a users array or single user".into());
         }
