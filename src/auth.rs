@@ -107,10 +107,16 @@ enum Mode {
     Users(HashMap<String, UserEntry>),
 }
 
-/// Decides whether CONNECT credentials are good and which account they open.
-pub struct Authenticator {
+/// One set of rules, swapped whole on a config reload.
+struct Rulebook {
     mode: Mode,
     no_auth_user: Option<String>,
+}
+
+/// Decides whether CONNECT credentials are good and which account they open. The rules can be
+/// replaced at run time (config reload); each decision reads them once.
+pub struct Authenticator {
+    rules: std::sync::RwLock<Arc<Rulebook>>,
 }
 
 /// Compare a presented secret with a configured one that may be a bcrypt hash.
@@ -132,6 +138,43 @@ fn secret_matches(configured: &str, presented: &str) -> bool {
 
 impl Authenticator {
     pub fn new(o: &Options) -> Self {
+        Authenticator {
+            rules: std::sync::RwLock::new(Arc::new(Rulebook::new(o))),
+        }
+    }
+
+    fn rules(&self) -> Arc<Rulebook> {
+        self.rules.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Replace the rules with those of `o` (config reload): new connections use them at once;
+    /// connected clients re-check themselves with `authenticate` and `user_account`.
+    pub fn replace(&self, o: &Options) {
+        let r = Arc::new(Rulebook::new(o));
+        *self.rules.write().unwrap_or_else(|e| e.into_inner()) = r;
+    }
+
+    pub fn required(&self) -> bool {
+        self.rules().required()
+    }
+
+    /// The identity for these credentials, or `None` for an authorization violation.
+    pub fn authenticate(&self, c: Credentials<'_>) -> Option<Identity> {
+        self.rules().authenticate(c)
+    }
+
+    /// With users configured: `Some(Some(account))` for a known user, `Some(None)` for a user
+    /// that does not exist. `None` when the rules are not users-based.
+    pub fn user_account(&self, name: &str) -> Option<Option<String>> {
+        match &self.rules().mode {
+            Mode::Users(users) => Some(users.get(name).map(|e| e.account.clone())),
+            _ => None,
+        }
+    }
+}
+
+impl Rulebook {
+    fn new(o: &Options) -> Self {
         let mode = if let Some(t) = &o.auth_token {
             Mode::Token(t.clone())
         } else if let Some(u) = &o.username {
@@ -170,18 +213,17 @@ impl Authenticator {
         } else {
             Mode::Open
         };
-        Authenticator {
+        Rulebook {
             mode,
             no_auth_user: o.no_auth_user.clone(),
         }
     }
 
-    pub fn required(&self) -> bool {
+    fn required(&self) -> bool {
         !matches!(self.mode, Mode::Open)
     }
 
-    /// The identity for these credentials, or `None` for an authorization violation.
-    pub fn authenticate(&self, c: Credentials<'_>) -> Option<Identity> {
+    fn authenticate(&self, c: Credentials<'_>) -> Option<Identity> {
         let open = |user: &str| Identity {
             user: user.to_string(),
             account: crate::account::GLOBAL_ACCOUNT.into(),
@@ -267,6 +309,26 @@ mod tests {
         assert!(a
             .authenticate(creds(Some("a"), Some("pw2"), None))
             .is_none());
+    }
+
+    #[test]
+    fn replace_rules() {
+        let a = Authenticator::new(&Options::default());
+        assert!(!a.required());
+        assert_eq!(a.user_account("x"), None);
+        a.replace(&Options {
+            users: vec![User {
+                username: "x".into(),
+                password: "y".into(),
+                ..User::default()
+            }],
+            ..Options::default()
+        });
+        assert!(a.required());
+        assert_eq!(a.user_account("x"), Some(Some("$G".into())));
+        assert_eq!(a.user_account("z"), Some(None));
+        assert!(a.authenticate(creds(None, None, None)).is_none());
+        assert!(a.authenticate(creds(Some("x"), Some("y"), None)).is_some());
     }
 
     #[test]

@@ -45,11 +45,13 @@ const READ_CHUNK: usize = 64 * 1024;
 pub async fn serve(srv: Arc<ServerShared>, stream: TcpStream, addr: SocketAddr) {
     let _ = stream.set_nodelay(true);
     let cid = srv.next_cid();
-    let conn = Arc::new(Conn::new(cid, ConnKind::Client, addr, srv.opts.max_pending));
+    // The options in force when the connection starts; a reload updates them (`on_reload`).
+    let opts = srv.live_opts();
+    let conn = Arc::new(Conn::new(cid, ConnKind::Client, addr, opts.max_pending));
     let (rd, wr) = stream.into_split();
-    let writer = tokio::spawn(writer::run(conn.clone(), wr, srv.opts.write_deadline));
+    let writer = tokio::spawn(writer::run(conn.clone(), wr, opts.write_deadline));
 
-    let mut c = Client::new(srv.clone(), conn.clone());
+    let mut c = Client::new(srv.clone(), conn.clone(), opts);
     c.send_info();
     tracing::debug!("{} - Client connection created", conn.log_prefix());
     if !srv.register_client(&conn) {
@@ -57,7 +59,7 @@ pub async fn serve(srv: Arc<ServerShared>, stream: TcpStream, addr: SocketAddr) 
         tracing::error!(
             "{} - Maximum connections exceeded ({})",
             conn.log_prefix(),
-            srv.opts.max_connections
+            c.opts.max_connections
         );
         conn.close(CloseReason::MaxConnectionsExceeded);
     } else {
@@ -80,6 +82,10 @@ pub async fn serve(srv: Arc<ServerShared>, stream: TcpStream, addr: SocketAddr) 
 /// Task-local state of one client connection.
 struct Client {
     srv: Arc<ServerShared>,
+    /// The options in force for this connection (refreshed by a config reload).
+    opts: Arc<crate::config::Options>,
+    /// The CONNECT credentials, kept to re-check them when the config is reloaded.
+    creds: Option<StoredCreds>,
     conn: Arc<Conn>,
     acc: Arc<Account>,
     perms: Option<Arc<CompiledPerms>>,
@@ -107,19 +113,38 @@ struct Client {
     trace: bool,
 }
 
+/// Credentials a client presented, owned.
+struct StoredCreds {
+    user: Option<String>,
+    pass: Option<String>,
+    token: Option<String>,
+}
+
+impl StoredCreds {
+    fn as_creds(&self) -> Credentials<'_> {
+        Credentials {
+            user: self.user.as_deref(),
+            pass: self.pass.as_deref(),
+            token: self.token.as_deref(),
+        }
+    }
+}
+
 enum Flow {
     Continue,
     Close(CloseReason),
 }
 
 impl Client {
-    fn new(srv: Arc<ServerShared>, conn: Arc<Conn>) -> Self {
+    fn new(srv: Arc<ServerShared>, conn: Arc<Conn>, opts: Arc<crate::config::Options>) -> Self {
         let acc = srv.accounts.global();
-        let srv_ping_interval = srv.opts.ping_interval;
+        let srv_ping_interval = opts.ping_interval;
         let fan_srv = srv.clone();
         Client {
             trace: crate::logging::trace_enabled(),
             srv,
+            opts,
+            creds: None,
             conn,
             acc,
             perms: None,
@@ -183,7 +208,9 @@ impl Client {
     // ----- the read loop -----
 
     async fn read_loop(&mut self, mut rd: tokio::net::tcp::OwnedReadHalf) {
-        let opts = &self.srv.opts;
+        let mut reloads = self.srv.reload_watch();
+        let mut reloads_open = true;
+        let opts = self.opts.clone();
         let mut parser = Parser::new(
             Kind::Client,
             Limits {
@@ -192,8 +219,8 @@ impl Client {
             },
         );
         let auth_deadline = Instant::now() + opts.auth_timeout;
-        let auth_required = self.srv.auth.required();
-        let ping_interval = opts.ping_interval.max(Duration::from_millis(10));
+        let mut auth_required = self.srv.auth.required();
+        let mut ping_interval = opts.ping_interval.max(Duration::from_millis(10));
         let mut buf = BytesMut::with_capacity(READ_CHUNK);
         let conn = self.conn.clone();
         loop {
@@ -205,6 +232,23 @@ impl Client {
                 biased;
                 _ = conn.closed() => return,
                 r = rd.read_buf(&mut buf) => r,
+                r = reloads.changed(), if reloads_open => {
+                    if r.is_err() {
+                        reloads_open = false;
+                        continue;
+                    }
+                    if let Flow::Close(r) = self.on_reload() {
+                        conn.close(r);
+                        return;
+                    }
+                    parser.set_limits(Limits {
+                        max_control_line: self.opts.max_control_line,
+                        max_payload: self.opts.max_payload,
+                    });
+                    auth_required = self.srv.auth.required();
+                    ping_interval = self.opts.ping_interval.max(Duration::from_millis(10));
+                    continue;
+                }
                 _ = tokio::time::sleep_until(auth_deadline), if auth_required && !self.connected => {
                     self.send_err(errs::AUTH_TIMEOUT);
                     tracing::error!("{} - Authentication Timeout", conn.log_prefix());
@@ -318,7 +362,7 @@ impl Client {
             );
             return Flow::Continue;
         }
-        if self.pings_out + 1 > self.srv.opts.ping_max {
+        if self.pings_out + 1 > self.opts.ping_max {
             tracing::debug!(
                 "{} - Stale Client Connection - Closing",
                 self.conn.log_prefix()
@@ -506,6 +550,11 @@ impl Client {
         self.conn.headers.store(ci.headers, Relaxed);
         self.conn.async_info.store(ci.protocol >= 1, Relaxed);
         self.perms = id.perms;
+        self.creds = Some(StoredCreds {
+            user: creds.user.map(str::to_string),
+            pass: creds.pass.map(str::to_string),
+            token: creds.token.map(str::to_string),
+        });
         acc.num_conns.fetch_add(1, Relaxed);
         self.acc = acc;
         {
@@ -518,11 +567,88 @@ impl Client {
         }
         self.connected = true;
         // nats-server re-arms the ping timer at CONNECT to measure RTT soon.
-        let first = self.srv.opts.ping_interval.min(Duration::from_secs(2));
+        let first = self.opts.ping_interval.min(Duration::from_secs(2));
         let jitter = first.mul_f64(self.fan.rng.random_range(0.0..0.2));
         self.next_ping = Instant::now() + first + jitter;
         self.send_ok();
         Flow::Continue
+    }
+
+    /// A config reload was applied: take the new limits, and re-check this client as
+    /// nats-server does — a client whose user is gone (or now in another account) is closed
+    /// silently ("Client Closed"); one whose credentials no longer pass gets
+    /// `-ERR 'Authorization Violation'` ("Authentication Failure"); the others get the new
+    /// permissions (cached publish decisions dropped, subscriptions no longer allowed removed).
+    fn on_reload(&mut self) -> Flow {
+        self.opts = self.srv.live_opts();
+        self.trace = crate::logging::trace_enabled();
+        if !self.connected {
+            return Flow::Continue;
+        }
+        let Some(creds) = &self.creds else {
+            return Flow::Continue;
+        };
+        let user = self.conn.meta().user.clone();
+        if !user.is_empty() {
+            if let Some(acc) = self.srv.auth.user_account(&user) {
+                if acc.as_deref() != Some(self.acc.name.as_str()) {
+                    tracing::debug!(
+                        "{} - User {user:?} removed or moved to another account by a \
+                         config reload, closing",
+                        self.conn.log_prefix()
+                    );
+                    return Flow::Close(CloseReason::ClientClosed);
+                }
+            }
+        }
+        let Some(id) = self.srv.auth.authenticate(creds.as_creds()) else {
+            tracing::error!(
+                "{} - authentication error - User {:?}",
+                self.conn.log_prefix(),
+                creds.user.as_deref().unwrap_or("")
+            );
+            self.send_err(errs::AUTH_VIOLATION);
+            return Flow::Close(CloseReason::AuthenticationViolation);
+        };
+        if id.account != self.acc.name {
+            return Flow::Close(CloseReason::ClientClosed);
+        }
+        self.perms = id.perms;
+        self.pub_ok.clear();
+        self.drop_forbidden_subs(&user);
+        Flow::Continue
+    }
+
+    /// After a permissions change: remove the subscriptions the client may no longer have,
+    /// telling it as nats-server does.
+    fn drop_forbidden_subs(&mut self, user: &str) {
+        let Some(p) = self.perms.clone() else { return };
+        let subs: Vec<Arc<Subscription>> = self.conn.subs().values().cloned().collect();
+        for s in subs {
+            if p.can_subscribe(&s.subject) {
+                continue;
+            }
+            if self.acc.retire(&s) {
+                self.srv.interest_changed_deferred(
+                    &self.acc,
+                    &s.subject,
+                    s.queue.as_deref(),
+                    -1,
+                    self.fan.kicks(),
+                );
+            }
+            let (subj, sid) = (
+                String::from_utf8_lossy(&s.subject),
+                String::from_utf8_lossy(&s.sid),
+            );
+            self.send_err(&format!(
+                "Permissions Violation for Subscription to \"{subj}\" (sid \"{sid}\")"
+            ));
+            tracing::info!("Removed sub {subj:?} (sid {sid:?}) for User {user:?} - not authorized");
+        }
+        for c in self.fan.kicks().drain(..) {
+            c.out.kick();
+        }
     }
 
     fn lookup(&mut self, subject: &[u8]) -> Arc<SublistResult<SubRef>> {
@@ -676,7 +802,7 @@ impl Client {
             }
             None => None,
         };
-        let max_subs = self.srv.opts.max_subscriptions;
+        let max_subs = self.opts.max_subscriptions;
         let sub = {
             let mut subs = self.conn.subs();
             if subs.contains_key(sid) {

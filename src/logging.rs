@@ -44,15 +44,15 @@ fn wanted(m: &Metadata<'_>) -> bool {
 /// Where lines go: stderr or a file that can be reopened.
 struct Sink {
     out: Mutex<Box<dyn Write + Send>>,
-    file: Option<PathBuf>,
-    logtime: bool,
+    file: Mutex<Option<PathBuf>>,
+    logtime: AtomicBool,
     pid: u32,
 }
 
 impl Sink {
     fn line(&self, tag: &str, msg: impl FnOnce(&mut String)) {
         let mut line = format!("[{}] ", self.pid);
-        if self.logtime {
+        if self.logtime.load(Relaxed) {
             line.push_str(&crate::util::time::log_stamp(std::time::SystemTime::now()));
             line.push(' ');
         }
@@ -121,8 +121,8 @@ pub fn init(debug: bool, trace: bool, logtime: bool, file: Option<&Path>) -> Res
     };
     let sink = Arc::new(Sink {
         out: Mutex::new(out),
-        file: file.map(Path::to_path_buf),
-        logtime,
+        file: Mutex::new(file.map(Path::to_path_buf)),
+        logtime: AtomicBool::new(logtime),
         pid: std::process::id(),
     });
     let sub = tracing_subscriber::registry().with(NatsLines(sink.clone()));
@@ -147,10 +147,10 @@ pub fn reopen() -> Result<Reopened, String> {
     let Some(sink) = SINK.get() else {
         return Ok(Reopened::NoLogger);
     };
-    let Some(p) = &sink.file else {
+    let Some(p) = sink.file.lock().unwrap_or_else(|e| e.into_inner()).clone() else {
         return Ok(Reopened::NotAFile);
     };
-    let f = open_log(p)?;
+    let f = open_log(&p)?;
     *sink.out.lock().unwrap_or_else(|e| e.into_inner()) = Box::new(f);
     Ok(Reopened::File)
 }
@@ -169,4 +169,27 @@ pub fn set_levels(debug: bool, trace: bool) {
     DEBUG.store(debug, Relaxed);
     TRACE.store(trace, Relaxed);
     tracing::callsite::rebuild_interest_cache();
+}
+
+/// Turn the timestamp of log lines on or off (config reload).
+pub fn set_logtime(on: bool) {
+    if let Some(sink) = SINK.get() {
+        sink.logtime.store(on, Relaxed);
+    }
+}
+
+/// Send log lines to another file, or to stderr with `None` (config reload). The new file is
+/// opened before anything changes: on error the old destination stays. Without a logger
+/// (`init` not called, e.g. an embedded server) this does nothing.
+pub fn set_file(file: Option<&Path>) -> Result<(), String> {
+    let Some(sink) = SINK.get() else {
+        return Ok(());
+    };
+    let out: Box<dyn Write + Send> = match file {
+        Some(p) => Box::new(open_log(p)?),
+        None => Box::new(std::io::stderr()),
+    };
+    *sink.out.lock().unwrap_or_else(|e| e.into_inner()) = out;
+    *sink.file.lock().unwrap_or_else(|e| e.into_inner()) = file.map(Path::to_path_buf);
+    Ok(())
 }

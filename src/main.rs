@@ -5,7 +5,13 @@ use natsd::{Options, Server};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let opts: Options = match flags::parse_command(std::env::args().skip(1)) {
+    // Kept for config reload: the file is read again and these flags applied over it.
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    // `natsd topology up|check FILE`: a local cluster launcher (src/topology/).
+    if args.first().map(String::as_str) == Some("topology") {
+        return natsd::topology::main(&args[1..]);
+    }
+    let opts: Options = match flags::parse_command(args.iter().cloned()) {
         Ok(Command::Run(o)) => *o,
         Ok(Command::Version) => {
             println!("{}", flags::version_line());
@@ -68,10 +74,10 @@ fn main() -> ExitCode {
         }
     };
     let to_file = opts.log_file.is_some();
-    rt.block_on(run(opts, to_file))
+    rt.block_on(run(opts, to_file, args))
 }
 
-async fn run(opts: Options, to_file: bool) -> ExitCode {
+async fn run(opts: Options, to_file: bool, args: Vec<String>) -> ExitCode {
     // Handlers first: tools send signals as soon as they read "Server is ready", and a signal
     // that arrives before the handler is installed kills the process without a shutdown.
     let mut signals = Signals::install();
@@ -120,12 +126,11 @@ async fn run(opts: Options, to_file: bool) -> ExitCode {
                 }
                 Sig::Reload => {
                     tracing::debug!("Trapped \"hangup\" signal");
-                    tracing::error!(
-                        "Failed to reload server configuration: config reload is not supported \
-                         yet by natsd {}; the running configuration is unchanged (restart to \
-                         apply changes)",
-                        natsd::config::NATSD_VERSION
-                    );
+                    // The `Reloaded: …` lines are logged by the server; on error nothing
+                    // changed.
+                    if let Err(e) = flags::reload_options(&args).and_then(|o| server.reload(o)) {
+                        tracing::error!("Failed to reload server configuration: {e}");
+                    }
                 }
             },
             // The end of lame duck mode.
@@ -145,7 +150,7 @@ enum Sig {
 }
 
 /// SIGINT exits 0, SIGTERM exits 1 after shutdown (ignored during lame duck mode), SIGUSR1
-/// reopens the log file, SIGUSR2 enters lame duck mode, SIGHUP would reload: as nats-server.
+/// reopens the log file, SIGUSR2 enters lame duck mode, SIGHUP reloads the config: as nats-server.
 #[cfg(unix)]
 struct Signals(Option<[tokio::signal::unix::Signal; 5]>);
 

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::SystemTime;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -31,7 +31,13 @@ pub struct Stats {
 
 /// State every connection and the monitor share.
 pub struct ServerShared {
+    /// The options the server started with. Reloadable fields may have changed since: read
+    /// them through `live_opts` (non-reloadable ones are the same in both).
     pub opts: Options,
+    /// The options in force (replaced whole by a config reload).
+    live: RwLock<Arc<Options>>,
+    /// Bumped after each applied reload; connections watch it to re-check themselves.
+    reloads: tokio::sync::watch::Sender<u64>,
     pub id: String,
     pub name: String,
     pub accounts: Accounts,
@@ -60,6 +66,65 @@ pub struct ServerShared {
 }
 
 impl ServerShared {
+    /// The options in force now. Read once per connection or event, never per message.
+    pub fn live_opts(&self) -> Arc<Options> {
+        self.live.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Changes whenever a reload has been applied (see `reload`).
+    pub fn reload_watch(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.reloads.subscribe()
+    }
+
+    /// Apply re-read options (config reload) all at once or not at all. Ok: the `Reloaded: …`
+    /// names of what changed (logged, with `Reloaded server configuration`); Err: why
+    /// nothing was applied (`config reload not supported for Port: old=…, new=…`).
+    pub fn reload(self: &Arc<Self>, new: Options) -> Result<Vec<String>, String> {
+        new.validate()?;
+        let old = self.live_opts();
+        let plan = crate::config::reload::diff(&old, &new)?;
+        // The one step that can fail comes first: can the new log file be opened?
+        if let Some(Some(f)) = &plan.log_file {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(f)
+                .map_err(|e| format!("error opening log file {}: {e}", f.display()))?;
+        }
+        if new.debug != old.debug || new.trace != old.trace {
+            crate::logging::set_levels(new.debug, new.trace);
+        }
+        if new.logtime != old.logtime {
+            crate::logging::set_logtime(new.logtime);
+        }
+        let new = Arc::new(new);
+        *self.live.write().unwrap_or_else(|e| e.into_inner()) = new.clone();
+        if plan.auth {
+            self.auth.replace(&new);
+        }
+        if let Some(cl) = &self.cluster {
+            for r in &plan.routes_removed {
+                crate::cluster::discovery::remove_configured(cl, r);
+            }
+            for r in &plan.routes_added {
+                crate::cluster::discovery::add_configured(self, cl, r);
+            }
+        }
+        for c in &plan.changed {
+            tracing::info!("Reloaded: {c}");
+        }
+        // Connected clients re-check their credentials, permissions and limits.
+        self.reloads.send_modify(|g| *g += 1);
+        tracing::info!("Reloaded server configuration");
+        // As nats-server, the reload is reported where the log went so far; then it moves.
+        if let Some(f) = &plan.log_file {
+            if let Err(e) = crate::logging::set_file(f.as_deref()) {
+                tracing::error!("{e}");
+            }
+        }
+        Ok(plan.changed)
+    }
+
     pub fn next_cid(&self) -> u64 {
         self.next_cid.fetch_add(1, Relaxed)
     }
@@ -71,7 +136,7 @@ impl ServerShared {
     /// Register a new client; false when `max_connections` is reached.
     pub fn register_client(&self, c: &Arc<Conn>) -> bool {
         let mut m = self.clients_lock();
-        if m.len() >= self.opts.max_connections {
+        if m.len() >= self.live_opts().max_connections {
             return false;
         }
         m.insert(c.cid, c.clone());
@@ -164,8 +229,9 @@ impl ServerShared {
             self.begin_shutdown();
             return;
         }
-        let grace = self.opts.lame_duck_grace_period;
-        let mut dur = self.opts.lame_duck_duration.saturating_sub(grace);
+        let opts = self.live_opts();
+        let grace = opts.lame_duck_grace_period;
+        let mut dur = opts.lame_duck_duration.saturating_sub(grace);
         if dur.is_zero() {
             dur = Duration::from_secs(1);
         }
@@ -327,7 +393,7 @@ impl ServerShared {
             host,
             port,
             headers: true,
-            max_payload: self.opts.max_payload as i64,
+            max_payload: self.live_opts().max_payload as i64,
             nonce: if nonce {
                 crate::util::ids::nonce()
             } else {
@@ -361,7 +427,7 @@ impl ServerShared {
             port,
             headers: true,
             auth_required: self.auth.required(),
-            max_payload: self.opts.max_payload as i64,
+            max_payload: self.live_opts().max_payload as i64,
             client_id: Some(c.cid),
             client_ip: Some(c.addr.ip().to_string()),
             connect_urls: self.connect_urls(),
@@ -417,6 +483,8 @@ impl Server {
             shutdown_started: AtomicBool::new(false),
             id,
             name,
+            live: RwLock::new(Arc::new(opts.clone())),
+            reloads: tokio::sync::watch::Sender::new(0),
             opts,
         });
         let o = &shared.opts;
@@ -532,6 +600,17 @@ impl Server {
 
     pub fn is_lame_duck(&self) -> bool {
         self.shared.is_lame_duck()
+    }
+
+    /// Config reload: apply `new` (see `ServerShared::reload`). What SIGHUP does with the
+    /// re-read config file; nothing is applied when an option that cannot change differs.
+    pub fn reload(&self, new: Options) -> Result<Vec<String>, String> {
+        self.shared.reload(new)
+    }
+
+    /// The options in force (the startup ones updated by reloads).
+    pub fn options(&self) -> Arc<Options> {
+        self.shared.live_opts()
     }
 
     /// Returns when the server has started shutting down (e.g. at the end of lame duck mode).

@@ -1,6 +1,6 @@
 //! The binary and its signals: `--signal ldm=<pidfile>` drains and exits 0 (SIGTERM ignored
 //! meanwhile), `--signal reopen` reopens a moved log file, `--signal quit` exits 0,
-//! `--signal reload` says reload is not supported yet, bad pids fail clearly (with
+//! `--signal reload` without `-c` says there is nothing to reload, bad pids fail clearly (with
 //! nats-server's texts), and config file errors are reported without the usage.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -262,10 +262,15 @@ fn signal_reopen_reopens_a_moved_log_file_and_quit_exits_0() {
         .expect("old")
         .contains("re-opened"));
 
-    // SIGHUP: reload is not built; the server says so and keeps running.
+    // SIGHUP without -c: nothing to reload; the server says so (as nats-server) and keeps
+    // running.
     let out = signal(&format!("reload={}", n.pid()));
     assert!(out.status.success());
-    wait_file(&log, "config reload is not supported yet");
+    wait_file(
+        &log,
+        "[ERR] Failed to reload server configuration: can only reload config when a file is \
+         provided using -c or --config",
+    );
 
     let out = signal(&format!("quit={}", n.pid()));
     assert!(out.status.success());

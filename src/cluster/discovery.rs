@@ -14,6 +14,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpStream;
+use tokio_util::sync::CancellationToken;
 
 /// Between attempts for configured routes (nats-server's DEFAULT_ROUTE_CONNECT).
 const RETRY: Duration = Duration::from_secs(1);
@@ -48,13 +49,27 @@ pub async fn resolve(host: &str, port: u16) -> Result<Vec<SocketAddr>, String> {
 /// Start dialling every configured seed.
 pub fn start(srv: &Arc<ServerShared>, cl: &Arc<Cluster>) {
     for raw in &cl.opts.routes {
-        match RouteUrl::parse(raw) {
-            Ok(url) => {
-                srv.tasks.spawn(configured(srv.clone(), cl.clone(), url));
-            }
-            Err(e) => tracing::error!("{e}"),
-        }
+        add_configured(srv, cl, raw);
     }
+}
+
+/// Start dialling one configured seed (at startup, or added by a config reload).
+pub fn add_configured(srv: &Arc<ServerShared>, cl: &Arc<Cluster>, raw: &str) {
+    match RouteUrl::parse(raw) {
+        Ok(url) => {
+            if let Some(stop) = cl.add_configured(raw) {
+                srv.tasks
+                    .spawn(configured(srv.clone(), cl.clone(), url, stop));
+            }
+        }
+        Err(e) => tracing::error!("{e}"),
+    }
+}
+
+/// A configured seed removed by a config reload: stop dialling it and close the routes it
+/// dialled (they are not redialled).
+pub fn remove_configured(cl: &Arc<Cluster>, raw: &str) {
+    cl.remove_configured(raw);
 }
 
 /// Dial one address and run the route to its end. The caller has claimed `addr`.
@@ -63,12 +78,20 @@ async fn dial(
     cl: Arc<Cluster>,
     addr: SocketAddr,
     url: RouteUrl,
-    configured: bool,
+    stop: Option<CancellationToken>,
 ) -> bool {
     tracing::debug!("Trying to connect to route on {addr} ({url})");
     let r = tokio::time::timeout(DIAL_TIMEOUT, TcpStream::connect(addr)).await;
+    let configured = stop.is_some();
     let ok = match r {
         Ok(Ok(stream)) => {
+            // When the configured URL is removed (reload) the route is closed, whenever it
+            // registers; the route task itself always runs to its end (its cleanup matters).
+            let done = CancellationToken::new();
+            if let Some(stop) = stop {
+                srv.tasks
+                    .spawn(close_when_removed(cl.clone(), addr, stop, done.clone()));
+            }
             route::run(
                 srv,
                 cl.clone(),
@@ -77,6 +100,7 @@ async fn dial(
                 Some(Solicit { url, configured }),
             )
             .await;
+            done.cancel();
             true
         }
         Ok(Err(e)) => {
@@ -92,11 +116,38 @@ async fn dial(
     ok
 }
 
-/// A configured seed: forever, resolve and dial every address not already taken care of.
-async fn configured(srv: Arc<ServerShared>, cl: Arc<Cluster>, url: RouteUrl) {
+/// Until the route dialled to `addr` ends (`done`): once `stop` fires, close it.
+async fn close_when_removed(
+    cl: Arc<Cluster>,
+    addr: SocketAddr,
+    stop: CancellationToken,
+    done: CancellationToken,
+) {
+    tokio::select! {
+        _ = stop.cancelled() => {}
+        _ = done.cancelled() => return,
+    }
+    // The route may not be registered yet: look again until it has ended.
+    loop {
+        cl.close_solicited_to(addr);
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+            _ = done.cancelled() => return,
+        }
+    }
+}
+
+/// A configured seed: until removed (`stop`), resolve and dial every address not already
+/// taken care of.
+async fn configured(
+    srv: Arc<ServerShared>,
+    cl: Arc<Cluster>,
+    url: RouteUrl,
+    stop: CancellationToken,
+) {
     let mut failures: u64 = 0;
     loop {
-        if srv.is_shutting_down() {
+        if srv.is_shutting_down() || stop.is_cancelled() {
             return;
         }
         match resolve(&url.host, url.port).await {
@@ -104,8 +155,13 @@ async fn configured(srv: Arc<ServerShared>, cl: Arc<Cluster>, url: RouteUrl) {
                 failures = 0;
                 for a in addrs {
                     if cl.claim(a) {
-                        srv.tasks
-                            .spawn(dial(srv.clone(), cl.clone(), a, url.clone(), true));
+                        srv.tasks.spawn(dial(
+                            srv.clone(),
+                            cl.clone(),
+                            a,
+                            url.clone(),
+                            Some(stop.clone()),
+                        ));
                     }
                 }
             }
@@ -120,6 +176,7 @@ async fn configured(srv: Arc<ServerShared>, cl: Arc<Cluster>, url: RouteUrl) {
         tokio::select! {
             _ = tokio::time::sleep(RETRY + jitter(100)) => {}
             _ = srv.shutdown_signal() => return,
+            _ = stop.cancelled() => return,
         }
     }
 }
@@ -168,7 +225,7 @@ async fn implicit(srv: Arc<ServerShared>, cl: Arc<Cluster>, url: RouteUrl, id: S
         for a in addrs {
             if cl.claim(a) {
                 any = true;
-                if dial(srv.clone(), cl.clone(), a, url.clone(), false).await {
+                if dial(srv.clone(), cl.clone(), a, url.clone(), None).await {
                     return;
                 }
             }

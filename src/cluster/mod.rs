@@ -71,6 +71,8 @@ pub struct Cluster {
     dialing: Mutex<HashSet<SocketAddr>>,
     /// The server id last found behind an address we dialled.
     addr_ids: Mutex<HashMap<SocketAddr, String>>,
+    /// Configured route URLs being dialled, each with the token that stops it (reload).
+    configured: Mutex<HashMap<String, tokio_util::sync::CancellationToken>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -102,6 +104,7 @@ impl Cluster {
             self_addrs: Mutex::new(HashSet::new()),
             dialing: Mutex::new(HashSet::new()),
             addr_ids: Mutex::new(HashMap::new()),
+            configured: Mutex::new(HashMap::new()),
         })
     }
 
@@ -247,6 +250,52 @@ impl Cluster {
 
     pub fn learned(&self, addr: SocketAddr, id: &str) {
         lock(&self.addr_ids).insert(addr, id.to_string());
+    }
+
+    /// Remember a configured route URL and the token that stops dialling it; `None` when
+    /// it is already configured.
+    pub fn add_configured(&self, url: &str) -> Option<tokio_util::sync::CancellationToken> {
+        let mut m = lock(&self.configured);
+        if m.contains_key(url) {
+            return None;
+        }
+        let t = tokio_util::sync::CancellationToken::new();
+        m.insert(url.to_string(), t.clone());
+        Some(t)
+    }
+
+    /// Forget a configured route URL: its dial loop and its routes stop (reload).
+    pub fn remove_configured(&self, url: &str) -> bool {
+        match lock(&self.configured).remove(url) {
+            Some(t) => {
+                t.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The configured route URLs being dialled.
+    pub fn configured_routes(&self) -> Vec<String> {
+        let mut v: Vec<String> = lock(&self.configured).keys().cloned().collect();
+        v.sort();
+        v
+    }
+
+    /// Close the routes this server dialled to `addr` (a removed configured route).
+    pub fn close_solicited_to(&self, addr: SocketAddr) -> usize {
+        let mut n = 0;
+        for r in self.routes() {
+            if r.did_solicit && r.conn.addr == addr && !r.conn.is_closed() {
+                tracing::debug!(
+                    "{} - Route removed from the configuration, closing",
+                    r.conn.log_prefix()
+                );
+                r.conn.close(CloseReason::ClientClosed);
+                n += 1;
+            }
+        }
+        n
     }
 
     /// Client URLs of the peers (for clients' `connect_urls`), unless `no_advertise`.

@@ -308,6 +308,21 @@ struct Pre {
     signal: Option<String>,
 }
 
+/// The options a config reload applies: the `-c` file read again, with the same command
+/// line flags over it, exactly as at startup. Errors: no `-c` file (nats-server's message),
+/// or the file's error (file:line:col).
+pub fn reload_options(args: &[String]) -> Result<Options, String> {
+    let pre = config_args(args)?;
+    if pre.config.is_none() {
+        return Err("can only reload config when a file is provided using -c or --config".into());
+    }
+    match parse_command(args.iter().cloned()) {
+        Ok(Command::Run(o)) => Ok(*o),
+        Ok(_) => Err("the command line does not run a server".into()),
+        Err(CliError::Config(e)) | Err(CliError::Flag(e)) => Err(e),
+    }
+}
+
 /// `-c/--config FILE`, `-t` and `-sl/--signal` wherever they are on the command line.
 fn config_args(args: &[String]) -> Result<Pre, String> {
     let (mut config, mut check, mut signal) = (None, false, None);

@@ -4,6 +4,7 @@
 pub mod conf;
 pub mod file;
 pub mod flags;
+pub mod reload;
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -151,7 +151,8 @@ fn rss_bytes() -> u64 {
 
 impl Varz {
     pub fn of(srv: &ServerShared) -> Varz {
-        let o = &srv.opts;
+        let live = srv.live_opts();
+        let o = &*live;
         let now = SystemTime::now();
         let cores = std::thread::available_parallelism()
             .map(|n| n.get())

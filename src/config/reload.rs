@@ -1,0 +1,556 @@
+//! Config reload (SIGHUP, `--signal reload`, `Server::reload`): which options differ between
+//! the running configuration and a re-read one, and whether all of them can change without a
+//! restart. Pure: no server state. The server applies a `Plan` all at once or not at all.
+//!
+//! Reloadable (nats-server 2.9's set, plus a few nats-server 2.9.10 refuses but natsd applies
+//! safely: `max_subscriptions`, `max_pending`, `no_auth_user`, `lame_duck_*`): logging
+//! (`debug`, `trace`, `logtime`, `log_file`), authorization (single user, token, users and
+//! their permissions, accounts' users, `no_auth_user`, `auth_timeout`), limits, ping settings,
+//! `write_deadline`, and the cluster's `routes`. Anything else is refused with nats-server's
+//! message: `config reload not supported for <Option>: old=…, new=…`.
+
+use super::{ClusterOpts, Options, User};
+use crate::util::time::go_duration;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// What a reload changes.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// The changed options as the `Reloaded: …` log lines name them, in nats-server's order.
+    pub changed: Vec<String>,
+    /// `Some(new)` when the log destination changes (`None` inside: back to stderr).
+    pub log_file: Option<Option<PathBuf>>,
+    /// Users, passwords, tokens, permissions or accounts changed.
+    pub auth: bool,
+    /// Configured route URLs to dial from now on / to close and stop dialling.
+    pub routes_added: Vec<String>,
+    pub routes_removed: Vec<String>,
+}
+
+impl Plan {
+    pub fn is_empty(&self) -> bool {
+        self.changed.is_empty()
+    }
+}
+
+fn refuse(name: &str, old: impl std::fmt::Display, new: impl std::fmt::Display) -> String {
+    format!("config reload not supported for {name}: old={old}, new={new}")
+}
+
+fn opt_str(s: &Option<String>) -> &str {
+    s.as_deref().unwrap_or("")
+}
+
+/// Users compared without regard to their order in the file.
+fn sorted_users(u: &[User]) -> Vec<&User> {
+    let mut v: Vec<&User> = u.iter().collect();
+    v.sort_by(|a, b| a.username.cmp(&b.username));
+    v
+}
+
+/// Go's `%v` of a float64 number of seconds (`3`, `0.5`).
+fn secs(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s.fract() == 0.0 {
+        format!("{}", s as u64)
+    } else {
+        format!("{s}")
+    }
+}
+
+/// The reload plan from `old` (running) to `new` (re-read), or the error that refuses it: the
+/// first non-reloadable option that differs, in nats-server's field order.
+pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
+    // Destructured without `..`: a new field must be classified here before this compiles.
+    let Options {
+        host,
+        port,
+        server_name,
+        http_port,
+        http_host,
+        http_base_path,
+        log_file,
+        pid_file,
+        debug,
+        trace,
+        logtime,
+        username,
+        password,
+        auth_token,
+        users,
+        accounts,
+        no_auth_user,
+        max_payload,
+        max_control_line,
+        max_pending,
+        max_connections,
+        max_subscriptions,
+        auth_timeout,
+        ping_interval,
+        ping_max,
+        write_deadline,
+        max_closed_clients,
+        client_advertise,
+        cluster,
+        lame_duck_duration,
+        lame_duck_grace_period,
+    } = new;
+
+    // Refusals, in the order of nats-server's Options struct.
+    if server_name != &old.server_name {
+        return Err(refuse(
+            "ServerName",
+            opt_str(&old.server_name),
+            opt_str(server_name),
+        ));
+    }
+    if host != &old.host {
+        return Err(refuse("Host", &old.host, host));
+    }
+    if port != &old.port {
+        return Err(refuse("Port", old.port, port));
+    }
+    if client_advertise != &old.client_advertise {
+        return Err(refuse(
+            "ClientAdvertise",
+            opt_str(&old.client_advertise),
+            opt_str(client_advertise),
+        ));
+    }
+    if let Some(added) = accounts.iter().find(|a| !old.accounts.contains(a)) {
+        return Err(format!(
+            "config reload not supported for Accounts: account {added:?} is new \
+             (natsd adds accounts only at startup)"
+        ));
+    }
+    if http_host != &old.http_host {
+        return Err(refuse(
+            "HTTPHost",
+            opt_str(&old.http_host),
+            opt_str(http_host),
+        ));
+    }
+    if http_port != &old.http_port {
+        return Err(refuse(
+            "HTTPPort",
+            old.http_port.unwrap_or(0),
+            http_port.unwrap_or(0),
+        ));
+    }
+    if http_base_path != &old.http_base_path {
+        return Err(refuse(
+            "HTTPBasePath",
+            opt_str(&old.http_base_path),
+            opt_str(http_base_path),
+        ));
+    }
+    let (routes_added, routes_removed) = cluster_diff(old.cluster.as_ref(), cluster.as_ref())?;
+    if max_closed_clients != &old.max_closed_clients {
+        return Err(refuse(
+            "MaxClosedClients",
+            old.max_closed_clients,
+            max_closed_clients,
+        ));
+    }
+    if pid_file != &old.pid_file {
+        let show = |p: &Option<PathBuf>| p.as_ref().map(|p| p.display().to_string());
+        return Err(refuse(
+            "PidFile",
+            show(&old.pid_file).unwrap_or_default(),
+            show(pid_file).unwrap_or_default(),
+        ));
+    }
+
+    // Everything left is reloadable; name it as nats-server's `Reloaded: …` lines do.
+    let mut plan = Plan::default();
+    let ch = &mut plan.changed;
+    if trace != &old.trace {
+        ch.push(format!("trace = {trace}"));
+    }
+    if debug != &old.debug {
+        ch.push(format!("debug = {debug}"));
+    }
+    if logtime != &old.logtime {
+        ch.push(format!("logtime = {logtime}"));
+    }
+    if max_connections != &old.max_connections {
+        ch.push(format!("max_connections = {max_connections}"));
+    }
+    if max_subscriptions != &old.max_subscriptions {
+        ch.push(format!("max_subscriptions = {max_subscriptions}"));
+    }
+    let users_changed = sorted_users(users) != sorted_users(&old.users);
+    if users_changed || accounts != &old.accounts {
+        ch.push("authorization users".into());
+        ch.push("accounts".into());
+    }
+    if username != &old.username {
+        ch.push("authorization username".into());
+    }
+    if password != &old.password {
+        ch.push("authorization password".into());
+    }
+    if auth_token != &old.auth_token {
+        ch.push("authorization token".into());
+    }
+    if auth_timeout != &old.auth_timeout {
+        ch.push(format!("authorization timeout = {}", secs(*auth_timeout)));
+    }
+    if no_auth_user != &old.no_auth_user {
+        ch.push(format!("no_auth_user = {}", opt_str(no_auth_user)));
+    }
+    plan.auth = users_changed
+        || accounts != &old.accounts
+        || username != &old.username
+        || password != &old.password
+        || auth_token != &old.auth_token
+        || no_auth_user != &old.no_auth_user;
+    let ch = &mut plan.changed;
+    if !routes_added.is_empty() || !routes_removed.is_empty() {
+        ch.push("cluster routes".into());
+    }
+    if ping_interval != &old.ping_interval {
+        ch.push(format!("ping_interval = {}", go_duration(*ping_interval)));
+    }
+    if ping_max != &old.ping_max {
+        ch.push(format!("ping_max = {ping_max}"));
+    }
+    if max_control_line != &old.max_control_line {
+        ch.push(format!("max_control_line = {max_control_line}"));
+    }
+    if max_payload != &old.max_payload {
+        ch.push(format!("max_payload = {max_payload}"));
+    }
+    if max_pending != &old.max_pending {
+        ch.push(format!("max_pending = {max_pending}"));
+    }
+    if write_deadline != &old.write_deadline {
+        ch.push(format!("write_deadline = {}", go_duration(*write_deadline)));
+    }
+    if lame_duck_duration != &old.lame_duck_duration {
+        ch.push(format!(
+            "lame_duck_duration = {}",
+            go_duration(*lame_duck_duration)
+        ));
+    }
+    if lame_duck_grace_period != &old.lame_duck_grace_period {
+        ch.push(format!(
+            "lame_duck_grace_period = {}",
+            go_duration(*lame_duck_grace_period)
+        ));
+    }
+    if log_file != &old.log_file {
+        ch.push(format!(
+            "log_file = {}",
+            log_file
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default()
+        ));
+        plan.log_file = Some(log_file.clone());
+    }
+    plan.routes_added = routes_added;
+    plan.routes_removed = routes_removed;
+    Ok(plan)
+}
+
+/// The cluster block: only `routes` may change. Returns (added, removed) route URLs.
+fn cluster_diff(
+    old: Option<&ClusterOpts>,
+    new: Option<&ClusterOpts>,
+) -> Result<(Vec<String>, Vec<String>), String> {
+    let (old, new) = match (old, new) {
+        (None, None) => return Ok((Vec::new(), Vec::new())),
+        (Some(o), Some(n)) => (o, n),
+        (o, n) => {
+            let show = |c: Option<&ClusterOpts>| c.map_or("0".to_string(), |c| c.port.to_string());
+            return Err(refuse("cluster port", show(o), show(n)));
+        }
+    };
+    let ClusterOpts {
+        name,
+        host,
+        port,
+        advertise,
+        no_advertise,
+        routes,
+        connect_retries,
+        username,
+        password,
+        token,
+        auth_timeout,
+        ping_interval,
+        ping_max,
+        tls,
+    } = new;
+    if name != &old.name {
+        return Err(refuse("cluster name", opt_str(&old.name), opt_str(name)));
+    }
+    if host != &old.host {
+        return Err(refuse("cluster host", &old.host, host));
+    }
+    if port != &old.port {
+        return Err(refuse("cluster port", old.port, port));
+    }
+    if advertise != &old.advertise {
+        return Err(refuse(
+            "cluster advertise",
+            opt_str(&old.advertise),
+            opt_str(advertise),
+        ));
+    }
+    if no_advertise != &old.no_advertise {
+        return Err(refuse(
+            "cluster no_advertise",
+            old.no_advertise,
+            no_advertise,
+        ));
+    }
+    if connect_retries != &old.connect_retries {
+        return Err(refuse(
+            "cluster connect_retries",
+            old.connect_retries,
+            connect_retries,
+        ));
+    }
+    if username != &old.username
+        || password != &old.password
+        || token != &old.token
+        || auth_timeout != &old.auth_timeout
+    {
+        // Secrets are not logged.
+        return Err("config reload not supported for cluster authorization".into());
+    }
+    if ping_interval != &old.ping_interval || ping_max != &old.ping_max {
+        return Err("config reload not supported for cluster ping_interval/ping_max".into());
+    }
+    if tls != &old.tls {
+        return Err("config reload not supported for cluster tls".into());
+    }
+    let mut added = Vec::new();
+    for r in routes {
+        if !old.routes.contains(r) && !added.contains(r) {
+            added.push(r.clone());
+        }
+    }
+    let mut removed = Vec::new();
+    for r in &old.routes {
+        if !routes.contains(r) && !removed.contains(r) {
+            removed.push(r.clone());
+        }
+    }
+    Ok((added, removed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Permissions, SubjectPermission};
+
+    fn user(name: &str, pass: &str) -> User {
+        User {
+            username: name.into(),
+            password: pass.into(),
+            ..User::default()
+        }
+    }
+
+    #[test]
+    fn nothing_changed() {
+        let o = Options::default();
+        let p = diff(&o, &o.clone()).expect("plan");
+        assert!(p.is_empty());
+        assert!(!p.auth);
+        assert_eq!(p.log_file, None);
+    }
+
+    #[test]
+    fn reloadable_fields_are_named_like_nats_server() {
+        let old = Options::default();
+        let new = Options {
+            trace: true,
+            debug: true,
+            logtime: false,
+            max_connections: 50,
+            max_payload: 1000,
+            ping_interval: Duration::from_secs(5),
+            ping_max: 5,
+            max_control_line: 2048,
+            write_deadline: Duration::from_secs(3),
+            auth_timeout: Duration::from_secs(3),
+            log_file: Some("/tmp/x.log".into()),
+            ..Options::default()
+        };
+        let p = diff(&old, &new).expect("plan");
+        assert_eq!(
+            p.changed,
+            [
+                "trace = true",
+                "debug = true",
+                "logtime = false",
+                "max_connections = 50",
+                "authorization timeout = 3",
+                "ping_interval = 5s",
+                "ping_max = 5",
+                "max_control_line = 2048",
+                "max_payload = 1000",
+                "write_deadline = 3s",
+                "log_file = /tmp/x.log",
+            ]
+        );
+        assert!(!p.auth);
+        assert_eq!(p.log_file, Some(Some(PathBuf::from("/tmp/x.log"))));
+    }
+
+    #[test]
+    fn auth_changes() {
+        let old = Options {
+            users: vec![user("a", "pa"), user("b", "pb")],
+            ..Options::default()
+        };
+        // Same users in another order: no change.
+        let same = Options {
+            users: vec![user("b", "pb"), user("a", "pa")],
+            ..Options::default()
+        };
+        assert!(diff(&old, &same).expect("plan").is_empty());
+        let mut narrowed = same.clone();
+        narrowed.users[0].permissions = Some(Permissions {
+            publish: Some(SubjectPermission {
+                allow: vec!["foo".into()],
+                deny: vec![],
+            }),
+            subscribe: None,
+        });
+        let p = diff(&old, &narrowed).expect("plan");
+        assert!(p.auth);
+        assert_eq!(p.changed, ["authorization users", "accounts"]);
+        let token = Options {
+            auth_token: Some("t".into()),
+            ..Options::default()
+        };
+        let p = diff(&Options::default(), &token).expect("plan");
+        assert!(p.auth);
+        assert_eq!(p.changed, ["authorization token"]);
+    }
+
+    #[test]
+    fn refused_fields() {
+        let old = Options::default();
+        let e = diff(
+            &old,
+            &Options {
+                port: 1,
+                ..Options::default()
+            },
+        )
+        .unwrap_err();
+        assert_eq!(e, "config reload not supported for Port: old=4222, new=1");
+        // The first refused field in nats-server's order wins (ServerName before Port).
+        let e = diff(
+            &old,
+            &Options {
+                port: 1,
+                server_name: Some("X".into()),
+                debug: true,
+                ..Options::default()
+            },
+        )
+        .unwrap_err();
+        assert_eq!(e, "config reload not supported for ServerName: old=, new=X");
+        let e = diff(
+            &old,
+            &Options {
+                http_port: Some(8333),
+                ..Options::default()
+            },
+        )
+        .unwrap_err();
+        assert_eq!(
+            e,
+            "config reload not supported for HTTPPort: old=0, new=8333"
+        );
+        let e = diff(
+            &old,
+            &Options {
+                host: "127.0.0.1".into(),
+                ..Options::default()
+            },
+        )
+        .unwrap_err();
+        assert_eq!(
+            e,
+            "config reload not supported for Host: old=0.0.0.0, new=127.0.0.1"
+        );
+        let e = diff(
+            &old,
+            &Options {
+                accounts: vec!["A".into()],
+                ..Options::default()
+            },
+        )
+        .unwrap_err();
+        assert!(e.contains("Accounts"), "{e}");
+        // Removing an account is fine.
+        let with_a = Options {
+            accounts: vec!["A".into()],
+            ..Options::default()
+        };
+        assert!(diff(&with_a, &old).expect("plan").auth);
+    }
+
+    #[test]
+    fn cluster_routes_only() {
+        let c = ClusterOpts {
+            name: Some("C".into()),
+            port: 6222,
+            routes: vec!["nats-route://a:1".into(), "nats-route://b:1".into()],
+            ..ClusterOpts::default()
+        };
+        let old = Options {
+            cluster: Some(c.clone()),
+            ..Options::default()
+        };
+        let mut c2 = c.clone();
+        c2.routes = vec!["nats-route://b:1".into(), "nats-route://c:1".into()];
+        let new = Options {
+            cluster: Some(c2),
+            ..Options::default()
+        };
+        let p = diff(&old, &new).expect("plan");
+        assert_eq!(p.changed, ["cluster routes"]);
+        assert_eq!(p.routes_added, ["nats-route://c:1"]);
+        assert_eq!(p.routes_removed, ["nats-route://a:1"]);
+        let mut c3 = c.clone();
+        c3.port = 6223;
+        let e = diff(
+            &old,
+            &Options {
+                cluster: Some(c3),
+                ..Options::default()
+            },
+        )
+        .unwrap_err();
+        assert_eq!(
+            e,
+            "config reload not supported for cluster port: old=6222, new=6223"
+        );
+        let mut c4 = c.clone();
+        c4.name = Some("D".into());
+        assert!(diff(
+            &old,
+            &Options {
+                cluster: Some(c4),
+                ..Options::default()
+            }
+        )
+        .unwrap_err()
+        .contains("cluster name"));
+        let e = diff(&old, &Options::default()).unwrap_err();
+        assert_eq!(
+            e,
+            "config reload not supported for cluster port: old=6222, new=0"
+        );
+    }
+}
