@@ -19,6 +19,7 @@ pub mod signal;
 pub mod subject;
 pub mod sublist;
 pub mod tls;
+pub mod topology;
 pub mod util;
 
 pub use config::Options;

@@ -1,0 +1,415 @@
+//! `natsd topology up|check`: the bundled files parse; `up` on a 3-node file (free fixed
+//! ports) prints the client URLs and "cluster ready", clients on node 1 and node 3 exchange a
+//! message, `check` agrees, and SIGINT stops the launcher and every node; a fixed port already
+//! in use fails clearly; `check` against a cluster missing a node exits non-zero.
+
+use natsd::topology::Topology;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_natsd");
+const DEADLINE: Duration = Duration::from_secs(30);
+
+fn tmp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("natsd-topology-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("tmp dir");
+    d
+}
+
+/// `n` distinct free ports (all held until every one is chosen).
+fn free_ports(n: usize) -> Vec<u16> {
+    let held: Vec<TcpListener> = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0").expect("bind"))
+        .collect();
+    held.iter()
+        .map(|l| l.local_addr().expect("addr").port())
+        .collect()
+}
+
+/// (client, http, route) ports of one node.
+type NodePorts = (u16, u16, u16);
+
+fn write_topology(dir: &Path, file: &str, cluster: &str, nodes: &[NodePorts]) -> PathBuf {
+    let mut text = format!("# test topology\ncluster: {cluster}\nnodes {{\n");
+    for (i, (c, h, r)) in nodes.iter().enumerate() {
+        text.push_str(&format!(
+            "  n{} {{ port: {c}, http: {h}, route: {r} }}\n",
+            i + 1
+        ));
+    }
+    text.push_str("}\n");
+    let p = dir.join(file);
+    std::fs::write(&p, text).expect("write topology");
+    p
+}
+
+fn node_ports(n: usize) -> Vec<NodePorts> {
+    let p = free_ports(3 * n);
+    (0..n)
+        .map(|i| (p[3 * i], p[3 * i + 1], p[3 * i + 2]))
+        .collect()
+}
+
+/// Run a natsd command to completion (with a deadline).
+fn run(args: &[&str]) -> Output {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let end = Instant::now() + DEADLINE;
+    while child.try_wait().expect("try_wait").is_none() {
+        if Instant::now() > end {
+            let _ = child.kill();
+            panic!("natsd {args:?} did not exit");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("output")
+}
+
+fn kill_int(pid: u32) {
+    let st = Command::new("kill")
+        .arg("-INT")
+        .arg(pid.to_string())
+        .status()
+        .expect("kill");
+    assert!(st.success(), "kill -INT {pid}");
+}
+
+/// A running `natsd topology up`: stdout lines on a channel, stderr collected. Dropping it
+/// interrupts it (which stops its nodes) and, as a last resort, kills it.
+struct Launcher {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    stdout: Vec<String>,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Launcher {
+    fn start(file: &Path) -> Launcher {
+        let mut child = Command::new(BIN)
+            .arg("topology")
+            .arg("up")
+            .arg(file)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn natsd topology up");
+        let out = child.stdout.take().expect("stdout");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for l in BufReader::new(out).lines().map_while(Result::ok) {
+                if tx.send(l).is_err() {
+                    return;
+                }
+            }
+        });
+        let mut err = child.stderr.take().expect("stderr");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let sink = stderr.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = err.read(&mut buf) {
+                if n == 0 {
+                    return;
+                }
+                sink.lock()
+                    .expect("lock")
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        Launcher {
+            child,
+            lines,
+            stdout: Vec::new(),
+            stderr,
+        }
+    }
+
+    fn stderr(&self) -> String {
+        self.stderr.lock().expect("lock").clone()
+    }
+
+    /// Read stdout until "cluster ready"; the lines so far.
+    fn wait_ready(&mut self) -> Vec<String> {
+        let end = Instant::now() + DEADLINE;
+        loop {
+            let left = end.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) => {
+                    let ready = l.starts_with("cluster ready");
+                    self.stdout.push(l);
+                    if ready {
+                        return self.stdout.clone();
+                    }
+                }
+                Err(_) => panic!(
+                    "no \"cluster ready\" within {DEADLINE:?}\nstdout:\n{}\nstderr:\n{}",
+                    self.stdout.join("\n"),
+                    self.stderr()
+                ),
+            }
+        }
+    }
+
+    /// SIGINT, then the exit status (within the deadline).
+    fn interrupt(&mut self) -> std::process::ExitStatus {
+        kill_int(self.child.id());
+        let end = Instant::now() + DEADLINE;
+        loop {
+            if let Some(st) = self.child.try_wait().expect("try_wait") {
+                return st;
+            }
+            assert!(
+                Instant::now() < end,
+                "the launcher did not exit after SIGINT\nstderr:\n{}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Launcher {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = Command::new("kill")
+                .arg("-INT")
+                .arg(self.child.id().to_string())
+                .status();
+            let end = Instant::now() + Duration::from_secs(15);
+            while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < end {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// A raw NATS client over std's TcpStream.
+struct Raw {
+    s: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Raw {
+    fn connect(port: u16) -> Raw {
+        let s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        s.set_read_timeout(Some(Duration::from_millis(200))).ok();
+        let mut r = Raw { s, buf: Vec::new() };
+        let info = r.line(DEADLINE).expect("INFO");
+        assert!(info.starts_with("INFO "), "{info}");
+        r.send("CONNECT {\"verbose\":false,\"pedantic\":false,\"protocol\":1}\r\nPING\r\n");
+        assert_eq!(r.line(DEADLINE).as_deref(), Some("PONG"));
+        r
+    }
+
+    fn send(&mut self, s: &str) {
+        self.s.write_all(s.as_bytes()).expect("write");
+    }
+
+    /// The next line (without CRLF), or None when `wait` passes first.
+    fn line(&mut self, wait: Duration) -> Option<String> {
+        let end = Instant::now() + wait;
+        loop {
+            if let Some(i) = self.buf.windows(2).position(|w| w == b"\r\n") {
+                let l = String::from_utf8_lossy(&self.buf[..i]).to_string();
+                self.buf.drain(..i + 2);
+                return Some(l);
+            }
+            if Instant::now() >= end {
+                return None;
+            }
+            let mut b = [0u8; 4096];
+            match self.s.read(&mut b) {
+                Ok(0) => panic!("connection closed"),
+                Ok(n) => self.buf.extend_from_slice(&b[..n]),
+                Err(_) => {} // timeout: look again
+            }
+        }
+    }
+}
+
+fn refuses(port: u16) -> bool {
+    TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(500)).is_err()
+}
+
+#[test]
+fn bundled_files_parse() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let t3 = Topology::load(&root.join("topology/cluster-3.conf")).expect("cluster-3.conf");
+    assert_eq!(t3.cluster, "C1");
+    let names: Vec<&str> = t3.nodes.iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(names, ["n1", "n2", "n3"]);
+    assert!(t3.nodes.iter().all(|n| n.fixed_ports().is_some()));
+    assert_eq!(t3.nodes[0].port, Some(4222));
+    assert_eq!(t3.nodes[0].http, Some(8222));
+    assert_eq!(t3.nodes[0].route, Some(6222));
+    let t5 = Topology::load(&root.join("topology/cluster-5.conf")).expect("cluster-5.conf");
+    assert_eq!(t5.nodes.len(), 5);
+    assert!(t5.nodes.iter().all(|n| n.fixed_ports().is_some()));
+}
+
+#[test]
+fn up_serves_a_mesh_check_agrees_and_sigint_stops_every_node() {
+    let dir = tmp_dir("up");
+    let nodes = node_ports(3);
+    let file = write_topology(&dir, "c3.conf", "T3", &nodes);
+    let mut up = Launcher::start(&file);
+    let out = up.wait_ready();
+    for (c, _, _) in &nodes {
+        let url = format!("nats://127.0.0.1:{c}");
+        assert!(
+            out.iter().any(|l| l.contains(&url)),
+            "{url} not printed: {out:#?}"
+        );
+    }
+    // Every node's log lines come out prefixed with its name.
+    let end = Instant::now() + DEADLINE;
+    while !["[n1] ", "[n2] ", "[n3] "]
+        .iter()
+        .all(|p| up.stderr().contains(p))
+    {
+        assert!(Instant::now() < end, "no prefixed logs: {}", up.stderr());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    // A subscriber on node 1, a publisher on node 3.
+    let mut sub = Raw::connect(nodes[0].0);
+    sub.send("SUB topo.test 1\r\nPING\r\n");
+    assert_eq!(sub.line(DEADLINE).as_deref(), Some("PONG"));
+    let mut publ = Raw::connect(nodes[2].0);
+    let end = Instant::now() + DEADLINE;
+    let got = loop {
+        // Until the interest has crossed the route, messages are dropped: publish again.
+        publ.send("PUB topo.test 5\r\nhello\r\nPING\r\n");
+        assert_eq!(publ.line(DEADLINE).as_deref(), Some("PONG"));
+        if let Some(l) = sub.line(Duration::from_millis(200)) {
+            break l;
+        }
+        assert!(
+            Instant::now() < end,
+            "no message crossed from node 3 to node 1"
+        );
+    };
+    assert_eq!(got, "MSG topo.test 1 5");
+    assert_eq!(sub.line(DEADLINE).as_deref(), Some("hello"));
+    drop(sub);
+    drop(publ);
+
+    let check = run(&["topology", "check", file.to_str().expect("utf-8")]);
+    let text = String::from_utf8_lossy(&check.stdout);
+    assert!(check.status.success(), "check failed:\n{text}");
+    assert!(text.contains("mesh matches"), "{text}");
+
+    let st = up.interrupt();
+    assert!(st.success(), "launcher exit {st}\nstderr:\n{}", up.stderr());
+    for (c, h, r) in &nodes {
+        for p in [c, h, r] {
+            assert!(
+                refuses(*p),
+                "port {p} still accepts after the launcher exited"
+            );
+        }
+    }
+    assert!(up.stderr().contains("all nodes stopped"), "{}", up.stderr());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_fixed_port_in_use_fails_clearly() {
+    let dir = tmp_dir("busy");
+    let taken = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let busy = taken.local_addr().expect("addr").port();
+    let mut nodes = node_ports(2);
+    nodes[1].0 = busy;
+    let file = write_topology(&dir, "busy.conf", "B", &nodes);
+    let out = run(&["topology", "up", file.to_str().expect("utf-8")]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "stderr: {err}");
+    assert!(
+        err.contains(&format!(
+            "port {busy} (the client port of node n2) is not free"
+        )),
+        "{err}"
+    );
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("cluster ready"));
+    // Nothing was started.
+    assert!(refuses(nodes[0].0));
+    drop(taken);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn check_fails_when_a_node_is_missing() {
+    let dir = tmp_dir("missing");
+    let nodes = node_ports(3);
+    let three = write_topology(&dir, "three.conf", "M", &nodes);
+    let two = write_topology(&dir, "two.conf", "M", &nodes[..2]);
+    let mut up = Launcher::start(&two);
+    up.wait_ready();
+
+    let out = run(&["topology", "check", three.to_str().expect("utf-8")]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("missing route to n3"), "{text}");
+    assert!(text.contains("unreachable"), "{text}");
+    assert!(text.contains("mesh does not match"), "{text}");
+
+    // The two-node file matches, also with the monitoring URLs given by hand.
+    let urls: Vec<String> = nodes[..2]
+        .iter()
+        .map(|(_, h, _)| format!("http://127.0.0.1:{h}"))
+        .collect();
+    let out = run(&[
+        "topology",
+        "check",
+        two.to_str().expect("utf-8"),
+        &urls[0],
+        &urls[1],
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+
+    assert!(up.interrupt().success());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_node_that_dies_early_stops_the_others() {
+    let dir = tmp_dir("dies");
+    let nodes = node_ports(2);
+    let file = write_topology(&dir, "dies.conf", "D", &nodes);
+    // Every node refuses the flag and exits 1 at once.
+    let out = run(&[
+        "topology",
+        "up",
+        file.to_str().expect("utf-8"),
+        "--",
+        "--no_such_flag",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "stderr: {err}");
+    assert!(err.contains("exited early"), "{err}");
+    assert!(err.contains("[n1] "), "node output is prefixed: {err}");
+    for (c, h, r) in &nodes {
+        for p in [c, h, r] {
+            assert!(refuses(*p), "port {p} accepts");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
