@@ -223,11 +223,21 @@ impl Client {
         let mut ping_interval = opts.ping_interval.max(Duration::from_millis(10));
         let mut buf = BytesMut::with_capacity(READ_CHUNK);
         let conn = self.conn.clone();
+        // Timers live across iterations (reset only when their deadline moves): creating and
+        // dropping timer entries on every read would touch the runtime's timer wheel per message.
+        let auth_sleep = tokio::time::sleep_until(auth_deadline);
+        tokio::pin!(auth_sleep);
+        let mut armed_ping = self.next_ping;
+        let ping_sleep = tokio::time::sleep_until(armed_ping);
+        tokio::pin!(ping_sleep);
         loop {
             if buf.capacity() - buf.len() < READ_CHUNK / 4 {
                 buf.reserve(READ_CHUNK);
             }
-            let next_ping = self.next_ping;
+            if self.next_ping != armed_ping {
+                armed_ping = self.next_ping;
+                ping_sleep.as_mut().reset(armed_ping);
+            }
             let read = tokio::select! {
                 biased;
                 _ = conn.closed() => return,
@@ -249,13 +259,13 @@ impl Client {
                     ping_interval = self.opts.ping_interval.max(Duration::from_millis(10));
                     continue;
                 }
-                _ = tokio::time::sleep_until(auth_deadline), if auth_required && !self.connected => {
+                _ = &mut auth_sleep, if auth_required && !self.connected => {
                     self.send_err(errs::AUTH_TIMEOUT);
                     tracing::error!("{} - Authentication Timeout", conn.log_prefix());
                     conn.close(CloseReason::AuthenticationTimeout);
                     return;
                 }
-                _ = tokio::time::sleep_until(next_ping) => {
+                _ = &mut ping_sleep => {
                     self.next_ping = Instant::now() + ping_interval;
                     if let Flow::Close(r) = self.ping_timer(ping_interval) {
                         conn.close(r);
