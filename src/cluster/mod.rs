@@ -6,6 +6,7 @@
 pub mod discovery;
 pub mod interest;
 pub mod route;
+pub mod tls_stream;
 pub mod topology;
 pub mod url;
 

@@ -4,6 +4,7 @@
 //! routed messages (RMSG/HMSG) to local clients only, and PING/PONG liveness.
 
 use super::discovery;
+use super::tls_stream::TlsStream;
 use super::url::RouteUrl;
 use super::{Cluster, Registered, RouteEntry};
 use crate::account::{Account, SubRef, Subscription};
@@ -15,12 +16,10 @@ use crate::server::ServerShared;
 use crate::util::FastMap;
 use bytes::{Buf, Bytes, BytesMut};
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
@@ -70,50 +69,6 @@ pub async fn run(
     }
     let reason = conn.close_reason().map_or("", |x| x.as_str());
     tracing::info!("{} - Router connection closed: {reason}", conn.log_prefix());
-}
-
-/// A TLS route stream, either side.
-enum TlsStream {
-    Server(Box<tokio_rustls::server::TlsStream<TcpStream>>),
-    Client(Box<tokio_rustls::client::TlsStream<TcpStream>>),
-}
-
-impl AsyncRead for TlsStream {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            TlsStream::Server(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
-            TlsStream::Client(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
-        }
-    }
-}
-
-impl AsyncWrite for TlsStream {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        match self.get_mut() {
-            TlsStream::Server(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
-            TlsStream::Client(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
-        }
-    }
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            TlsStream::Server(s) => Pin::new(s.as_mut()).poll_flush(cx),
-            TlsStream::Client(s) => Pin::new(s.as_mut()).poll_flush(cx),
-        }
-    }
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            TlsStream::Server(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
-            TlsStream::Client(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
-        }
-    }
 }
 
 struct Route {
