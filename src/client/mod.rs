@@ -24,6 +24,9 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 /// nats-server's `-ERR` texts for clients.
+mod reload;
+mod trace;
+
 pub mod errs {
     pub const UNKNOWN_OP: &str = "Unknown Protocol Operation";
     pub const INVALID_SUBJECT: &str = "Invalid Subject";
@@ -390,59 +393,6 @@ impl Client {
 
     // ----- ops -----
 
-    fn trace_op(&self, op: &Op<'_>) {
-        let line = match op {
-            Op::Pub {
-                subject,
-                reply,
-                payload,
-            } => format!(
-                "PUB {}{} {}",
-                String::from_utf8_lossy(subject),
-                reply
-                    .map(|r| format!(" {}", String::from_utf8_lossy(r)))
-                    .unwrap_or_default(),
-                payload.len()
-            ),
-            Op::Hpub {
-                subject,
-                reply,
-                header,
-                payload,
-            } => format!(
-                "HPUB {}{} {} {}",
-                String::from_utf8_lossy(subject),
-                reply
-                    .map(|r| format!(" {}", String::from_utf8_lossy(r)))
-                    .unwrap_or_default(),
-                header.len(),
-                header.len() + payload.len()
-            ),
-            Op::Sub {
-                subject,
-                queue,
-                sid,
-            } => format!(
-                "SUB {}{} {}",
-                String::from_utf8_lossy(subject),
-                queue
-                    .map(|q| format!(" {}", String::from_utf8_lossy(q)))
-                    .unwrap_or_default(),
-                String::from_utf8_lossy(sid)
-            ),
-            Op::Unsub { sid, max } => format!(
-                "UNSUB {}{}",
-                String::from_utf8_lossy(sid),
-                max.map(|m| format!(" {m}")).unwrap_or_default()
-            ),
-            Op::Connect(j) => format!("CONNECT {}", String::from_utf8_lossy(j)),
-            Op::Ping => "PING".into(),
-            Op::Pong => "PONG".into(),
-            other => format!("{other:?}"),
-        };
-        tracing::trace!("{} - <<- [{line}]", self.conn.log_prefix());
-    }
-
     fn handle(&mut self, op: Op<'_>) -> Flow {
         if self.trace {
             self.trace_op(&op);
@@ -582,83 +532,6 @@ impl Client {
         self.next_ping = Instant::now() + first + jitter;
         self.send_ok();
         Flow::Continue
-    }
-
-    /// A config reload was applied: take the new limits, and re-check this client as
-    /// nats-server does — a client whose user is gone (or now in another account) is closed
-    /// silently ("Client Closed"); one whose credentials no longer pass gets
-    /// `-ERR 'Authorization Violation'` ("Authentication Failure"); the others get the new
-    /// permissions (cached publish decisions dropped, subscriptions no longer allowed removed).
-    fn on_reload(&mut self) -> Flow {
-        self.opts = self.srv.live_opts();
-        self.trace = crate::logging::trace_enabled();
-        if !self.connected {
-            return Flow::Continue;
-        }
-        let Some(creds) = &self.creds else {
-            return Flow::Continue;
-        };
-        let user = self.conn.meta().user.clone();
-        if !user.is_empty() {
-            if let Some(acc) = self.srv.auth.user_account(&user) {
-                if acc.as_deref() != Some(self.acc.name.as_str()) {
-                    tracing::debug!(
-                        "{} - User {user:?} removed or moved to another account by a \
-                         config reload, closing",
-                        self.conn.log_prefix()
-                    );
-                    return Flow::Close(CloseReason::ClientClosed);
-                }
-            }
-        }
-        let Some(id) = self.srv.auth.authenticate(creds.as_creds()) else {
-            tracing::error!(
-                "{} - authentication error - User {:?}",
-                self.conn.log_prefix(),
-                creds.user.as_deref().unwrap_or("")
-            );
-            self.send_err(errs::AUTH_VIOLATION);
-            return Flow::Close(CloseReason::AuthenticationViolation);
-        };
-        if id.account != self.acc.name {
-            return Flow::Close(CloseReason::ClientClosed);
-        }
-        self.perms = id.perms;
-        self.pub_ok.clear();
-        self.drop_forbidden_subs(&user);
-        Flow::Continue
-    }
-
-    /// After a permissions change: remove the subscriptions the client may no longer have,
-    /// telling it as nats-server does.
-    fn drop_forbidden_subs(&mut self, user: &str) {
-        let Some(p) = self.perms.clone() else { return };
-        let subs: Vec<Arc<Subscription>> = self.conn.subs().values().cloned().collect();
-        for s in subs {
-            if p.can_subscribe(&s.subject) {
-                continue;
-            }
-            if self.acc.retire(&s) {
-                self.srv.interest_changed_deferred(
-                    &self.acc,
-                    &s.subject,
-                    s.queue.as_deref(),
-                    -1,
-                    self.fan.kicks(),
-                );
-            }
-            let (subj, sid) = (
-                String::from_utf8_lossy(&s.subject),
-                String::from_utf8_lossy(&s.sid),
-            );
-            self.send_err(&format!(
-                "Permissions Violation for Subscription to \"{subj}\" (sid \"{sid}\")"
-            ));
-            tracing::info!("Removed sub {subj:?} (sid {sid:?}) for User {user:?} - not authorized");
-        }
-        for c in self.fan.kicks().drain(..) {
-            c.out.kick();
-        }
     }
 
     fn lookup(&mut self, subject: &[u8]) -> Arc<SublistResult<SubRef>> {
