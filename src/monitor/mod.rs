@@ -1,10 +1,11 @@
 //! HTTP monitoring (nats-server's `-m` port): `/`, `/varz`, `/connz`, `/routez`, `/subsz`,
 //! `/accountz`, `/accstatz`, `/leafz`, `/gatewayz`, `/jsz`, `/healthz` (and natsd's `/topz`),
-//! with nats-server's JSON field names and `?callback=` JSONP. Reads server state; changes
-//! nothing.
+//! with nats-server's JSON field names and `?callback=` JSONP, and natsd's `/metrics`
+//! (Prometheus text), all under `http_base_path`. Reads server state; changes nothing.
 
 pub mod accountz;
 pub mod connz;
+pub mod metrics;
 pub mod misc;
 pub mod routez;
 pub mod subsz;
@@ -25,28 +26,67 @@ use tokio_util::sync::CancellationToken;
 type Params = Query<HashMap<String, String>>;
 
 pub async fn serve(srv: Arc<ServerShared>, l: TcpListener, stop: CancellationToken) {
-    let app = Router::new()
-        .route("/", get(index))
-        .route("/varz", get(varz_h))
-        .route("/connz", get(connz_h))
-        .route("/routez", get(routez_h))
-        .route("/subsz", get(subsz_h))
-        .route("/subscriptionsz", get(subsz_h))
-        .route("/accountz", get(accountz_h))
-        .route("/accstatz", get(accstatz_h))
-        .route("/leafz", get(leafz_h))
-        .route("/gatewayz", get(gatewayz_h))
-        .route("/jsz", get(jsz_h))
-        .route("/topz", get(topz_h))
-        .route("/healthz", get(healthz_h))
-        .fallback(not_found)
-        .with_state(srv);
+    let app = router(srv);
     let r = axum::serve(l, app)
         .with_graceful_shutdown(async move { stop.cancelled().await })
         .await;
     if let Err(e) = r {
         tracing::error!("http monitor stopped: {e}");
     }
+}
+
+/// Every endpoint, under `http_base_path` as nats-server 2.9.10 serves it: with
+/// `http_base_path: /nats` the index is `/nats` (not `/nats/`), `/nats/varz` answers and `/varz`
+/// is a 404.
+pub fn router(srv: Arc<ServerShared>) -> Router {
+    let base = base_path(srv.opts.http_base_path.as_deref().unwrap_or(""));
+    let lit = literal(&base);
+    let at = |p: &str| format!("{lit}{p}");
+    let index_path = if lit.is_empty() {
+        "/".to_string()
+    } else {
+        lit.clone()
+    };
+    Router::new()
+        .without_v07_checks()
+        .route(&index_path, get(index))
+        .route(&at("/varz"), get(varz_h))
+        .route(&at("/connz"), get(connz_h))
+        .route(&at("/routez"), get(routez_h))
+        .route(&at("/subsz"), get(subsz_h))
+        .route(&at("/subscriptionsz"), get(subsz_h))
+        .route(&at("/accountz"), get(accountz_h))
+        .route(&at("/accstatz"), get(accstatz_h))
+        .route(&at("/leafz"), get(leafz_h))
+        .route(&at("/gatewayz"), get(gatewayz_h))
+        .route(&at("/jsz"), get(jsz_h))
+        .route(&at("/topz"), get(topz_h))
+        .route(&at("/healthz"), get(healthz_h))
+        .route(&at("/metrics"), get(metrics_h))
+        .fallback(not_found)
+        .with_state(srv)
+}
+
+/// A path as an axum route that matches it literally: braces (axum's capture syntax) doubled;
+/// with `without_v07_checks`, a segment may start with `:` or `*`.
+fn literal(p: &str) -> String {
+    p.replace('{', "{{").replace('}', "}}")
+}
+
+/// `http_base_path` as a route prefix: a leading `/`, no trailing one, `.`, `..` and empty
+/// segments resolved (Go's `path.Clean`); `""` for none or `/`.
+pub fn base_path(p: &str) -> String {
+    let mut segs: Vec<&str> = Vec::new();
+    for s in p.split('/') {
+        match s {
+            "" | "." => {}
+            ".." => {
+                segs.pop();
+            }
+            s => segs.push(s),
+        }
+    }
+    segs.iter().map(|s| format!("/{s}")).collect()
 }
 
 fn count(srv: &ServerShared, path: &str) {
@@ -109,20 +149,33 @@ fn bad_request(msg: String) -> Response {
 
 async fn index(State(srv): State<Arc<ServerShared>>) -> Response {
     count(&srv, "/");
-    let body = "<html><body><h1>natsd</h1><ul>\
-        <li><a href=\"varz\">varz</a></li>\
-        <li><a href=\"jsz\">jsz</a></li>\
-        <li><a href=\"connz\">connz</a></li>\
-        <li><a href=\"accountz\">accountz</a></li>\
-        <li><a href=\"accstatz\">accstatz</a></li>\
-        <li><a href=\"subsz\">subsz</a></li>\
-        <li><a href=\"routez\">routez</a></li>\
-        <li><a href=\"leafz\">leafz</a></li>\
-        <li><a href=\"gatewayz\">gatewayz</a></li>\
-        <li><a href=\"topz\">topz</a></li>\
-        <li><a href=\"healthz\">healthz</a></li>\
-        </ul></body></html>";
+    // Links relative to the index: `varz` at `/`, `nats/varz` at `/nats` (the URLs of
+    // nats-server's `./varz` and `./nats/varz`), `b/varz` at `/a/b` (where nats-server's
+    // `./a/b/varz` would lead to `/a/a/b/varz`).
+    let base = base_path(srv.opts.http_base_path.as_deref().unwrap_or(""));
+    let base = base
+        .rsplit_once('/')
+        .map(|(_, last)| format!("{last}/"))
+        .unwrap_or_default();
+    let mut body = String::from("<html><body><h1>natsd</h1><ul>");
+    for p in [
+        "varz", "jsz", "connz", "accountz", "accstatz", "subsz", "routez", "leafz", "gatewayz",
+        "topz", "metrics", "healthz",
+    ] {
+        body.push_str(&format!("<li><a href=\"{base}{p}\">{p}</a></li>"));
+    }
+    body.push_str("</ul></body></html>");
     ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response()
+}
+
+/// natsd's own: Prometheus text format (`docs/metrics.md`).
+async fn metrics_h(State(srv): State<Arc<ServerShared>>) -> Response {
+    count(&srv, "/metrics");
+    (
+        [(header::CONTENT_TYPE, metrics::CONTENT_TYPE)],
+        metrics::render(&srv),
+    )
+        .into_response()
 }
 
 async fn varz_h(State(srv): State<Arc<ServerShared>>, Query(p): Params) -> Response {
@@ -238,4 +291,29 @@ async fn healthz_h(State(srv): State<Arc<ServerShared>>, Query(p): Params) -> Re
         error: None,
     };
     compact_json_response(StatusCode::OK, &h, &p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::base_path;
+
+    #[test]
+    fn base_path_is_cleaned() {
+        assert_eq!(base_path(""), "");
+        assert_eq!(base_path("/"), "");
+        assert_eq!(base_path("nats"), "/nats");
+        assert_eq!(base_path("/nats/"), "/nats");
+        assert_eq!(base_path("//a/./b/../c//"), "/a/c");
+    }
+
+    #[test]
+    fn odd_base_paths_build_a_router() {
+        for b in ["/:x", "/*y", "/{z}", "/a}b{"] {
+            let lit = super::literal(&base_path(b));
+            let _ = axum::Router::<()>::new()
+                .without_v07_checks()
+                .route(&lit, axum::routing::get(|| async { "" }))
+                .route(&format!("{lit}/varz"), axum::routing::get(|| async { "" }));
+        }
+    }
 }
