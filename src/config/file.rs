@@ -80,8 +80,6 @@ fn not_yet(key: &str) -> Option<&'static str> {
         "operator" | "operators" | "resolver" | "resolver_tls" | "resolver_preload" | "trusted"
         | "trusted_keys" => "decentralized (JWT) auth",
         "system_account" | "no_system_account" => "a configurable system account",
-        "ports_file_dir" => "ports files",
-        "server_tags" => "server tags",
         "syslog" | "remote_syslog" => "syslog",
         "log_size_limit" | "log_max_num" | "logtime_utc" | "max_traced_msg_len"
         | "trace_verbose" => "this logging option",
@@ -394,6 +392,19 @@ pub fn apply(
             "logtime" => opts.logtime = boolean(k, v)?,
             "logfile" | "log_file" => opts.log_file = Some(PathBuf::from(string(k, v)?)),
             "pidfile" | "pid_file" => opts.pid_file = Some(PathBuf::from(string(k, v)?)),
+            "ports_file_dir" => opts.ports_file_dir = Some(PathBuf::from(string(k, v)?)),
+            "server_tags" => {
+                // As nats-server (jwt `TagList.Add`): a string is one tag (no comma split),
+                // tags are trimmed and lowercased, empty and repeated ones dropped.
+                let mut tags: Vec<String> = Vec::new();
+                for t in strings(k, v)? {
+                    let t = t.trim().to_lowercase();
+                    if !t.is_empty() && !tags.contains(&t) {
+                        tags.push(t);
+                    }
+                }
+                opts.server_tags = tags;
+            }
             "http" => {
                 let (host, p) = host_port(k, v, 0)?;
                 if host.is_some() {

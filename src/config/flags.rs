@@ -46,6 +46,8 @@ Server Options:
     -p, --port <port>                Use port for clients (default: 4222, -1 = random)
     -n, --name, --server_name <name> Server name (default: server id)
     -P, --pid <file>                 File to store PID
+        --ports_file_dir <dir>       Creates a ports file in the specified directory
+                                     (<executable_name>_<pid>.ports)
     -m, --http_port <port>           Use port for http monitoring
     -c, --config <file>              Configuration file
     -t                               Test configuration and exit
@@ -250,6 +252,7 @@ fn flags(args: &[String], mut o: Options) -> Result<Flags, String> {
             }
             "l" | "log" | "log_file" => o.log_file = Some(PathBuf::from(value()?)),
             "P" | "pid" => o.pid_file = Some(PathBuf::from(value()?)),
+            "ports_file_dir" => o.ports_file_dir = Some(PathBuf::from(value()?)),
             "user" => o.username = Some(value()?),
             "pass" => o.password = Some(value()?),
             "auth" => o.auth_token = Some(value()?),

@@ -116,6 +116,11 @@ pub struct Options {
     pub http_base_path: Option<String>,
     pub log_file: Option<PathBuf>,
     pub pid_file: Option<PathBuf>,
+    /// Directory for the ports file `<exe>_<pid>.ports` (`--ports_file_dir`, `ports_file_dir`):
+    /// written once the listeners are bound, removed on shutdown, as nats-server.
+    pub ports_file_dir: Option<PathBuf>,
+    /// `server_tags`: trimmed, lowercased, without duplicates or empty tags (`/varz` `tags`).
+    pub server_tags: Vec<String>,
     pub debug: bool,
     pub trace: bool,
     pub logtime: bool,
@@ -165,6 +170,8 @@ impl Default for Options {
             http_base_path: None,
             log_file: None,
             pid_file: None,
+            ports_file_dir: None,
+            server_tags: Vec::new(),
             debug: false,
             trace: false,
             logtime: true,

@@ -72,6 +72,8 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
         http_base_path,
         log_file,
         pid_file,
+        ports_file_dir,
+        server_tags,
         debug,
         trace,
         logtime,
@@ -162,6 +164,16 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
         ));
     }
 
+    // nats-server 2.9 moves the ports file to the new directory; natsd refuses the change.
+    if ports_file_dir != &old.ports_file_dir {
+        let show = |p: &Option<PathBuf>| p.as_ref().map(|p| p.display().to_string());
+        return Err(refuse(
+            "PortsFileDir",
+            show(&old.ports_file_dir).unwrap_or_default(),
+            show(ports_file_dir).unwrap_or_default(),
+        ));
+    }
+
     // Everything left is reloadable; name it as nats-server's `Reloaded: …` lines do.
     let mut plan = Plan::default();
     let ch = &mut plan.changed;
@@ -184,6 +196,9 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
     if users_changed || accounts != &old.accounts {
         ch.push("authorization users".into());
         ch.push("accounts".into());
+    }
+    if server_tags != &old.server_tags {
+        ch.push("tags".into());
     }
     if username != &old.username {
         ch.push("authorization username".into());
@@ -363,6 +378,26 @@ mod tests {
         assert!(p.is_empty());
         assert!(!p.auth);
         assert_eq!(p.log_file, None);
+    }
+
+    #[test]
+    fn tags_reload_and_ports_file_dir_does_not() {
+        let old = Options::default();
+        let tags = Options {
+            server_tags: vec!["az:1".into()],
+            ..Options::default()
+        };
+        let p = diff(&old, &tags).expect("plan");
+        assert_eq!(p.changed, ["tags"]);
+        assert!(!p.auth);
+        let moved = Options {
+            ports_file_dir: Some("/tmp/p".into()),
+            ..Options::default()
+        };
+        assert_eq!(
+            diff(&old, &moved),
+            Err("config reload not supported for PortsFileDir: old=, new=/tmp/p".into())
+        );
     }
 
     #[test]

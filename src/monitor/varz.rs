@@ -131,13 +131,16 @@ pub struct Varz {
     pub subscriptions: usize,
     pub http_req_stats: BTreeMap<String, u64>,
     pub config_load_time: String,
+    /// `server_tags`; nats-server omits the field when there are none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
     pub system_account: String,
     /// natsd's own version (not in nats-server's `/varz`).
     pub natsd_version: String,
 }
 
 /// Resident set size in bytes, from /proc (0 where unavailable).
-fn rss_bytes() -> u64 {
+pub(crate) fn rss_bytes() -> u64 {
     let Ok(s) = std::fs::read_to_string("/proc/self/statm") else {
         return 0;
     };
@@ -174,7 +177,7 @@ impl Varz {
             ping_max: o.ping_max,
             http_host: http.map(|a| a.ip().to_string()).unwrap_or_default(),
             http_port: http.map(|a| a.port()).unwrap_or(0),
-            http_base_path: String::new(),
+            http_base_path: o.http_base_path.clone().unwrap_or_default(),
             https_port: 0,
             auth_timeout: o.auth_timeout.as_secs_f64(),
             max_control_line: o.max_control_line,
@@ -212,6 +215,7 @@ impl Varz {
                 .unwrap_or_else(|e| e.into_inner())
                 .clone(),
             config_load_time: rfc3339_nano(srv.start),
+            tags: o.server_tags.clone(),
             system_account: crate::account::SYSTEM_ACCOUNT.into(),
             natsd_version: NATSD_VERSION.into(),
         }
