@@ -1,0 +1,246 @@
+//! Unit tests of the config file mapping (`file.rs`).
+
+use super::*;
+
+fn load(s: &str) -> Loaded {
+    match load_str(s) {
+        Ok(l) => l,
+        Err(e) => panic!("load {s:?}: {e}"),
+    }
+}
+
+fn err(s: &str) -> ConfigError {
+    match load_str(s) {
+        Ok(l) => panic!("expected an error for {s:?}, got {:?}", l.options),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn durations() {
+    assert_eq!(parse_go_duration("100ms"), Some(Duration::from_millis(100)));
+    assert_eq!(parse_go_duration("1m30s"), Some(Duration::from_secs(90)));
+    assert_eq!(parse_go_duration("1.5h"), Some(Duration::from_secs(5400)));
+    assert_eq!(parse_go_duration("0"), Some(Duration::ZERO));
+    assert_eq!(parse_go_duration("5"), None);
+    assert_eq!(parse_go_duration("-5s"), None);
+    assert_eq!(parse_go_duration("5x"), None);
+    assert_eq!(parse_go_duration("9999999999999999999999999h"), None);
+    let l = load("ping_interval: \"1m30s\"\nwrite_deadline: 2s");
+    assert_eq!(l.options.ping_interval, Duration::from_secs(90));
+    assert_eq!(l.options.write_deadline, Duration::from_secs(2));
+    assert!(l.warnings.is_empty());
+    let l = load("ping_interval: 5");
+    assert_eq!(l.options.ping_interval, Duration::from_secs(5));
+    assert_eq!(l.warnings.len(), 1);
+    assert!(l.warnings[0]
+        .msg
+        .contains("should be converted to a duration"));
+    let e = err("ping_interval: 2m");
+    assert!(e.msg.contains("not a duration"), "{e}");
+    let e = err("write_deadline: \"soon\"");
+    assert_eq!((e.line, e.col), (1, 17));
+    let l = load("lame_duck_duration: \"2s\"\nlame_duck_grace_period: \"500ms\"");
+    assert_eq!(l.options.lame_duck_duration, Duration::from_secs(2));
+    assert_eq!(l.options.lame_duck_grace_period, Duration::from_millis(500));
+    let l = load("port: 4222");
+    assert_eq!(l.options.lame_duck_duration, Duration::from_secs(120));
+    assert_eq!(l.options.lame_duck_grace_period, Duration::from_secs(10));
+    let e = err("lame_duck_duration: \"40s\"\nlame_duck_grace_period: \"50s\"");
+    assert_eq!(
+        e.msg,
+        "lame duck grace period (50s) should be strictly lower than lame duck duration (40s)"
+    );
+    let e = err("lame_duck_duration: \"0s\"");
+    assert!(e.msg.contains("must be positive"), "{e}");
+}
+
+#[test]
+fn ports_and_listen() {
+    let o = load("listen: 127.0.0.1:4333").options;
+    assert_eq!((o.host.as_str(), o.port), ("127.0.0.1", 4333));
+    let o = load("listen: 4444").options;
+    assert_eq!(o.port, 4444);
+    assert_eq!(load("port: -1").options.port, 0);
+    assert_eq!(load("port: 0").options.port, 4222);
+    let o = load("host: 10.0.0.1\nport: 1234\nhttp: \"127.0.0.1:8222\"").options;
+    assert_eq!((o.host.as_str(), o.port), ("10.0.0.1", 1234));
+    assert_eq!(
+        (o.http_host.as_deref(), o.http_port),
+        (Some("127.0.0.1"), Some(8222))
+    );
+    assert_eq!(load("http_port: -1").options.http_port, Some(0));
+    assert_eq!(load("http: 8222").options.http_port, Some(8222));
+    let e = err("port: 70000");
+    assert!(e.msg.contains("out of range"), "{e}");
+    let e = err("listen: nonsense");
+    assert!(e.msg.contains("not host:port"), "{e}");
+}
+
+#[test]
+fn sizes() {
+    let o = load("max_payload: 1kb\nmax_pending: 2MB\nmax_control_line: 1k").options;
+    assert_eq!(
+        (o.max_payload, o.max_pending, o.max_control_line),
+        (1024, 2 << 20, 1000)
+    );
+    let e = err("\nmax_payload: 1kbb");
+    assert_eq!((e.line, e.col), (2, 14));
+    assert!(e.msg.contains("unknown unit \"kbb\""), "{e}");
+    let e = err("max_payload: 2Ti");
+    assert!(e.msg.contains("too big"), "{e}");
+    let e = err("max_connections: -5");
+    assert!(e.msg.contains("negative"), "{e}");
+}
+
+#[test]
+fn keys_are_case_insensitive_and_unknown_keys_fail() {
+    let o = load("PORT: 4333\nMax_Payload: 1000\nDebug: TRUE").options;
+    assert_eq!((o.port, o.max_payload, o.debug), (4333, 1000, true));
+    let e = err("port: 1\n  bogus_key: 1");
+    assert_eq!((e.line, e.col), (2, 3));
+    assert_eq!(e.msg, "unknown field \"bogus_key\"");
+    // A variable is not an unknown field once used; an unused one is.
+    let o = load("PORT_VAR = 4555\nport: $PORT_VAR").options;
+    assert_eq!(o.port, 4555);
+    let e = err("unused = 1");
+    assert_eq!(e.msg, "unknown field \"unused\"");
+}
+
+#[test]
+fn refused_capabilities_name_the_key() {
+    for (src, key) in [
+        ("gateway { name: A }", "gateway"),
+        ("jetstream { store_dir: /tmp }", "jetstream"),
+        ("tls { cert_file: x }", "tls"),
+        ("leafnodes { port: 7422 }", "leafnodes"),
+        ("websocket { port: 8080 }", "websocket"),
+        ("mqtt { port: 1883 }", "mqtt"),
+        (
+            "cluster { tls { cert_file: x, key_file: y, cipher_suites: [] } }",
+            "cipher_suites",
+        ),
+        ("accounts { A { exports: [ {stream: x} ] } }", "exports"),
+        ("authorization { users: [ {user: a, nkey: UABC} ] }", "nkey"),
+    ] {
+        let e = err(src);
+        assert!(
+            e.msg.contains(&format!("{key:?} is not supported yet")),
+            "{src}: {e}"
+        );
+    }
+    // Off switches ask for nothing.
+    load("jetstream: disabled\nsystem_account: \"$SYS\"");
+    load("jetstream { enabled: false }");
+}
+
+#[test]
+fn authorization_users_and_permissions() {
+    let o = load(
+        r#"
+        authorization {
+          timeout: 1.5
+          default_permissions { publish: "_INBOX.>" }
+          users = [
+            { user: alice, password: $2a$11$W2zko751KUvVy59mUTWmpOdWjpEm5qhcCZRd05GjI/sSOT.xtiHyG
+              permissions: { publish: "orders.>", subscribe: ["a", "b"] } }
+            { user: bob, password: bob, permissions: { publish: { allow: ["x.*"], deny: "x.y" } } }
+            { user: carol, password: c }
+          ]
+        }
+        no_auth_user: carol
+        "#,
+    )
+    .options;
+    assert_eq!(o.auth_timeout, Duration::from_millis(1500));
+    assert_eq!(o.users.len(), 3);
+    assert!(o.users[0].password.starts_with("$2a$11$"));
+    let p = o.users[0].permissions.clone().unwrap_or_default();
+    assert_eq!(
+        p.publish.map(|x| x.allow),
+        Some(vec!["orders.>".to_string()])
+    );
+    assert_eq!(
+        p.subscribe.map(|x| x.allow),
+        Some(vec!["a".into(), "b".into()])
+    );
+    let p = o.users[1].permissions.clone().unwrap_or_default();
+    let publish = p.publish.unwrap_or_default();
+    assert_eq!(
+        (publish.allow, publish.deny),
+        (vec!["x.*".into()], vec!["x.y".into()])
+    );
+    let p = o.users[2].permissions.clone().unwrap_or_default();
+    assert_eq!(
+        p.publish.map(|x| x.allow),
+        Some(vec!["_INBOX.>".to_string()])
+    );
+    assert_eq!(o.no_auth_user.as_deref(), Some("carol"));
+
+    let o = load("authorization { user: a, password: b }");
+    assert!(o.options.username.is_some());
+    let e = err("authorization { token: t, users: [ {user: a} ] }");
+    assert!(e.msg.contains("token"), "{e}");
+    let e =
+        err("authorization { users: [ {user: a, permissions: {publish: {allow: x, bogus: 1}}} ] }");
+    assert!(e.msg.contains("only 'allow' or 'deny'"), "{e}");
+    let e = err("authorization { users: [ {password: a} ] }");
+    assert!(e.msg.contains("without a \"user\""), "{e}");
+}
+
+#[test]
+fn accounts_and_cluster() {
+    let o = load(
+        r#"
+        accounts {
+          A: { users: [ {user: a, password: a} ] }
+          B { users = [ {user: b, password: b, permissions { subscribe: ">" }} ] }
+        }
+        cluster {
+          name: C1
+          listen: 127.0.0.1:6333
+          routes: [ nats-route://r:p@127.0.0.1:6334, "nats-route://127.0.0.1:6335" ]
+          advertise: "10.0.0.1:6333"
+          no_advertise: true
+          connect_retries: 3
+          authorization { user: r, password: p, timeout: 0.5 }
+          ping_interval: "30s"
+          ping_max: 4
+        }
+        "#,
+    )
+    .options;
+    assert_eq!(o.accounts, vec!["A".to_string(), "B".to_string()]);
+    assert_eq!(o.users[0].account.as_deref(), Some("A"));
+    assert_eq!(o.users[1].account.as_deref(), Some("B"));
+    let c = o.cluster.unwrap_or_default();
+    assert_eq!(c.name.as_deref(), Some("C1"));
+    assert_eq!((c.host.as_str(), c.port), ("127.0.0.1", 6333));
+    assert_eq!(c.routes.len(), 2);
+    assert_eq!(c.advertise.as_deref(), Some("10.0.0.1:6333"));
+    assert!(c.no_advertise);
+    assert_eq!(c.connect_retries, 3);
+    assert_eq!(c.username.as_deref(), Some("r"));
+    assert_eq!(c.auth_timeout, Duration::from_millis(500));
+    assert_eq!(c.ping_interval, Some(Duration::from_secs(30)));
+    assert_eq!(c.ping_max, Some(4));
+    let c = load("cluster { port: -1 }")
+        .options
+        .cluster
+        .unwrap_or_default();
+    assert_eq!(c.port, 0);
+    let e = err("authorization { users: [ {user: a, account: NOPE} ] }");
+    assert!(e.msg.contains("unknown account"), "{e}");
+}
+
+#[test]
+fn types_are_checked() {
+    let e = err("debug: 1");
+    assert!(e.msg.contains("expected a boolean"), "{e}");
+    let e = err("server_name: 123");
+    assert!(e.msg.contains("quote it"), "{e}");
+    let e = err("max_payload: 1.5");
+    assert!(e.msg.contains("expected an integer"), "{e}");
+    let e = err("authorization: 5");
+    assert!(e.msg.contains("expected a map"), "{e}");
+}
