@@ -80,6 +80,10 @@ async fn dial(
     url: RouteUrl,
     stop: Option<CancellationToken>,
 ) -> bool {
+    if srv.is_shutting_down() {
+        cl.release(addr);
+        return false;
+    }
     tracing::debug!("Trying to connect to route on {addr} ({url})");
     let r = tokio::time::timeout(DIAL_TIMEOUT, TcpStream::connect(addr)).await;
     let configured = stop.is_some();
@@ -150,7 +154,12 @@ async fn configured(
         if srv.is_shutting_down() || stop.is_cancelled() {
             return;
         }
-        match resolve(&url.host, url.port).await {
+        let resolved = resolve(&url.host, url.port).await;
+        // Shutdown may have begun (and closed every route) while resolving.
+        if srv.is_shutting_down() || stop.is_cancelled() {
+            return;
+        }
+        match resolved {
             Ok(addrs) => {
                 failures = 0;
                 for a in addrs {

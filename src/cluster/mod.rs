@@ -50,6 +50,8 @@ pub enum Registered {
     Replaced(Arc<RouteEntry>),
     /// A route to that server exists and wins: close this connection.
     Duplicate,
+    /// The server is shutting down (`close_all` ran): close this connection.
+    ShuttingDown,
 }
 
 /// Route TLS, ready to use: rustls configurations for both directions.
@@ -74,6 +76,8 @@ pub struct Cluster {
     addr_ids: Mutex<HashMap<SocketAddr, String>>,
     /// Configured route URLs being dialled, each with the token that stops it (reload).
     configured: Mutex<HashMap<String, tokio_util::sync::CancellationToken>>,
+    /// Set by `close_all` (under the routes lock): no route registers after it.
+    closed: AtomicBool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -106,6 +110,7 @@ impl Cluster {
             dialing: Mutex::new(HashSet::new()),
             addr_ids: Mutex::new(HashMap::new()),
             configured: Mutex::new(HashMap::new()),
+            closed: AtomicBool::new(false),
         })
     }
 
@@ -159,6 +164,9 @@ impl Cluster {
     /// connection: the one dialled by the server with the smaller id survives (ties: the older).
     pub fn register(&self, my_id: &str, r: &Arc<RouteEntry>) -> Registered {
         let mut routes = lock(&self.routes);
+        if self.closed.load(Relaxed) {
+            return Registered::ShuttingDown;
+        }
         let Some(old) = routes.get(&r.remote_id).cloned() else {
             routes.insert(r.remote_id.clone(), r.clone());
             return Registered::New;
@@ -327,6 +335,12 @@ impl Cluster {
 
     /// Close every route (shutdown).
     pub fn close_all(&self) {
+        // A dial or handshake still in flight must not register a route afterwards (it would
+        // keep the process alive after shutdown).
+        {
+            let _routes = lock(&self.routes);
+            self.closed.store(true, Relaxed);
+        }
         for r in self.routes() {
             r.conn.close(CloseReason::ServerShutdown);
         }

@@ -569,6 +569,7 @@ impl Route {
                 );
                 return Err(CloseReason::DuplicateRoute);
             }
+            Registered::ShuttingDown => return Err(CloseReason::ServerShutdown),
             Registered::Replaced(old) => {
                 tracing::debug!(
                     "{} - Replacing duplicate route rid:{} to {}",
