@@ -2,144 +2,31 @@
 //! for (in nats-server's format), log and pid files, signals and exit codes, and errors for
 //! flags that are wrong or not built yet.
 
+mod common;
+
+use common::binary::{addr_after, run, Proc, BIN};
+use common::DEADLINE;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
-use std::sync::mpsc::{self, Receiver};
+use std::process::{ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_natsd");
-const DEADLINE: Duration = Duration::from_secs(10);
-
-/// A running `natsd`, killed on drop. Its stderr lines arrive on `lines`.
-struct Natsd {
-    child: Child,
-    lines: Receiver<String>,
-    /// Every stderr line read so far.
-    seen: Vec<String>,
+/// Spawn `natsd args…` with stderr piped (stdout too, so nothing leaks into test output).
+fn spawn(args: &[&str]) -> Proc {
+    Proc::spawn(BIN, args, Stdio::piped())
 }
 
-impl Drop for Natsd {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// Spawn and wait for `Server is ready`.
+fn ready(args: &[&str]) -> Proc {
+    Proc::ready(args, Stdio::piped(), "[INF] Server is ready")
 }
 
-impl Natsd {
-    /// Spawn `natsd args…` with stderr piped (stdout too, so nothing leaks into test output).
-    fn spawn(args: &[&str]) -> Natsd {
-        let mut child = Command::new(BIN)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn natsd");
-        let stderr = child.stderr.take().expect("stderr");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
-        Natsd {
-            child,
-            lines,
-            seen: Vec::new(),
-        }
-    }
-
-    /// Spawn and wait for `Server is ready`.
-    fn ready(args: &[&str]) -> Natsd {
-        let mut n = Natsd::spawn(args);
-        n.wait_line(|l| l.ends_with("[INF] Server is ready"));
-        n
-    }
-
-    /// Read stderr until a line satisfies `f`; returns it.
-    fn wait_line(&mut self, f: impl Fn(&str) -> bool) -> String {
-        let end = Instant::now() + DEADLINE;
-        loop {
-            let left = end.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(l) => {
-                    self.seen.push(l.clone());
-                    if f(&l) {
-                        return l;
-                    }
-                }
-                Err(_) => panic!("line not seen; stderr so far: {:#?}", self.seen),
-            }
-        }
-    }
-
-    /// The client address from `Listening for client connections on …`.
-    fn client_addr(&self) -> SocketAddr {
-        addr_after(&self.seen, "Listening for client connections on ")
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    fn signal(&self, sig: &str) {
-        let st = Command::new("kill")
-            .args([sig, &self.pid().to_string()])
-            .status()
-            .expect("run kill");
-        assert!(st.success(), "kill {sig} failed");
-    }
-
-    /// Wait for exit (with a deadline); returns the status and the rest of stderr.
-    fn wait_exit(&mut self) -> (ExitStatus, Vec<String>) {
-        let end = Instant::now() + DEADLINE;
-        let status = loop {
-            if let Some(st) = self.child.try_wait().expect("try_wait") {
-                break st;
-            }
-            assert!(Instant::now() < end, "natsd did not exit: {:#?}", self.seen);
-            std::thread::sleep(Duration::from_millis(10));
-        };
-        // The reader thread ends at EOF; collect what it still has.
-        while let Ok(l) = self.lines.recv_timeout(DEADLINE) {
-            self.seen.push(l);
-        }
-        (status, self.seen.clone())
-    }
-}
-
-fn addr_after(lines: &[String], marker: &str) -> SocketAddr {
-    lines
-        .iter()
-        .find_map(|l| l.split(marker).nth(1))
-        .unwrap_or_else(|| panic!("no {marker:?} line in {lines:#?}"))
-        .trim()
-        .parse()
-        .expect("an address")
-}
-
-/// Run to completion (for flags that print and exit).
-fn run(args: &[&str]) -> Output {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn natsd");
-    let end = Instant::now() + DEADLINE;
-    while child.try_wait().expect("try_wait").is_none() {
-        if Instant::now() > end {
-            let _ = child.kill();
-            panic!("natsd {args:?} did not exit");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    child.wait_with_output().expect("output")
+/// Wait for exit (with a deadline); returns the status and all of stderr.
+fn wait_exit(n: &mut Proc) -> (ExitStatus, Vec<String>) {
+    // The reader thread ends at EOF; collect what it still has.
+    let status = n.wait_exit(DEADLINE, DEADLINE);
+    (status, n.seen.clone())
 }
 
 fn text(b: &[u8]) -> String {
@@ -197,7 +84,7 @@ fn tmp_path(name: &str) -> PathBuf {
 
 #[test]
 fn startup_lines_random_port_and_a_client_connects() {
-    let mut n = Natsd::ready(&["-a", "127.0.0.1", "-p", "-1"]);
+    let mut n = ready(&["-a", "127.0.0.1", "-p", "-1"]);
     let msgs: Vec<String> = n
         .seen
         .iter()
@@ -231,7 +118,7 @@ fn startup_lines_random_port_and_a_client_connects() {
 
     // Nothing on stdout, ever: nats-server logs to stderr only.
     n.signal("-INT");
-    let (st, _) = n.wait_exit();
+    let (st, _) = wait_exit(&mut n);
     assert!(st.success());
     let mut out = String::new();
     n.child
@@ -246,7 +133,7 @@ fn startup_lines_random_port_and_a_client_connects() {
 #[test]
 fn monitor_line_comes_before_listening_and_serves() {
     // Long spellings with `=`: `--addr=`, `--port=`, `--http_port=`.
-    let n = Natsd::ready(&["--addr=127.0.0.1", "--port=-1", "--http_port=-1"]);
+    let n = ready(&["--addr=127.0.0.1", "--port=-1", "--http_port=-1"]);
     let http = n
         .seen
         .iter()
@@ -285,7 +172,7 @@ fn single_dash_long_flags_and_separate_values() {
             "-T",
         ],
     ] {
-        let n = Natsd::ready(&args);
+        let n = ready(&args);
         assert!(
             n.seen.iter().any(|l| l.ends_with("[INF]   Name:     n1")),
             "{args:?}: {:#?}",
@@ -303,7 +190,7 @@ fn log_file_gets_the_lines_and_stderr_stays_empty() {
     let _ = std::fs::remove_file(&log);
     let _ = std::fs::remove_file(&pid);
     let (log_s, pid_s) = (log.to_string_lossy(), pid.to_string_lossy());
-    let mut n = Natsd::spawn(&["-a", "127.0.0.1", "-p", "-1", "-l", &log_s, "-P", &pid_s]);
+    let mut n = spawn(&["-a", "127.0.0.1", "-p", "-1", "-l", &log_s, "-P", &pid_s]);
 
     let end = Instant::now() + DEADLINE;
     let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
@@ -329,7 +216,7 @@ fn log_file_gets_the_lines_and_stderr_stays_empty() {
     );
 
     n.signal("-INT");
-    let (st, stderr) = n.wait_exit();
+    let (st, stderr) = wait_exit(&mut n);
     assert!(st.success());
     assert!(stderr.is_empty(), "stderr with -l: {stderr:#?}");
     assert!(
@@ -343,7 +230,7 @@ fn log_file_gets_the_lines_and_stderr_stays_empty() {
 
 #[test]
 fn debug_and_trace_flags() {
-    let ping = |n: &mut Natsd| {
+    let ping = |n: &mut Proc| {
         let (mut s, mut r, _) = raw(n.client_addr());
         s.write_all(b"CONNECT {\"verbose\":false}\r\nPING\r\n")
             .expect("write");
@@ -352,11 +239,11 @@ fn debug_and_trace_flags() {
     };
 
     // -D: debug lines (a connection is logged), no trace.
-    let mut n = Natsd::ready(&["-a", "127.0.0.1", "-p", "-1", "-D"]);
+    let mut n = ready(&["-a", "127.0.0.1", "-p", "-1", "-D"]);
     let _c = ping(&mut n);
     n.wait_line(|l| l.contains("[DBG] 127.0.0.1:") && l.ends_with("Client connection created"));
     n.signal("-INT");
-    let (_, lines) = n.wait_exit();
+    let (_, lines) = wait_exit(&mut n);
     assert!(!lines.iter().any(|l| l.contains("[TRC]")), "{lines:#?}");
     assert!(
         lines
@@ -366,7 +253,7 @@ fn debug_and_trace_flags() {
     );
 
     // -V: the ops, both ways, in nats-server's trace form.
-    let mut n = Natsd::ready(&["-a", "127.0.0.1", "-p", "-1", "-V"]);
+    let mut n = ready(&["-a", "127.0.0.1", "-p", "-1", "-V"]);
     let _c = ping(&mut n);
     let l = n.wait_line(|l| l.contains("[TRC]") && l.ends_with("<<- [PING]"));
     let (_, lvl, msg) = parse_log_line(&l);
@@ -378,7 +265,7 @@ fn debug_and_trace_flags() {
     n.wait_line(|l| l.contains("[TRC]") && l.ends_with("->> [PONG]"));
 
     // -DV: both.
-    let mut n = Natsd::ready(&["-a", "127.0.0.1", "-p", "-1", "-DV"]);
+    let mut n = ready(&["-a", "127.0.0.1", "-p", "-1", "-DV"]);
     let _c = ping(&mut n);
     n.wait_line(|l| l.ends_with("->> [PONG]"));
     assert!(n.seen.iter().any(|l| l.contains("[DBG]")), "{:#?}", n.seen);
@@ -461,10 +348,10 @@ fn port_in_use_exits_non_zero() {
 
 #[test]
 fn sigint_exits_0_and_sigterm_exits_1() {
-    let mut n = Natsd::ready(&["-a", "127.0.0.1", "-p", "-1"]);
+    let mut n = ready(&["-a", "127.0.0.1", "-p", "-1"]);
     let (_s, _r, _) = raw(n.client_addr()); // a connected client does not block shutdown
     n.signal("-INT");
-    let (st, lines) = n.wait_exit();
+    let (st, lines) = wait_exit(&mut n);
     assert_eq!(st.code(), Some(0), "{lines:#?}");
     let last = lines.last().expect("lines");
     assert!(last.ends_with("[INF] Server Exiting.."), "{lines:#?}");
@@ -477,9 +364,9 @@ fn sigint_exits_0_and_sigterm_exits_1() {
         "{lines:#?}"
     );
 
-    let mut n = Natsd::ready(&["-a", "127.0.0.1", "-p", "-1"]);
+    let mut n = ready(&["-a", "127.0.0.1", "-p", "-1"]);
     n.signal("-TERM");
-    let (st, lines) = n.wait_exit();
+    let (st, lines) = wait_exit(&mut n);
     assert_eq!(st.code(), Some(1), "{lines:#?}");
     assert!(
         lines.iter().any(|l| l.ends_with("[INF] Server Exiting..")),
@@ -489,7 +376,7 @@ fn sigint_exits_0_and_sigterm_exits_1() {
 
 #[test]
 fn user_pass_and_token_require_auth() {
-    let mut n = Natsd::ready(&["-a", "127.0.0.1", "-p", "-1", "--user", "a", "--pass", "b"]);
+    let mut n = ready(&["-a", "127.0.0.1", "-p", "-1", "--user", "a", "--pass", "b"]);
     let (mut s, mut r, info) = raw(n.client_addr());
     assert_eq!(info["auth_required"], true);
     s.write_all(b"CONNECT {\"verbose\":false,\"user\":\"a\",\"pass\":\"b\"}\r\nPING\r\n")
@@ -501,7 +388,7 @@ fn user_pass_and_token_require_auth() {
     assert_eq!(read_line(&mut r), "-ERR 'Authorization Violation'\r\n");
     n.wait_line(|l| l.contains("[ERR]") && l.contains("authentication error"));
 
-    let n = Natsd::ready(&["-a", "127.0.0.1", "-p", "-1", "--auth=s3cret"]);
+    let n = ready(&["-a", "127.0.0.1", "-p", "-1", "--auth=s3cret"]);
     let (mut s, mut r, info) = raw(n.client_addr());
     assert_eq!(info["auth_required"], true);
     s.write_all(b"CONNECT {\"verbose\":false,\"auth_token\":\"s3cret\"}\r\nPING\r\n")

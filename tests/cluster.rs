@@ -3,54 +3,14 @@
 
 mod common;
 
+use common::cluster::{self, node_opts, route_port, routes};
 use common::{start, wait_for, Raw};
-use natsd::config::ClusterOpts;
-use natsd::{Options, Server};
+use natsd::Server;
 use std::time::Duration;
-
-fn node_opts(name: &str, seed: Option<u16>) -> Options {
-    Options {
-        server_name: Some(name.into()),
-        cluster: Some(ClusterOpts {
-            name: Some("C1".into()),
-            host: "127.0.0.1".into(),
-            port: 0,
-            routes: seed
-                .map(|p| vec![format!("nats-route://127.0.0.1:{p}")])
-                .unwrap_or_default(),
-            ..ClusterOpts::default()
-        }),
-        ..Options::local()
-    }
-}
-
-fn route_port(s: &Server) -> u16 {
-    s.shared()
-        .cluster
-        .as_ref()
-        .and_then(|c| c.listen_addr.get())
-        .map(|a| a.port())
-        .expect("route listener")
-}
-
-fn routes(s: &Server) -> usize {
-    s.shared().cluster.as_ref().map_or(0, |c| c.num_routes())
-}
 
 /// Start `n` nodes, all seeded to the first, and wait for a full mesh.
 async fn mesh(n: usize) -> Vec<Server> {
-    let first = start(node_opts("n0", None)).await;
-    let seed = route_port(&first);
-    let mut nodes = vec![first];
-    for i in 1..n {
-        nodes.push(start(node_opts(&format!("n{i}"), Some(seed))).await);
-    }
-    wait_for("full mesh", || {
-        let ok = nodes.iter().all(|s| routes(s) == n - 1);
-        async move { ok }
-    })
-    .await;
-    nodes
+    cluster::mesh_with(n, node_opts).await
 }
 
 /// Wait until `sub` on some node is visible to `on` (its interest reached the other node).

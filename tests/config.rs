@@ -2,18 +2,18 @@
 //! variables, units, durations, errors with file:line:col), realistic nats-server config files,
 //! bad input (huge, binary, self-including, self-referring), and the binary's `-c` and `-t`.
 
+mod common;
+
+use common::binary::{run, write_conf as write, Proc};
+use common::{free_port, DEADLINE};
 use natsd::config::conf::{self, Kind};
 use natsd::config::file;
 use std::io::{BufRead, BufReader, Read};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::Stdio;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
-
-const BIN: &str = env!("CARGO_BIN_EXE_natsd");
-const DEADLINE: Duration = Duration::from_secs(10);
 
 /// A fresh directory under the system temp dir, unique per process and call.
 fn tmp_dir(name: &str) -> PathBuf {
@@ -25,15 +25,6 @@ fn tmp_dir(name: &str) -> PathBuf {
     ));
     std::fs::create_dir_all(&d).expect("create temp dir");
     d
-}
-
-fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let p = dir.join(name);
-    if let Some(parent) = p.parent() {
-        std::fs::create_dir_all(parent).expect("mkdir");
-    }
-    std::fs::write(&p, text).expect("write config");
-    p
 }
 
 fn load(path: &Path) -> natsd::Options {
@@ -587,25 +578,6 @@ fn a_realistic_config_maps_onto_options() {
 
 // ---- the binary ----
 
-fn run(args: &[&str]) -> Output {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn natsd");
-    let end = Instant::now() + DEADLINE;
-    while child.try_wait().expect("try_wait").is_none() {
-        if Instant::now() > end {
-            let _ = child.kill();
-            panic!("natsd {args:?} did not exit");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    child.wait_with_output().expect("output")
-}
-
 #[test]
 fn dash_t_checks_a_file() {
     let d = tmp_dir("dash-t");
@@ -652,77 +624,9 @@ fn dash_t_checks_a_file() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read config file"));
 }
 
-/// A running natsd, killed on drop.
-struct Natsd {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-    seen: Vec<String>,
-}
-
-impl Drop for Natsd {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Natsd {
-    fn ready(args: &[&str]) -> Natsd {
-        let mut child = Command::new(BIN)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn natsd");
-        let stderr = child.stderr.take().expect("stderr");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for l in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if tx.send(l).is_err() {
-                    return;
-                }
-            }
-        });
-        let mut n = Natsd {
-            child,
-            lines,
-            seen: Vec::new(),
-        };
-        let end = Instant::now() + DEADLINE;
-        loop {
-            match n
-                .lines
-                .recv_timeout(end.saturating_duration_since(Instant::now()))
-            {
-                Ok(l) => {
-                    let done = l.ends_with("Server is ready");
-                    n.seen.push(l);
-                    if done {
-                        return n;
-                    }
-                }
-                Err(_) => panic!("natsd not ready: {:#?}", n.seen),
-            }
-        }
-    }
-
-    fn client_addr(&self) -> SocketAddr {
-        self.seen
-            .iter()
-            .find_map(|l| l.split("Listening for client connections on ").nth(1))
-            .unwrap_or_else(|| panic!("no listen line: {:#?}", self.seen))
-            .trim()
-            .parse()
-            .expect("address")
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
+/// A running natsd, killed on drop, once it is ready.
+fn ready(args: &[&str]) -> Proc {
+    Proc::ready(args, Stdio::null(), "Server is ready")
 }
 
 /// Connect, read INFO, send CONNECT and PING; returns INFO and the reply line.
@@ -762,7 +666,7 @@ fn a_server_started_with_dash_c_uses_the_file_and_flags_override_it() {
         ),
     );
     let conf_s = conf.to_string_lossy().into_owned();
-    let n = Natsd::ready(&["-c", &conf_s]);
+    let n = ready(&["-c", &conf_s]);
     let addr = n.client_addr();
     assert_eq!(addr.port(), port);
     let (info, reply) = hello(addr, r#"{"user":"u","pass":"p","verbose":false}"#);
@@ -778,7 +682,7 @@ fn a_server_started_with_dash_c_uses_the_file_and_flags_override_it() {
 
     // Flags win over the file, whichever order they come in.
     let other = free_port();
-    let n = Natsd::ready(&[
+    let n = ready(&[
         "-p",
         &other.to_string(),
         "--config",

@@ -5,17 +5,17 @@
 //! includes with `$VARS`. Also: the ports file (`--ports_file_dir`, `ports_file_dir`), `/varz`
 //! `tags` from `server_tags`, and the binary run through a symlink named `nats-server`.
 
+mod common;
+
+use common::binary::{write_conf as write, Proc, BIN};
+use common::DEADLINE;
 use natsd::config::file::{self, Loaded};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc::{self, Receiver};
+use std::process::{Command, ExitStatus, Stdio};
 use std::sync::Once;
-use std::time::{Duration, Instant};
-
-const BIN: &str = env!("CARGO_BIN_EXE_natsd");
-const DEADLINE: Duration = Duration::from_secs(10);
+use std::time::Duration;
 
 /// A fresh directory under the target dir's tmp (unique per test and process).
 fn tmp_dir(name: &str) -> PathBuf {
@@ -24,15 +24,6 @@ fn tmp_dir(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).expect("create tmp dir");
     d
-}
-
-fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let p = dir.join(name);
-    if let Some(parent) = p.parent() {
-        std::fs::create_dir_all(parent).expect("create dir");
-    }
-    std::fs::write(&p, text).expect("write config");
-    p
 }
 
 /// The environment the chart's pod gives the server (`SERVER_NAME=$(POD_NAME)`). Set once,
@@ -501,87 +492,14 @@ authorization {
 // The binary: a `nats-server` symlink, the ports file, `/varz` tags.
 
 /// A running binary, killed on drop; its stderr lines arrive on `lines`.
-struct Proc {
-    child: Child,
-    lines: Receiver<String>,
-    seen: Vec<String>,
+fn spawn(exe: &Path, args: &[&str]) -> Proc {
+    Proc::spawn(exe, args, Stdio::piped())
 }
 
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Proc {
-    fn spawn(exe: &Path, args: &[&str]) -> Proc {
-        let mut child = Command::new(exe)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn");
-        let stderr = child.stderr.take().expect("stderr");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for l in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if tx.send(l).is_err() {
-                    return;
-                }
-            }
-        });
-        Proc {
-            child,
-            lines,
-            seen: Vec::new(),
-        }
-    }
-
-    fn wait_line(&mut self, f: impl Fn(&str) -> bool) -> String {
-        let end = Instant::now() + DEADLINE;
-        loop {
-            match self
-                .lines
-                .recv_timeout(end.saturating_duration_since(Instant::now()))
-            {
-                Ok(l) => {
-                    self.seen.push(l.clone());
-                    if f(&l) {
-                        return l;
-                    }
-                }
-                Err(_) => panic!("line not seen; stderr so far: {:#?}", self.seen),
-            }
-        }
-    }
-
-    fn addr_after(&self, marker: &str) -> SocketAddr {
-        self.seen
-            .iter()
-            .find_map(|l| l.split(marker).nth(1))
-            .unwrap_or_else(|| panic!("no {marker:?} in {:#?}", self.seen))
-            .trim()
-            .parse()
-            .expect("an address")
-    }
-
-    fn interrupt_and_wait(&mut self) -> ExitStatus {
-        let st = Command::new("kill")
-            .args(["-INT", &self.child.id().to_string()])
-            .status()
-            .expect("kill");
-        assert!(st.success());
-        let end = Instant::now() + DEADLINE;
-        loop {
-            if let Some(st) = self.child.try_wait().expect("try_wait") {
-                return st;
-            }
-            assert!(Instant::now() < end, "did not exit: {:#?}", self.seen);
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
+/// SIGINT, then the exit status (within the deadline).
+fn interrupt_and_wait(n: &mut Proc) -> ExitStatus {
+    n.signal("-INT");
+    n.wait_exit(DEADLINE, Duration::ZERO)
 }
 
 fn read_ports(path: &Path) -> serde_json::Value {
@@ -617,7 +535,7 @@ fn a_symlink_named_nats_server_runs_the_server() {
     let ports_dir = dir.join("ports");
     std::fs::create_dir_all(&ports_dir).expect("ports dir");
     let pd = ports_dir.to_str().expect("utf-8 path");
-    let mut n = Proc::spawn(
+    let mut n = spawn(
         &link,
         &["-a", "127.0.0.1", "-p", "-1", "--ports_file_dir", pd],
     );
@@ -640,7 +558,7 @@ fn a_symlink_named_nats_server_runs_the_server() {
     assert_eq!(url_list(&ports, "nats"), vec![format!("nats://{addr}")]);
     assert!(ports.get("monitoring").is_none() && ports.get("cluster").is_none());
 
-    let st = n.interrupt_and_wait();
+    let st = interrupt_and_wait(&mut n);
     assert_eq!(st.code(), Some(0));
     assert!(!pf.exists(), "the ports file is removed on shutdown");
 }
@@ -676,7 +594,7 @@ fn ports_file_from_the_config_and_varz_tags() {
         ),
     );
     check_ok(&conf);
-    let mut n = Proc::spawn(Path::new(BIN), &["-c", conf.to_str().expect("utf-8")]);
+    let mut n = spawn(Path::new(BIN), &["-c", conf.to_str().expect("utf-8")]);
     n.wait_line(|l| l.ends_with("[INF] Server is ready"));
     let client = n.addr_after("Listening for client connections on ");
     let http = n.addr_after("Starting http monitor on ");
@@ -704,7 +622,7 @@ fn ports_file_from_the_config_and_varz_tags() {
     let pos = |k: &str| body.find(&format!("\"{k}\"")).unwrap_or(usize::MAX);
     assert!(pos("config_load_time") < pos("tags") && pos("tags") < pos("system_account"));
 
-    let st = n.interrupt_and_wait();
+    let st = interrupt_and_wait(&mut n);
     assert_eq!(st.code(), Some(0));
     assert!(!pf.exists(), "the ports file is removed on shutdown");
 }
@@ -713,7 +631,7 @@ fn ports_file_from_the_config_and_varz_tags() {
 fn ports_file_dir_that_does_not_exist_is_logged_and_the_server_runs() {
     let dir = tmp_dir("ports-missing");
     let missing = dir.join("nope");
-    let mut n = Proc::spawn(
+    let mut n = spawn(
         Path::new(BIN),
         &[
             "-a",

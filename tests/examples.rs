@@ -3,9 +3,11 @@
 
 mod common;
 
+/// Kills the child on drop.
+use common::binary::Killed as Guard;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// `target/<profile>/examples/<name>`, next to this test's `deps/` directory. `cargo test`
@@ -32,16 +34,6 @@ fn example(name: &str) -> PathBuf {
     }
     assert!(path.exists(), "{} not built", path.display());
     path
-}
-
-/// Kills the child on drop.
-struct Guard(Child);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// Spawn a long-running example and wait for its first stdout line (it says it is ready).

@@ -4,119 +4,17 @@
 
 mod common;
 
+use common::cluster::{node_opts as natsd_opts, route_port, routes};
+use common::natsserver::{self, NatsServer};
 use common::{http_json, start, wait_for, Raw};
-use natsd::config::ClusterOpts;
-use natsd::{Options, Server};
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 
-const NATS_SERVER: &str = "/usr/sbin/nats-server";
-
 /// A real nats-server child process, killed on drop.
-struct Go {
-    child: Child,
-    client: SocketAddr,
-    route_port: u16,
-    http: SocketAddr,
-}
-
-impl Drop for Go {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
+type Go = NatsServer;
 
 fn go_server(name: &str, seed: Option<u16>) -> Go {
-    assert!(
-        std::path::Path::new(NATS_SERVER).exists(),
-        "{NATS_SERVER} is missing: install it (apt-get install -y nats-server; .ci/run does)"
-    );
-    let http = free_port();
-    let mut cmd = Command::new(NATS_SERVER);
-    cmd.args(["-a", "127.0.0.1", "-p", "-1", "-n", name, "-m"])
-        .arg(http.to_string())
-        .args(["--cluster", "nats://127.0.0.1:-1", "--cluster_name", "C1"]);
-    if let Some(p) = seed {
-        cmd.args(["--routes", &format!("nats-route://127.0.0.1:{p}")]);
-    }
-    let mut child = cmd
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn nats-server");
-    let stderr = child.stderr.take().expect("stderr");
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let mut client = None;
-    let mut route = None;
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while client.is_none() || route.is_none() {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        let line = rx.recv_timeout(left).expect("nats-server did not start");
-        let addr_after = |marker: &str| -> Option<SocketAddr> {
-            line.split(marker)
-                .nth(1)
-                .and_then(|a| a.trim().parse().ok())
-        };
-        if let Some(a) = addr_after("Listening for client connections on ") {
-            client = Some(a);
-        }
-        if let Some(a) = addr_after("Listening for route connections on ") {
-            route = Some(a.port());
-        }
-    }
-    // Keep draining the log so the child never blocks on a full pipe.
-    std::thread::spawn(move || for _ in rx {});
-    Go {
-        child,
-        client: client.expect("client addr"),
-        route_port: route.expect("route port"),
-        http: SocketAddr::from(([127, 0, 0, 1], http)),
-    }
-}
-
-fn natsd_opts(name: &str, seed: Option<u16>) -> Options {
-    Options {
-        server_name: Some(name.into()),
-        cluster: Some(ClusterOpts {
-            name: Some("C1".into()),
-            host: "127.0.0.1".into(),
-            port: 0,
-            routes: seed
-                .map(|p| vec![format!("nats-route://127.0.0.1:{p}")])
-                .unwrap_or_default(),
-            ..ClusterOpts::default()
-        }),
-        ..Options::local()
-    }
-}
-
-fn route_port(s: &Server) -> u16 {
-    s.shared()
-        .cluster
-        .as_ref()
-        .and_then(|c| c.listen_addr.get())
-        .map(|a| a.port())
-        .expect("route listener")
-}
-
-fn routes(s: &Server) -> usize {
-    s.shared().cluster.as_ref().map_or(0, |c| c.num_routes())
+    natsserver::clustered(name, seed, false)
 }
 
 async fn go_routes(g: &Go) -> u64 {

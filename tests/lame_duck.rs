@@ -4,37 +4,18 @@
 
 mod common;
 
+use common::cluster::{self, route_port};
 use common::{http_get, start, wait_for, Raw};
-use natsd::config::ClusterOpts;
 use natsd::{Options, Server};
 use std::time::{Duration, Instant};
 
 fn node_opts(name: &str, seed: Option<u16>) -> Options {
     Options {
-        server_name: Some(name.into()),
         http_port: Some(0),
         lame_duck_duration: Duration::from_secs(2),
         lame_duck_grace_period: Duration::from_millis(500),
-        cluster: Some(ClusterOpts {
-            name: Some("C1".into()),
-            host: "127.0.0.1".into(),
-            port: 0,
-            routes: seed
-                .map(|p| vec![format!("nats-route://127.0.0.1:{p}")])
-                .unwrap_or_default(),
-            ..ClusterOpts::default()
-        }),
-        ..Options::local()
+        ..cluster::node_opts(name, seed)
     }
-}
-
-fn route_port(s: &Server) -> u16 {
-    s.shared()
-        .cluster
-        .as_ref()
-        .and_then(|c| c.listen_addr.get())
-        .map(|a| a.port())
-        .expect("route listener")
 }
 
 fn url_of(s: &Server) -> String {

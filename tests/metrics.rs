@@ -4,49 +4,28 @@
 
 mod common;
 
+use common::cluster::{self, route_port};
+use common::natsserver;
+use common::{free_port, http_addr as http};
 use common::{http_get, http_json, start, wait_for, Raw, DEADLINE};
 use natsd::config::{file, ClusterOpts};
 use natsd::{Options, Server};
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-const NATS_SERVER: &str = "/usr/sbin/nats-server";
-
 fn node_opts(name: &str, seed: Option<u16>) -> Options {
     Options {
-        server_name: Some(name.into()),
         http_port: Some(0),
         cluster: Some(ClusterOpts {
-            name: Some("C1".into()),
-            host: "127.0.0.1".into(),
-            port: 0,
-            routes: seed
-                .map(|p| vec![format!("nats-route://127.0.0.1:{p}")])
-                .unwrap_or_default(),
             // Route PINGs often, so the RTT is measured within the test.
             ping_interval: Some(Duration::from_millis(100)),
-            ..ClusterOpts::default()
+            ..cluster::cluster_opts(seed)
         }),
-        ..Options::local()
+        ..cluster::node_opts(name, seed)
     }
-}
-
-fn route_port(s: &Server) -> u16 {
-    s.shared()
-        .cluster
-        .as_ref()
-        .and_then(|c| c.listen_addr.get())
-        .map(|a| a.port())
-        .expect("route listener")
-}
-
-fn http(s: &Server) -> SocketAddr {
-    s.http_addr().expect("monitor port")
 }
 
 /// GET returning (status, headers lower-cased, body), de-chunking the body if needed.
@@ -415,13 +394,6 @@ async fn metrics_without_cluster() {
     s.shutdown().await;
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
-
 fn conf(http_port: u16, base: &str) -> String {
     format!(
         "host: 127.0.0.1\nport: -1\nhttp: \"127.0.0.1:{http_port}\"\nhttp_base_path: \"{base}\"\n"
@@ -485,54 +457,17 @@ async fn http_base_path_prefixes_every_endpoint() {
     }
 }
 
-/// A child process killed when dropped (also when the test panics).
-struct Killed(std::process::Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// The same config file given to nats-server 2.9.10: the same status for every case.
 #[tokio::test]
 async fn http_base_path_as_nats_server() {
-    assert!(
-        std::path::Path::new(NATS_SERVER).exists(),
-        "{NATS_SERVER} is missing: install it (apt-get install -y nats-server; .ci/run does)"
-    );
+    natsserver::assert_installed();
     let dir = std::env::temp_dir().join(format!("natsd-metrics-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("tmp dir");
     let port = free_port();
     let path = dir.join("base.conf");
     std::fs::write(&path, conf(port, "/nats")).expect("write conf");
-    let mut child = Killed(
-        Command::new(NATS_SERVER)
-            .arg("-c")
-            .arg(&path)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn nats-server"),
-    );
-    let stderr = child.0.stderr.take().expect("stderr");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let deadline = Instant::now() + DEADLINE;
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let line = rx.recv_timeout(left).expect("nats-server starts");
-        if line.ends_with("Server is ready") {
-            break;
-        }
-    }
-    std::thread::spawn(move || for _ in rx {});
-    let go = SocketAddr::from(([127, 0, 0, 1], port));
+    let child = natsserver::with_config(&path, port);
+    let go = child.http;
     let ours = start(
         file::load_str(&conf(free_port(), "/nats"))
             .expect("loads")

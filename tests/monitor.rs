@@ -5,118 +5,16 @@
 
 mod common;
 
-use common::{http_get, http_json, wait_for, Raw, DEADLINE};
-use natsd::{Options, Server};
+use common::natsserver::{self, same_values, standalone as start_nats_server, NatsServer};
+use common::{http_addr, http_get, http_json, start_monitored as start_natsd, wait_for, Raw};
+use natsd::Server;
 use serde_json::Value;
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::Instant;
-use tokio::net::TcpStream;
-
-const NATS_SERVER: &str = "/usr/sbin/nats-server";
-
-/// The real nats-server, killed on drop.
-struct NatsServer {
-    child: Child,
-    client: SocketAddr,
-    http: SocketAddr,
-}
-
-impl Drop for NatsServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("bind a free port")
-        .port()
-}
-
-/// Start `nats-server -a 127.0.0.1 -p -1 -m <free port>` and wait for `Server is ready`.
-fn start_nats_server() -> NatsServer {
-    assert!(
-        Path::new(NATS_SERVER).exists(),
-        "{NATS_SERVER} is not installed: these tests compare natsd with the real nats-server \
-         2.9.10 (`apt-get install nats-server`, as .ci/run does)"
-    );
-    let http_port = free_port();
-    let mut child = Command::new(NATS_SERVER)
-        .args(["-a", "127.0.0.1", "-p", "-1", "-m", &http_port.to_string()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn nats-server");
-    let stderr = child.stderr.take().expect("stderr");
-    let (tx, rx) = mpsc::channel();
-    // Keep draining stderr for the whole life of the process so it never blocks on a full pipe.
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let mut srv = NatsServer {
-        child,
-        client: SocketAddr::from(([127, 0, 0, 1], 0)),
-        http: SocketAddr::from(([127, 0, 0, 1], http_port)),
-    };
-    let end = Instant::now() + DEADLINE;
-    let mut seen = Vec::new();
-    loop {
-        let left = end.saturating_duration_since(Instant::now());
-        let line = rx
-            .recv_timeout(left)
-            .unwrap_or_else(|_| panic!("nats-server did not get ready; stderr: {seen:#?}"));
-        if let Some(a) = line.split("Listening for client connections on ").nth(1) {
-            srv.client = a.trim().parse().expect("client address");
-        }
-        let ready = line.ends_with("Server is ready");
-        seen.push(line);
-        if ready {
-            break;
-        }
-    }
-    assert_ne!(srv.client.port(), 0, "no Listening line in {seen:#?}");
-    srv
-}
-
-async fn start_natsd() -> Server {
-    Server::start(Options {
-        http_port: Some(0),
-        ..Options::local()
-    })
-    .await
-    .expect("natsd starts")
-}
-
-fn http_addr(s: &Server) -> SocketAddr {
-    s.http_addr().expect("monitor port")
-}
-
-/// A raw client at `addr`: INFO read, nothing sent.
-async fn raw_at(addr: SocketAddr) -> Raw {
-    let stream = TcpStream::connect(addr).await.expect("connect");
-    stream.set_nodelay(true).ok();
-    let mut r = Raw {
-        stream,
-        buf: Vec::new(),
-    };
-    let info = r.line().await;
-    assert!(info.starts_with("INFO {"), "{info}");
-    r
-}
 
 /// The traffic both servers get: a named client, two subscriptions (one queue), one message it
 /// receives itself. Returns the open connection.
 async fn traffic(addr: SocketAddr) -> Raw {
-    let mut c = raw_at(addr).await;
+    let mut c = Raw::at(addr).await;
     c.send(concat!(
         r#"CONNECT {"verbose":false,"pedantic":false,"name":"monclient","lang":"rust","version":"1.2.3"}"#,
         "\r\nSUB foo 1\r\nSUB bar q 2\r\nPUB foo 5\r\nhello\r\n"
@@ -129,71 +27,12 @@ async fn traffic(addr: SocketAddr) -> Raw {
     c
 }
 
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "bool",
-        Value::Number(n) if n.is_f64() => "float",
-        Value::Number(_) => "integer",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
-}
-
 /// Every field of `theirs` (nats-server) must be in `ours` (natsd) with the same JSON type,
-/// recursively. nats-server writes whole floats as integers (`"auth_timeout": 2`), so an
-/// integer there must be an integer here too: a client decoding into an integer type would
-/// choke on `2.0`. Extra fields in `ours` are fine.
+/// recursively, arrays of the same length. nats-server writes whole floats as integers
+/// (`"auth_timeout": 2`), so an integer there must be an integer here too: a client decoding
+/// into an integer type would choke on `2.0`. Extra fields in `ours` are fine.
 fn same_shape(path: &str, theirs: &Value, ours: &Value, errs: &mut Vec<String>) {
-    let (kt, ko) = (kind(theirs), kind(ours));
-    let compatible = kt == ko || (kt == "float" && ko == "integer");
-    if !compatible {
-        errs.push(format!(
-            "{path}: nats-server has {kt} {theirs}, natsd has {ko} {ours}"
-        ));
-        return;
-    }
-    match (theirs, ours) {
-        (Value::Object(t), Value::Object(o)) => {
-            for (k, tv) in t {
-                let p = format!("{path}.{k}");
-                match o.get(k) {
-                    Some(ov) => same_shape(&p, tv, ov, errs),
-                    None => errs.push(format!("{p}: missing in natsd (nats-server: {tv})")),
-                }
-            }
-        }
-        (Value::Array(t), Value::Array(o)) => {
-            if t.len() != o.len() {
-                errs.push(format!(
-                    "{path}: nats-server has {} elements, natsd {}",
-                    t.len(),
-                    o.len()
-                ));
-            }
-            for (i, (tv, ov)) in t.iter().zip(o).enumerate() {
-                same_shape(&format!("{path}[{i}]"), tv, ov, errs);
-            }
-        }
-        _ => {}
-    }
-}
-
-/// Fields (as JSON pointers) whose values must be equal, not only of the same type.
-fn same_values(
-    what: &str,
-    theirs: &Value,
-    ours: &Value,
-    pointers: &[&str],
-    errs: &mut Vec<String>,
-) {
-    for p in pointers {
-        match (theirs.pointer(p), ours.pointer(p)) {
-            (Some(t), Some(o)) if t == o => {}
-            (t, o) => errs.push(format!("{what}{p}: nats-server {t:?}, natsd {o:?}")),
-        }
-    }
+    natsserver::same_shape(path, theirs, ours, &[], true, errs);
 }
 
 fn check(what: &str, theirs: &Value, ours: &Value, values: &[&str], errs: &mut Vec<String>) {

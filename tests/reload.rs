@@ -4,8 +4,9 @@
 
 mod common;
 
+use common::cluster::{node_with_routes as node, route_port, routes};
 use common::{http_json, start, wait_for, Raw};
-use natsd::config::{ClusterOpts, Permissions, SubjectPermission, User};
+use natsd::config::{Permissions, SubjectPermission, User};
 use natsd::{Options, Server};
 use std::time::Duration;
 
@@ -246,33 +247,6 @@ async fn a_refused_change_applies_nothing() {
     srv.shutdown().await;
 }
 
-fn node(name: &str, routes: Vec<String>) -> Options {
-    Options {
-        server_name: Some(name.into()),
-        cluster: Some(ClusterOpts {
-            name: Some("C1".into()),
-            host: "127.0.0.1".into(),
-            port: 0,
-            routes,
-            ..ClusterOpts::default()
-        }),
-        ..Options::local()
-    }
-}
-
-fn route_port(s: &Server) -> u16 {
-    s.shared()
-        .cluster
-        .as_ref()
-        .and_then(|c| c.listen_addr.get())
-        .map(|a| a.port())
-        .expect("route listener")
-}
-
-fn routes(s: &Server) -> usize {
-    s.shared().cluster.as_ref().map_or(0, |c| c.num_routes())
-}
-
 #[tokio::test]
 async fn routes_added_are_dialled_and_removed_ones_closed_for_good() {
     let b = start(node("B", vec![])).await;
@@ -326,45 +300,15 @@ async fn routes_added_are_dialled_and_removed_ones_closed_for_good() {
 // ----- the binary -----
 
 mod binary {
+    use crate::common::binary::{self, wait_file, Killed as Natsd, BIN};
+    use crate::common::DEADLINE;
     use std::io::{BufRead, BufReader, Read, Write};
     use std::net::TcpStream;
-    use std::path::{Path, PathBuf};
-    use std::process::{Child, Command, Stdio};
-    use std::time::{Duration, Instant};
-
-    const BIN: &str = env!("CARGO_BIN_EXE_natsd");
-    const DEADLINE: Duration = Duration::from_secs(10);
+    use std::path::PathBuf;
+    use std::process::Command;
 
     fn tmp_dir(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("natsd-reload-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).expect("tmp dir");
-        d
-    }
-
-    struct Natsd(Child);
-
-    impl Drop for Natsd {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-
-    fn wait_file(p: &Path, want: &str) -> String {
-        let end = Instant::now() + DEADLINE;
-        loop {
-            let text = std::fs::read_to_string(p).unwrap_or_default();
-            if text.contains(want) {
-                return text;
-            }
-            assert!(
-                Instant::now() < end,
-                "{} never contained {want:?}: {text}",
-                p.display()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        binary::tmp_dir("reload", name)
     }
 
     fn signal(args: &str) {
@@ -424,26 +368,18 @@ mod binary {
             log.to_string_lossy().into_owned(),
         );
         // Flags override the file, at startup and at every reload (the port stays random).
-        let _n = Natsd(
-            Command::new(BIN)
-                .args([
-                    "-c",
-                    &conf_s,
-                    "-a",
-                    "127.0.0.1",
-                    "-p",
-                    "-1",
-                    "-P",
-                    &pid_s,
-                    "-l",
-                    &log_s,
-                ])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("spawn natsd"),
-        );
+        let _n = Natsd::natsd_quiet(&[
+            "-c",
+            &conf_s,
+            "-a",
+            "127.0.0.1",
+            "-p",
+            "-1",
+            "-P",
+            &pid_s,
+            "-l",
+            &log_s,
+        ]);
         let text = wait_file(&log, "Server is ready");
         let port: u16 = text
             .lines()
@@ -523,24 +459,16 @@ mod binary {
         let pid = d.join("natsd.pid");
         let pid_s = pid.to_string_lossy().into_owned();
         std::fs::write(&conf, format!("log_file: {:?}\n", one.to_string_lossy())).expect("write");
-        let _n = Natsd(
-            Command::new(BIN)
-                .args([
-                    "-c",
-                    &conf.to_string_lossy(),
-                    "-a",
-                    "127.0.0.1",
-                    "-p",
-                    "-1",
-                    "-P",
-                    &pid_s,
-                ])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("spawn natsd"),
-        );
+        let _n = Natsd::natsd_quiet(&[
+            "-c",
+            &conf.to_string_lossy(),
+            "-a",
+            "127.0.0.1",
+            "-p",
+            "-1",
+            "-P",
+            &pid_s,
+        ]);
         wait_file(&one, "Server is ready");
         let conf_two = format!("log_file: {:?}\nlogtime: false\n", two.to_string_lossy());
         std::fs::write(&conf, &conf_two).expect("write");

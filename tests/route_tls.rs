@@ -3,6 +3,7 @@
 
 mod common;
 
+use common::cluster::{cluster_opts, node_opts, route_port, routes};
 use common::{start, wait_for, Raw};
 use natsd::config::ClusterOpts;
 use natsd::tls::TlsOpts;
@@ -65,32 +66,12 @@ fn rand_suffix() -> u64 {
 
 fn node(name: &str, seed: Option<u16>, tls: Option<TlsOpts>) -> Options {
     Options {
-        server_name: Some(name.into()),
         cluster: Some(ClusterOpts {
-            name: Some("C1".into()),
-            host: "127.0.0.1".into(),
-            port: 0,
-            routes: seed
-                .map(|p| vec![format!("nats-route://127.0.0.1:{p}")])
-                .unwrap_or_default(),
             tls,
-            ..ClusterOpts::default()
+            ..cluster_opts(seed)
         }),
-        ..Options::local()
+        ..node_opts(name, seed)
     }
-}
-
-fn route_port(s: &Server) -> u16 {
-    s.shared()
-        .cluster
-        .as_ref()
-        .and_then(|c| c.listen_addr.get())
-        .map(|a| a.port())
-        .expect("route listener")
-}
-
-fn routes(s: &Server) -> usize {
-    s.shared().cluster.as_ref().map_or(0, |c| c.num_routes())
 }
 
 async fn cross(from: &Server, to: &Server) {

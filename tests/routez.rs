@@ -5,66 +5,25 @@
 
 mod common;
 
-use common::{http_get, http_json, start, wait_for, Raw, DEADLINE};
-use natsd::config::ClusterOpts;
+use common::cluster::{self, route_port, routes};
+use common::http_addr as http;
+use common::natsserver::{self, NatsServer};
+use common::{http_get, http_json, start, wait_for, Raw};
 use natsd::{Options, Server};
 use serde_json::Value;
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
-
-const NATS_SERVER: &str = "/usr/sbin/nats-server";
+use std::time::Duration;
 
 fn node_opts(name: &str, seed: Option<u16>) -> Options {
     Options {
-        server_name: Some(name.into()),
         http_port: Some(0),
-        cluster: Some(ClusterOpts {
-            name: Some("C1".into()),
-            host: "127.0.0.1".into(),
-            port: 0,
-            routes: seed
-                .map(|p| vec![format!("nats-route://127.0.0.1:{p}")])
-                .unwrap_or_default(),
-            ..ClusterOpts::default()
-        }),
-        ..Options::local()
+        ..cluster::node_opts(name, seed)
     }
-}
-
-fn route_port(s: &Server) -> u16 {
-    s.shared()
-        .cluster
-        .as_ref()
-        .and_then(|c| c.listen_addr.get())
-        .map(|a| a.port())
-        .expect("route listener")
-}
-
-fn routes(s: &Server) -> usize {
-    s.shared().cluster.as_ref().map_or(0, |c| c.num_routes())
-}
-
-fn http(s: &Server) -> SocketAddr {
-    s.http_addr().expect("monitor port")
 }
 
 /// `n` natsd nodes seeded to the first, each with a monitor port; waits for the full mesh.
 async fn mesh(n: usize) -> Vec<Server> {
-    let first = start(node_opts("n0", None)).await;
-    let seed = route_port(&first);
-    let mut nodes = vec![first];
-    for i in 1..n {
-        nodes.push(start(node_opts(&format!("n{i}"), Some(seed))).await);
-    }
-    wait_for("full mesh", || {
-        let ok = nodes.iter().all(|s| routes(s) == n - 1);
-        async move { ok }
-    })
-    .await;
-    nodes
+    cluster::mesh_with(n, node_opts).await
 }
 
 /// The route in a `/routez` document whose remote is `id`.
@@ -338,123 +297,16 @@ async fn routez_without_a_cluster_is_empty() {
 }
 
 /// A real nats-server in cluster C1, killed on drop.
-struct Go {
-    child: Child,
-    client: SocketAddr,
-    route_port: u16,
-    http: SocketAddr,
-}
-
-impl Drop for Go {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
+type Go = NatsServer;
 
 fn go_server(name: &str, seed: Option<u16>) -> Go {
-    assert!(
-        std::path::Path::new(NATS_SERVER).exists(),
-        "{NATS_SERVER} is missing: install it (apt-get install -y nats-server; .ci/run does)"
-    );
-    let http = free_port();
-    let mut cmd = Command::new(NATS_SERVER);
-    cmd.args(["-a", "127.0.0.1", "-p", "-1", "-n", name, "-m"])
-        .arg(http.to_string())
-        .args(["--cluster", "nats://127.0.0.1:-1", "--cluster_name", "C1"]);
-    if let Some(p) = seed {
-        cmd.args(["--routes", &format!("nats-route://127.0.0.1:{p}")]);
-    }
-    let mut child = cmd
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn nats-server");
-    let stderr = child.stderr.take().expect("stderr");
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let (mut client, mut route, mut ready) = (None, None, false);
-    let deadline = Instant::now() + DEADLINE;
-    let mut seen = Vec::new();
-    while !ready || client.is_none() || route.is_none() {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let line = rx
-            .recv_timeout(left)
-            .unwrap_or_else(|_| panic!("nats-server did not start: {seen:#?}"));
-        let addr_after = |marker: &str| -> Option<SocketAddr> {
-            line.split(marker)
-                .nth(1)
-                .and_then(|a| a.trim().parse().ok())
-        };
-        if let Some(a) = addr_after("Listening for client connections on ") {
-            client = Some(a);
-        }
-        if let Some(a) = addr_after("Listening for route connections on ") {
-            route = Some(a.port());
-        }
-        ready |= line.ends_with("Server is ready");
-        seen.push(line);
-    }
-    // Keep draining the log so the child never blocks on a full pipe.
-    std::thread::spawn(move || for _ in rx {});
-    Go {
-        child,
-        client: client.expect("client addr"),
-        route_port: route.expect("route port"),
-        http: SocketAddr::from(([127, 0, 0, 1], http)),
-    }
-}
-
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "bool",
-        Value::Number(n) if n.is_f64() => "float",
-        Value::Number(_) => "integer",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
+    natsserver::clustered(name, seed, true)
 }
 
 /// Every field of `theirs` (nats-server) must be in `ours` (natsd) with the same JSON type,
 /// recursively (arrays: element by element over the shorter one). Extra fields are fine.
 fn same_shape(path: &str, theirs: &Value, ours: &Value, errs: &mut Vec<String>) {
-    let (kt, ko) = (kind(theirs), kind(ours));
-    if !(kt == ko || (kt == "float" && ko == "integer")) {
-        errs.push(format!(
-            "{path}: nats-server has {kt} {theirs}, natsd has {ko} {ours}"
-        ));
-        return;
-    }
-    match (theirs, ours) {
-        (Value::Object(t), Value::Object(o)) => {
-            for (k, tv) in t {
-                let p = format!("{path}.{k}");
-                match o.get(k) {
-                    Some(ov) => same_shape(&p, tv, ov, errs),
-                    None => errs.push(format!("{p}: missing in natsd (nats-server: {tv})")),
-                }
-            }
-        }
-        (Value::Array(t), Value::Array(o)) => {
-            for (i, (tv, ov)) in t.iter().zip(o).enumerate() {
-                same_shape(&format!("{path}[{i}]"), tv, ov, errs);
-            }
-        }
-        _ => {}
-    }
+    natsserver::same_shape(path, theirs, ours, &[], false, errs);
 }
 
 fn sub_key(d: &Value) -> String {

@@ -3,41 +3,23 @@
 //! `--signal reload` without `-c` says there is nothing to reload, bad pids fail clearly (with
 //! nats-server's texts), and config file errors are reported without the usage.
 
-use std::io::{BufRead, BufReader, Read, Write};
+mod common;
+
+use common::binary::{run_within, wait_file, Proc, BIN};
+use common::natsserver::NATS_SERVER;
+use common::{binary, DEADLINE};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
-use std::sync::mpsc;
+use std::process::{ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_natsd");
-const NATS_SERVER: &str = "/usr/sbin/nats-server";
-const DEADLINE: Duration = Duration::from_secs(10);
-
 fn tmp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("natsd-signals-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("tmp dir");
-    d
+    binary::tmp_dir("signals", name)
 }
 
 fn run(bin: &str, args: &[&str]) -> Output {
-    let mut child = Command::new(bin)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let end = Instant::now() + DEADLINE;
-    while child.try_wait().expect("try_wait").is_none() {
-        if Instant::now() > end {
-            let _ = child.kill();
-            panic!("{bin} {args:?} did not exit");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    child.wait_with_output().expect("output")
+    run_within(bin, args, DEADLINE, Duration::from_millis(10))
 }
 
 fn signal(args: &str) -> Output {
@@ -45,93 +27,18 @@ fn signal(args: &str) -> Output {
 }
 
 /// A running natsd whose stderr lines are collected; killed on drop.
-struct Natsd {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-    seen: Vec<String>,
+fn start(args: &[&str]) -> Proc {
+    Proc::spawn(BIN, args, Stdio::null())
 }
 
-impl Drop for Natsd {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+fn client_port(n: &mut Proc) -> u16 {
+    let l = n.find_line(|l| l.contains("Listening for client connections on"));
+    l.rsplit(':').next().expect("port").parse().expect("port")
 }
 
-impl Natsd {
-    fn start(args: &[&str]) -> Natsd {
-        let mut child = Command::new(BIN)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn natsd");
-        let stderr = child.stderr.take().expect("stderr");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for l in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if tx.send(l).is_err() {
-                    return;
-                }
-            }
-        });
-        Natsd {
-            child,
-            lines,
-            seen: Vec::new(),
-        }
-    }
-
-    fn pid(&self) -> String {
-        self.child.id().to_string()
-    }
-
-    /// Wait for a stderr line matching `f`.
-    fn wait_line(&mut self, f: impl Fn(&str) -> bool) -> String {
-        if let Some(l) = self.seen.iter().find(|l| f(l)) {
-            return l.clone();
-        }
-        let end = Instant::now() + DEADLINE;
-        loop {
-            match self
-                .lines
-                .recv_timeout(end.saturating_duration_since(Instant::now()))
-            {
-                Ok(l) => {
-                    self.seen.push(l.clone());
-                    if f(&l) {
-                        return l;
-                    }
-                }
-                Err(_) => panic!("no such line; seen: {:#?}", self.seen),
-            }
-        }
-    }
-
-    fn client_port(&mut self) -> u16 {
-        let l = self.wait_line(|l| l.contains("Listening for client connections on"));
-        l.rsplit(':').next().expect("port").parse().expect("port")
-    }
-
-    fn wait_exit(&mut self, within: Duration) -> ExitStatus {
-        let end = Instant::now() + within;
-        loop {
-            if let Some(st) = self.child.try_wait().expect("try_wait") {
-                // Collect the rest of stderr.
-                while let Ok(l) = self.lines.recv_timeout(Duration::from_millis(200)) {
-                    self.seen.push(l);
-                }
-                return st;
-            }
-            assert!(
-                Instant::now() < end,
-                "natsd did not exit; seen: {:#?}",
-                self.seen
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
+/// Wait for the exit (within `within`) and collect the rest of stderr.
+fn wait_exit(n: &mut Proc, within: Duration) -> ExitStatus {
+    n.wait_exit(within, Duration::from_millis(200))
 }
 
 /// A raw client with `protocol: 1` (it accepts async INFO).
@@ -157,22 +64,6 @@ fn read_to_close(s: &mut TcpStream) -> String {
     String::from_utf8_lossy(&got).into_owned()
 }
 
-fn wait_file(p: &Path, want: &str) -> String {
-    let end = Instant::now() + DEADLINE;
-    loop {
-        let text = std::fs::read_to_string(p).unwrap_or_default();
-        if text.contains(want) {
-            return text;
-        }
-        assert!(
-            Instant::now() < end,
-            "{} never contained {want:?}: {text}",
-            p.display()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 #[test]
 fn signal_ldm_by_pid_file_drains_and_exits_0() {
     let d = tmp_dir("ldm");
@@ -187,7 +78,7 @@ fn signal_ldm_by_pid_file_drains_and_exits_0() {
         conf.to_string_lossy().into_owned(),
         pid_file.to_string_lossy().into_owned(),
     );
-    let mut n = Natsd::start(&[
+    let mut n = start(&[
         "-c",
         &conf_s,
         "-a",
@@ -198,8 +89,8 @@ fn signal_ldm_by_pid_file_drains_and_exits_0() {
         &pid_s,
         "-D",
     ]);
-    let port = n.client_port();
-    n.wait_line(|l| l.ends_with("Server is ready"));
+    let port = client_port(&mut n);
+    n.find_line(|l| l.ends_with("Server is ready"));
     let mut c = client(port);
 
     let t0 = Instant::now();
@@ -209,17 +100,17 @@ fn signal_ldm_by_pid_file_drains_and_exits_0() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    n.wait_line(|l| l.ends_with("[INF] Entering lame duck mode, stop accepting new clients"));
+    n.find_line(|l| l.ends_with("[INF] Entering lame duck mode, stop accepting new clients"));
     // SIGTERM does not cut a lame duck drain short (nats-server).
     let out = signal(&format!("term={}", n.pid()));
     assert!(out.status.success());
-    n.wait_line(|l| l.contains("Trapped \"terminated\" signal"));
+    n.find_line(|l| l.contains("Trapped \"terminated\" signal"));
     // New clients are refused at once.
     assert!(TcpStream::connect(("127.0.0.1", port)).is_err());
 
     let got = read_to_close(&mut c);
     assert!(got.contains("\"ldm\":true"), "{got}");
-    let st = n.wait_exit(Duration::from_secs(5));
+    let st = wait_exit(&mut n, Duration::from_secs(5));
     assert_eq!(st.code(), Some(0), "{:#?}", n.seen);
     let took = t0.elapsed();
     assert!(
@@ -245,7 +136,7 @@ fn signal_reopen_reopens_a_moved_log_file_and_quit_exits_0() {
     let d = tmp_dir("reopen");
     let log = d.join("natsd.log");
     let log_s = log.to_string_lossy().into_owned();
-    let mut n = Natsd::start(&["-a", "127.0.0.1", "-p", "-1", "-l", &log_s]);
+    let mut n = start(&["-a", "127.0.0.1", "-p", "-1", "-l", &log_s]);
     wait_file(&log, "Server is ready");
     let moved = d.join("natsd.log.1");
     std::fs::rename(&log, &moved).expect("rename");
@@ -274,22 +165,22 @@ fn signal_reopen_reopens_a_moved_log_file_and_quit_exits_0() {
 
     let out = signal(&format!("quit={}", n.pid()));
     assert!(out.status.success());
-    let st = n.wait_exit(DEADLINE);
+    let st = wait_exit(&mut n, DEADLINE);
     assert_eq!(st.code(), Some(0));
     wait_file(&log, "[INF] Server Exiting..");
 }
 
 #[test]
 fn signal_term_exits_1_and_stop_kills() {
-    let mut n = Natsd::start(&["-a", "127.0.0.1", "-p", "-1"]);
-    n.wait_line(|l| l.ends_with("Server is ready"));
+    let mut n = start(&["-a", "127.0.0.1", "-p", "-1"]);
+    n.find_line(|l| l.ends_with("Server is ready"));
     assert!(signal(&format!("term={}", n.pid())).status.success());
-    assert_eq!(n.wait_exit(DEADLINE).code(), Some(1));
+    assert_eq!(wait_exit(&mut n, DEADLINE).code(), Some(1));
 
-    let mut n = Natsd::start(&["-a", "127.0.0.1", "-p", "-1"]);
-    n.wait_line(|l| l.ends_with("Server is ready"));
+    let mut n = start(&["-a", "127.0.0.1", "-p", "-1"]);
+    n.find_line(|l| l.ends_with("Server is ready"));
     assert!(signal(&format!("stop={}", n.pid())).status.success());
-    let st = n.wait_exit(DEADLINE);
+    let st = wait_exit(&mut n, DEADLINE);
     assert_eq!(st.code(), None, "killed by SIGKILL");
 }
 

@@ -3,8 +3,11 @@
 //! message, `check` agrees, and SIGINT stops the launcher and every node; a fixed port already
 //! in use fails clearly; `check` against a cluster missing a node exits non-zero.
 
+mod common;
+
+use common::binary::{self, line_channel, run_within, BIN};
 use natsd::topology::Topology;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -12,14 +15,10 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_natsd");
 const DEADLINE: Duration = Duration::from_secs(30);
 
 fn tmp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("natsd-topology-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("tmp dir");
-    d
+    binary::tmp_dir("topology", name)
 }
 
 /// `n` distinct free ports (all held until every one is chosen).
@@ -58,22 +57,7 @@ fn node_ports(n: usize) -> Vec<NodePorts> {
 
 /// Run a natsd command to completion (with a deadline).
 fn run(args: &[&str]) -> Output {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let end = Instant::now() + DEADLINE;
-    while child.try_wait().expect("try_wait").is_none() {
-        if Instant::now() > end {
-            let _ = child.kill();
-            panic!("natsd {args:?} did not exit");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().expect("output")
+    run_within(BIN, args, DEADLINE, Duration::from_millis(20))
 }
 
 fn kill_int(pid: u32) {
@@ -105,15 +89,7 @@ impl Launcher {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn natsd topology up");
-        let out = child.stdout.take().expect("stdout");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for l in BufReader::new(out).lines().map_while(Result::ok) {
-                if tx.send(l).is_err() {
-                    return;
-                }
-            }
-        });
+        let lines = line_channel(child.stdout.take().expect("stdout"));
         let mut err = child.stderr.take().expect("stderr");
         let stderr = Arc::new(Mutex::new(String::new()));
         let sink = stderr.clone();

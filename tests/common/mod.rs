@@ -2,6 +2,10 @@
 //! with deadlines, a tiny HTTP GET, and `wait_for` instead of sleeps.
 #![allow(dead_code)]
 
+pub mod binary;
+pub mod cluster;
+pub mod natsserver;
+
 use natsd::{Options, Server};
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -16,6 +20,29 @@ pub async fn start(opts: Options) -> Server {
 
 pub async fn start_default() -> Server {
     start(Options::local()).await
+}
+
+/// A port that was free a moment ago (the listener is closed before returning).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+/// A local server with a monitor port (on a random port).
+pub async fn start_monitored() -> Server {
+    Server::start(Options {
+        http_port: Some(0),
+        ..Options::local()
+    })
+    .await
+    .expect("natsd starts")
+}
+
+/// A server's monitor address.
+pub fn http_addr(s: &Server) -> std::net::SocketAddr {
+    s.http_addr().expect("monitor port")
 }
 
 /// Poll `f` until it returns true or the deadline passes.
@@ -57,6 +84,19 @@ impl Raw {
             .unwrap_or_else(|| panic!("expected INFO, got {line:?}"));
         let v = serde_json::from_str(json).expect("INFO is JSON");
         (r, v)
+    }
+
+    /// A raw client at `addr`: INFO read (it must be `INFO {…`), nothing sent.
+    pub async fn at(addr: std::net::SocketAddr) -> Raw {
+        let stream = TcpStream::connect(addr).await.expect("connect");
+        stream.set_nodelay(true).ok();
+        let mut r = Raw {
+            stream,
+            buf: Vec::new(),
+        };
+        let info = r.line().await;
+        assert!(info.starts_with("INFO {"), "{info}");
+        r
     }
 
     /// Connect, send CONNECT with `connect` JSON, and PING/PONG to be sure it was processed.

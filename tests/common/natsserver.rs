@@ -1,0 +1,244 @@
+//! The real nats-server 2.9.10 (Debian's, installed by `.ci/run`) as a child process: started
+//! on free ports, its addresses read from its log, killed on drop. Never skipped: a missing
+//! nats-server is a failure.
+
+use super::{free_port, DEADLINE};
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Instant;
+
+pub const NATS_SERVER: &str = "/usr/sbin/nats-server";
+
+/// Panic (never skip) when nats-server is not installed.
+pub fn assert_installed() {
+    assert!(
+        Path::new(NATS_SERVER).exists(),
+        "{NATS_SERVER} is missing: these tests compare natsd with the real nats-server 2.9.10; \
+         install it (apt-get install -y nats-server; .ci/run does)"
+    );
+}
+
+/// A real nats-server child process, killed on drop.
+pub struct NatsServer {
+    child: Child,
+    /// From `Listening for client connections on …` (port 0 when not waited for).
+    pub client: SocketAddr,
+    /// From `Listening for route connections on …` (0 when not waited for).
+    pub route_port: u16,
+    /// The monitoring address it was given.
+    pub http: SocketAddr,
+}
+
+impl Drop for NatsServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Which log lines to wait for before a start returns.
+#[derive(Clone, Copy)]
+pub struct Wait {
+    /// `Listening for client connections on …`
+    pub client: bool,
+    /// `Listening for route connections on …`
+    pub route: bool,
+    /// `Server is ready`
+    pub ready: bool,
+}
+
+/// Spawn `nats-server args…` (monitoring on `http_port`) and read its log until every line
+/// `wait` names has been seen. The log keeps being drained for the life of the process so it
+/// never blocks on a full pipe.
+pub fn launch(args: &[String], http_port: u16, wait: Wait) -> NatsServer {
+    let mut child = Command::new(NATS_SERVER)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn nats-server");
+    let stderr = child.stderr.take().expect("stderr");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let (mut client, mut route, mut ready) = (None, None, false);
+    let end = Instant::now() + DEADLINE;
+    let mut seen = Vec::new();
+    while (wait.ready && !ready)
+        || (wait.client && client.is_none())
+        || (wait.route && route.is_none())
+    {
+        let left = end.saturating_duration_since(Instant::now());
+        let line = rx
+            .recv_timeout(left)
+            .unwrap_or_else(|_| panic!("nats-server did not start; stderr: {seen:#?}"));
+        let addr_after = |marker: &str| -> Option<SocketAddr> {
+            line.split(marker)
+                .nth(1)
+                .and_then(|a| a.trim().parse().ok())
+        };
+        if let Some(a) = addr_after("Listening for client connections on ") {
+            client = Some(a);
+        }
+        if let Some(a) = addr_after("Listening for route connections on ") {
+            route = Some(a.port());
+        }
+        ready |= line.ends_with("Server is ready");
+        seen.push(line);
+    }
+    NatsServer {
+        child,
+        client: client.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0))),
+        route_port: route.unwrap_or(0),
+        http: SocketAddr::from(([127, 0, 0, 1], http_port)),
+    }
+}
+
+fn strings(args: &[&str]) -> Vec<String> {
+    args.iter().map(|a| a.to_string()).collect()
+}
+
+/// `nats-server -a 127.0.0.1 -p -1 -m <free port>`, once ready (client address known).
+pub fn standalone() -> NatsServer {
+    assert_installed();
+    let http = free_port();
+    launch(
+        &strings(&["-a", "127.0.0.1", "-p", "-1", "-m", &http.to_string()]),
+        http,
+        Wait {
+            client: true,
+            route: false,
+            ready: true,
+        },
+    )
+}
+
+/// nats-server `name` in cluster `C1` (random client and route ports, monitoring on a free
+/// port), seeded to the route port `seed` if any; returns once its client and route
+/// addresses are known, and also ready when `ready`.
+pub fn clustered(name: &str, seed: Option<u16>, ready: bool) -> NatsServer {
+    assert_installed();
+    let http = free_port();
+    let mut args = strings(&["-a", "127.0.0.1", "-p", "-1", "-n", name, "-m"]);
+    args.push(http.to_string());
+    args.extend(strings(&[
+        "--cluster",
+        "nats://127.0.0.1:-1",
+        "--cluster_name",
+        "C1",
+    ]));
+    if let Some(p) = seed {
+        args.push("--routes".into());
+        args.push(format!("nats-route://127.0.0.1:{p}"));
+    }
+    launch(
+        &args,
+        http,
+        Wait {
+            client: true,
+            route: true,
+            ready,
+        },
+    )
+}
+
+/// `nats-server -c <config>` whose config puts monitoring on `http_port`, once ready.
+pub fn with_config(config: &Path, http_port: u16) -> NatsServer {
+    assert_installed();
+    launch(
+        &["-c".to_string(), config.to_string_lossy().into_owned()],
+        http_port,
+        Wait {
+            client: false,
+            route: false,
+            ready: true,
+        },
+    )
+}
+
+/// The JSON type of `v`, telling whole numbers from floats.
+pub fn kind(v: &serde_json::Value) -> &'static str {
+    use serde_json::Value;
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(n) if n.is_f64() => "float",
+        Value::Number(_) => "integer",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// Every field of `theirs` (nats-server) must be in `ours` (natsd) with the same JSON type,
+/// recursively, except the `skip`ped keys (at any depth); errors go to `errs`. nats-server
+/// writes whole floats as integers, so an integer there must be an integer here too. Arrays
+/// are compared element by element over the shorter one, and with `same_len` their lengths
+/// must be equal too. Extra fields in `ours` are fine.
+pub fn same_shape(
+    path: &str,
+    theirs: &serde_json::Value,
+    ours: &serde_json::Value,
+    skip: &[&str],
+    same_len: bool,
+    errs: &mut Vec<String>,
+) {
+    use serde_json::Value;
+    let (kt, ko) = (kind(theirs), kind(ours));
+    if !(kt == ko || (kt == "float" && ko == "integer")) {
+        errs.push(format!(
+            "{path}: nats-server has {kt} {theirs}, natsd has {ko} {ours}"
+        ));
+        return;
+    }
+    match (theirs, ours) {
+        (Value::Object(t), Value::Object(o)) => {
+            for (k, tv) in t {
+                if skip.contains(&k.as_str()) {
+                    continue;
+                }
+                let p = format!("{path}.{k}");
+                match o.get(k) {
+                    Some(ov) => same_shape(&p, tv, ov, skip, same_len, errs),
+                    None => errs.push(format!("{p}: missing in natsd (nats-server: {tv})")),
+                }
+            }
+        }
+        (Value::Array(t), Value::Array(o)) => {
+            if same_len && t.len() != o.len() {
+                errs.push(format!(
+                    "{path}: nats-server has {} elements, natsd {}",
+                    t.len(),
+                    o.len()
+                ));
+            }
+            for (i, (tv, ov)) in t.iter().zip(o).enumerate() {
+                same_shape(&format!("{path}[{i}]"), tv, ov, skip, same_len, errs);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Fields (as JSON pointers) whose values must be equal, not only of the same type.
+pub fn same_values(
+    what: &str,
+    theirs: &serde_json::Value,
+    ours: &serde_json::Value,
+    pointers: &[&str],
+    errs: &mut Vec<String>,
+) {
+    for p in pointers {
+        match (theirs.pointer(p), ours.pointer(p)) {
+            (Some(t), Some(o)) if t == o => {}
+            (t, o) => errs.push(format!("{what}{p}: nats-server {t:?}, natsd {o:?}")),
+        }
+    }
+}
