@@ -638,13 +638,6 @@ impl Route {
             );
             return;
         };
-        if !crate::subject::is_valid_subject(subject) {
-            tracing::debug!(
-                "{} - Invalid remote subject, ignored",
-                self.conn.log_prefix()
-            );
-            return;
-        }
         let qname = queue.map(|(q, _)| q);
         let weight = queue.map_or(1, |(_, w)| w.max(1));
         let key = Self::remote_key(account, subject, qname);
@@ -656,22 +649,28 @@ impl Route {
             let _ = acc.sublist.remove(subject, qname, &SubRef(old));
             self.remote.remove(&key);
         }
+        // Subject and queue are slices of the key (`acc subj[ queue]`): one allocation.
+        let subj_at = account.len() + 1;
         let sub = Arc::new(Subscription {
             conn: self.conn.clone(),
-            subject: Bytes::copy_from_slice(subject),
-            queue: qname.map(Bytes::copy_from_slice),
+            subject: key.slice(subj_at..subj_at + subject.len()),
+            queue: qname.map(|q| key.slice(key.len() - q.len()..)),
             sid: key.clone(),
             max: AtomicU64::new(0),
             delivered: AtomicU64::new(0),
             deny: None,
             weight,
         });
-        if acc
-            .sublist
-            .insert(subject, qname, SubRef(sub.clone()))
-            .is_ok()
-        {
-            self.remote.insert(key, (acc, sub));
+        // The sublist validates the subject: an invalid one is ignored (debug line).
+        match acc.sublist.insert(subject, qname, SubRef(sub.clone())) {
+            Ok(()) => {
+                self.remote.insert(key, (acc, sub));
+            }
+            Err(e) => tracing::debug!(
+                "{} - Remote interest {:?} ignored: {e}",
+                self.conn.log_prefix(),
+                String::from_utf8_lossy(subject)
+            ),
         }
         entry.num_subs.store(self.remote.len(), Relaxed);
     }
