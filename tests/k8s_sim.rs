@@ -5,15 +5,21 @@
 //! pod's resolv.conf with the kubelet's search path. Every pod runs natsd with a config like the
 //! Helm chart renders: the single cluster seed is the headless Service name.
 //!
-//! It checks (a) the three pods started at once form a full mesh; (b) a rolling restart,
+//! `statefulset_with_headless_seed_meshes_survives_rolling_restart_and_ip_change` checks (a)
+//! the three pods started at once form a full mesh; (b) a rolling restart,
 //! highest ordinal first, each pod through lame duck (`natsd --signal ldm=<pidfile>`), restarted
 //! on the same IP and waited for (`/healthz` 200, full mesh), while a publisher in one pod and a
 //! subscriber in another keep going — the subscriber must keep receiving (it may move to
 //! another pod); (c) a pod that comes back with a new IP rejoins and no route to its old IP
-//! remains anywhere.
+//! remains anywhere. `three_and_five_pods_always_form_a_full_mesh` starts 3 and then 5 pods at
+//! once, 30 times each (fresh natsd processes every run), and fails on any start that does not
+//! reach a full mesh (nats-server splits into islands about 1 start in 15);
+//! `pod_whose_dns_record_appears_late_joins` publishes nats-2's records 5 s after the start and
+//! wants the full mesh within 2 s of that.
 //!
 //! All traffic stays in namespaces this test creates (the root namespace gets no address, route
-//! or bridge); names derive from the pid so parallel runs do not clash; a Drop guard kills every
+//! or bridge); names derive from the pid and a per-test tag so parallel runs and the tests of
+//! this binary (parallel threads) do not clash; a Drop guard kills every
 //! child and removes the namespaces, /etc/netns dirs and the temp dir even when an assertion
 //! fails. Needs root, iproute2, python3 and dnsmasq (Debian `dnsmasq-base`): without them the
 //! test fails, it never skips.
@@ -27,6 +33,12 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 const PODS: usize = 3;
+/// Parallel starts per cluster size in `three_and_five_pods_always_form_a_full_mesh` (at least
+/// this many; `NATSD_K8S_SIM_RUNS` may ask for more).
+const MESH_RUNS: usize = 30;
+/// A start that has not meshed by then is a split (natsd re-dials its seed every second, so a
+/// healthy start meshes in about a second at worst).
+const MESH_DEADLINE: Duration = Duration::from_secs(5);
 const HEADLESS: &str = "nats-headless.default.svc.cluster.local";
 const SUBJECT: &str = "k8s.sim";
 
@@ -100,6 +112,15 @@ fn require_environment() -> String {
 fn wait_until<T>(
     what: &str,
     timeout: Duration,
+    f: impl FnMut() -> Result<T, String>,
+) -> (T, Duration) {
+    wait_until_every(what, timeout, Duration::from_millis(100), f)
+}
+
+fn wait_until_every<T>(
+    what: &str,
+    timeout: Duration,
+    every: Duration,
     mut f: impl FnMut() -> Result<T, String>,
 ) -> (T, Duration) {
     let start = Instant::now();
@@ -113,8 +134,24 @@ fn wait_until<T>(
                 );
             }
         }
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(every);
     }
+}
+
+/// min / median / max of some durations, for the reports.
+fn stats(v: &[Duration]) -> String {
+    let mut v = v.to_vec();
+    v.sort();
+    if v.is_empty() {
+        return "no samples".into();
+    }
+    format!(
+        "min {:?} / median {:?} / max {:?} over {} runs",
+        v[0],
+        v[v.len() / 2],
+        v[v.len() - 1],
+        v.len()
+    )
 }
 
 struct Pod {
@@ -146,10 +183,18 @@ struct Sim {
 }
 
 impl Sim {
-    fn new(dnsmasq: &str) -> Sim {
+    /// A switch namespace with its bridge and dnsmasq, no pods yet. `test` tells apart the
+    /// tests of this binary (they run in parallel threads of one process, so one pid): names
+    /// are `k<pid><test>...`, and interface names stay within 15 characters for `test` up to
+    /// 3 characters.
+    fn new(dnsmasq: &str, test: &str) -> Sim {
+        assert!(
+            test.len() <= 3,
+            "test tag {test:?} too long for interface names"
+        );
         let pid = std::process::id();
-        let tag = format!("k{pid}");
-        let dir = std::env::temp_dir().join(format!("natsd-k8s-sim-{pid}"));
+        let tag = format!("k{pid}{test}");
+        let dir = std::env::temp_dir().join(format!("natsd-k8s-sim-{pid}-{test}"));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("hosts.d")).expect("temp dir");
         let mut sim = Sim {
@@ -313,12 +358,29 @@ impl Sim {
 
     fn wait_dns(&self, ns: &str) {
         let want: BTreeSet<String> = self.pods.iter().map(|p| p.ip.clone()).collect();
+        self.wait_resolves(ns, &want);
+    }
+
+    /// `n` pods `nats-0..n` at `.10`, `.11`, ... (namespaces and configs; nothing started,
+    /// no DNS published).
+    fn with_pods(dnsmasq: &str, test: &str, n: usize) -> Sim {
+        let mut sim = Sim::new(dnsmasq, test);
+        for i in 0..n {
+            let ip = sim.pod_ip(10 + i as u32);
+            let pod = sim.new_pod(i, ip);
+            sim.pods.push(pod);
+        }
+        sim
+    }
+
+    /// Wait until, from `ns`, the headless name resolves to exactly `want`.
+    fn wait_resolves(&self, ns: &str, want: &BTreeSet<String>) {
         wait_until(
-            "the headless name to resolve to every pod",
+            &format!("the headless name to resolve to {want:?}"),
             Duration::from_secs(10),
             || {
                 let got = self.resolve_in(ns, HEADLESS);
-                if got == want {
+                if got == *want {
                     Ok(())
                 } else {
                     Err(format!("{got:?}, want {want:?}"))
@@ -375,6 +437,23 @@ impl Sim {
         pod.natsd = Some(child);
     }
 
+    /// Every pod at once (Parallel pod management).
+    fn start_all(&mut self) {
+        for i in 0..self.pods.len() {
+            self.start(i);
+        }
+    }
+
+    /// Kill every natsd (SIGKILL) and reap it, so the next start is a fresh process.
+    fn stop_all(&mut self) {
+        for p in &mut self.pods {
+            if let Some(mut c) = p.natsd.take() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+
     fn start_client(&mut self, mode: &str, pod: usize) -> PathBuf {
         let status = self.dir.join(format!("{mode}.json"));
         let p = &self.pods[pod];
@@ -428,12 +507,22 @@ impl Sim {
     /// Ok when every pod answers /healthz 200 and its /routez has exactly one route to each
     /// other pod, by name, at that pod's current IP. Err describes what is off.
     fn full_mesh(&self) -> Result<Vec<Value>, String> {
+        self.check_full_mesh(&self.snapshot())
+    }
+
+    /// Every pod's /healthz and /routez, in pod order: `2*i` is pod i's /healthz, `2*i + 1`
+    /// its /routez.
+    fn snapshot(&self) -> Vec<(u16, Value)> {
         let mut urls = Vec::new();
         for p in &self.pods {
             urls.push(format!("http://{}:8222/healthz", p.ip));
             urls.push(format!("http://{}:8222/routez", p.ip));
         }
-        let res = self.probe(&urls);
+        self.probe(&urls)
+    }
+
+    /// `full_mesh` on a snapshot taken earlier.
+    fn check_full_mesh(&self, res: &[(u16, Value)]) -> Result<Vec<Value>, String> {
         let mut problems = Vec::new();
         let mut routez = Vec::new();
         for (i, p) in self.pods.iter().enumerate() {
@@ -468,7 +557,8 @@ impl Sim {
             let mut sorted = got.clone();
             sorted.sort();
             want.sort();
-            if sorted != want || body["num_routes"].as_u64() != Some(PODS as u64 - 1) {
+            let n = self.pods.len() as u64;
+            if sorted != want || body["num_routes"].as_u64() != Some(n - 1) {
                 problems.push(format!(
                     "{}: num_routes {} routes (remote_name, ip) {got:?}, want {want:?}",
                     p.name, body["num_routes"]
@@ -481,6 +571,89 @@ impl Sim {
         } else {
             Err(problems.join("; "))
         }
+    }
+
+    /// The /routez evidence of a snapshot, one line per pod: healthz, num_routes and each
+    /// route's remote_name@ip (solicited or not, configured or gossiped).
+    fn evidence(&self, res: &[(u16, Value)]) -> String {
+        let mut s = String::new();
+        for (i, p) in self.pods.iter().enumerate() {
+            let (hz, _) = &res[2 * i];
+            let (rz, body) = &res[2 * i + 1];
+            let routes: Vec<String> = body["routes"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|r| {
+                    format!(
+                        "{}@{}:{}{}{}",
+                        r["remote_name"].as_str().unwrap_or("?"),
+                        r["ip"].as_str().unwrap_or("?"),
+                        r["port"],
+                        if r["did_solicit"] == true {
+                            " out"
+                        } else {
+                            " in"
+                        },
+                        if r["is_configured"] == true {
+                            " cfg"
+                        } else {
+                            ""
+                        }
+                    )
+                })
+                .collect();
+            s.push_str(&format!(
+                "\n  {} {}: /healthz {hz}, /routez {rz} num_routes {} routes {routes:?}",
+                p.name, p.ip, body["num_routes"]
+            ));
+        }
+        s
+    }
+
+    /// Islands: every pod up with at least one route, yet the route graph is not connected
+    /// (nats-server's split). `None` when the snapshot is not in that state.
+    fn islands(&self, res: &[(u16, Value)]) -> Option<Vec<BTreeSet<String>>> {
+        let n = self.pods.len();
+        let mut adj: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); n];
+        for i in 0..n {
+            let (rz, body) = &res[2 * i + 1];
+            let routes = body["routes"].as_array()?;
+            if *rz != 200 || routes.is_empty() {
+                return None;
+            }
+            for r in routes {
+                if let Some(j) = self
+                    .pods
+                    .iter()
+                    .position(|p| Some(p.name.as_str()) == r["remote_name"].as_str())
+                {
+                    adj[i].insert(j);
+                    adj[j].insert(i);
+                }
+            }
+        }
+        let mut seen = vec![false; n];
+        let mut parts = Vec::new();
+        for s in 0..n {
+            if seen[s] {
+                continue;
+            }
+            let mut part = BTreeSet::new();
+            let mut stack = vec![s];
+            seen[s] = true;
+            while let Some(i) = stack.pop() {
+                part.insert(self.pods[i].name.clone());
+                for &j in &adj[i] {
+                    if !seen[j] {
+                        seen[j] = true;
+                        stack.push(j);
+                    }
+                }
+            }
+            parts.push(part);
+        }
+        (parts.len() > 1).then_some(parts)
     }
 
     fn wait_full_mesh(&self, what: &str) -> Duration {
@@ -637,12 +810,7 @@ impl Drop for Sim {
 fn statefulset_with_headless_seed_meshes_survives_rolling_restart_and_ip_change() {
     let dnsmasq = require_environment();
     let t_start = Instant::now();
-    let mut sim = Sim::new(&dnsmasq);
-    for i in 0..PODS {
-        let ip = sim.pod_ip(10 + i as u32);
-        let pod = sim.new_pod(i, ip);
-        sim.pods.push(pod);
-    }
+    let mut sim = Sim::with_pods(&dnsmasq, "a", PODS);
     sim.publish_dns();
     let ns0 = sim.pods[0].ns.clone();
     sim.wait_dns(&ns0);
@@ -654,9 +822,7 @@ fn statefulset_with_headless_seed_meshes_survives_rolling_restart_and_ip_change(
     );
 
     // (a) Parallel pod management: all pods at once; a full mesh through the one seed name.
-    for i in 0..PODS {
-        sim.start(i);
-    }
+    sim.start_all();
     let took = sim.wait_full_mesh("a full mesh after a parallel start");
     report!("(a) full mesh of {PODS} pods {took:?} after starting them");
 
@@ -804,4 +970,168 @@ fn statefulset_with_headless_seed_meshes_survives_rolling_restart_and_ip_change(
         gap < 1.0,
         "the subscriber stopped receiving for {gap:.3} s (limit 1 s): {s}"
     );
+}
+
+/// Parallel pod management with the single headless seed, many times over: 3 and 5 pods must
+/// form a full mesh on every start (nats-server 2.9 splits into islands about 1 start in 15).
+/// The namespaces, bridge and dnsmasq stay for all runs of one size; each run starts fresh
+/// natsd processes and kills them afterwards.
+#[test]
+fn three_and_five_pods_always_form_a_full_mesh() {
+    let dnsmasq = require_environment();
+    let t_start = Instant::now();
+    let runs = std::env::var("NATSD_K8S_SIM_RUNS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(MESH_RUNS)
+        .max(MESH_RUNS);
+    for n in [3usize, 5] {
+        let t_size = Instant::now();
+        let mut sim = Sim::with_pods(&dnsmasq, &format!("m{n}"), n);
+        sim.publish_dns();
+        let ns0 = sim.pods[0].ns.clone();
+        sim.wait_dns(&ns0);
+        let mut times = Vec::new();
+        let mut transient_islands = Vec::new();
+        let mut first_probe = 0;
+        for run in 1..=runs {
+            sim.start_all();
+            let t0 = Instant::now();
+            let mut islands_seen = None;
+            let mut probes = 0;
+            let took = loop {
+                probes += 1;
+                let snap = sim.snapshot();
+                let check = sim.check_full_mesh(&snap);
+                if check.is_ok() {
+                    break t0.elapsed();
+                }
+                if islands_seen.is_none() {
+                    islands_seen = sim.islands(&snap).map(|p| (t0.elapsed(), p));
+                }
+                if t0.elapsed() > MESH_DEADLINE {
+                    panic!(
+                        "SPLIT: {n} pods started at once with the single seed \
+                         nats-route://{HEADLESS}:6222, run {run}/{runs}: no full mesh \
+                         {MESH_DEADLINE:?} after the start; islands now: {:?}; islands first \
+                         seen: {islands_seen:?}; problems: {}; /routez:{}",
+                        sim.islands(&snap),
+                        check.unwrap_err(),
+                        sim.evidence(&snap)
+                    );
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            };
+            if let Some((at, parts)) = islands_seen {
+                transient_islands.push(format!("run {run}: {parts:?} at {at:?}"));
+            }
+            if probes == 1 {
+                first_probe += 1;
+            }
+            times.push(took);
+            sim.stop_all();
+        }
+        report!(
+            "{n} pods, {runs} parallel starts, all full mesh; time to full mesh: {} (already \
+             full at the first /routez probe in {first_probe} runs: each probe of every pod \
+             takes ~0.15 s); transient islands (healed before the deadline): {} {:?}; {:?} for this size",
+            stats(&times),
+            transient_islands.len(),
+            transient_islands,
+            t_size.elapsed()
+        );
+    }
+    report!("mesh runs total {:?}", t_start.elapsed());
+}
+
+/// nats-2's records (its own name and its A record under the headless name) are published
+/// only 5 s after all three pods started, like an endpoints update that lags; it must be in
+/// the full mesh within 2 s of the records appearing.
+#[test]
+fn pod_whose_dns_record_appears_late_joins() {
+    const DELAY: Duration = Duration::from_secs(5);
+    const JOIN: Duration = Duration::from_secs(2);
+    let dnsmasq = require_environment();
+    let t_start = Instant::now();
+    let mut sim = Sim::with_pods(&dnsmasq, "l", 3);
+    let early: Vec<(String, String)> = sim.pods[..2]
+        .iter()
+        .map(|p| (p.name.clone(), p.ip.clone()))
+        .collect();
+    sim.write_dns(&early);
+    let ns0 = sim.pods[0].ns.clone();
+    sim.wait_resolves(&ns0, &early.iter().map(|(_, ip)| ip.clone()).collect());
+    let late = sim.resolve_in(&ns0, "nats-2.nats-headless");
+    assert!(
+        late.is_empty(),
+        "nats-2.nats-headless must not resolve before its record is published: {late:?}"
+    );
+
+    sim.start_all();
+    let started = Instant::now();
+    // Watch the cluster while nats-2 has no record (for the report only).
+    let mut first_full: Option<Duration> = None;
+    let mut last = None;
+    while started.elapsed() + Duration::from_millis(300) < DELAY {
+        let snap = sim.snapshot();
+        if first_full.is_none() && sim.check_full_mesh(&snap).is_ok() {
+            first_full = Some(started.elapsed());
+        }
+        last = Some(snap);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let before = last.map(|s| sim.evidence(&s)).unwrap_or_default();
+    std::thread::sleep(DELAY.saturating_sub(started.elapsed()));
+    sim.publish_dns();
+    let appeared = Instant::now();
+    report!(
+        "(late) nats-2's records published {:?} after the start; before that: full mesh first \
+         seen at {first_full:?}; /routez just before:{before}",
+        appeared - started
+    );
+    let (joined, probe_began) = loop {
+        let probe_began = appeared.elapsed();
+        let snap = sim.snapshot();
+        let check = sim.check_full_mesh(&snap);
+        if check.is_ok() {
+            break (appeared.elapsed(), probe_began);
+        }
+        report!(
+            "(late) {:?} after the records appeared: not a full mesh: {}; /routez:{}",
+            appeared.elapsed(),
+            check.as_ref().unwrap_err(),
+            sim.evidence(&snap)
+        );
+        if appeared.elapsed() > JOIN {
+            panic!(
+                "nats-2 did not join within {JOIN:?} of its DNS records appearing ({:?} now); \
+                 problems: {}; /routez:{}",
+                appeared.elapsed(),
+                check.unwrap_err(),
+                sim.evidence(&snap)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let resolved = sim.resolve_in(&ns0, "nats-2.nats-headless");
+    assert_eq!(
+        resolved,
+        BTreeSet::from([sim.pods[2].ip.clone()]),
+        "nats-2.nats-headless must resolve once published"
+    );
+    report!(
+        "(late) full mesh {joined:?} after nats-2's records appeared (limit {JOIN:?}; seen by \
+         the probe begun at {probe_began:?}; {:?} after the start)",
+        started.elapsed()
+    );
+    // Still exactly the full mesh a moment later: no duplicate routes from the new address.
+    std::thread::sleep(Duration::from_secs(2));
+    let snap = sim.snapshot();
+    if let Err(e) = sim.check_full_mesh(&snap) {
+        panic!(
+            "the mesh did not stay full after nats-2 joined: {e}; /routez:{}",
+            sim.evidence(&snap)
+        );
+    }
+    report!("(late) total {:?}", t_start.elapsed());
 }
