@@ -13,7 +13,7 @@ use crate::server::ServerShared;
 use crate::subject;
 use crate::sublist::SublistResult;
 use crate::util::FastMap;
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Buf, BytesMut};
 use rand::Rng;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -646,7 +646,7 @@ impl Client {
                 self.srv.interest_changed_deferred(
                     &self.acc,
                     &sub.subject,
-                    sub.queue.as_deref(),
+                    sub.queue.as_ref(),
                     -1,
                     self.fan.kicks(),
                 );
@@ -703,11 +703,19 @@ impl Client {
                 self.send_err(errs::MAX_SUBS);
                 return Flow::Continue;
             }
+            // Subject, sid and queue share one allocation.
+            let q = queue.unwrap_or_default();
+            let mut k = BytesMut::with_capacity(subject.len() + sid.len() + q.len());
+            k.extend_from_slice(subject);
+            k.extend_from_slice(sid);
+            k.extend_from_slice(q);
+            let k = k.freeze();
+            let (ns, nsid) = (subject.len(), subject.len() + sid.len());
             let sub = Arc::new(Subscription {
                 conn: self.conn.clone(),
-                subject: Bytes::copy_from_slice(subject),
-                queue: queue.map(Bytes::copy_from_slice),
-                sid: Bytes::copy_from_slice(sid),
+                subject: k.slice(..ns),
+                queue: queue.map(|_| k.slice(nsid..)),
+                sid: k.slice(ns..nsid),
                 max: AtomicU64::new(0),
                 delivered: AtomicU64::new(0),
                 deny,
@@ -726,8 +734,13 @@ impl Client {
             self.send_err(errs::INVALID_SUBJECT);
             return Flow::Continue;
         }
-        self.srv
-            .interest_changed_deferred(&self.acc, subject, queue, 1, self.fan.kicks());
+        self.srv.interest_changed_deferred(
+            &self.acc,
+            &sub.subject,
+            sub.queue.as_ref(),
+            1,
+            self.fan.kicks(),
+        );
         self.send_ok();
         Flow::Continue
     }
@@ -744,7 +757,7 @@ impl Client {
                         self.srv.interest_changed_deferred(
                             &self.acc,
                             &sub.subject,
-                            sub.queue.as_deref(),
+                            sub.queue.as_ref(),
                             -1,
                             self.fan.kicks(),
                         );
@@ -769,7 +782,7 @@ impl Client {
                 self.srv.interest_changed_deferred(
                     &self.acc,
                     &s.subject,
-                    s.queue.as_deref(),
+                    s.queue.as_ref(),
                     -1,
                     self.fan.kicks(),
                 );

@@ -62,7 +62,7 @@ impl Client {
                 self.srv.interest_changed_deferred(
                     &self.acc,
                     &s.subject,
-                    s.queue.as_deref(),
+                    s.queue.as_ref(),
                     -1,
                     self.fan.kicks(),
                 );

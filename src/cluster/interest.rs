@@ -51,16 +51,14 @@ impl Cluster {
     pub fn interest_changed(
         &self,
         acc: &Account,
-        subject: &[u8],
-        queue: Option<&[u8]>,
+        subject: &Bytes,
+        queue: Option<&Bytes>,
         delta: i32,
         kicks: &mut Vec<std::sync::Arc<crate::conn::Conn>>,
     ) {
         let mut rm = acc.route_interest.lock().unwrap_or_else(|e| e.into_inner());
-        let key = (
-            Bytes::copy_from_slice(subject),
-            queue.map(Bytes::copy_from_slice),
-        );
+        // The key shares the subscription's bytes: no allocation.
+        let key = (subject.clone(), queue.cloned());
         let before = rm.get(&key).copied().unwrap_or(0);
         let after = (i64::from(before) + i64::from(delta)).max(0) as u32;
         if after == 0 {
@@ -72,9 +70,10 @@ impl Cluster {
         if c == Change::None {
             return;
         }
-        let mut line = BytesMut::with_capacity(16 + acc.name.len() + subject.len());
-        encode_change(&mut line, acc.name.as_bytes(), subject, queue, &c);
-        self.broadcast_deferred(&line, kicks);
+        let need = 24 + acc.name.len() + subject.len() + queue.map_or(0, |q| q.len());
+        self.broadcast_deferred_with(need, kicks, |b| {
+            encode_change(b, acc.name.as_bytes(), subject, queue.map(|q| &q[..]), &c)
+        });
     }
 
     /// Everything this server advertises, for a route that just registered.
@@ -105,8 +104,8 @@ impl crate::server::ServerShared {
     pub fn interest_changed_deferred(
         &self,
         acc: &Account,
-        subject: &[u8],
-        queue: Option<&[u8]>,
+        subject: &Bytes,
+        queue: Option<&Bytes>,
         delta: i32,
         kicks: &mut Vec<std::sync::Arc<crate::conn::Conn>>,
     ) {

@@ -207,12 +207,16 @@ impl Cluster {
         }
     }
 
-    /// Queue `bytes` on every registered route; routes whose buffer was empty go to `kicks`.
-    pub fn broadcast_deferred(&self, bytes: &[u8], kicks: &mut Vec<Arc<Conn>>) {
+    /// Encode a line with `f` straight into every registered route's buffer (`need` bytes at
+    /// most); routes whose buffer was empty go to `kicks`.
+    pub fn broadcast_deferred_with(
+        &self,
+        need: usize,
+        kicks: &mut Vec<Arc<Conn>>,
+        f: impl Fn(&mut bytes::BytesMut),
+    ) {
         for r in lock(&self.routes).values() {
-            if let crate::conn::Push::Ok { kick: true, .. } =
-                r.conn.out.push(bytes.len(), |b| b.extend_from_slice(bytes))
-            {
+            if let crate::conn::Push::Ok { kick: true, .. } = r.conn.out.push(need, &f) {
                 kicks.push(r.conn.clone());
             }
         }

@@ -712,7 +712,7 @@ impl Route {
             for sub in std::mem::take(&mut self.fan.retired) {
                 if acc.retire(&sub) {
                     self.srv
-                        .local_interest_changed(&acc, &sub.subject, sub.queue.as_deref(), -1);
+                        .local_interest_changed(&acc, &sub.subject, sub.queue.as_ref(), -1);
                 }
             }
         }

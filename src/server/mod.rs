@@ -246,8 +246,8 @@ impl ServerShared {
     pub fn local_interest_changed(
         &self,
         acc: &crate::account::Account,
-        subject: &[u8],
-        queue: Option<&[u8]>,
+        subject: &bytes::Bytes,
+        queue: Option<&bytes::Bytes>,
         delta: i32,
     ) {
         let mut kicks = Vec::new();
