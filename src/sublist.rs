@@ -134,7 +134,9 @@ pub struct SublistStats {
 struct Node<T> {
     psubs: Vec<T>,
     qsubs: Vec<(Bytes, Vec<T>)>,
-    literal: FastMap<Box<[u8]>, Node<T>>,
+    /// hashbrown for `entry_ref`: one lookup per token on insert, a key allocation only for a
+    /// new token.
+    literal: hashbrown::HashMap<Vec<u8>, Node<T>, foldhash::fast::RandomState>,
     pwc: Option<Box<Node<T>>>,
     fwc: Option<Box<Node<T>>>,
 }
@@ -144,7 +146,7 @@ impl<T> Default for Node<T> {
         Node {
             psubs: Vec::new(),
             qsubs: Vec::new(),
-            literal: FastMap::default(),
+            literal: hashbrown::HashMap::default(),
             pwc: None,
             fwc: None,
         }
@@ -423,14 +425,7 @@ impl<T: SubEntry> Sublist<T> {
             } else if tok == FWC {
                 node.fwc.get_or_insert_with(Box::default)
             } else {
-                // Look up by slice first: no key allocation for tokens that exist already.
-                if !node.literal.contains_key(tok) {
-                    node.literal.insert(Box::from(tok), Node::default());
-                }
-                match node.literal.get_mut(tok) {
-                    Some(n) => n,
-                    None => return Err(SublistError::InvalidSubject),
-                }
+                node.literal.entry_ref(tok).or_default()
             };
         }
         match queue {

@@ -59,13 +59,26 @@ impl Cluster {
         let mut rm = acc.route_interest.lock().unwrap_or_else(|e| e.into_inner());
         // The key shares the subscription's bytes: no allocation.
         let key = (subject.clone(), queue.cloned());
-        let before = rm.get(&key).copied().unwrap_or(0);
-        let after = (i64::from(before) + i64::from(delta)).max(0) as u32;
-        if after == 0 {
-            rm.remove(&key);
-        } else {
-            rm.insert(key, after);
-        }
+        let apply = |before: u32| (i64::from(before) + i64::from(delta)).max(0) as u32;
+        let (before, after) = match rm.entry(key) {
+            std::collections::hash_map::Entry::Occupied(mut o) => {
+                let before = *o.get();
+                let after = apply(before);
+                if after == 0 {
+                    o.remove();
+                } else {
+                    *o.get_mut() = after;
+                }
+                (before, after)
+            }
+            std::collections::hash_map::Entry::Vacant(v) => {
+                let after = apply(0);
+                if after > 0 {
+                    v.insert(after);
+                }
+                (0, after)
+            }
+        };
         let c = change(queue.is_some(), before, after);
         if c == Change::None {
             return;
