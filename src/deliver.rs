@@ -52,6 +52,9 @@ pub struct Fanout {
     /// Subscriptions that reached their auto-unsubscribe max.
     pub retired: Vec<Arc<Subscription>>,
     pub rng: SmallRng,
+    /// This batch's inbound and outbound counts, published once per batch.
+    pub in_msgs: u64,
+    pub in_bytes: u64,
     pub out_msgs: u64,
     pub out_bytes: u64,
     trace: bool,
@@ -66,6 +69,8 @@ impl Fanout {
             routes: Vec::new(),
             retired: Vec::new(),
             rng: SmallRng::from_rng(&mut rand::rng()),
+            in_msgs: 0,
+            in_bytes: 0,
             out_msgs: 0,
             out_bytes: 0,
             trace: crate::logging::trace_enabled(),
@@ -266,8 +271,22 @@ impl Fanout {
         sent
     }
 
-    /// After a batch: wake destinations once each; slow down for stalled ones.
+    /// After a batch: publish the counters (server-wide and `own`'s), wake destinations once
+    /// each, slow down for stalled ones.
     pub async fn end_batch(&mut self, own: &Arc<Conn>) {
+        if self.in_msgs > 0 {
+            let s = &self.srv.stats;
+            s.in_msgs.fetch_add(self.in_msgs, Relaxed);
+            s.in_bytes.fetch_add(self.in_bytes, Relaxed);
+            s.out_msgs.fetch_add(self.out_msgs, Relaxed);
+            s.out_bytes.fetch_add(self.out_bytes, Relaxed);
+            own.counters.in_msgs.fetch_add(self.in_msgs, Relaxed);
+            own.counters.in_bytes.fetch_add(self.in_bytes, Relaxed);
+            self.in_msgs = 0;
+            self.in_bytes = 0;
+            self.out_msgs = 0;
+            self.out_bytes = 0;
+        }
         for d in self.to_kick.drain(..) {
             d.out.kick();
         }

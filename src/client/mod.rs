@@ -111,8 +111,6 @@ struct Client {
     pub_ok: FastMap<Vec<u8>, bool>,
     /// Delivery into destinations' buffers, batched per read.
     fan: Fanout,
-    batch_in_msgs: u64,
-    batch_in_bytes: u64,
     trace: bool,
 }
 
@@ -166,8 +164,6 @@ impl Client {
             l1: FastMap::default(),
             pub_ok: FastMap::default(),
             fan: Fanout::new(fan_srv),
-            batch_in_msgs: 0,
-            batch_in_bytes: 0,
         }
     }
 
@@ -344,20 +340,6 @@ impl Client {
 
     /// After a batch of ops: publish counters, wake destinations, slow down for stalled ones.
     async fn end_batch(&mut self) {
-        if self.batch_in_msgs > 0 {
-            let s = &self.srv.stats;
-            s.in_msgs.fetch_add(self.batch_in_msgs, Relaxed);
-            s.in_bytes.fetch_add(self.batch_in_bytes, Relaxed);
-            s.out_msgs.fetch_add(self.fan.out_msgs, Relaxed);
-            s.out_bytes.fetch_add(self.fan.out_bytes, Relaxed);
-            let c = &self.conn.counters;
-            c.in_msgs.fetch_add(self.batch_in_msgs, Relaxed);
-            c.in_bytes.fetch_add(self.batch_in_bytes, Relaxed);
-            self.batch_in_msgs = 0;
-            self.batch_in_bytes = 0;
-            self.fan.out_msgs = 0;
-            self.fan.out_bytes = 0;
-        }
         self.fan.end_batch(&self.conn).await;
     }
 
@@ -590,8 +572,8 @@ impl Client {
         }
         self.send_ok();
         let size = header.map_or(0, <[u8]>::len) + payload.len();
-        self.batch_in_msgs += 1;
-        self.batch_in_bytes += size as u64;
+        self.fan.in_msgs += 1;
+        self.fan.in_bytes += size as u64;
         self.acc.in_msgs.fetch_add(1, Relaxed);
         let r = self.lookup(subject);
         let m = Msg {
@@ -635,6 +617,19 @@ impl Client {
         }
     }
 
+    /// Remove a local subscription from the account and tell the routes.
+    pub(super) fn unsubscribe(&mut self, sub: &Arc<Subscription>) {
+        if self.acc.retire(sub) {
+            self.srv.interest_changed_deferred(
+                &self.acc,
+                &sub.subject,
+                sub.queue.as_ref(),
+                -1,
+                self.fan.kicks(),
+            );
+        }
+    }
+
     /// Retire subscriptions that reached their auto-unsubscribe max during delivery.
     fn retire_finished(&mut self) {
         if self.fan.retired.is_empty() {
@@ -642,15 +637,7 @@ impl Client {
         }
         for sub in std::mem::take(&mut self.fan.retired) {
             // Local subscribers live in this account's sublist: that is where we found them.
-            if self.acc.retire(&sub) {
-                self.srv.interest_changed_deferred(
-                    &self.acc,
-                    &sub.subject,
-                    sub.queue.as_ref(),
-                    -1,
-                    self.fan.kicks(),
-                );
-            }
+            self.unsubscribe(&sub);
         }
     }
 
@@ -753,15 +740,7 @@ impl Client {
                     sub.max.store(m, Relaxed);
                 }
                 _ => {
-                    if self.acc.retire(&sub) {
-                        self.srv.interest_changed_deferred(
-                            &self.acc,
-                            &sub.subject,
-                            sub.queue.as_ref(),
-                            -1,
-                            self.fan.kicks(),
-                        );
-                    }
+                    self.unsubscribe(&sub);
                 }
             }
         }

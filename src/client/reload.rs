@@ -58,15 +58,7 @@ impl Client {
             if p.can_subscribe(&s.subject) {
                 continue;
             }
-            if self.acc.retire(&s) {
-                self.srv.interest_changed_deferred(
-                    &self.acc,
-                    &s.subject,
-                    s.queue.as_ref(),
-                    -1,
-                    self.fan.kicks(),
-                );
-            }
+            self.unsubscribe(&s);
             let (subj, sid) = (
                 String::from_utf8_lossy(&s.subject),
                 String::from_utf8_lossy(&s.sid),

@@ -88,8 +88,6 @@ struct Route {
     next_ping: Instant,
     rtt_start: Option<Instant>,
     trace: bool,
-    in_msgs: u64,
-    in_bytes: u64,
 }
 
 impl Route {
@@ -113,8 +111,6 @@ impl Route {
             pings_out: 0,
             next_ping: Instant::now() + Duration::from_secs(3600),
             rtt_start: None,
-            in_msgs: 0,
-            in_bytes: 0,
         }
     }
 
@@ -298,20 +294,6 @@ impl Route {
     }
 
     async fn end_batch(&mut self) {
-        if self.in_msgs > 0 {
-            let s = &self.srv.stats;
-            s.in_msgs.fetch_add(self.in_msgs, Relaxed);
-            s.in_bytes.fetch_add(self.in_bytes, Relaxed);
-            s.out_msgs.fetch_add(self.fan.out_msgs, Relaxed);
-            s.out_bytes.fetch_add(self.fan.out_bytes, Relaxed);
-            let c = &self.conn.counters;
-            c.in_msgs.fetch_add(self.in_msgs, Relaxed);
-            c.in_bytes.fetch_add(self.in_bytes, Relaxed);
-            self.in_msgs = 0;
-            self.in_bytes = 0;
-            self.fan.out_msgs = 0;
-            self.fan.out_bytes = 0;
-        }
         self.fan.end_batch(&self.conn).await;
     }
 
@@ -703,8 +685,8 @@ impl Route {
             header: m.header,
             payload: m.payload,
         };
-        self.in_msgs += 1;
-        self.in_bytes += msg.size() as u64;
+        self.fan.in_msgs += 1;
+        self.fan.in_bytes += msg.size() as u64;
         let r = acc.sublist.matches(m.subject);
         self.fan
             .publish(&acc, &r, &msg, Origin::Route, Some(&m.queues));

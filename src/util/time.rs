@@ -138,44 +138,6 @@ pub fn uptime(d: Duration) -> String {
     }
 }
 
-/// Parse a Go-style duration (`100ms`, `2s`, `1m30s`, `1h`); a bare integer means seconds.
-pub fn parse_duration(s: &str) -> Option<Duration> {
-    let s = s.trim();
-    if s.is_empty() {
-        return None;
-    }
-    if let Ok(n) = s.parse::<u64>() {
-        return Some(Duration::from_secs(n));
-    }
-    let mut total = 0f64;
-    let mut rest = s;
-    while !rest.is_empty() {
-        let num_end = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
-        if num_end == 0 {
-            return None;
-        }
-        let v: f64 = rest[..num_end].parse().ok()?;
-        rest = &rest[num_end..];
-        let unit_end = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let mult = match &rest[..unit_end] {
-            "ns" => 1e-9,
-            "us" | "µs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return None,
-        };
-        total += v * mult;
-        rest = &rest[unit_end..];
-    }
-    Some(Duration::from_secs_f64(total))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,14 +161,5 @@ mod tests {
         assert_eq!(go_duration(Duration::from_secs(7200)), "2h0m0s");
         assert_eq!(uptime(Duration::from_secs(81)), "1m21s");
         assert_eq!(uptime(Duration::from_secs(90_061)), "1d1h1m1s");
-    }
-
-    #[test]
-    fn parse_durations() {
-        assert_eq!(parse_duration("100ms"), Some(Duration::from_millis(100)));
-        assert_eq!(parse_duration("1m30s"), Some(Duration::from_secs(90)));
-        assert_eq!(parse_duration("2"), Some(Duration::from_secs(2)));
-        assert_eq!(parse_duration("x"), None);
-        assert_eq!(parse_duration("5q"), None);
     }
 }
