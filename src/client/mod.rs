@@ -273,21 +273,8 @@ impl Client {
                     continue;
                 }
             };
-            match read {
-                Ok(0) => {
-                    tracing::debug!(
-                        "{} - Client connection closed: Client Closed",
-                        conn.log_prefix()
-                    );
-                    conn.close(CloseReason::ClientClosed);
-                    return;
-                }
-                Err(e) => {
-                    tracing::debug!("{} - read error: {e}", conn.log_prefix());
-                    conn.close(CloseReason::ReadError);
-                    return;
-                }
-                Ok(_) => {}
+            if !conn.read_ok(&read) {
+                return;
             }
             let now = SystemTime::now();
             self.last_in = Instant::now();

@@ -247,17 +247,8 @@ impl Route {
                     continue;
                 }
             };
-            match read {
-                Ok(0) => {
-                    conn.close(CloseReason::ClientClosed);
-                    return;
-                }
-                Err(e) => {
-                    tracing::debug!("{} - read error: {e}", conn.log_prefix());
-                    conn.close(CloseReason::ReadError);
-                    return;
-                }
-                Ok(_) => {}
+            if !conn.read_ok(&read) {
+                return;
             }
             conn.touch(SystemTime::now());
             let mut consumed = 0;

@@ -154,6 +154,19 @@ impl Conn {
         }
     }
 
+    /// What a read returned: false (and the connection closing) on EOF or an error.
+    pub fn read_ok(&self, r: &std::io::Result<usize>) -> bool {
+        match r {
+            Ok(0) => self.close(CloseReason::ClientClosed),
+            Err(e) => {
+                tracing::debug!("{} - read error: {e}", self.log_prefix());
+                self.close(CloseReason::ReadError);
+            }
+            Ok(_) => return true,
+        }
+        false
+    }
+
     pub fn close_reason(&self) -> Option<CloseReason> {
         self.close_reason.get().copied()
     }

@@ -22,6 +22,25 @@ pub struct SubDetail {
     pub cid: u64,
 }
 
+impl SubDetail {
+    /// One subscription (local or a route's remote interest) of `account`.
+    pub fn of(account: &str, s: &crate::account::Subscription) -> SubDetail {
+        SubDetail {
+            account: account.to_string(),
+            subject: String::from_utf8_lossy(&s.subject).into_owned(),
+            qgroup: s
+                .queue
+                .as_ref()
+                .map(|q| String::from_utf8_lossy(q).into_owned())
+                .unwrap_or_default(),
+            sid: String::from_utf8_lossy(&s.sid).into_owned(),
+            msgs: s.delivered.load(Relaxed),
+            max: s.max.load(Relaxed),
+            cid: s.conn.cid,
+        }
+    }
+}
+
 /// Sids in subscription order: numerically when both are numbers (`2` before `10`), else
 /// numbers first and the rest bytewise.
 pub fn cmp_sids(a: &str, b: &str) -> std::cmp::Ordering {
@@ -98,19 +117,7 @@ impl ConnInfo {
             let s = c.subs();
             let mut v: Vec<_> = s
                 .values()
-                .map(|s| SubDetail {
-                    account: meta.account.clone(),
-                    subject: String::from_utf8_lossy(&s.subject).into_owned(),
-                    qgroup: s
-                        .queue
-                        .as_ref()
-                        .map(|q| String::from_utf8_lossy(q).into_owned())
-                        .unwrap_or_default(),
-                    sid: String::from_utf8_lossy(&s.sid).into_owned(),
-                    msgs: s.delivered.load(Relaxed),
-                    max: s.max.load(Relaxed),
-                    cid: c.cid,
-                })
+                .map(|s| SubDetail::of(&meta.account, s))
                 .collect();
             v.sort_by(|a, b| cmp_sids(&a.sid, &b.sid));
             v

@@ -61,19 +61,9 @@ pub fn parse_subs(p: &HashMap<String, String>) -> Result<SubsMode, String> {
 fn remote_subs(srv: &ServerShared, rids: &[u64]) -> HashMap<u64, Vec<SubDetail>> {
     let mut by_rid: HashMap<u64, Vec<SubDetail>> = rids.iter().map(|r| (*r, Vec::new())).collect();
     for acc in srv.accounts.all() {
-        acc.sublist.for_each(|subject, queue, e| {
+        acc.sublist.for_each(|_, _, e| {
             if let Some(v) = by_rid.get_mut(&e.conn.cid) {
-                v.push(SubDetail {
-                    account: acc.name.clone(),
-                    subject: String::from_utf8_lossy(subject).into_owned(),
-                    qgroup: queue
-                        .map(|q| String::from_utf8_lossy(q).into_owned())
-                        .unwrap_or_default(),
-                    sid: String::from_utf8_lossy(&e.sid).into_owned(),
-                    msgs: e.delivered.load(Relaxed),
-                    max: 0,
-                    cid: e.conn.cid,
-                });
+                v.push(SubDetail::of(&acc.name, e));
             }
         });
     }

@@ -12,7 +12,6 @@ use crate::sublist::SublistStats;
 use crate::util::time::rfc3339_nano;
 use serde::Serialize;
 use std::collections::HashMap;
-use std::sync::atomic::Ordering::Relaxed;
 use std::time::SystemTime;
 
 /// Go's `encoding/json` writes a whole float64 without a fraction (`"cache_hit_rate": 0`,
@@ -171,7 +170,7 @@ pub fn subsz(srv: &ServerShared, q: &SubszQuery) -> SubszOut {
     let mut list = Vec::new();
     for acc in &accounts {
         let mut subs = Vec::new();
-        acc.sublist.for_each(|subject, queue, e| {
+        acc.sublist.for_each(|subject, _, e| {
             // Only local subscriptions: not the interest learned from routes.
             if e.conn.kind != ConnKind::Client {
                 return;
@@ -181,17 +180,7 @@ pub fn subsz(srv: &ServerShared, q: &SubszQuery) -> SubszOut {
                     return;
                 }
             }
-            subs.push(SubDetail {
-                account: acc.name.clone(),
-                subject: String::from_utf8_lossy(subject).into_owned(),
-                qgroup: queue
-                    .map(|q| String::from_utf8_lossy(q).into_owned())
-                    .unwrap_or_default(),
-                sid: String::from_utf8_lossy(&e.sid).into_owned(),
-                msgs: e.delivered.load(Relaxed),
-                max: e.max.load(Relaxed),
-                cid: e.conn.cid,
-            });
+            subs.push(SubDetail::of(&acc.name, e));
         });
         subs.sort_by(|a, b| a.cid.cmp(&b.cid).then_with(|| cmp_sids(&a.sid, &b.sid)));
         list.extend(subs);
