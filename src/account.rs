@@ -16,6 +16,11 @@ pub const SYSTEM_ACCOUNT: &str = "$SYS";
 /// them: the subscriber's `subscribe.deny` list, kept when the wildcard overlaps it.
 pub type DenyFilter = Arc<Vec<Bytes>>;
 
+/// What an internal subscription runs for each message it matches, synchronously inside the
+/// fan-out of the publisher (it may publish further through the `Fanout` it is given). Keep it
+/// short: hand heavy work to a task.
+pub type Handler = Arc<dyn Fn(&mut crate::deliver::Fanout, &crate::deliver::Msg<'_>) + Send + Sync>;
+
 /// One subscription of one connection.
 pub struct Subscription {
     pub conn: Arc<Conn>,
@@ -28,6 +33,8 @@ pub struct Subscription {
     pub deny: Option<DenyFilter>,
     /// Queue weight: 1 for a local member; a route's queue interest carries the peer's count.
     pub weight: u32,
+    /// Set for the server's own subscriptions (`conn.kind == ConnKind::Internal`).
+    pub handler: Option<Handler>,
 }
 
 impl Subscription {

@@ -58,7 +58,14 @@ pub struct Fanout {
     pub out_msgs: u64,
     pub out_bytes: u64,
     trace: bool,
+    /// Internal subscriptions matched by the current publish: run after it (handlers may
+    /// publish again, up to `MAX_INTERNAL_DEPTH` levels, so relay loops end).
+    internal: Vec<SubRef>,
+    depth: u8,
 }
+
+/// How many internal hops (relay → relay …) one message may take.
+const MAX_INTERNAL_DEPTH: u8 = 4;
 
 impl Fanout {
     pub fn new(srv: Arc<ServerShared>) -> Self {
@@ -74,6 +81,8 @@ impl Fanout {
             out_msgs: 0,
             out_bytes: 0,
             trace: crate::logging::trace_enabled(),
+            internal: Vec::new(),
+            depth: 0,
         }
     }
 
@@ -191,6 +200,7 @@ impl Fanout {
                         self.route_target(&s.conn);
                     }
                 }
+                ConnKind::Internal => self.internal.push(s.clone()),
             }
         }
         for g in &r.qsubs {
@@ -232,13 +242,49 @@ impl Fanout {
                         self.routes[t].1.push(g.name.clone());
                         break;
                     }
+                    ConnKind::Internal => {
+                        self.internal.push(s.clone());
+                        break;
+                    }
                 }
             }
         }
         if !self.routes.is_empty() {
             delivered += self.send_to_routes(acc.name.as_bytes(), m);
         }
+        if !self.internal.is_empty() {
+            delivered += self.run_internal(m);
+        }
         delivered
+    }
+
+    /// Run the handlers of the internal subscriptions the last match found.
+    fn run_internal(&mut self, m: &Msg<'_>) -> u64 {
+        let subs = std::mem::take(&mut self.internal);
+        if self.depth >= MAX_INTERNAL_DEPTH {
+            tracing::debug!(
+                "internal delivery of {:?} dropped: more than {MAX_INTERNAL_DEPTH} relay hops",
+                String::from_utf8_lossy(m.subject)
+            );
+            return 0;
+        }
+        self.depth += 1;
+        let mut n = 0;
+        for s in &subs {
+            if let Some(h) = &s.handler {
+                let (ok, last) = s.count_delivery();
+                if !ok {
+                    continue;
+                }
+                h(self, m);
+                n += 1;
+                if last {
+                    self.retired.push(s.0.clone());
+                }
+            }
+        }
+        self.depth -= 1;
+        n
     }
 
     /// One RMSG/HMSG per target route, with the queue groups it was chosen for.
@@ -275,17 +321,9 @@ impl Fanout {
     /// each, slow down for stalled ones.
     pub async fn end_batch(&mut self, own: &Arc<Conn>) {
         if self.in_msgs > 0 {
-            let s = &self.srv.stats;
-            s.in_msgs.fetch_add(self.in_msgs, Relaxed);
-            s.in_bytes.fetch_add(self.in_bytes, Relaxed);
-            s.out_msgs.fetch_add(self.out_msgs, Relaxed);
-            s.out_bytes.fetch_add(self.out_bytes, Relaxed);
             own.counters.in_msgs.fetch_add(self.in_msgs, Relaxed);
             own.counters.in_bytes.fetch_add(self.in_bytes, Relaxed);
-            self.in_msgs = 0;
-            self.in_bytes = 0;
-            self.out_msgs = 0;
-            self.out_bytes = 0;
+            self.flush_counters();
         }
         for d in self.to_kick.drain(..) {
             d.out.kick();
@@ -307,6 +345,19 @@ impl Fanout {
         }
     }
 
+    /// Add this batch's counts to the server-wide ones and reset them.
+    pub fn flush_counters(&mut self) {
+        let s = &self.srv.stats;
+        s.in_msgs.fetch_add(self.in_msgs, Relaxed);
+        s.in_bytes.fetch_add(self.in_bytes, Relaxed);
+        s.out_msgs.fetch_add(self.out_msgs, Relaxed);
+        s.out_bytes.fetch_add(self.out_bytes, Relaxed);
+        self.in_msgs = 0;
+        self.in_bytes = 0;
+        self.out_msgs = 0;
+        self.out_bytes = 0;
+    }
+
     /// Connections whose writers are woken at the end of the batch.
     pub fn kicks(&mut self) -> &mut Vec<Arc<Conn>> {
         &mut self.to_kick
@@ -318,5 +369,6 @@ impl Fanout {
         self.stalled.clear();
         self.routes.clear();
         self.retired.clear();
+        self.internal.clear();
     }
 }

@@ -694,6 +694,7 @@ impl Client {
                 delivered: AtomicU64::new(0),
                 deny,
                 weight: 1,
+                handler: None,
             });
             subs.insert(sub.sid.clone(), sub.clone());
             sub

@@ -633,6 +633,7 @@ impl Route {
             delivered: AtomicU64::new(0),
             deny: None,
             weight,
+            handler: None,
         });
         // The sublist validates the subject: an invalid one is ignored (debug line).
         match acc.sublist.insert(subject, qname, SubRef(sub.clone())) {

@@ -21,6 +21,8 @@ use crate::account::Subscription;
 pub enum ConnKind {
     Client,
     Route,
+    /// The server itself: internal subscriptions ($SYS services, import relays).
+    Internal,
 }
 
 /// Why a connection closed; the texts are nats-server's `/connz` `reason` strings.
@@ -195,7 +197,7 @@ impl Conn {
     /// `ip:port - cid:N` as nats-server prefixes per-connection log lines.
     pub fn log_prefix(&self) -> String {
         let kind = match self.kind {
-            ConnKind::Client => "cid",
+            ConnKind::Client | ConnKind::Internal => "cid",
             ConnKind::Route => "rid",
         };
         format!("{} - {}:{}", self.addr, kind, self.cid)

@@ -58,6 +58,9 @@ pub struct ServerShared {
     pub tasks: TaskTracker,
     /// Routes, when clustering is on.
     pub cluster: Option<Arc<Cluster>>,
+    /// The server's own connection: owner of internal subscriptions (cid 1, as nats-server's
+    /// system client). Never registered as a client, never written to.
+    pub internal: Arc<Conn>,
     /// Lame duck mode: entered once, never left.
     ldm: AtomicBool,
     /// Cancelled when lame duck mode starts: the client accept loop stops and drops its listener.
@@ -385,7 +388,13 @@ impl Server {
             http_req_stats: Mutex::new(BTreeMap::new()),
             clients: Mutex::new(HashMap::new()),
             closed: Mutex::new(VecDeque::new()),
-            next_cid: AtomicU64::new(1),
+            next_cid: AtomicU64::new(2),
+            internal: Arc::new(Conn::new(
+                1,
+                crate::conn::ConnKind::Internal,
+                SocketAddr::from(([0, 0, 0, 0], 0)),
+                0,
+            )),
             shutdown: CancellationToken::new(),
             tasks: TaskTracker::new(),
             cluster,
