@@ -94,6 +94,9 @@ pub struct Account {
     pub num_conns: AtomicUsize,
     pub in_msgs: AtomicU64,
     pub out_msgs: AtomicU64,
+    /// Exports and imports (`imports.rs`), set once at startup; unset for most accounts, so
+    /// the subscribe path checks one pointer.
+    pub links: std::sync::OnceLock<Arc<crate::imports::Linked>>,
 }
 
 impl Account {
@@ -105,6 +108,7 @@ impl Account {
             num_conns: AtomicUsize::new(0),
             in_msgs: AtomicU64::new(0),
             out_msgs: AtomicU64::new(0),
+            links: std::sync::OnceLock::new(),
         }
     }
 

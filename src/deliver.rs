@@ -62,6 +62,8 @@ pub struct Fanout {
     /// publish again, up to `MAX_INTERNAL_DEPTH` levels, so relay loops end).
     internal: Vec<SubRef>,
     depth: u8,
+    /// Where the message an internal handler is running for came from.
+    handler_origin: Origin,
 }
 
 /// How many internal hops (relay → relay …) one message may take.
@@ -83,6 +85,7 @@ impl Fanout {
             trace: crate::logging::trace_enabled(),
             internal: Vec::new(),
             depth: 0,
+            handler_origin: Origin::Route,
         }
     }
 
@@ -253,13 +256,13 @@ impl Fanout {
             delivered += self.send_to_routes(acc.name.as_bytes(), m);
         }
         if !self.internal.is_empty() {
-            delivered += self.run_internal(m);
+            delivered += self.run_internal(m, origin);
         }
         delivered
     }
 
     /// Run the handlers of the internal subscriptions the last match found.
-    fn run_internal(&mut self, m: &Msg<'_>) -> u64 {
+    fn run_internal(&mut self, m: &Msg<'_>, origin: Origin) -> u64 {
         let subs = std::mem::take(&mut self.internal);
         if self.depth >= MAX_INTERNAL_DEPTH {
             tracing::debug!(
@@ -276,6 +279,7 @@ impl Fanout {
                 if !ok {
                     continue;
                 }
+                self.handler_origin = origin;
                 h(self, m);
                 n += 1;
                 if last {
@@ -285,6 +289,11 @@ impl Fanout {
         }
         self.depth -= 1;
         n
+    }
+
+    /// Inside an internal handler: where the message it runs for came from.
+    pub fn origin(&self) -> Origin {
+        self.handler_origin
     }
 
     /// One RMSG/HMSG per target route, with the queue groups it was chosen for.

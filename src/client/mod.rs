@@ -614,6 +614,9 @@ impl Client {
                 -1,
                 self.fan.kicks(),
             );
+            if self.acc.links.get().is_some() {
+                crate::imports::client_unsubscribed(&self.srv, &self.acc, sub);
+            }
         }
     }
 
@@ -716,6 +719,9 @@ impl Client {
             1,
             self.fan.kicks(),
         );
+        if self.acc.links.get().is_some() {
+            crate::imports::client_subscribed(&self.srv, &self.acc, &sub);
+        }
         self.send_ok();
         Flow::Continue
     }
@@ -754,6 +760,9 @@ impl Client {
                     self.fan.kicks(),
                 );
             }
+        }
+        if self.acc.links.get().is_some() {
+            crate::imports::client_closed(&self.srv, &self.acc, self.conn.cid);
         }
         // Wake the routes that got RS- lines (there is no batch end after this).
         for c in self.fan.kicks().drain(..) {

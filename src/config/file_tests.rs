@@ -120,7 +120,6 @@ fn refused_capabilities_name_the_key() {
             "cluster { tls { cert_file: x, key_file: y, cipher_suites: [] } }",
             "cipher_suites",
         ),
-        ("accounts { A { exports: [ {stream: x} ] } }", "exports"),
         ("authorization { users: [ {user: a, nkey: UABC} ] }", "nkey"),
     ] {
         let e = err(src);
@@ -243,4 +242,112 @@ fn types_are_checked() {
     assert!(e.msg.contains("expected an integer"), "{e}");
     let e = err("authorization: 5");
     assert!(e.msg.contains("expected a map"), "{e}");
+}
+
+#[test]
+fn exports_and_imports() {
+    use crate::config::links::{LinkKind, ResponseType};
+    let o = load(
+        r#"
+accounts {
+  A {
+    users: [{user: a, password: a}]
+    exports: [
+      {stream: "x.>"}
+      {service: "req.*", response_type: chunked, response_threshold: "5s", accounts: [B]}
+    ]
+  }
+  B {
+    imports: [
+      {stream: {account: A, subject: "x.>"}, prefix: "p"}
+      {stream: {account: A, subject: "x.1"}, to: "one"}
+      {service: {account: A, subject: "req.x"}, to: "local.x"}
+    ]
+  }
+}
+"#,
+    )
+    .options;
+    let a = &o.links["A"];
+    assert_eq!(a.exports[1].kind, LinkKind::Service);
+    assert_eq!(a.exports[1].response_type, ResponseType::Chunked);
+    assert_eq!(
+        a.exports[1].response_threshold,
+        Some(Duration::from_secs(5))
+    );
+    assert_eq!(
+        a.exports[1].accounts.as_deref(),
+        Some(&["B".to_string()][..])
+    );
+    let b = &o.links["B"];
+    assert_eq!(b.imports[0].local_subject(), "p.x.>");
+    assert_eq!(b.imports[1].local_subject(), "one");
+    assert_eq!(b.imports[2].local_subject(), "local.x");
+
+    let acc = |a: &str, b: &str| {
+        format!(
+            "accounts {{\n  A {{ exports: [{{stream: \"x.>\"}}, {{service: \"req.x\"}}, \
+             {{service: \"priv\", accounts: [C]}}] {a} }}\n  B {{ {b} }}\n  C {{ }}\n}}"
+        )
+    };
+    for (a, b, want, line) in [
+        ("", r#"imports: [{stream: {account: Z, subject: "x.>"}}]"#,
+         "\"Z\" account not defined for stream import", 3),
+        ("", r#"imports: [{stream: {account: A, subject: "y"}}]"#,
+         "Error adding stream import \"y\": stream import not authorized", 3),
+        ("", r#"imports: [{service: {account: A, subject: "priv"}}]"#,
+         "Error adding service import \"priv\": service import not authorized", 3),
+        ("", r#"imports: [{stream: {account: A, subject: "req.x"}}]"#,
+         "Error adding stream import \"req.x\": stream import not authorized", 3),
+        ("", r#"imports: [{stream: {account: A, subject: "x..y"}}]"#,
+         "Error adding stream import \"x..y\": stream import not authorized", 3),
+        ("", r#"imports: [{stream: {account: A}}]"#, "Expect an account name and a subject", 3),
+        ("", r#"imports: [{stream: {account: A, subject: "x.>"}, prefix: "p.*"}]"#,
+         "Error adding stream import \"x.>\": stream import prefix can not contain wildcard tokens", 3),
+        ("", r#"imports: [{stream: {account: A, subject: "x.>"}, prefix: "p", to: "q"}]"#,
+         "Stream import can not have a 'prefix' and a 'to' property", 3),
+        ("", r#"imports: [{stream: {account: A, subject: "x.>"}}, {stream: {account: A, subject: "x.>"}}]"#,
+         "Error adding stream import \"x.>\": stream import already exists", 3),
+        ("", r#"imports: [{service: {account: A, subject: "req.x"}, to: "t"}, {service: {account: A, subject: "req.x"}, to: "t"}]"#,
+         "Duplicate service import subject \"t\", previously used in import for account \"A\", subject \"req.x\"", 3),
+        ("", r#"imports: [{stream: {account: A, subject: "x.>"}, foo: 1}]"#, "unknown field \"foo\"", 3),
+        ("", r#"imports: {service: {account: A, subject: "req.x"}}"#,
+         "Imports should be an array, got map[string]interface {}", 3),
+        (r#", exports: [{service: "s.*"}]"#, "", "", 0),
+        (", exports: [{service: \"x\", response_type: foo}]", "", "Unknown response type: \"foo\"", 2),
+        (", exports: [{stream: \"x\", response_type: stream}]", "", "Detected response directive on non-service", 2),
+        (", exports: [{service: \"x\", response_threshold: \"abc\"}]", "",
+         "Expected response threshold to be a parseable time duration, got \"abc\"", 2),
+        (", exports: [{service: \"x\", stream: \"y\"}]", "", "Detected stream \"y\" but already saw a service", 2),
+        (", exports: [{service: \"x\", accounts: [Z]}]", "", "\"Z\" account not defined for service export", 2),
+        (", exports: [{stream: \"x..y\"}]", "", "Error adding stream export \"x..y\": invalid subject", 2),
+    ] {
+        let src = acc(a, b);
+        if want.is_empty() {
+            load(&src);
+            continue;
+        }
+        let e = err(&src);
+        assert_eq!(e.msg, want, "{src}");
+        assert_eq!(e.line, line, "{src}: {e}");
+        assert!(e.col > 0, "{src}: {e}");
+    }
+
+    // A service import cycle: refused at the import that closes it.
+    let e = err(r#"accounts {
+  A { exports: [{service: "req.x"}], imports: [{service: {account: B, subject: "req.y"}, to: "req.x"}] }
+  B { exports: [{service: "req.y"}], imports: [{service: {account: A, subject: "req.x"}, to: "req.y"}] }
+}"#);
+    assert_eq!(
+        e.msg,
+        "Error adding service import \"req.x\": import forms a cycle"
+    );
+    assert_eq!(e.line, 3);
+    // Streams may go both ways.
+    load(
+        r#"accounts {
+  A { exports: [{stream: "x.>"}], imports: [{stream: {account: B, subject: "y.>"}}] }
+  B { exports: [{stream: "y.>"}], imports: [{stream: {account: A, subject: "x.>"}}] }
+}"#,
+    );
 }

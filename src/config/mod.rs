@@ -4,6 +4,7 @@
 pub mod conf;
 pub mod file;
 pub mod flags;
+pub mod links;
 pub mod reload;
 
 use std::path::PathBuf;
@@ -134,6 +135,8 @@ pub struct Options {
     pub users: Vec<User>,
     /// Accounts that exist besides `$G` and `$SYS`.
     pub accounts: Vec<String>,
+    /// Accounts' `exports` and `imports` (`links.rs`), by account name.
+    pub links: links::Links,
     /// Users without credentials join as this user (nats-server's `no_auth_user`).
     pub no_auth_user: Option<String>,
 
@@ -180,6 +183,7 @@ impl Default for Options {
             auth_token: None,
             users: Vec::new(),
             accounts: Vec::new(),
+            links: Default::default(),
             no_auth_user: None,
             max_payload: DEFAULT_MAX_PAYLOAD,
             max_control_line: DEFAULT_MAX_CONTROL_LINE,
@@ -253,6 +257,9 @@ impl Options {
                     ));
                 }
             }
+        }
+        if let Err(e) = links::validate(&self.accounts, &self.links) {
+            return Err(format!("account {:?}: {}", e.account, e.msg));
         }
         if let Some(n) = &self.no_auth_user {
             if !self.users.iter().any(|u| &u.username == n) {

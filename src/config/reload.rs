@@ -82,6 +82,7 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
         auth_token,
         users,
         accounts,
+        links,
         no_auth_user,
         max_payload,
         max_control_line,
@@ -125,6 +126,13 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
             "config reload not supported for Accounts: account {added:?} is new \
              (natsd adds accounts only at startup)"
         ));
+    }
+    if links != &old.links {
+        return Err(
+            "config reload not supported for account exports/imports: they are set \
+                    at startup (restart the server to change them)"
+                .into(),
+        );
     }
     if http_host != &old.http_host {
         return Err(refuse(

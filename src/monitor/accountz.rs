@@ -1,8 +1,9 @@
 //! `/accountz` (the accounts, or one account's detail with `acc`) and `/accstatz` (per-account
 //! connection and message counts), in nats-server 2.9's JSON.
 //!
-//! natsd's accounts have no imports, exports, mappings or JWTs, so those fields are omitted as
-//! nats-server omits them when empty. `/accstatz` sums the message counters of the account's
+//! Exports and imports are listed as nats-server lists configured ones (`imports.rs`); natsd's
+//! accounts have no mappings or JWTs, so those fields are omitted as nats-server omits them
+//! when empty. `/accstatz` sums the message counters of the account's
 //! open connections and of those still in the closed-connections ring.
 
 use super::subsz::{decode_bool, Stats};
@@ -30,6 +31,10 @@ pub struct AccountInfo {
     pub leafnode_connections: usize,
     pub client_connections: usize,
     pub subscriptions: usize,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub exports: Vec<crate::imports::ExtExport>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub imports: Vec<crate::imports::ExtImport>,
     pub sublist_stats: Stats,
 }
 
@@ -57,6 +62,8 @@ fn detail(srv: &ServerShared, acc: &Account) -> AccountInfo {
         leafnode_connections: 0,
         client_connections: acc.num_conns.load(Relaxed),
         subscriptions: acc.sublist.count(),
+        exports: crate::imports::ext_exports(acc),
+        imports: crate::imports::ext_imports(acc),
         sublist_stats: Stats::from(&acc.sublist.stats()),
     }
 }

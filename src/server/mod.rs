@@ -408,6 +408,8 @@ impl Server {
             reloads: tokio::sync::watch::Sender::new(0),
             opts,
         });
+        crate::imports::install(&shared)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let o = &shared.opts;
         tracing::info!("Starting nats-server");
         tracing::info!("  Version:  {}", COMPAT_VERSION);

@@ -1,0 +1,707 @@
+//! Account exports and imports at run time, as nats-server 2.9 routes them.
+//!
+//! - Stream import (B imports `x.>` from A, mapped to `p.x.>`): when a client of B subscribes
+//!   to a subject overlapping the mapped one, a *shadow* internal subscription is added in A's
+//!   sublist (so its interest goes to routes as RS+ in A and a publisher on another server
+//!   sends the message here in A). Its handler maps the subject into B's namespace and delivers
+//!   to that one client subscription. Shadows go with the client's subscription (UNSUB,
+//!   auto-unsubscribe, close). A message is delivered once: only the server holding the
+//!   subscriber relays it.
+//! - Service import (B imports `req.x` from A as `local.x`): an internal subscription in B on
+//!   `local.x`, local to this server (not advertised, and not run for messages from routes, so
+//!   only the requester's server relays). It republishes the request in A on `req.x` with the
+//!   reply rewritten to `_R_.<prefix>.<token>`; an internal subscription in A on
+//!   `_R_.<prefix>.>` (advertised, so responders anywhere reach it) relays responses to the
+//!   original reply in B. Mappings end with the first response (singleton) or after the
+//!   export's response threshold (stream, chunked); at most [`MAX_PENDING_RESPONSES`] wait.
+
+use crate::account::{Account, Handler, SubRef, Subscription};
+use crate::config::links::{
+    self, map_subject, AccountLinks, LinkKind, ResponseType, DEFAULT_RESPONSE_THRESHOLD,
+};
+use crate::deliver::{Fanout, Msg, Origin};
+use crate::server::ServerShared;
+use bytes::Bytes;
+use rand::Rng;
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+/// Response mappings waiting per exporting account and server.
+pub const MAX_PENDING_RESPONSES: usize = 100_000;
+
+/// One account's exports and imports, as the server runs them.
+pub struct Linked {
+    /// As configured (for `/accountz`).
+    pub config: AccountLinks,
+    streams: Vec<StreamImport>,
+    /// Shadow subscriptions by the client connection (cid) whose subscription they serve.
+    shadows: Mutex<HashMap<u64, Vec<Shadow>>>,
+    /// Set when some account imports a service of this one: where responses come back.
+    responses: Option<Arc<Responses>>,
+}
+
+struct StreamImport {
+    from: Weak<Account>,
+    /// In the exporting account.
+    subject: String,
+    /// In this account.
+    local: String,
+}
+
+struct Shadow {
+    client: Arc<Subscription>,
+    subs: Vec<(Weak<Account>, Arc<Subscription>)>,
+}
+
+/// The response side of one exporting account's services on this server.
+pub struct Responses {
+    /// `_R_.<random>.`
+    prefix: String,
+    pending: Mutex<Pending>,
+    /// The origin relayed responses carry (the server's own).
+    origin: Origin,
+}
+
+/// Response mappings: token → where the response goes. Bounded; expired entries go on the way.
+pub struct Pending {
+    map: HashMap<String, Waiting>,
+    order: VecDeque<(String, Instant)>,
+    cap: usize,
+}
+
+struct Waiting {
+    acc: Weak<Account>,
+    reply: Bytes,
+    singleton: bool,
+    expires: Instant,
+}
+
+impl Pending {
+    pub fn new(cap: usize) -> Self {
+        Pending {
+            map: HashMap::new(),
+            order: VecDeque::new(),
+            cap: cap.max(1),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    fn sweep(&mut self, now: Instant) {
+        while let Some((t, exp)) = self.order.front() {
+            if *exp > now {
+                break;
+            }
+            if self.map.get(t).is_some_and(|w| w.expires <= now) {
+                self.map.remove(t);
+            }
+            self.order.pop_front();
+        }
+    }
+
+    fn insert(&mut self, token: String, w: Waiting, now: Instant) {
+        self.sweep(now);
+        while self.map.len() >= self.cap {
+            let Some((t, _)) = self.order.pop_front() else {
+                break;
+            };
+            if self.map.remove(&t).is_some() {
+                tracing::debug!("service response mapping {t} dropped: {} pending", self.cap);
+            }
+        }
+        if self.order.len() > 2 * self.cap {
+            let map = &self.map;
+            self.order
+                .retain(|(t, e)| map.get(t).is_some_and(|w| w.expires == *e));
+        }
+        self.order.push_back((token.clone(), w.expires));
+        self.map.insert(token, w);
+    }
+
+    /// Where the response for `token` goes (the mapping ends if it was a singleton).
+    fn take(&mut self, token: &str, now: Instant) -> Option<(Weak<Account>, Bytes)> {
+        let w = self.map.get(token)?;
+        if w.expires <= now {
+            self.map.remove(token);
+            return None;
+        }
+        let out = (w.acc.clone(), w.reply.clone());
+        if w.singleton {
+            self.map.remove(token);
+        }
+        Some(out)
+    }
+}
+
+/// Set up every account's exports and imports: called once at startup.
+pub fn install(srv: &Arc<ServerShared>) -> Result<(), String> {
+    let all = &srv.opts.links;
+    if all.is_empty() {
+        return Ok(());
+    }
+    links::validate(&srv.opts.accounts, all)
+        .map_err(|e| format!("account {:?}: {}", e.account, e.msg))?;
+    let account = |name: &str| {
+        srv.accounts
+            .get(name)
+            .ok_or_else(|| format!("account {name:?} does not exist"))
+    };
+    // Exporting accounts whose services are imported get a response subscription.
+    let mut responses: HashMap<String, Arc<Responses>> = HashMap::new();
+    for l in all.values() {
+        for im in l.imports.iter().filter(|i| i.kind == LinkKind::Service) {
+            if responses.contains_key(&im.account) {
+                continue;
+            }
+            let token: String = rand::rng()
+                .sample_iter(rand::distr::Alphanumeric)
+                .take(8)
+                .map(char::from)
+                .collect();
+            let r = Arc::new(Responses {
+                prefix: format!("_R_.{token}."),
+                pending: Mutex::new(Pending::new(MAX_PENDING_RESPONSES)),
+                origin: srv.internal_origin(),
+            });
+            let exporter = account(&im.account)?;
+            let relay = r.clone();
+            let handler: Handler = Arc::new(move |fan, m| relay_response(&relay, fan, m));
+            srv.subscribe_internal(&exporter, &format!("{}>", r.prefix), None, handler)?;
+            responses.insert(im.account.clone(), r);
+        }
+    }
+    let mut names: Vec<&String> = all.keys().collect();
+    for name in responses.keys() {
+        if !all.contains_key(name) {
+            names.push(name);
+        }
+    }
+    for name in names {
+        let acc = account(name)?;
+        let config = all.get(name).cloned().unwrap_or_default();
+        let mut streams = Vec::new();
+        for im in &config.imports {
+            let from = account(&im.account)?;
+            match im.kind {
+                LinkKind::Stream => streams.push(StreamImport {
+                    from: Arc::downgrade(&from),
+                    subject: im.subject.clone(),
+                    local: im.local_subject(),
+                }),
+                LinkKind::Service => {
+                    let export = links::export_for(all, name, im)
+                        .ok_or_else(|| format!("service import {:?} not authorized", im.subject))?;
+                    let resp = responses
+                        .get(&im.account)
+                        .cloned()
+                        .ok_or("service import without a response subscription")?;
+                    let relay = ServiceRelay {
+                        to: Arc::downgrade(&from),
+                        importer: acc.name.clone(),
+                        local: im.local_subject(),
+                        remote: im.subject.clone(),
+                        singleton: export.response_type == ResponseType::Singleton,
+                        threshold: export
+                            .response_threshold
+                            .unwrap_or(DEFAULT_RESPONSE_THRESHOLD),
+                        responses: resp,
+                        origin: srv.internal_origin(),
+                        importer_acc: Arc::downgrade(&acc),
+                    };
+                    let handler: Handler = Arc::new(move |fan, m| relay.request(fan, m));
+                    subscribe_local(srv, &acc, &im.local_subject(), handler)?;
+                }
+            }
+        }
+        let linked = Linked {
+            config,
+            streams,
+            shadows: Mutex::new(HashMap::new()),
+            responses: responses.get(name).cloned(),
+        };
+        if acc.links.set(Arc::new(linked)).is_err() {
+            return Err(format!("account {name:?}: exports/imports set twice"));
+        }
+        tracing::debug!("account {name}: exports and imports installed");
+    }
+    Ok(())
+}
+
+/// An internal subscription only this server knows of (not advertised to routes).
+fn subscribe_local(
+    srv: &ServerShared,
+    acc: &Account,
+    subject: &str,
+    handler: Handler,
+) -> Result<Arc<Subscription>, String> {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    let sid = Bytes::from(format!("si{}", NEXT.fetch_add(1, Relaxed)));
+    let sub = Arc::new(Subscription {
+        conn: srv.internal.clone(),
+        subject: Bytes::copy_from_slice(subject.as_bytes()),
+        queue: None,
+        sid: sid.clone(),
+        max: AtomicU64::new(0),
+        delivered: AtomicU64::new(0),
+        deny: None,
+        weight: 1,
+        handler: Some(handler),
+    });
+    acc.sublist
+        .insert(subject.as_bytes(), None, SubRef(sub.clone()))
+        .map_err(|e| format!("service import subscription to {subject:?}: {e}"))?;
+    srv.internal.subs().insert(sid, sub.clone());
+    Ok(sub)
+}
+
+/// The request side of one service import.
+struct ServiceRelay {
+    to: Weak<Account>,
+    importer: String,
+    importer_acc: Weak<Account>,
+    local: String,
+    remote: String,
+    singleton: bool,
+    threshold: Duration,
+    responses: Arc<Responses>,
+    origin: Origin,
+}
+
+impl ServiceRelay {
+    fn request(&self, fan: &mut Fanout, m: &Msg<'_>) {
+        // Only the server the requester is connected to relays its request.
+        if fan.origin() == Origin::Route {
+            return;
+        }
+        let Some(to) = self.to.upgrade() else { return };
+        let Ok(subject) = std::str::from_utf8(m.subject) else {
+            return;
+        };
+        let subject = map_subject(&self.local, &self.remote, subject);
+        let reply = m.reply.map(|r| {
+            let token = new_token(fan);
+            let now = Instant::now();
+            self.responses
+                .pending
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(
+                    token.clone(),
+                    Waiting {
+                        acc: self.importer_acc.clone(),
+                        reply: Bytes::copy_from_slice(r),
+                        singleton: self.singleton,
+                        expires: now + self.threshold,
+                    },
+                    now,
+                );
+            format!("{}{token}", self.responses.prefix)
+        });
+        let header = request_info_header(m.header, &self.importer);
+        let out = Msg {
+            subject: subject.as_bytes(),
+            reply: reply.as_deref().map(str::as_bytes),
+            header: Some(&header),
+            payload: m.payload,
+        };
+        fan.publish_in(&to, &out, self.origin);
+    }
+}
+
+fn new_token(fan: &mut Fanout) -> String {
+    (&mut fan.rng)
+        .sample_iter(rand::distr::Alphanumeric)
+        .take(10)
+        .map(char::from)
+        .collect()
+}
+
+/// The request's header plus `Nats-Request-Info: {"acc":"<importer>"}`, as nats-server adds
+/// to requests crossing a service import.
+fn request_info_header(h: Option<&[u8]>, importer: &str) -> Vec<u8> {
+    let info = serde_json::json!({ "acc": importer }).to_string();
+    let mut out = match h {
+        Some(h) if h.ends_with(b"\r\n\r\n") => h[..h.len() - 2].to_vec(),
+        _ => b"NATS/1.0\r\n".to_vec(),
+    };
+    out.extend_from_slice(b"Nats-Request-Info: ");
+    out.extend_from_slice(info.as_bytes());
+    out.extend_from_slice(b"\r\n\r\n");
+    out
+}
+
+/// A response reached `_R_.<prefix>.<token>` in the exporting account: send it to the
+/// requester's reply subject in its account.
+fn relay_response(r: &Responses, fan: &mut Fanout, m: &Msg<'_>) {
+    let Some(token) = m
+        .subject
+        .strip_prefix(r.prefix.as_bytes())
+        .and_then(|t| std::str::from_utf8(t).ok())
+    else {
+        return;
+    };
+    let target = r
+        .pending
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take(token, Instant::now());
+    let Some((acc, reply)) = target else {
+        tracing::trace!("service response on {token}: no mapping (expired or answered)");
+        return;
+    };
+    let Some(acc) = acc.upgrade() else { return };
+    let out = Msg {
+        subject: &reply,
+        reply: None,
+        header: m.header,
+        payload: m.payload,
+    };
+    fan.publish_in(&acc, &out, r.origin);
+}
+
+/// Pending response mappings of `acc` (as an exporter) on this server.
+pub fn pending_responses(acc: &Account) -> usize {
+    acc.links
+        .get()
+        .and_then(|l| l.responses.as_ref())
+        .map_or(0, |r| {
+            r.pending.lock().unwrap_or_else(|e| e.into_inner()).len()
+        })
+}
+
+// ----- /accountz -----
+
+/// An export as `/accountz?acc=` shows it (nats-server's `ExtExport`).
+#[derive(serde::Serialize, Debug)]
+pub struct ExtExport {
+    pub subject: String,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub response_type: Option<&'static str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub approved_accounts: Vec<String>,
+}
+
+/// An import as `/accountz?acc=` shows it (nats-server's `ExtImport`).
+#[derive(serde::Serialize, Debug)]
+pub struct ExtImport {
+    /// Streams: the exporter's subject; services: the local subject.
+    pub subject: String,
+    pub account: String,
+    /// Services: the exporter's subject.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+    /// Streams: where the messages appear, when mapped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub local_subject: Option<String>,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub invalid: bool,
+    pub share: bool,
+    pub tracking: bool,
+}
+
+/// `acc`'s exports, services first (nats-server's order), then streams.
+pub fn ext_exports(acc: &Account) -> Vec<ExtExport> {
+    let Some(l) = acc.links.get() else {
+        return Vec::new();
+    };
+    let mut v: Vec<&links::Export> = l.config.exports.iter().collect();
+    v.sort_by_key(|e| e.kind == LinkKind::Stream);
+    v.into_iter()
+        .map(|e| ExtExport {
+            subject: e.subject.clone(),
+            kind: e.kind.as_str(),
+            response_type: (e.kind == LinkKind::Service).then(|| e.response_type.jwt_name()),
+            approved_accounts: e.accounts.clone().unwrap_or_default(),
+        })
+        .collect()
+}
+
+/// `acc`'s imports in config order.
+pub fn ext_imports(acc: &Account) -> Vec<ExtImport> {
+    let Some(l) = acc.links.get() else {
+        return Vec::new();
+    };
+    l.config
+        .imports
+        .iter()
+        .map(|im| {
+            let local = im.local_subject();
+            let (subject, to, local_subject) = match im.kind {
+                LinkKind::Stream => {
+                    let ls = (local != im.subject).then_some(local);
+                    (im.subject.clone(), None, ls)
+                }
+                LinkKind::Service => (local, Some(im.subject.clone()), None),
+            };
+            ExtImport {
+                subject,
+                account: im.account.clone(),
+                to,
+                local_subject,
+                kind: im.kind.as_str(),
+                invalid: false,
+                share: false,
+                tracking: false,
+            }
+        })
+        .collect()
+}
+
+// ----- stream imports: shadow subscriptions -----
+
+/// A client of `acc` subscribed: add shadows for the stream imports its subject overlaps.
+pub fn client_subscribed(srv: &Arc<ServerShared>, acc: &Arc<Account>, sub: &Arc<Subscription>) {
+    let Some(l) = acc.links.get() else { return };
+    if l.streams.is_empty() {
+        return;
+    }
+    let Ok(subject) = std::str::from_utf8(&sub.subject) else {
+        return;
+    };
+    let mut subs = Vec::new();
+    for si in &l.streams {
+        if !crate::subject::overlaps(subject.as_bytes(), si.local.as_bytes()) {
+            continue;
+        }
+        let Some(from) = si.from.upgrade() else {
+            continue;
+        };
+        let shadow_subject =
+            if crate::subject::subset_match(subject.as_bytes(), si.local.as_bytes()) {
+                map_subject(&si.local, &si.subject, subject)
+            } else {
+                si.subject.clone()
+            };
+        let handler = shadow_handler(srv, acc, sub, si);
+        let queue = sub.queue.as_ref().and_then(|q| std::str::from_utf8(q).ok());
+        match srv.subscribe_internal(&from, &shadow_subject, queue, handler) {
+            Ok(s) => subs.push((Arc::downgrade(&from), s)),
+            Err(e) => tracing::warn!("stream import shadow for {subject:?}: {e}"),
+        }
+    }
+    if !subs.is_empty() {
+        l.shadows
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(sub.conn.cid)
+            .or_default()
+            .push(Shadow {
+                client: sub.clone(),
+                subs,
+            });
+    }
+}
+
+fn shadow_handler(
+    srv: &Arc<ServerShared>,
+    acc: &Arc<Account>,
+    client: &Arc<Subscription>,
+    si: &StreamImport,
+) -> Handler {
+    let client = SubRef(client.clone());
+    let from = si.subject.clone();
+    let to = si.local.clone();
+    let srv = Arc::downgrade(srv);
+    let acc = Arc::downgrade(acc);
+    Arc::new(move |fan, m| {
+        let Ok(subject) = std::str::from_utf8(m.subject) else {
+            return;
+        };
+        let mapped = map_subject(&from, &to, subject);
+        if !crate::subject::pattern_matches(&client.subject, mapped.as_bytes()) {
+            return;
+        }
+        let out = Msg {
+            subject: mapped.as_bytes(),
+            ..*m
+        };
+        fan.to_sub(&client, &out);
+        // The client's auto-unsubscribe max: retire it in its own account (not the
+        // publisher's, where the fan-out would), with its shadows.
+        if fan
+            .retired
+            .last()
+            .is_some_and(|s| Arc::ptr_eq(s, &client.0))
+        {
+            fan.retired.pop();
+            if let (Some(srv), Some(acc)) = (srv.upgrade(), acc.upgrade()) {
+                if acc.retire(&client.0) {
+                    srv.interest_changed_deferred(
+                        &acc,
+                        &client.subject,
+                        client.queue.as_ref(),
+                        -1,
+                        fan.kicks(),
+                    );
+                }
+                client_unsubscribed(&srv, &acc, &client.0);
+            }
+        }
+    })
+}
+
+/// A client subscription of `acc` ended: remove its shadows.
+pub fn client_unsubscribed(srv: &ServerShared, acc: &Account, sub: &Arc<Subscription>) {
+    let Some(l) = acc.links.get() else { return };
+    if l.streams.is_empty() {
+        return;
+    }
+    let removed = {
+        let mut map = l.shadows.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(list) = map.get_mut(&sub.conn.cid) else {
+            return;
+        };
+        let Some(i) = list.iter().position(|s| Arc::ptr_eq(&s.client, sub)) else {
+            return;
+        };
+        let s = list.swap_remove(i);
+        if list.is_empty() {
+            map.remove(&sub.conn.cid);
+        }
+        s
+    };
+    drop_shadows(srv, removed);
+}
+
+/// A client of `acc` closed: remove every shadow of its subscriptions.
+pub fn client_closed(srv: &ServerShared, acc: &Account, cid: u64) {
+    let Some(l) = acc.links.get() else { return };
+    if l.streams.is_empty() {
+        return;
+    }
+    let removed = l
+        .shadows
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&cid);
+    for s in removed.into_iter().flatten() {
+        drop_shadows(srv, s);
+    }
+}
+
+fn drop_shadows(srv: &ServerShared, s: Shadow) {
+    for (acc, sub) in s.subs {
+        if let Some(acc) = acc.upgrade() {
+            srv.unsubscribe_internal(&acc, &sub);
+        }
+    }
+}
+
+/// Shadow subscriptions serving clients of `acc` (for tests and monitoring).
+pub fn shadow_count(acc: &Account) -> usize {
+    acc.links.get().map_or(0, |l| {
+        l.shadows
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .flatten()
+            .map(|s| s.subs.len())
+            .sum()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn waiting(singleton: bool, expires: Instant) -> Waiting {
+        Waiting {
+            acc: Weak::new(),
+            reply: Bytes::from_static(b"_INBOX.x"),
+            singleton,
+            expires,
+        }
+    }
+
+    #[test]
+    fn singleton_mapping_ends_with_first_response() {
+        let now = Instant::now();
+        let mut p = Pending::new(10);
+        p.insert("a".into(), waiting(true, now + Duration::from_secs(5)), now);
+        assert!(p.take("a", now).is_some());
+        assert!(p.take("a", now).is_none());
+        assert!(p.is_empty());
+    }
+
+    #[test]
+    fn stream_mapping_lasts_until_threshold() {
+        let now = Instant::now();
+        let mut p = Pending::new(10);
+        p.insert(
+            "a".into(),
+            waiting(false, now + Duration::from_secs(5)),
+            now,
+        );
+        assert!(p.take("a", now).is_some());
+        assert!(p.take("a", now + Duration::from_secs(4)).is_some());
+        assert!(p.take("a", now + Duration::from_secs(5)).is_none());
+        assert!(p.is_empty());
+    }
+
+    #[test]
+    fn expired_mappings_are_swept_on_insert() {
+        let now = Instant::now();
+        let mut p = Pending::new(100);
+        for i in 0..50 {
+            p.insert(
+                format!("t{i}"),
+                waiting(true, now + Duration::from_secs(1)),
+                now,
+            );
+        }
+        assert_eq!(p.len(), 50);
+        let later = now + Duration::from_secs(2);
+        p.insert(
+            "new".into(),
+            waiting(true, later + Duration::from_secs(1)),
+            later,
+        );
+        assert_eq!(p.len(), 1);
+    }
+
+    #[test]
+    fn cap_bounds_pending_mappings_oldest_first() {
+        let now = Instant::now();
+        let mut p = Pending::new(3);
+        for i in 0..10 {
+            p.insert(
+                format!("t{i}"),
+                waiting(true, now + Duration::from_secs(60)),
+                now,
+            );
+            assert!(p.len() <= 3);
+        }
+        assert!(p.take("t0", now).is_none());
+        assert!(p.take("t9", now).is_some());
+        // Answered singletons leave stale order entries; they stay bounded too.
+        for i in 10..1000 {
+            let t = format!("t{i}");
+            p.insert(t.clone(), waiting(true, now + Duration::from_secs(60)), now);
+            assert!(p.take(&t, now).is_some());
+        }
+        assert!(p.order.len() <= 2 * 3 + 1);
+    }
+
+    #[test]
+    fn request_info_header_is_added() {
+        assert_eq!(
+            request_info_header(None, "B"),
+            b"NATS/1.0\r\nNats-Request-Info: {\"acc\":\"B\"}\r\n\r\n"
+        );
+        assert_eq!(
+            request_info_header(Some(b"NATS/1.0\r\nK: v\r\n\r\n"), "B"),
+            b"NATS/1.0\r\nK: v\r\nNats-Request-Info: {\"acc\":\"B\"}\r\n\r\n"
+        );
+    }
+}
