@@ -92,6 +92,7 @@ impl Fanout {
                         -1,
                         self.kicks(),
                     );
+                    crate::imports::client_unsubscribed(srv, &acc, &sub);
                 }
             }
         }

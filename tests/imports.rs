@@ -29,7 +29,10 @@ accounts {
     ]
   }
   B {
-    users: [{user: b, password: b}]
+    users: [
+      {user: b, password: b}
+      {user: b2, password: b2, permissions: {publish: {deny: ["local.x"]}, subscribe: {deny: ["p.x.secret"]}}}
+    ]
     exports: [{service: "back"}]
     imports: [
       {stream: {account: A, subject: "x.>"}, prefix: "p"}
@@ -245,6 +248,71 @@ async fn shadows_follow_unsubscribe_auto_unsubscribe_and_close() {
     drop(raw);
     wait_shadows(&srv, "B", 0).await;
     assert!(acc_a.sublist.matches(b"x.3").psubs.is_empty());
+    srv.shutdown().await;
+}
+
+#[tokio::test]
+async fn permissions_apply_to_the_subjects_the_client_uses() {
+    let srv = common::start(opts()).await;
+    let url = srv.client_url();
+    let a = user(&url, "a").await;
+    let b2 = user(&url, "b2").await;
+    let mut a_all = a.subscribe(">").await.expect("sub");
+    a.flush().await.expect("flush");
+    wait_subs(&srv, "A", "req.x", 1).await;
+    // Publishing to the import's local subject is denied: nothing reaches A.
+    b2.publish("local.x", "denied".into()).await.expect("pub");
+    b2.publish("multi", "allowed".into()).await.expect("pub");
+    b2.flush().await.expect("flush");
+    let m = next(&mut a_all).await;
+    assert_eq!(
+        (m.subject.as_str(), &m.payload[..]),
+        ("multi", &b"allowed"[..])
+    );
+    // A subscribe deny inside a wildcard holds for imported messages too.
+    let mut s = b2.subscribe("p.x.>").await.expect("sub");
+    b2.flush().await.expect("flush");
+    wait_shadows(&srv, "B", 1).await;
+    a.publish("x.secret", "no".into()).await.expect("pub");
+    a.publish("x.ok", "yes".into()).await.expect("pub");
+    a.flush().await.expect("flush");
+    let m = next(&mut s).await;
+    assert_eq!(m.subject.as_str(), "p.x.ok");
+    srv.shutdown().await;
+}
+
+#[tokio::test]
+async fn queue_subscribers_share_an_imported_stream() {
+    let srv = common::start(opts()).await;
+    let url = srv.client_url();
+    let a = user(&url, "a").await;
+    let b = user(&url, "b").await;
+    let q1 = b
+        .queue_subscribe("p.x.>", "workers".into())
+        .await
+        .expect("sub");
+    let q2 = b
+        .queue_subscribe("p.x.>", "workers".into())
+        .await
+        .expect("sub");
+    b.flush().await.expect("flush");
+    wait_shadows(&srv, "B", 2).await;
+    let mut both = futures::stream::select(q1, q2);
+    for i in 0..20 {
+        a.publish(format!("x.{i}"), "w".into()).await.expect("pub");
+    }
+    a.publish("x.end", "end".into()).await.expect("pub");
+    a.flush().await.expect("flush");
+    // Each message reaches one member: 21 deliveries, all different, all of them.
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..21 {
+        let m = tokio::time::timeout(DEADLINE, both.next())
+            .await
+            .expect("in time")
+            .expect("open");
+        assert!(seen.insert(m.subject.to_string()), "twice: {}", m.subject);
+    }
+    assert!(seen.contains("p.x.end") && seen.contains("p.x.19"));
     srv.shutdown().await;
 }
 

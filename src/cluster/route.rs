@@ -687,6 +687,7 @@ impl Route {
                 if acc.retire(&sub) {
                     self.srv
                         .local_interest_changed(&acc, &sub.subject, sub.queue.as_ref(), -1);
+                    crate::imports::client_unsubscribed(&self.srv, &acc, &sub);
                 }
             }
         }
