@@ -62,6 +62,7 @@ pub struct Responses {
     pending: Mutex<Pending>,
     /// The origin relayed responses carry (the server's own).
     origin: Origin,
+    srv: Weak<ServerShared>,
 }
 
 /// Response mappings: token → where the response goes. Bounded; expired entries go on the way.
@@ -170,6 +171,7 @@ pub fn install(srv: &Arc<ServerShared>) -> Result<(), String> {
                 prefix: format!("_R_.{token}."),
                 pending: Mutex::new(Pending::new(MAX_PENDING_RESPONSES)),
                 origin: srv.internal_origin(),
+                srv: Arc::downgrade(srv),
             });
             let exporter = account(&im.account)?;
             let relay = r.clone();
@@ -215,6 +217,7 @@ pub fn install(srv: &Arc<ServerShared>) -> Result<(), String> {
                         responses: resp,
                         origin: srv.internal_origin(),
                         importer_acc: Arc::downgrade(&acc),
+                        srv: Arc::downgrade(srv),
                     };
                     let handler: Handler = Arc::new(move |fan, m| relay.request(fan, m));
                     subscribe_local(srv, &acc, &im.local_subject(), handler)?;
@@ -273,6 +276,7 @@ struct ServiceRelay {
     threshold: Duration,
     responses: Arc<Responses>,
     origin: Origin,
+    srv: Weak<ServerShared>,
 }
 
 impl ServiceRelay {
@@ -312,7 +316,32 @@ impl ServiceRelay {
             header: Some(&header),
             payload: m.payload,
         };
-        fan.publish_in(&to, &out, self.origin);
+        publish_across(&self.srv, fan, &to, &out, self.origin);
+    }
+}
+
+/// Publish into another account than the one the fan-out started in. Subscriptions that reach
+/// their auto-unsubscribe max here belong to `acc`: retire them there (the publisher would
+/// look for them in its own account).
+fn publish_across(
+    srv: &Weak<ServerShared>,
+    fan: &mut Fanout,
+    acc: &Arc<Account>,
+    m: &Msg<'_>,
+    origin: Origin,
+) {
+    let before = fan.retired.len();
+    fan.publish_in(acc, m, origin);
+    if fan.retired.len() <= before {
+        return;
+    }
+    let done: Vec<Arc<Subscription>> = fan.retired.drain(before..).collect();
+    let Some(srv) = srv.upgrade() else { return };
+    for sub in done {
+        if acc.retire(&sub) {
+            srv.interest_changed_deferred(acc, &sub.subject, sub.queue.as_ref(), -1, fan.kicks());
+            client_unsubscribed(&srv, acc, &sub);
+        }
     }
 }
 
@@ -364,7 +393,7 @@ fn relay_response(r: &Responses, fan: &mut Fanout, m: &Msg<'_>) {
         header: m.header,
         payload: m.payload,
     };
-    fan.publish_in(&acc, &out, r.origin);
+    publish_across(&r.srv, fan, &acc, &out, r.origin);
 }
 
 /// Pending response mappings of `acc` (as an exporter) on this server.

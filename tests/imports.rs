@@ -317,6 +317,40 @@ async fn queue_subscribers_share_an_imported_stream() {
 }
 
 #[tokio::test]
+async fn auto_unsubscribed_requester_and_responder_are_retired_in_their_own_accounts() {
+    let srv = common::start(opts()).await;
+    let connect =
+        |u: &str| format!(r#"{{"verbose":false,"user":"{u}","pass":"{u}","protocol":1}}"#);
+    let mut a = common::Raw::connected(&srv, &connect("a")).await;
+    a.send("SUB req.x 1\r\nUNSUB 1 1\r\nPING\r\n").await;
+    a.expect("PONG").await;
+    let mut b = common::Raw::connected(&srv, &connect("b")).await;
+    b.send("SUB _INBOX.r 9\r\nUNSUB 9 1\r\nPUB local.x _INBOX.r 1\r\nq\r\n")
+        .await;
+    let (subject, _, reply, _) = a.msg().await;
+    assert_eq!(subject, "req.x");
+    let reply = reply.expect("reply");
+    a.send(&format!("PUB {reply} 2\r\nok\r\nPING\r\n")).await;
+    a.expect("PONG").await;
+    let (subject, _, _, payload) = b.msg().await;
+    assert_eq!((subject.as_str(), &payload[..]), ("_INBOX.r", &b"ok"[..]));
+    // Both reached their max in a fan-out that started in the other account.
+    let count = |acc: &str, subject: &str| {
+        srv.shared().accounts.get(acc).map_or(usize::MAX, |a| {
+            a.sublist
+                .matches(subject.as_bytes())
+                .psubs
+                .iter()
+                .filter(|s| s.conn.kind == ConnKind::Client)
+                .count()
+        })
+    };
+    assert_eq!(count("A", "req.x"), 0);
+    assert_eq!(count("B", "_INBOX.r"), 0);
+    srv.shutdown().await;
+}
+
+#[tokio::test]
 async fn service_import_request_reply_with_headers() {
     let srv = common::start(opts()).await;
     let url = srv.client_url();
