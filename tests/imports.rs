@@ -629,6 +629,23 @@ async fn mixed_cluster_with_nats_server_cross_account_requests_both_ways() {
         got.expect("stream across kinds").subject.as_str(),
         "p.x.probe"
     );
+    // … and subscriber in B on nats-server, publisher in A on natsd.
+    let mut s = b_go.subscribe("m.>").await.expect("sub");
+    b_go.flush().await.expect("flush");
+    let mut got = None;
+    let end = std::time::Instant::now() + DEADLINE;
+    while got.is_none() && std::time::Instant::now() < end {
+        a_nd2.publish("y.probe", "p".into()).await.expect("pub");
+        a_nd2.flush().await.expect("flush");
+        got = tokio::time::timeout(Duration::from_millis(200), s.next())
+            .await
+            .ok()
+            .flatten();
+    }
+    assert_eq!(
+        got.expect("stream across kinds").subject.as_str(),
+        "m.probe"
+    );
     drop(go);
     n0.shutdown().await;
 }
