@@ -244,3 +244,15 @@ fn types_are_checked() {
     let e = err("authorization: 5");
     assert!(e.msg.contains("expected a map"), "{e}");
 }
+
+#[test]
+fn system_account_names_a_configured_account() {
+    let o =
+        load("accounts { SYS { users [{user: s, password: s}] } }\nsystem_account: SYS").options;
+    assert_eq!(o.system_account, "SYS");
+    assert!(!o.no_system_account);
+    assert_eq!(load("").options.system_account, "$SYS");
+    assert!(load("no_system_account: true").options.no_system_account);
+    let e = err("system_account: NOPE");
+    assert!(e.msg.contains("account missing"), "{e}");
+}
