@@ -374,7 +374,28 @@ async fn a_ping_reaches_every_node_of_a_natsd_cluster() {
     )
     .await;
     assert_eq!(a3[0]["data"]["server_name"], "n2");
-    for s in [a, b, c] {
+
+    // A server that shuts down says so first ($SYS.SERVER.<id>.SHUTDOWN, its bare ServerInfo).
+    cl.send("SUB $SYS.SERVER.*.SHUTDOWN 7\r\n").await;
+    cl.flush().await;
+    let c_id = c.id().to_string();
+    wait_for("interest in SHUTDOWN on n3", || async {
+        c.shared().accounts.get("SYS").is_some_and(|acc| {
+            !acc.sublist
+                .matches(b"$SYS.SERVER.X.SHUTDOWN")
+                .psubs
+                .is_empty()
+        })
+    })
+    .await;
+    c.shutdown().await;
+    let (subject, sid, _, body) = cl.msg().await;
+    assert_eq!(subject, format!("$SYS.SERVER.{c_id}.SHUTDOWN"));
+    assert_eq!(sid, "7");
+    let v: Value = serde_json::from_slice(&body).expect("json");
+    assert_eq!(v["id"], c_id.as_str());
+    assert_eq!(v["name"], "n3");
+    for s in [a, b] {
         s.shutdown().await;
     }
 }

@@ -208,6 +208,10 @@ impl ServerShared {
     pub fn begin_shutdown(&self) {
         if !self.shutdown_started.swap(true, Relaxed) {
             tracing::info!("Initiating Shutdown...");
+            // While the routes are still up: peers learn this server is going.
+            if let Some(sys) = self.sys.get() {
+                sys.announce_shutdown();
+            }
         }
         self.shutdown.cancel();
         for c in self.clients() {

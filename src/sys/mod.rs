@@ -19,7 +19,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, SystemTime};
 use tokio::sync::mpsc;
 
@@ -183,6 +183,8 @@ struct Idz {
 /// The system services of one server.
 pub struct Sys {
     pub acc: Arc<Account>,
+    /// The server (weak: the server owns the services).
+    srv: Weak<ServerShared>,
     subs: Mutex<Vec<Arc<Subscription>>>,
     /// nats-server's `seq`: one per message the system services send.
     seq: AtomicU64,
@@ -218,6 +220,7 @@ impl Sys {
         };
         let sys = Arc::new(Sys {
             acc,
+            srv: Arc::downgrade(srv),
             subs: Mutex::new(Vec::new()),
             seq: AtomicU64::new(0),
             inbox_prefix: format!("$SYS._INBOX.{}.", short_hash(&srv.id)),
@@ -284,6 +287,21 @@ impl Sys {
         for s in &subs {
             srv.unsubscribe_internal(&self.acc, s);
         }
+    }
+
+    /// `$SYS.SERVER.<id>.SHUTDOWN` with this server's `ServerInfo` (bare, as nats-server
+    /// sends it), so peers drop it from their server lists. Called before routes close.
+    pub fn announce_shutdown(&self) {
+        let Some(srv) = self.srv.upgrade() else {
+            return;
+        };
+        let body = to_json(&self.server_info(&srv));
+        self.publish(
+            &srv,
+            &format!("$SYS.SERVER.{}.SHUTDOWN", srv.id),
+            None,
+            &body,
+        );
     }
 
     /// The envelope's `server` for the next message sent.
