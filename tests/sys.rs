@@ -263,6 +263,17 @@ async fn a_single_server_answers_its_system_users() {
         c.send("UNSUB 5\r\n").await;
     }
 
+    // A filter on an endpoint with options of its own: both apply.
+    let a = request(
+        &mut c,
+        "$SYS.REQ.SERVER.PING.CONNZ",
+        r#"{"tags":["az:1"],"limit":1}"#,
+        "r.8",
+        1,
+    )
+    .await;
+    assert_eq!(a[0]["data"]["limit"], 1, "{}", a[0]);
+
     // A user of another account publishes on the same subjects in its own account: no
     // answer (the services live in the system account only).
     let mut app = login(&s, "app").await;

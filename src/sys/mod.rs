@@ -518,9 +518,6 @@ pub fn answer(srv: &ServerShared, sys: &Sys, e: Endpoint, payload: &[u8]) -> Opt
     if !matches_filter(srv, &opts) {
         return None;
     }
-    if e == Endpoint::Statsz {
-        return Some(statsz_message(srv, sys));
-    }
     let params = match query_params(e, &opts) {
         Ok(p) => p,
         Err(e) => return Some(error(e)),
@@ -539,7 +536,8 @@ pub fn answer(srv: &ServerShared, sys: &Sys, e: Endpoint, payload: &[u8]) -> Opt
         .map_err(|e| format!("encoding the answer: {e}"))
     }
     let out = match e {
-        Endpoint::Statsz => env(srv, sys, statsz(srv)),
+        // Not under `data`: `{"server":…,"statsz":…}`.
+        Endpoint::Statsz => Ok(statsz_message(srv, sys)),
         Endpoint::Varz => env(srv, sys, varz::Varz::of(srv)),
         Endpoint::Connz => {
             connz::ConnzQuery::parse(&params).and_then(|q| env(srv, sys, connz::connz(srv, &q)))
@@ -623,10 +621,26 @@ fn matches_filter(srv: &ServerShared, o: &Map<String, Value>) -> bool {
     true
 }
 
-/// The request's options as the HTTP endpoint's query parameters.
+/// The request's options as the HTTP endpoint's query parameters. Options the endpoint does
+/// not take (the filters, unknown keys) are ignored whatever their type, as Go's decoder does.
 fn query_params(e: Endpoint, o: &Map<String, Value>) -> Result<HashMap<String, String>, String> {
     let mut p = HashMap::new();
     for (k, v) in o {
+        let subs_opt = matches!(
+            e,
+            Endpoint::Connz | Endpoint::Routez | Endpoint::Leafz | Endpoint::Subsz
+        );
+        let target = match k.as_str() {
+            "subscriptions" if subs_opt => "subs",
+            "subscriptions_detail" if matches!(e, Endpoint::Connz | Endpoint::Routez) => {
+                "subs_detail"
+            }
+            "state" if e == Endpoint::Connz => "state",
+            k => match e.query_name(k) {
+                Some(q) => q,
+                None => continue,
+            },
+        };
         let text = match v {
             Value::Null => continue,
             Value::Bool(b) => b.to_string(),
@@ -634,22 +648,19 @@ fn query_params(e: Endpoint, o: &Map<String, Value>) -> Result<HashMap<String, S
             Value::String(s) => s.clone(),
             other => return Err(format!("option {k:?}: unexpected {}", json_kind(other))),
         };
-        match (e, k.as_str()) {
-            (
-                Endpoint::Connz | Endpoint::Routez | Endpoint::Leafz | Endpoint::Subsz,
-                "subscriptions",
-            ) => {
+        match target {
+            "subs" => {
                 if v.as_bool() == Some(true) {
                     p.entry("subs".to_string()).or_insert_with(|| "1".into());
                 }
             }
-            (Endpoint::Connz | Endpoint::Routez, "subscriptions_detail") => {
+            "subs_detail" => {
                 if v.as_bool() == Some(true) {
                     p.insert("subs".into(), "detail".into());
                 }
             }
             // nats-server's ConnState as a number: 0 open, 1 closed, 2 all.
-            (Endpoint::Connz, "state") => {
+            "state" => {
                 let s = match text.as_str() {
                     "0" => "open",
                     "1" => "closed",
@@ -658,10 +669,8 @@ fn query_params(e: Endpoint, o: &Map<String, Value>) -> Result<HashMap<String, S
                 };
                 p.insert("state".into(), s.to_string());
             }
-            (e, k) => {
-                if let Some(q) = e.query_name(k) {
-                    p.insert(q.to_string(), text);
-                }
+            q => {
+                p.insert(q.to_string(), text);
             }
         }
     }
@@ -702,6 +711,12 @@ mod tests {
         assert_eq!((p["acc"].as_str(), p["test"].as_str()), ("A", "x.y"));
         let o = parse_options(br#"{"sort":[1]}"#).unwrap();
         assert!(query_params(Endpoint::Connz, &o).is_err());
+        // Filters and unknown keys are not the endpoint's: ignored, whatever their type.
+        let o = parse_options(br#"{"tags":["a"],"x":{"y":1},"sort":"cid"}"#).unwrap();
+        let p = query_params(Endpoint::Connz, &o).unwrap();
+        assert_eq!(p.len(), 1);
+        assert_eq!(p["sort"], "cid");
+        assert!(query_params(Endpoint::Statsz, &o).unwrap().is_empty());
     }
 
     #[test]
