@@ -522,3 +522,26 @@ async fn a_ping_reaches_natsd_and_nats_server_nodes_alike() {
     drop(go);
     rd.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_client_library_request_gets_the_answer() {
+    let s = start(with_sys(Options::local())).await;
+    let nc = async_nats::ConnectOptions::with_user_and_password("sys".into(), "sys".into())
+        .connect(s.client_url())
+        .await
+        .expect("connect");
+    let m = nc
+        .request("$SYS.REQ.SERVER.PING.IDZ", "".into())
+        .await
+        .expect("answer");
+    let v: Value = serde_json::from_slice(&m.payload).expect("json");
+    assert_eq!(v["data"]["id"], s.id());
+    let m = nc
+        .request("$SYS.REQ.SERVER.PING", r#"{"cluster":""}"#.into())
+        .await
+        .expect("answer");
+    let v: Value = serde_json::from_slice(&m.payload).expect("json");
+    assert!(v["statsz"]["connections"].as_u64() >= Some(1), "{v}");
+    drop(nc);
+    s.shutdown().await;
+}
