@@ -184,3 +184,31 @@ async fn topz_sees_the_whole_mesh_a_stopped_node_and_its_return() {
         s.shutdown().await;
     }
 }
+
+#[tokio::test]
+async fn a_peer_without_system_services_is_seen_but_not_judged() {
+    let a = start(monitored("a", None)).await;
+    let b = start(Options {
+        no_system_account: true,
+        ..monitored("b", Some(route_port(&a)))
+    })
+    .await;
+    wait_for("route a-b", || async { routes(&a) == 1 && routes(&b) == 1 }).await;
+    // b never answers: the gather ends at its time bound with a's view only.
+    let t = topz(&a).await;
+    assert_eq!(t["scope"], "cluster");
+    let nodes = t["nodes"].as_array().expect("nodes");
+    assert_eq!(nodes.len(), 2, "{t:#}");
+    assert!(nodes.iter().all(|n| n["reachable"] == true), "{t:#}");
+    assert_eq!(t["edges"].as_array().map(Vec::len), Some(1), "{t:#}");
+    assert_eq!(t["edges"][0]["from"], a.id());
+    assert_eq!(t["one_sided"], serde_json::json!([]));
+    assert_eq!(t["complete"], true);
+    // b, without the services, shows its own view.
+    let t = topz(&b).await;
+    assert_eq!(t["scope"], "local");
+    assert_eq!(t["complete"], true);
+    wait_for("a's gauge", || async { mesh_gauge(&a).await == Some(1.0) }).await;
+    a.shutdown().await;
+    b.shutdown().await;
+}

@@ -209,8 +209,15 @@ pub fn mesh_complete(srv: &Arc<ServerShared>) -> bool {
         let srv2 = srv.clone();
         srv.tasks.spawn(async move {
             if let Some(sys) = srv2.sys.get() {
+                // Cleared however the gather ends (even cancelled at shutdown).
+                struct Done<'a>(&'a AtomicBool);
+                impl Drop for Done<'_> {
+                    fn drop(&mut self) {
+                        self.0.store(false, SeqCst);
+                    }
+                }
+                let _done = Done(&sys.topz.in_flight);
                 gather(&srv2, sys).await;
-                sys.topz.in_flight.store(false, SeqCst);
             }
         });
     }
