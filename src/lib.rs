@@ -20,6 +20,7 @@ pub mod server;
 pub mod signal;
 pub mod subject;
 pub mod sublist;
+pub mod sys;
 pub mod tls;
 pub mod topology;
 pub mod util;

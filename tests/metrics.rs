@@ -256,8 +256,15 @@ async fn metrics(s: &Server) -> Parsed {
 
 #[tokio::test]
 async fn metrics_on_a_two_node_cluster() {
-    let a = start(node_opts("a", None)).await;
-    let b = start(node_opts("b", Some(route_port(&a)))).await;
+    // Without the $SYS services: the route counters below count exactly the test's traffic
+    // (no cluster-wide /topz gathers), and the mesh is this server's view (tests/topz.rs
+    // covers the gathered one).
+    let no_sys = |o: Options| Options {
+        no_system_account: true,
+        ..o
+    };
+    let a = start(no_sys(node_opts("a", None))).await;
+    let b = start(no_sys(node_opts("b", Some(route_port(&a))))).await;
     let (ida, idb) = (a.shared().id.clone(), b.shared().id.clone());
     let has_route = |s: &Server| s.shared().cluster.as_ref().map_or(0, |c| c.num_routes()) == 1;
     wait_for("route a-b", || async { has_route(&a) && has_route(&b) }).await;

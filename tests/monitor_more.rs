@@ -449,11 +449,12 @@ async fn sids_sorted_numerically_jsonp_and_index() {
         .map(|s| s["sid"].as_str().unwrap_or(""))
         .collect();
     assert_eq!(sids, ["1", "2", "10", "x"]);
-    let v = http_json(http, "/subsz?subs=detail").await;
+    // $G only: the $SYS services' subscriptions (cid 1) are listed too, in $SYS.
+    let v = http_json(http, "/subsz?subs=detail&acc=$G").await;
     assert_eq!(v["total"], 4);
     assert_eq!(v["subscriptions_list"][2]["subject"], "a");
 
-    let (status, body) = http_get(http, "/subsz?callback=cb").await;
+    let (status, body) = http_get(http, "/subsz?acc=$G&callback=cb").await;
     assert_eq!(status, 200);
     assert!(
         body.starts_with("cb({\n  \"num_subscriptions\": 4,") && body.ends_with("})"),

@@ -80,7 +80,6 @@ fn not_yet(key: &str) -> Option<&'static str> {
         "mqtt" => "MQTT",
         "operator" | "operators" | "resolver" | "resolver_tls" | "resolver_preload" | "trusted"
         | "trusted_keys" => "decentralized (JWT) auth",
-        "system_account" | "no_system_account" => "a configurable system account",
         "syslog" | "remote_syslog" => "syslog",
         "log_size_limit" | "log_max_num" | "logtime_utc" | "max_traced_msg_len"
         | "trace_verbose" => "this logging option",
@@ -456,7 +455,8 @@ pub fn apply(
             "accounts" => accounts(map(k, v)?, opts)?,
             "cluster" => opts.cluster = Some(cluster(map(k, v)?, warnings)?),
             "jetstream" if jetstream_off(v) => {}
-            "system_account" if matches!(&v.kind, Kind::String(s) if s == "$SYS") => {}
+            "system_account" => opts.system_account = string(k, v)?,
+            "no_system_account" => opts.no_system_account = boolean(k, v)?,
             _ => return Err(refuse(e, k)),
         }
     }

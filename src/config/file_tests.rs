@@ -351,3 +351,15 @@ accounts {
 }"#,
     );
 }
+
+#[test]
+fn system_account_names_a_configured_account() {
+    let o =
+        load("accounts { SYS { users [{user: s, password: s}] } }\nsystem_account: SYS").options;
+    assert_eq!(o.system_account, "SYS");
+    assert!(!o.no_system_account);
+    assert_eq!(load("").options.system_account, "$SYS");
+    assert!(load("no_system_account: true").options.no_system_account);
+    let e = err("system_account: NOPE");
+    assert!(e.msg.contains("account missing"), "{e}");
+}

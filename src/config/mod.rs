@@ -160,6 +160,11 @@ pub struct Options {
     pub lame_duck_duration: Duration,
     /// Lame duck mode: the wait before the first client is closed.
     pub lame_duck_grace_period: Duration,
+    /// The account whose users may use the `$SYS` services (`system_account`; `$SYS` or a
+    /// configured account).
+    pub system_account: String,
+    /// `no_system_account`: no system account, no `$SYS` services.
+    pub no_system_account: bool,
 }
 
 impl Default for Options {
@@ -199,6 +204,8 @@ impl Default for Options {
             cluster: None,
             lame_duck_duration: DEFAULT_LAME_DUCK_DURATION,
             lame_duck_grace_period: DEFAULT_LAME_DUCK_GRACE_PERIOD,
+            system_account: crate::account::SYSTEM_ACCOUNT.into(),
+            no_system_account: false,
         }
     }
 }
@@ -247,6 +254,12 @@ impl Options {
         }
         if self.max_control_line < 32 {
             return Err("max_control_line is too small".into());
+        }
+        if !self.no_system_account
+            && self.system_account != crate::account::SYSTEM_ACCOUNT
+            && !self.accounts.contains(&self.system_account)
+        {
+            return Err("error resolving system account: account missing".into());
         }
         for u in &self.users {
             if let Some(acc) = &u.account {

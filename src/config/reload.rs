@@ -98,6 +98,8 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
         cluster,
         lame_duck_duration,
         lame_duck_grace_period,
+        system_account,
+        no_system_account,
     } = new;
 
     // Refusals, in the order of nats-server's Options struct.
@@ -133,6 +135,16 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
                     at startup (restart the server to change them)"
                 .into(),
         );
+    }
+    if system_account != &old.system_account {
+        return Err(refuse("SystemAccount", &old.system_account, system_account));
+    }
+    if no_system_account != &old.no_system_account {
+        return Err(refuse(
+            "NoSystemAccount",
+            old.no_system_account,
+            no_system_account,
+        ));
     }
     if http_host != &old.http_host {
         return Err(refuse(

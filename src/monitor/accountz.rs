@@ -7,7 +7,7 @@
 //! open connections and of those still in the closed-connections ring.
 
 use super::subsz::{decode_bool, Stats};
-use crate::account::{Account, SYSTEM_ACCOUNT};
+use crate::account::Account;
 use crate::server::ServerShared;
 use crate::util::time::rfc3339_nano;
 use serde::Serialize;
@@ -55,7 +55,7 @@ fn detail(srv: &ServerShared, acc: &Account) -> AccountInfo {
         account_name: acc.name.clone(),
         // natsd's accounts never change after start.
         update_time: rfc3339_nano(srv.start),
-        is_system: acc.name == SYSTEM_ACCOUNT,
+        is_system: acc.name == srv.system_account_name(),
         expired: false,
         complete: true,
         jetstream_enabled: false,
@@ -74,7 +74,7 @@ pub fn accountz(srv: &ServerShared, p: &HashMap<String, String>) -> Result<Accou
     let mut z = Accountz {
         server_id: srv.id.clone(),
         now: rfc3339_nano(SystemTime::now()),
-        system_account: SYSTEM_ACCOUNT.to_string(),
+        system_account: srv.system_account_name().to_string(),
         accounts: Vec::new(),
         account_detail: None,
     };

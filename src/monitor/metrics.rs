@@ -2,7 +2,6 @@
 //! separate exporter is needed. Names and meanings: `docs/metrics.md`. Reads the same state as
 //! `/varz`, `/routez` and `/topz`; nothing on the message path.
 
-use super::routez;
 use crate::config::{COMPAT_VERSION, NATSD_VERSION};
 use crate::server::ServerShared;
 use std::fmt::Write;
@@ -98,7 +97,7 @@ fn format_value(v: f64) -> String {
 }
 
 /// The whole `/metrics` body.
-pub fn render(srv: &ServerShared) -> String {
+pub fn render(srv: &std::sync::Arc<ServerShared>) -> String {
     use Kind::{Counter, Gauge};
     let mut e = Exposition::default();
     let now = SystemTime::now();
@@ -263,7 +262,8 @@ pub fn render(srv: &ServerShared) -> String {
         }
     }
 
-    let complete = routez::topz(srv).complete;
+    // The last cluster-wide gather (refreshed in the background; never waits).
+    let complete = crate::sys::topz::mesh_complete(srv);
     e.single(
         "natsd_cluster_mesh_complete",
         Gauge,

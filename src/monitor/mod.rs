@@ -241,38 +241,43 @@ async fn jsz_h(State(srv): State<Arc<ServerShared>>, Query(p): Params) -> Respon
     answer(misc::jsz(&srv, &p), &p)
 }
 
-/// natsd's own: the cluster graph. `format=dot|mermaid` draws it; default JSON.
+/// natsd's own: the cluster graph, gathered from every reachable server over `$SYS`
+/// (`sys::topz`). `format=dot|mermaid` draws it; default JSON.
 async fn topz_h(State(srv): State<Arc<ServerShared>>, Query(p): Params) -> Response {
     count(&srv, "/topz");
     let text = |body: String| {
         ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], body).into_response()
     };
-    match p.get("format").map(String::as_str) {
-        None | Some("" | "json") => json_response(StatusCode::OK, &routez::topz(&srv), &p),
-        Some("dot") => text(routez::local_topology(&srv).to_dot()),
-        Some("mermaid") => text(routez::local_topology(&srv).to_mermaid()),
-        Some(f) => bad_request(format!("invalid format {f:?}: json, dot or mermaid")),
+    let format = p.get("format").map(String::as_str).unwrap_or("");
+    if !matches!(format, "" | "json" | "dot" | "mermaid") {
+        return bad_request(format!("invalid format {format:?}: json, dot or mermaid"));
+    }
+    let (topz, t) = crate::sys::topz::topz(&srv).await;
+    match format {
+        "dot" => text(t.to_dot()),
+        "mermaid" => text(t.to_mermaid()),
+        _ => json_response(StatusCode::OK, &topz, &p),
     }
 }
 
-#[derive(Serialize)]
-struct Health {
-    status: &'static str,
+#[derive(Serialize, Debug)]
+pub struct Health {
+    pub status: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
-    status_code: Option<u16>,
+    pub status_code: Option<u16>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<String>,
+    pub error: Option<String>,
 }
 
-async fn healthz_h(State(srv): State<Arc<ServerShared>>, Query(p): Params) -> Response {
-    count(&srv, "/healthz");
+/// `/healthz`'s answer (also `$SYS.REQ.SERVER.PING.HEALTHZ`'s data) and its HTTP status.
+pub fn health(srv: &ServerShared) -> (Health, StatusCode) {
     if srv.is_shutting_down() {
         let h = Health {
             status: "unavailable",
             status_code: Some(503),
             error: Some("server is shutting down".into()),
         };
-        return compact_json_response(StatusCode::SERVICE_UNAVAILABLE, &h, &p);
+        return (h, StatusCode::SERVICE_UNAVAILABLE);
     }
     if srv.is_lame_duck() {
         // The client listener is closed: nats-server 2.9.10's exact answer and log line.
@@ -283,14 +288,20 @@ async fn healthz_h(State(srv): State<Arc<ServerShared>>, Query(p): Params) -> Re
             status_code: None,
             error: Some(msg.into()),
         };
-        return compact_json_response(StatusCode::SERVICE_UNAVAILABLE, &h, &p);
+        return (h, StatusCode::SERVICE_UNAVAILABLE);
     }
     let h = Health {
         status: "ok",
         status_code: None,
         error: None,
     };
-    compact_json_response(StatusCode::OK, &h, &p)
+    (h, StatusCode::OK)
+}
+
+async fn healthz_h(State(srv): State<Arc<ServerShared>>, Query(p): Params) -> Response {
+    count(&srv, "/healthz");
+    let (h, status) = health(&srv);
+    compact_json_response(status, &h, &p)
 }
 
 #[cfg(test)]

@@ -129,20 +129,25 @@ pub fn routez(srv: &ServerShared, subs: SubsMode) -> Routez {
     }
 }
 
-/// The topology as this server alone sees it: itself and its routes.
-pub fn local_topology(srv: &ServerShared) -> Topology {
-    let view = match &srv.cluster {
+/// This server's own view: itself and its routes.
+pub fn local_view(srv: &ServerShared) -> ServerView {
+    match &srv.cluster {
         Some(cl) => ServerView::local(&srv.id, &srv.name, &cl.name(), &cl.routes()),
         None => ServerView {
             server_id: srv.id.clone(),
             server_name: srv.name.clone(),
             ..ServerView::default()
         },
-    };
-    Topology::merge(&[view], &[])
+    }
 }
 
-/// `/topz` with the local view (`scope: "local"`) until servers gather each other's over $SYS.
+/// The topology as this server alone sees it: itself and its routes (`/topz` without system
+/// services; the cluster-wide one is `sys::topz`).
+pub fn local_topology(srv: &ServerShared) -> Topology {
+    Topology::merge(&[local_view(srv)], &[])
+}
+
+/// `/topz` with the local view only (`scope: "local"`).
 pub fn topz(srv: &ServerShared) -> Topz {
     let t = local_topology(srv);
     Topz::of(&srv.id, rfc3339_nano(SystemTime::now()), "local", &t)

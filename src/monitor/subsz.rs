@@ -171,8 +171,9 @@ pub fn subsz(srv: &ServerShared, q: &SubszQuery) -> SubszOut {
     for acc in &accounts {
         let mut subs = Vec::new();
         acc.sublist.for_each(|subject, _, e| {
-            // Only local subscriptions: not the interest learned from routes.
-            if e.conn.kind != ConnKind::Client {
+            // Local subscriptions (clients' and the server's own, cid 1, as nats-server
+            // lists them): not the interest learned from routes.
+            if e.conn.kind == ConnKind::Route {
                 return;
             }
             if let Some(t) = &q.test {

@@ -134,6 +134,7 @@ pub struct Varz {
     /// `server_tags`; nats-server omits the field when there are none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<String>,
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub system_account: String,
     /// natsd's own version (not in nats-server's `/varz`).
     pub natsd_version: String,
@@ -216,7 +217,7 @@ impl Varz {
                 .clone(),
             config_load_time: rfc3339_nano(srv.start),
             tags: o.server_tags.clone(),
-            system_account: crate::account::SYSTEM_ACCOUNT.into(),
+            system_account: srv.system_account_name().into(),
             natsd_version: NATSD_VERSION.into(),
         }
     }

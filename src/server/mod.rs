@@ -69,9 +69,20 @@ pub struct ServerShared {
     accept_done: CancellationToken,
     /// "Initiating Shutdown..." is logged once.
     shutdown_started: AtomicBool,
+    /// The `$SYS` services (none with `no_system_account`).
+    pub sys: OnceLock<Arc<crate::sys::Sys>>,
 }
 
 impl ServerShared {
+    /// The system account's name (`system_account`), `""` with `no_system_account`.
+    pub fn system_account_name(&self) -> &str {
+        if self.opts.no_system_account {
+            ""
+        } else {
+            &self.opts.system_account
+        }
+    }
+
     /// The options in force now. Read once per connection or event, never per message.
     pub fn live_opts(&self) -> Arc<Options> {
         self.live.read().unwrap_or_else(|e| e.into_inner()).clone()
@@ -197,6 +208,10 @@ impl ServerShared {
     pub fn begin_shutdown(&self) {
         if !self.shutdown_started.swap(true, Relaxed) {
             tracing::info!("Initiating Shutdown...");
+            // While the routes are still up: peers learn this server is going.
+            if let Some(sys) = self.sys.get() {
+                sys.announce_shutdown();
+            }
         }
         self.shutdown.cancel();
         for c in self.clients() {
@@ -402,6 +417,7 @@ impl Server {
             stop_accept: CancellationToken::new(),
             accept_done: CancellationToken::new(),
             shutdown_started: AtomicBool::new(false),
+            sys: OnceLock::new(),
             id,
             name,
             live: RwLock::new(Arc::new(opts.clone())),
@@ -426,6 +442,9 @@ impl Server {
             })?;
         }
         let tasks = shared.tasks.clone();
+        if let Some(sys) = crate::sys::Sys::start(&shared) {
+            let _ = shared.sys.set(sys);
+        }
         if let Some(hp) = o.http_port {
             let host = o.http_host.clone().unwrap_or_else(|| o.host.clone());
             let l = TcpListener::bind((host.as_str(), hp)).await.map_err(|e| {
