@@ -13,6 +13,7 @@ pub mod conn;
 pub mod deliver;
 pub mod imports;
 pub mod internal;
+pub mod jetstream;
 pub mod logging;
 pub mod monitor;
 pub mod proto;
