@@ -1,0 +1,585 @@
+//! Gateways between natsd clusters on 127.0.0.1: handshake (configured one way, implicit
+//! back), interest-only propagation (local and route-learned interest), pub/sub with
+//! wildcards, request/reply across clusters (async-nats, `_GR_.` replies), queue groups that
+//! prefer the local cluster, no message crossing two gateways, monitoring, and malformed
+//! gateway input closing only that connection.
+
+mod common;
+
+use common::gw::{gw_port, inbound_count, node, outbound_names, remote_interest, remotes};
+use common::{http_json, start, wait_for, Raw};
+use natsd::Server;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+fn route_port(s: &Server) -> u16 {
+    common::cluster::route_port(s)
+}
+
+/// Wait until `s` has outbound gateways to exactly `names` and `inbound` inbound ones.
+async fn wait_gateways(s: &Server, names: &[&str], inbound: usize) {
+    let want: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+    wait_for("gateway connections", || {
+        let ok = outbound_names(s) == want && inbound_count(s) == inbound;
+        async move { ok }
+    })
+    .await;
+}
+
+/// Every server of `a` has an outbound to `b_name` and vice versa, and each cluster has as
+/// many inbounds as the other has servers.
+async fn wait_super_cluster(a: &[Server], b_name: &str, b: &[Server], a_name: &str) {
+    wait_for("super-cluster connections", || {
+        let ok = a.iter().all(|s| outbound_names(s) == [b_name])
+            && b.iter().all(|s| outbound_names(s) == [a_name])
+            && a.iter().map(inbound_count).sum::<usize>() == b.len()
+            && b.iter().map(inbound_count).sum::<usize>() == a.len();
+        async move { ok }
+    })
+    .await;
+}
+
+async fn wait_remote_interest(s: &Server, cluster: &str, subject: &str) {
+    wait_for(&format!("interest in {subject} from {cluster}"), || {
+        let ok = remote_interest(s, cluster, subject);
+        async move { ok }
+    })
+    .await;
+}
+
+async fn wait_no_remote_interest(s: &Server, cluster: &str, subject: &str) {
+    wait_for(&format!("no interest in {subject} from {cluster}"), || {
+        let ok = !remote_interest(s, cluster, subject);
+        async move { ok }
+    })
+    .await;
+}
+
+/// C1 = two routed nodes (a1 dials C2), C2 = two routed nodes (they dial C1 back, implicit).
+async fn two_by_two() -> (Vec<Server>, Vec<Server>) {
+    let b1 = start(node("b1", "C2", 0, None, vec![])).await;
+    let b2 = start(node("b2", "C2", 0, Some(route_port(&b1)), vec![])).await;
+    let c2 = remotes(&[("C2", gw_port(&b1))]);
+    let a1 = start(node("a1", "C1", 0, None, c2.clone())).await;
+    let a2 = start(node("a2", "C1", 0, Some(route_port(&a1)), c2)).await;
+    let (a, b) = (vec![a1, a2], vec![b1, b2]);
+    wait_super_cluster(&a, "C2", &b, "C1").await;
+    (a, b)
+}
+
+async fn shutdown(servers: Vec<Server>) {
+    for s in servers {
+        s.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn pub_sub_and_wildcards_cross_clusters_exactly_once() {
+    let (a, b) = two_by_two().await;
+    // A subscriber on b2: its interest reaches a1 and a2 through b1's and b2's inbounds
+    // (b1 learned it over the route).
+    let mut sub = Raw::client(&b[1]).await;
+    sub.send("SUB orders.> 1\r\nSUB orders.*.new 2\r\n").await;
+    sub.flush().await;
+    let mut local = Raw::client(&a[0]).await;
+    local.send("SUB orders.> 9\r\n").await;
+    local.flush().await;
+    for s in &a {
+        wait_remote_interest(s, "C2", "orders.eu.new").await;
+    }
+    let mut p = Raw::client(&a[1]).await;
+    p.send("PUB orders.eu.new r.1 5\r\nhello\r\nHPUB orders.x 12 14\r\nNATS/1.0\r\n\r\nhi\r\n")
+        .await;
+    p.flush().await;
+    let mut got = Vec::new();
+    for _ in 0..3 {
+        let l = sub.next_non_ping().await;
+        let n: usize = l
+            .rsplit(' ')
+            .next()
+            .and_then(|x| x.parse().ok())
+            .expect("size");
+        sub.payload(n).await;
+        got.push(l);
+    }
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            "HMSG orders.x 1 12 14",
+            "MSG orders.eu.new 1 r.1 5",
+            "MSG orders.eu.new 2 r.1 5"
+        ]
+    );
+    // Nothing more (no duplicate through b1's route or a second gateway).
+    assert_eq!(sub.sync().await, "");
+    // The local subscriber on a1 got both once (via the route, not back through C2).
+    let l1 = local.next_non_ping().await;
+    local.payload(5).await;
+    let l2 = local.next_non_ping().await;
+    local.payload(14).await;
+    assert_eq!(l1, "MSG orders.eu.new 9 r.1 5");
+    assert_eq!(l2, "HMSG orders.x 9 12 14");
+    assert_eq!(local.sync().await, "");
+    // Unsubscribe: interest goes away on the other cluster.
+    sub.send("UNSUB 1\r\nUNSUB 2\r\n").await;
+    sub.flush().await;
+    for s in &a {
+        wait_no_remote_interest(s, "C2", "orders.eu.new").await;
+    }
+    shutdown(a).await;
+    shutdown(b).await;
+}
+
+#[tokio::test]
+async fn request_reply_across_clusters_with_async_nats() {
+    use futures::StreamExt;
+    let (a, b) = two_by_two().await;
+    let ca = async_nats::connect(a[1].client_url())
+        .await
+        .expect("connect a2");
+    let cb = async_nats::connect(b[0].client_url())
+        .await
+        .expect("connect b1");
+    // Responders on both sides.
+    for (c, name) in [(&cb, "svc.b"), (&ca, "svc.a")] {
+        let mut subscription = c.subscribe(name.to_string()).await.expect("subscribe");
+        let c2 = c.clone();
+        tokio::spawn(async move {
+            while let Some(m) = subscription.next().await {
+                if let Some(r) = m.reply {
+                    let mut body = b"re:".to_vec();
+                    body.extend_from_slice(&m.payload);
+                    let _ = c2.publish(r, body.into()).await;
+                }
+            }
+        });
+        c.flush().await.expect("flush");
+    }
+    for s in &a {
+        wait_remote_interest(s, "C2", "svc.b").await;
+    }
+    for s in &b {
+        wait_remote_interest(s, "C1", "svc.a").await;
+    }
+    // The requester's inbox subscription is brand new: the reply must come back through
+    // `_GR_.` mapping (the remote does not know the inbox yet).
+    let r = tokio::time::timeout(Duration::from_secs(10), ca.request("svc.b", "x".into()))
+        .await
+        .expect("in time")
+        .expect("reply from C2");
+    assert_eq!(&r.payload[..], b"re:x");
+    let r = tokio::time::timeout(Duration::from_secs(10), cb.request("svc.a", "y".into()))
+        .await
+        .expect("in time")
+        .expect("reply from C1");
+    assert_eq!(&r.payload[..], b"re:y");
+    // Many in a row, both ways.
+    for i in 0..20 {
+        let r = ca
+            .request("svc.b", format!("{i}").into())
+            .await
+            .expect("reply");
+        assert_eq!(r.payload, format!("re:{i}"));
+    }
+    drop(ca);
+    drop(cb);
+    shutdown(a).await;
+    shutdown(b).await;
+}
+
+#[tokio::test]
+async fn raw_request_reply_maps_and_unmaps_gr_replies() {
+    let (a, b) = two_by_two().await;
+    let mut responder = Raw::client(&b[1]).await;
+    responder.send("SUB svc.echo 1\r\n").await;
+    responder.flush().await;
+    for s in &a {
+        wait_remote_interest(s, "C2", "svc.echo").await;
+    }
+    // A fresh inbox on a1, request from a1: b2 sees the plain reply subject.
+    let mut req = Raw::client(&a[0]).await;
+    req.send("SUB _INBOX.t.* 5\r\nPUB svc.echo _INBOX.t.1 4\r\nping\r\n")
+        .await;
+    req.flush().await;
+    let (subj, _, reply, payload) = responder.msg().await;
+    assert_eq!(subj, "svc.echo");
+    assert_eq!(reply.as_deref(), Some("_INBOX.t.1"));
+    assert_eq!(payload, b"ping");
+    responder.send("PUB _INBOX.t.1 4\r\npong\r\n").await;
+    responder.flush().await;
+    let (subj, sid, _, payload) = req.msg().await;
+    assert_eq!((subj.as_str(), sid.as_str()), ("_INBOX.t.1", "5"));
+    assert_eq!(payload, b"pong");
+    assert_eq!(req.sync().await, "");
+    shutdown(a).await;
+    shutdown(b).await;
+}
+
+#[tokio::test]
+async fn queue_groups_prefer_the_local_cluster() {
+    let (a, b) = two_by_two().await;
+    let mut qa = Raw::client(&a[0]).await;
+    qa.send("SUB work g 1\r\n").await;
+    qa.flush().await;
+    let mut qb = Raw::client(&b[0]).await;
+    qb.send("SUB work g 1\r\n").await;
+    qb.flush().await;
+    for s in &a {
+        wait_remote_interest(s, "C2", "work").await;
+    }
+    for s in &b {
+        wait_remote_interest(s, "C1", "work").await;
+    }
+    // From a2 (no member there): always a1's member, never C2's.
+    let mut p = Raw::client(&a[1]).await;
+    for _ in 0..20 {
+        p.send("PUB work 1\r\nx\r\n").await;
+    }
+    p.flush().await;
+    for _ in 0..20 {
+        let (s, _, _, _) = qa.msg().await;
+        assert_eq!(s, "work");
+    }
+    assert_eq!(qa.sync().await, "");
+    assert_eq!(qb.sync().await, "");
+    // Without a member in C1 the group is served by C2, exactly once per message.
+    qa.send("UNSUB 1\r\n").await;
+    qa.flush().await;
+    wait_for("C1 queue interest gone on a2", || {
+        let ok = !a[1]
+            .shared()
+            .accounts
+            .global()
+            .sublist
+            .has_interest(b"work");
+        async move { ok }
+    })
+    .await;
+    for _ in 0..10 {
+        p.send("PUB work 1\r\ny\r\n").await;
+    }
+    p.flush().await;
+    for _ in 0..10 {
+        let (s, _, _, payload) = qb.msg().await;
+        assert_eq!((s.as_str(), &payload[..]), ("work", &b"y"[..]));
+    }
+    assert_eq!(qb.sync().await, "");
+    shutdown(a).await;
+    shutdown(b).await;
+}
+
+#[tokio::test]
+async fn three_clusters_no_message_crosses_two_gateways() {
+    // Ports chosen up front so every cluster can name the others.
+    let ports: Vec<u16> = (0..3).map(|_| common::free_port()).collect();
+    let names = ["C1", "C2", "C3"];
+    let mut servers = Vec::new();
+    for i in 0..3 {
+        let others: Vec<(&str, u16)> = (0..3)
+            .filter(|j| *j != i)
+            .map(|j| (names[j], ports[j]))
+            .collect();
+        servers.push(
+            start(node(
+                &format!("s{i}"),
+                names[i],
+                ports[i],
+                None,
+                remotes(&others),
+            ))
+            .await,
+        );
+    }
+    for (i, s) in servers.iter().enumerate() {
+        let others: Vec<&str> = names.iter().copied().filter(|n| *n != names[i]).collect();
+        wait_gateways(s, &others, 2).await;
+    }
+    let mut subs = Vec::new();
+    for s in &servers {
+        let mut c = Raw::client(s).await;
+        c.send("SUB fan.> 1\r\n").await;
+        c.flush().await;
+        subs.push(c);
+    }
+    for (i, s) in servers.iter().enumerate() {
+        for (j, n) in names.iter().enumerate() {
+            if i != j {
+                wait_remote_interest(s, n, "fan.x").await;
+            }
+        }
+    }
+    for (i, s) in servers.iter().enumerate() {
+        let mut p = Raw::client(s).await;
+        p.send(&format!("PUB fan.{i} 2\r\nhi\r\n")).await;
+        p.flush().await;
+    }
+    // Every subscriber gets each of the three messages exactly once.
+    for c in &mut subs {
+        let mut got = Vec::new();
+        for _ in 0..3 {
+            let (s, _, _, _) = c.msg().await;
+            got.push(s);
+        }
+        got.sort();
+        assert_eq!(got, ["fan.0", "fan.1", "fan.2"]);
+        assert_eq!(c.sync().await, "");
+    }
+    shutdown(servers).await;
+}
+
+#[tokio::test]
+async fn gatewayz_and_varz() {
+    let (a, b) = two_by_two().await;
+    let mut sub = Raw::client(&b[0]).await;
+    sub.send("SUB foo 1\r\nSUB bar q1 2\r\n").await;
+    sub.flush().await;
+    wait_remote_interest(&a[0], "C2", "bar").await;
+    wait_remote_interest(&a[0], "C2", "foo").await;
+    let http = a[0].http_addr().expect("monitor");
+    let z = http_json(http, "/gatewayz").await;
+    assert_eq!(z["name"], "C1");
+    assert_eq!(z["host"], "127.0.0.1");
+    assert_eq!(z["port"].as_u64(), Some(u64::from(gw_port(&a[0]))));
+    let out = &z["outbound_gateways"]["C2"];
+    assert_eq!(out["configured"], true);
+    assert_eq!(out["connection"]["kind"], "Gateway");
+    assert!(out["connection"].get("type").is_none());
+    assert!(out.get("accounts").is_none());
+    // Inbounds: on whichever C1 server the C2 servers dialled.
+    let ids: Vec<&str> = b.iter().map(|s| s.id()).collect();
+    let mut seen = 0;
+    for s in &a {
+        let z = http_json(s.http_addr().expect("monitor"), "/gatewayz").await;
+        if let Some(inb) = z["inbound_gateways"]["C2"].as_array() {
+            for i in inb {
+                assert_eq!(i["connection"]["kind"], "Gateway");
+                assert!(ids.contains(&i["connection"]["name"].as_str().unwrap_or("")));
+                seen += 1;
+            }
+        }
+    }
+    assert_eq!(seen, 2);
+    let z = http_json(http, "/gatewayz?accs=1").await;
+    let accs = z["outbound_gateways"]["C2"]["accounts"]
+        .as_array()
+        .expect("accounts");
+    let g = accs.iter().find(|a| a["name"] == "$G").expect("$G");
+    assert_eq!(g["interest_mode"], "Interest-Only");
+    assert_eq!(g["interest_only_threshold"], 1000);
+    assert_eq!(g["num_subs"], 2);
+    assert_eq!(g["num_queue_subs"], 1);
+    let z = http_json(http, "/gatewayz?acc_name=$SYS").await;
+    let accs = z["outbound_gateways"]["C2"]["accounts"]
+        .as_array()
+        .expect("accounts");
+    assert_eq!(accs.len(), 1);
+    let z = http_json(http, "/gatewayz?gw_name=C9").await;
+    assert_eq!(z["outbound_gateways"], serde_json::json!({}));
+    assert_eq!(z["inbound_gateways"], serde_json::json!({}));
+    let v = http_json(http, "/varz").await;
+    let gv = &v["gateway"];
+    assert_eq!(gv["name"], "C1");
+    assert_eq!(gv["auth_timeout"], 2);
+    assert_eq!(gv["gateways"][0]["name"], "C2");
+    assert_eq!(
+        gv["gateways"][0]["urls"][0],
+        format!("127.0.0.1:{}", gw_port(&b[0]))
+    );
+    assert!(gv.get("reject_unknown").is_none());
+    shutdown(a).await;
+    shutdown(b).await;
+}
+
+/// A raw TCP peer on a natsd gateway port: reads natsd's INFO.
+async fn raw_gateway_peer(s: &Server) -> Raw {
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], gw_port(s)));
+    let stream = TcpStream::connect(addr).await.expect("connect");
+    let mut r = Raw {
+        stream,
+        buf: Vec::new(),
+    };
+    let info = r.line().await;
+    assert!(info.starts_with("INFO {"), "{info}");
+    let v: serde_json::Value =
+        serde_json::from_str(info.trim_start_matches("INFO ").trim()).expect("json");
+    assert_eq!(v["gateway"], "C1");
+    assert_eq!(v["gateway_nrp"], true);
+    assert_eq!(v["gateway_iom"], true);
+    r
+}
+
+const FAKE_CONNECT: &str = "CONNECT {\"echo\":false,\"verbose\":false,\"pedantic\":false,\"tls_required\":false,\"headers\":false,\"name\":\"NFAKEGW\",\"cluster\":\"\",\"gateway\":\"CX\"}\r\n";
+
+fn fake_info(port: u16) -> String {
+    format!(
+        "INFO {{\"server_id\":\"NFAKEGW\",\"server_name\":\"fake\",\"version\":\"2.9.10\",\"proto\":0,\"go\":\"\",\"host\":\"127.0.0.1\",\"port\":{port},\"headers\":true,\"max_payload\":1048576,\"gateway\":\"CX\",\"gateway_urls\":[\"127.0.0.1:{port}\"],\"gateway_url\":\"127.0.0.1:{port}\",\"gateway_nrp\":true,\"gateway_iom\":true}}\r\n"
+    )
+}
+
+#[tokio::test]
+async fn inbound_gateway_dump_and_malformed_input() {
+    let a = start(node("a1", "C1", 0, None, vec![])).await;
+    let mut c = Raw::client(&a).await;
+    c.send("SUB foo 1\r\nSUB bar q1 2\r\n").await;
+    c.flush().await;
+
+    // A well-behaved fake inbound: cmd 2, the interest, cmd 3 for every account.
+    let dead = common::free_port();
+    let mut g = raw_gateway_peer(&a).await;
+    g.send(&format!("{FAKE_CONNECT}{}", fake_info(dead))).await;
+    let mut lines = Vec::new();
+    loop {
+        let l = g.line().await;
+        let done = l.contains("\"gateway_cmd\":3") && l.contains("\"JEc=\"");
+        lines.push(l);
+        if done {
+            break;
+        }
+    }
+    assert!(lines
+        .iter()
+        .any(|l| l.contains("\"gateway_cmd\":2,\"gateway_cmd_payload\":\"JEc=\"")));
+    assert!(lines.iter().any(|l| l == "RS+ $G foo"));
+    assert!(lines.iter().any(|l| l == "RS+ $G bar q1 1"));
+    // Later changes follow.
+    c.send("SUB baz 3\r\nUNSUB 1\r\n").await;
+    c.flush().await;
+    assert_eq!(g.next_non_ping().await, "RS+ $G baz");
+    assert_eq!(g.next_non_ping().await, "RS- $G foo");
+    // It may send us messages: local clients get them.
+    g.send("RMSG $G baz 2\r\nok\r\n").await;
+    let (s, sid, _, p) = c.msg().await;
+    assert_eq!((s.as_str(), sid.as_str(), &p[..]), ("baz", "3", &b"ok"[..]));
+    // Interest in the wrong direction (RS+ on an inbound) closes it.
+    g.send("RS+ $G nope\r\n").await;
+    assert!(g.closed().await);
+
+    // Garbage closes.
+    let mut g = raw_gateway_peer(&a).await;
+    g.send("HELLO THERE\r\n").await;
+    assert!(g.closed().await);
+    // A client on the gateway port: -ERR and close.
+    let mut g = raw_gateway_peer(&a).await;
+    g.send("CONNECT {\"verbose\":false,\"lang\":\"rust\"}\r\n")
+        .await;
+    let l = g.line().await;
+    assert!(l.starts_with("-ERR"), "{l}");
+    assert!(g.closed().await);
+    // Our own gateway name: refused.
+    let mut g = raw_gateway_peer(&a).await;
+    g.send(&FAKE_CONNECT.replace("CX", "C1")).await;
+    let l = g.line().await;
+    assert!(l.starts_with("-ERR"), "{l}");
+    assert!(g.closed().await);
+    // Binary junk and an oversized line do not bring the server down.
+    let mut g = raw_gateway_peer(&a).await;
+    g.send_bytes(&[0u8, 159, 146, 150, b'\r', b'\n']).await;
+    assert!(g.closed().await);
+
+    // The server is still fine.
+    c.send("PUB baz 2\r\nhi\r\n").await;
+    let (s, _, _, _) = c.msg().await;
+    assert_eq!(s, "baz");
+    a.shutdown().await;
+}
+
+/// A fake remote gateway natsd dials: after the handshake, `bad` is what it sends.
+async fn outbound_gets(bad: &str) -> bool {
+    let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = l.local_addr().expect("addr").port();
+    let a = start(node("a1", "C1", 0, None, remotes(&[("CX", port)]))).await;
+    let (mut s, _) = tokio::time::timeout(Duration::from_secs(10), l.accept())
+        .await
+        .expect("natsd dials")
+        .expect("accept");
+    s.write_all(fake_info(port).as_bytes())
+        .await
+        .expect("write");
+    let mut r = Raw {
+        stream: s,
+        buf: Vec::new(),
+    };
+    let connect = r.line().await;
+    assert!(connect.starts_with("CONNECT {"), "{connect}");
+    assert!(connect.contains("\"gateway\":\"C1\""), "{connect}");
+    let info = r.line().await;
+    assert!(info.starts_with("INFO {"), "{info}");
+    wait_gateways(&a, &["CX"], 0).await;
+    r.send(bad).await;
+    let closed = r.closed().await;
+    a.shutdown().await;
+    closed
+}
+
+#[tokio::test]
+async fn outbound_closes_on_bad_gateway_commands() {
+    // Not base64.
+    assert!(
+        outbound_gets(
+            "INFO {\"server_id\":\"\",\"gateway\":\"CX\",\"gateway_cmd\":2,\"gateway_cmd_payload\":\"!!!\"}\r\n"
+        )
+        .await
+    );
+    // A message on an outbound connection.
+    assert!(outbound_gets("RMSG $G foo 2\r\nhi\r\n").await);
+    // Garbage.
+    assert!(outbound_gets("RS+\r\n").await);
+}
+
+#[tokio::test]
+async fn outbound_accepts_optimistic_peer_and_wrong_name_is_refused() {
+    // Optimistic peer (no gateway_iom): everything goes until it says RS-/A-.
+    let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = l.local_addr().expect("addr").port();
+    let a = start(node("a1", "C1", 0, None, remotes(&[("CX", port)]))).await;
+    let (s, _) = tokio::time::timeout(Duration::from_secs(10), l.accept())
+        .await
+        .expect("natsd dials")
+        .expect("accept");
+    let mut r = Raw {
+        stream: s,
+        buf: Vec::new(),
+    };
+    r.send(&fake_info(port).replace(",\"gateway_iom\":true", ""))
+        .await;
+    r.line().await;
+    r.line().await;
+    wait_gateways(&a, &["CX"], 0).await;
+    let mut p = Raw::client(&a).await;
+    p.send("PUB x.1 1\r\na\r\n").await;
+    p.flush().await;
+    assert_eq!(r.next_non_ping().await, "RMSG $G x.1 1");
+    r.payload(1).await;
+    r.send("RS- $G x.1\r\n").await;
+    wait_no_remote_interest(&a, "CX", "x.1").await;
+    p.send("PUB x.1 1\r\nb\r\nPUB x.2 1\r\nc\r\n").await;
+    p.flush().await;
+    assert_eq!(r.next_non_ping().await, "RMSG $G x.2 1");
+    r.payload(1).await;
+    r.send("A- $G\r\n").await;
+    wait_no_remote_interest(&a, "CX", "x.3").await;
+    r.send("A+ $G\r\n").await;
+    wait_remote_interest(&a, "CX", "x.3").await;
+    drop(r);
+    a.shutdown().await;
+
+    // The dialled server is another gateway than configured: -ERR, closed.
+    let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = l.local_addr().expect("addr").port();
+    let a = start(node("a1", "C1", 0, None, remotes(&[("CY", port)]))).await;
+    let (mut s, _) = tokio::time::timeout(Duration::from_secs(10), l.accept())
+        .await
+        .expect("natsd dials")
+        .expect("accept");
+    s.write_all(fake_info(port).as_bytes())
+        .await
+        .expect("write");
+    let mut buf = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut buf)).await;
+    let text = String::from_utf8_lossy(&buf);
+    assert!(text.starts_with("-ERR"), "{text}");
+    assert!(outbound_names(&a).is_empty());
+    a.shutdown().await;
+}
