@@ -456,16 +456,24 @@ async fn inbound_gateway_dump_and_malformed_input() {
     g.send("RS+ $G nope\r\n").await;
     assert!(g.closed().await);
 
-    // Garbage closes.
+    // Garbage before CONNECT: an authentication failure, as nats-server.
     let mut g = raw_gateway_peer(&a).await;
     g.send("HELLO THERE\r\n").await;
+    assert_eq!(g.line().await, "-ERR 'Authorization Violation'");
+    assert!(g.closed().await);
+    // Garbage after the handshake: closed.
+    let mut g = raw_gateway_peer(&a).await;
+    g.send(&format!("{FAKE_CONNECT}{}", fake_info(dead))).await;
+    g.send("XYZZY\r\n").await;
     assert!(g.closed().await);
     // A client on the gateway port: -ERR and close.
     let mut g = raw_gateway_peer(&a).await;
     g.send("CONNECT {\"verbose\":false,\"lang\":\"rust\"}\r\n")
         .await;
-    let l = g.line().await;
-    assert!(l.starts_with("-ERR"), "{l}");
+    assert_eq!(
+        g.line().await,
+        "-ERR 'attempted to connect to gateway port'"
+    );
     assert!(g.closed().await);
     // Our own gateway name: refused.
     let mut g = raw_gateway_peer(&a).await;
@@ -582,4 +590,58 @@ async fn outbound_accepts_optimistic_peer_and_wrong_name_is_refused() {
     assert!(text.starts_with("-ERR"), "{text}");
     assert!(outbound_names(&a).is_empty());
     a.shutdown().await;
+}
+
+#[tokio::test]
+async fn third_cluster_learned_by_gossip_full_mesh_and_exactly_once() {
+    // C1 configures nothing; C2 and C3 only know C1. C1 tells C3 about C2 (gateway_cmd 1);
+    // the rest are implicit dials back. C2 has two nodes: the second learns every remote
+    // through its route.
+    let c1 = start(node("s1", "C1", 0, None, vec![])).await;
+    let to_c1 = remotes(&[("C1", gw_port(&c1))]);
+    let c2a = start(node("s2a", "C2", 0, None, to_c1.clone())).await;
+    let c2b = start(node("s2b", "C2", 0, Some(route_port(&c2a)), vec![])).await;
+    wait_for("C2 connected to C1", || {
+        let ok = outbound_names(&c2a) == ["C1"] && outbound_names(&c2b) == ["C1"];
+        async move { ok }
+    })
+    .await;
+    let c3 = start(node("s3", "C3", 0, None, to_c1)).await;
+    let all = [&c1, &c2a, &c2b, &c3];
+    let want: [&[&str]; 4] = [&["C2", "C3"], &["C1", "C3"], &["C1", "C3"], &["C1", "C2"]];
+    wait_for("full gateway mesh", || {
+        let ok = all
+            .iter()
+            .zip(want.iter())
+            .all(|(s, w)| outbound_names(s) == *w);
+        async move { ok }
+    })
+    .await;
+    let mut subs = Vec::new();
+    for s in all {
+        let mut c = Raw::client(s).await;
+        c.send("SUB g.> 1\r\n").await;
+        c.flush().await;
+        subs.push(c);
+    }
+    for (s, w) in all.iter().zip(want.iter()) {
+        for n in w.iter() {
+            wait_remote_interest(s, n, "g.x").await;
+        }
+    }
+    for (i, s) in all.iter().enumerate() {
+        let mut p = Raw::client(s).await;
+        p.send(&format!("PUB g.{i} 1\r\nx\r\n")).await;
+        p.flush().await;
+    }
+    for c in &mut subs {
+        let mut got = Vec::new();
+        for _ in 0..4 {
+            got.push(c.msg().await.0);
+        }
+        got.sort();
+        assert_eq!(got, ["g.0", "g.1", "g.2", "g.3"]);
+        assert_eq!(c.sync().await, "");
+    }
+    shutdown(vec![c1, c2a, c2b, c3]).await;
 }

@@ -73,7 +73,7 @@ impl CloseReason {
             CloseReason::ServerShutdown => "Server Shutdown",
             CloseReason::DuplicateRoute => "Duplicate Route",
             CloseReason::ClusterNameConflict => "Cluster Name Conflict",
-            CloseReason::WrongPort => "Attempted To Connect To Wrong Port",
+            CloseReason::WrongPort => "Incorrect Port",
             CloseReason::WrongGateway => "Wrong Gateway",
         }
     }

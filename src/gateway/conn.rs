@@ -207,7 +207,12 @@ impl GwConn {
                             "{} - Gateway parser ERROR: {e}: proto: {snippet:?}",
                             conn.log_prefix()
                         );
-                        close = Some(CloseReason::ProtocolViolation);
+                        close = Some(if self.solicit.is_none() && self.remote_name.is_empty() {
+                            self.send_err("Authorization Violation");
+                            CloseReason::AuthenticationViolation
+                        } else {
+                            CloseReason::ProtocolViolation
+                        });
                         break;
                     }
                 }
@@ -246,10 +251,7 @@ impl GwConn {
     }
 
     fn violation(&self, what: &str) -> Result<(), CloseReason> {
-        tracing::error!(
-            "{} - Gateway protocol violation: {what}",
-            self.conn.log_prefix()
-        );
+        tracing::error!("{} - {what}", self.conn.log_prefix());
         Err(CloseReason::ProtocolViolation)
     }
 
@@ -259,7 +261,10 @@ impl GwConn {
         }
         let inbound = self.solicit.is_none();
         if inbound && self.remote_name.is_empty() && !matches!(op, Op::Connect(_)) {
-            return self.violation("inbound gateway did not start with CONNECT");
+            // As nats-server: anything before CONNECT is an authentication failure.
+            tracing::error!("{} - authentication error", self.conn.log_prefix());
+            self.send_err("Authorization Violation");
+            return Err(CloseReason::AuthenticationViolation);
         }
         if !inbound && self.out.is_none() && !matches!(op, Op::Info(_) | Op::Err(_)) {
             return self.violation("expected INFO first on an outbound gateway");
@@ -293,7 +298,7 @@ impl GwConn {
                 queue,
             } => {
                 let Some(out) = self.out.clone() else {
-                    return self.violation("RS+ received on an inbound gateway");
+                    return self.violation("Received RS+ from gateway on inbound connection");
                 };
                 let acc = acc_str(account)?;
                 if let Err(e) = out.interest.plus(acc, subject, queue.map(|(q, _)| q)) {
@@ -307,21 +312,21 @@ impl GwConn {
                 queue,
             } => {
                 let Some(out) = self.out.clone() else {
-                    return self.violation("RS- received on an inbound gateway");
+                    return self.violation("Received RS- from gateway on inbound connection");
                 };
                 out.interest.minus(acc_str(account)?, subject, queue);
                 Ok(())
             }
             Op::AccPlus(account) => {
                 let Some(out) = self.out.clone() else {
-                    return self.violation("A+ received on an inbound gateway");
+                    return self.violation("Received A+ from gateway on inbound connection");
                 };
                 out.interest.acc_plus(acc_str(account)?);
                 Ok(())
             }
             Op::AccMinus(account) => {
                 let Some(out) = self.out.clone() else {
-                    return self.violation("A- received on an inbound gateway");
+                    return self.violation("Received A- from gateway on inbound connection");
                 };
                 out.interest.acc_minus(acc_str(account)?);
                 Ok(())
@@ -377,7 +382,7 @@ impl GwConn {
                 self.conn.log_prefix()
             );
             // nats-server's ErrClientOrRouteConnectedToGatewayPort.
-            self.send_err("Attempted To Connect To Gateway Port");
+            self.send_err("attempted to connect to gateway port");
             return Err(CloseReason::WrongPort);
         }
         if !self.auth_ok(&ci) {

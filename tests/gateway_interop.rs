@@ -1,0 +1,347 @@
+//! A natsd cluster (C1, two nodes) gatewayed with a real nats-server 2.9.10 cluster (C2, two
+//! nodes): handshake both ways (natsd dials C2 explicitly; C2 dials back implicitly, and
+//! learns the second natsd through gossip), interest-only propagation, pub/sub and headers in
+//! both directions, queue groups preferring the local cluster, and request/reply (fresh
+//! inboxes: `_GR_.` replies) in both directions with async-nats. Never skipped.
+
+mod common;
+
+use common::gw::{gw_port, inbound_count, node, outbound_names, remote_interest, remotes};
+use common::natsserver::{self, NatsServer};
+use common::{free_port, http_json, start, wait_for, Raw};
+use natsd::Server;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+struct Go {
+    child: NatsServer,
+    client: SocketAddr,
+    gw_port: u16,
+}
+
+/// nats-server `name` of cluster C2 with a gateway listener (no remote gateways), its route
+/// seeded to `seed` when given.
+fn go_node(dir: &std::path::Path, name: &str, seed: Option<u16>) -> (Go, u16) {
+    let (client, http, route, gw) = (free_port(), free_port(), free_port(), free_port());
+    let routes = seed
+        .map(|p| format!("routes: [\"nats-route://127.0.0.1:{p}\"]"))
+        .unwrap_or_default();
+    let conf = format!(
+        "listen: 127.0.0.1:{client}\nhttp: 127.0.0.1:{http}\nserver_name: {name}\n\
+         cluster {{ name: C2, listen: 127.0.0.1:{route}\n {routes} }}\n\
+         gateway {{ name: C2, listen: 127.0.0.1:{gw} }}\n"
+    );
+    let path = dir.join(format!("{name}.conf"));
+    std::fs::write(&path, conf).expect("write conf");
+    let child = natsserver::with_config(&path, http);
+    (
+        Go {
+            child,
+            client: SocketAddr::from(([127, 0, 0, 1], client)),
+            gw_port: gw,
+        },
+        route,
+    )
+}
+
+async fn go_gatewayz(g: &Go) -> serde_json::Value {
+    http_json(g.child.http, "/gatewayz").await
+}
+
+async fn raw_at(addr: SocketAddr) -> Raw {
+    let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let mut r = Raw {
+        stream,
+        buf: Vec::new(),
+    };
+    let info = r.line().await;
+    assert!(info.starts_with("INFO "), "{info}");
+    r.send("CONNECT {\"verbose\":false,\"pedantic\":false,\"headers\":true,\"no_responders\":true,\"protocol\":1}\r\nPING\r\n")
+        .await;
+    r.expect("PONG").await;
+    r
+}
+
+/// Publish on `from` until `to` (subscribed to `subject`) gets one: interest has crossed.
+async fn until_delivered(from: &mut Raw, to: &mut Raw, subject: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        from.send(&format!("PUB {subject} 5\r\nprobe\r\n")).await;
+        from.flush().await;
+        let got = to.sync().await;
+        // Probes travel one path in order: an earlier one that made it came before this.
+        if got.contains(&format!("MSG {subject} ")) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "interest for {subject} never crossed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn setup(tag: &str) -> (Vec<Go>, Vec<Server>, std::path::PathBuf) {
+    natsserver::assert_installed();
+    let dir = std::env::temp_dir().join(format!("natsd-gw-interop-{}-{tag}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp dir");
+    let (g1, r1) = go_node(&dir, "G1", None);
+    let (g2, _) = go_node(&dir, "G2", Some(r1));
+    let c2 = remotes(&[("C2", g1.gw_port)]);
+    let a1 = start(node("a1", "C1", 0, None, c2.clone())).await;
+    let a2 = start(node(
+        "a2",
+        "C1",
+        0,
+        Some(common::cluster::route_port(&a1)),
+        c2,
+    ))
+    .await;
+    let a = vec![a1, a2];
+    let g = vec![g1, g2];
+    // natsd: both have an outbound to C2; between them, two inbounds (G1 and G2).
+    wait_for("natsd gateways", || {
+        let ok = a.iter().all(|s| outbound_names(s) == ["C2"])
+            && a.iter().map(inbound_count).sum::<usize>() == 2;
+        async move { ok }
+    })
+    .await;
+    // nats-server: both have an outbound to C1, two inbounds between them.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut outs = 0;
+        let mut ins = 0;
+        for x in &g {
+            let z = go_gatewayz(x).await;
+            if z["outbound_gateways"].get("C1").is_some() {
+                outs += 1;
+            }
+            ins += z["inbound_gateways"]["C1"]
+                .as_array()
+                .map_or(0, |v| v.len());
+        }
+        if outs == 2 && ins == 2 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "nats-server gateways: {outs} outbound, {ins} inbound"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    (g, a, dir)
+}
+
+#[tokio::test]
+async fn natsd_and_nats_server_clusters_exchange_traffic() {
+    let (g, a, dir) = setup("traffic").await;
+    // nats-server → natsd: subscriber on a2 (its interest reaches G1/G2 through whichever
+    // natsd server each dialled).
+    let mut sub_a = Raw::client(&a[1]).await;
+    sub_a.send("SUB from.go.> 1\r\n").await;
+    sub_a.flush().await;
+    for (i, x) in g.iter().enumerate() {
+        let mut p = raw_at(x.client).await;
+        until_delivered(&mut p, &mut sub_a, &format!("from.go.probe{i}")).await;
+        p.send(&format!(
+            "HPUB from.go.h{i} rep.{i} 12 14\r\nNATS/1.0\r\n\r\nhi\r\nPUB from.go.p{i} 2\r\nok\r\n"
+        ))
+        .await;
+        p.flush().await;
+        assert_eq!(
+            sub_a.next_non_ping().await,
+            format!("HMSG from.go.h{i} 1 rep.{i} 12 14")
+        );
+        assert_eq!(sub_a.payload(14).await, b"NATS/1.0\r\n\r\nhi");
+        assert_eq!(sub_a.next_non_ping().await, format!("MSG from.go.p{i} 1 2"));
+        sub_a.payload(2).await;
+        assert_eq!(sub_a.sync().await, "");
+    }
+    // natsd → nats-server: subscriber on G2.
+    let mut sub_g = raw_at(g[1].client).await;
+    sub_g.send("SUB from.natsd.* 1\r\n").await;
+    sub_g.flush().await;
+    for s in &a {
+        wait_for("C2 interest", || {
+            let ok = remote_interest(s, "C2", "from.natsd.x");
+            async move { ok }
+        })
+        .await;
+    }
+    for (i, s) in a.iter().enumerate() {
+        let mut p = Raw::client(s).await;
+        p.send(&format!(
+            "HPUB from.natsd.h{i} 12 14\r\nNATS/1.0\r\n\r\nhi\r\nPUB from.natsd.p{i} r.{i} 2\r\nok\r\n"
+        ))
+        .await;
+        p.flush().await;
+        assert_eq!(
+            sub_g.next_non_ping().await,
+            format!("HMSG from.natsd.h{i} 1 12 14")
+        );
+        assert_eq!(sub_g.payload(14).await, b"NATS/1.0\r\n\r\nhi");
+        assert_eq!(
+            sub_g.next_non_ping().await,
+            format!("MSG from.natsd.p{i} 1 r.{i} 2")
+        );
+        sub_g.payload(2).await;
+        assert_eq!(sub_g.sync().await, "");
+    }
+    // Queue groups: a member on a1 and on G1. Messages from either cluster stay local.
+    let mut qa = Raw::client(&a[0]).await;
+    qa.send("SUB jobs workers 1\r\n").await;
+    qa.flush().await;
+    let mut qg = raw_at(g[0].client).await;
+    qg.send("SUB jobs workers 1\r\n").await;
+    qg.flush().await;
+    for s in &a {
+        wait_for("C2 queue interest", || {
+            let ok = remote_interest(s, "C2", "jobs");
+            async move { ok }
+        })
+        .await;
+    }
+    let mut pa = Raw::client(&a[1]).await;
+    let mut pg = raw_at(g[1].client).await;
+    for _ in 0..20 {
+        pa.send("PUB jobs 1\r\na\r\n").await;
+        pg.send("PUB jobs 1\r\ng\r\n").await;
+    }
+    pa.flush().await;
+    pg.flush().await;
+    for _ in 0..20 {
+        let (_, _, _, p) = qa.msg().await;
+        assert_eq!(p, b"a");
+        let (_, _, _, p) = qg.msg().await;
+        assert_eq!(p, b"g");
+    }
+    assert_eq!(qa.sync().await, "");
+    assert_eq!(qg.sync().await, "");
+    // Without the natsd member, natsd's publishes go to C2's member.
+    qa.send("UNSUB 1\r\n").await;
+    qa.flush().await;
+    wait_for("local queue interest gone on a2", || {
+        let ok = !a[1]
+            .shared()
+            .accounts
+            .global()
+            .sublist
+            .has_interest(b"jobs");
+        async move { ok }
+    })
+    .await;
+    for _ in 0..10 {
+        pa.send("PUB jobs 1\r\nb\r\n").await;
+    }
+    pa.flush().await;
+    for _ in 0..10 {
+        let (_, _, _, p) = qg.msg().await;
+        assert_eq!(p, b"b");
+    }
+    assert_eq!(qg.sync().await, "");
+    for s in a {
+        s.shutdown().await;
+    }
+    drop(g);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn request_reply_both_ways_with_nats_server() {
+    use futures::StreamExt;
+    let (g, a, dir) = setup("requests").await;
+    let on_a = async_nats::connect(a[1].client_url())
+        .await
+        .expect("connect natsd");
+    let on_g = async_nats::connect(format!("nats://{}", g[1].client))
+        .await
+        .expect("connect nats-server");
+    for (c, name) in [(&on_a, "svc.natsd"), (&on_g, "svc.go")] {
+        let mut subscription = c.subscribe(name.to_string()).await.expect("subscribe");
+        let c2 = c.clone();
+        tokio::spawn(async move {
+            while let Some(m) = subscription.next().await {
+                if let Some(r) = m.reply {
+                    let mut body = b"re:".to_vec();
+                    body.extend_from_slice(&m.payload);
+                    let _ = c2.publish(r, body.into()).await;
+                }
+            }
+        });
+        c.flush().await.expect("flush");
+    }
+    for s in &a {
+        wait_for("svc.go interest", || {
+            let ok = remote_interest(s, "C2", "svc.go");
+            async move { ok }
+        })
+        .await;
+    }
+    // nats-server sees natsd's service: poll with requests until one answers.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match tokio::time::timeout(
+            Duration::from_millis(500),
+            on_g.request("svc.natsd", "p".into()),
+        )
+        .await
+        {
+            Ok(Ok(r)) => {
+                assert_eq!(&r.payload[..], b"re:p");
+                break;
+            }
+            _ => assert!(
+                std::time::Instant::now() < deadline,
+                "svc.natsd never answered nats-server's client"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for i in 0..10 {
+        let r = tokio::time::timeout(
+            Duration::from_secs(10),
+            on_a.request("svc.go", format!("a{i}").into()),
+        )
+        .await
+        .expect("in time")
+        .expect("reply from nats-server's cluster");
+        assert_eq!(r.payload, format!("re:a{i}"));
+        let r = tokio::time::timeout(
+            Duration::from_secs(10),
+            on_g.request("svc.natsd", format!("g{i}").into()),
+        )
+        .await
+        .expect("in time")
+        .expect("reply from natsd's cluster");
+        assert_eq!(r.payload, format!("re:g{i}"));
+    }
+    // Fresh clients (brand-new inboxes: replies must travel as `_GR_.` ones).
+    let fresh_a = async_nats::connect(a[0].client_url())
+        .await
+        .expect("connect");
+    let r = tokio::time::timeout(
+        Duration::from_secs(10),
+        fresh_a.request("svc.go", "f".into()),
+    )
+    .await
+    .expect("in time")
+    .expect("reply");
+    assert_eq!(&r.payload[..], b"re:f");
+    let fresh_g = async_nats::connect(format!("nats://{}", g[0].client))
+        .await
+        .expect("connect");
+    let r = tokio::time::timeout(
+        Duration::from_secs(10),
+        fresh_g.request("svc.natsd", "h".into()),
+    )
+    .await
+    .expect("in time")
+    .expect("reply");
+    assert_eq!(&r.payload[..], b"re:h");
+    let _ = gw_port(&a[0]);
+    for s in a {
+        s.shutdown().await;
+    }
+    drop(g);
+    let _ = std::fs::remove_dir_all(dir);
+}
