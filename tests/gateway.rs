@@ -388,6 +388,17 @@ async fn gatewayz_and_varz() {
         format!("127.0.0.1:{}", gw_port(&b[0]))
     );
     assert!(gv.get("reject_unknown").is_none());
+    // The local topology shows the gateway connections as gateway edges to C2's servers.
+    let t = http_json(http, "/topz").await;
+    let edges = t["edges"].as_array().expect("edges");
+    let gw_edges: Vec<&serde_json::Value> =
+        edges.iter().filter(|e| e["kind"] == "gateway").collect();
+    assert!(!gw_edges.is_empty(), "{t}");
+    assert!(gw_edges
+        .iter()
+        .all(|e| ids.contains(&e["to"].as_str().unwrap_or(""))));
+    let nodes = t["nodes"].as_array().expect("nodes");
+    assert!(nodes.iter().any(|n| n["cluster"] == "C2"), "{t}");
     shutdown(a).await;
     shutdown(b).await;
 }

@@ -29,6 +29,8 @@ use tokio::time::Instant;
 
 const READ_CHUNK: usize = 64 * 1024;
 const FIRST_PING: Duration = Duration::from_secs(1);
+/// Remote interest one outbound keeps at most (bounded memory for a bad peer).
+const MAX_REMOTE_SUBS: usize = 1 << 20;
 
 /// Serve one gateway connection until it closes. Returns true when it had registered.
 pub async fn run(
@@ -301,6 +303,12 @@ impl GwConn {
                     return self.violation("Received RS+ from gateway on inbound connection");
                 };
                 let acc = acc_str(account)?;
+                if out.interest.num_subs() >= MAX_REMOTE_SUBS {
+                    return self.violation(&format!(
+                        "Gateway {:?} sent more than {MAX_REMOTE_SUBS} subscriptions",
+                        out.name
+                    ));
+                }
                 if let Err(e) = out.interest.plus(acc, subject, queue.map(|(q, _)| q)) {
                     tracing::debug!("{} - {e}, ignored", self.conn.log_prefix());
                 }
@@ -498,6 +506,7 @@ impl GwConn {
             conn: self.conn.clone(),
             name: info.gateway.clone(),
             remote_id: info.server_id.clone(),
+            remote_server_name: info.server_name.clone(),
             configured: s.configured,
             cluster_hash: reply::hash6(info.gateway.as_bytes()),
             interest: OutInterest::new(info.gateway_iom),
@@ -588,6 +597,7 @@ impl GwConn {
             conn: self.conn.clone(),
             name: info.gateway.clone(),
             remote_id: info.server_id.clone(),
+            remote_server_name: info.server_name.clone(),
             configured: self.gw.is_configured(&info.gateway),
             start: SystemTime::now(),
         });

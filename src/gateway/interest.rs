@@ -81,6 +81,8 @@ pub struct AccSummary {
 pub struct OutInterest {
     /// The remote announced `gateway_iom`: accounts it never mentioned have no interest.
     iom: bool,
+    /// Remote subscriptions held, over all accounts.
+    total: std::sync::atomic::AtomicUsize,
     /// `None`: the remote has no interest in the account at all (`A-`).
     accs: Mutex<HashMap<String, Option<AccInterest>>>,
 }
@@ -89,6 +91,7 @@ impl OutInterest {
     pub fn new(iom: bool) -> Self {
         OutInterest {
             iom,
+            total: std::sync::atomic::AtomicUsize::new(0),
             accs: Mutex::new(HashMap::new()),
         }
     }
@@ -159,6 +162,7 @@ impl OutInterest {
             )
         })?;
         e.subs.insert(key, s);
+        self.total.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
 
@@ -187,6 +191,7 @@ impl OutInterest {
         );
         if let Some(s) = e.subs.remove(&key) {
             let _ = e.sl.remove(subject, queue, &s);
+            self.total.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
         }
     }
 
@@ -249,10 +254,7 @@ impl OutInterest {
 
     /// Total remote subscriptions known (for `/gatewayz` `subscriptions`).
     pub fn num_subs(&self) -> usize {
-        lock(&self.accs)
-            .values()
-            .map(|e| e.as_ref().map_or(0, |e| e.subs.len()))
-            .sum()
+        self.total.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 

@@ -36,6 +36,7 @@ pub struct Outbound {
     /// The remote cluster's gateway name.
     pub name: String,
     pub remote_id: String,
+    pub remote_server_name: String,
     pub configured: bool,
     /// hash6 of the remote gateway name (direct `_GR_.` replies).
     pub cluster_hash: [u8; 6],
@@ -50,6 +51,7 @@ pub struct Inbound {
     pub conn: Arc<Conn>,
     pub name: String,
     pub remote_id: String,
+    pub remote_server_name: String,
     pub configured: bool,
     pub start: SystemTime,
 }
@@ -503,4 +505,37 @@ async fn accept_loop(srv: Arc<ServerShared>, gw: Arc<Gateway>, l: tokio::net::Tc
             }
         }
     }
+}
+
+/// This server's gateway connections as topology edges (`/topz` local view).
+pub fn topology_edges(srv: &ServerShared) -> Vec<crate::cluster::topology::ViewEdge> {
+    use crate::cluster::topology::{EdgeKind, ViewEdge};
+    let Some(gw) = &srv.gateway else {
+        return Vec::new();
+    };
+    let mut v: Vec<ViewEdge> = gw
+        .outbounds()
+        .iter()
+        .map(|o| ViewEdge {
+            from: srv.id.clone(),
+            to: o.remote_id.clone(),
+            to_name: o.remote_server_name.clone(),
+            to_cluster: o.name.clone(),
+            kind: EdgeKind::Gateway,
+            did_solicit: true,
+            is_configured: o.configured,
+            rtt: o.conn.meta().rtt,
+        })
+        .collect();
+    v.extend(gw.inbounds().iter().map(|i| ViewEdge {
+        from: srv.id.clone(),
+        to: i.remote_id.clone(),
+        to_name: i.remote_server_name.clone(),
+        to_cluster: i.name.clone(),
+        kind: EdgeKind::Gateway,
+        did_solicit: false,
+        is_configured: i.configured,
+        rtt: i.conn.meta().rtt,
+    }));
+    v
 }

@@ -131,7 +131,7 @@ pub fn routez(srv: &ServerShared, subs: SubsMode) -> Routez {
 
 /// The topology as this server alone sees it: itself and its routes.
 pub fn local_topology(srv: &ServerShared) -> Topology {
-    let view = match &srv.cluster {
+    let mut view = match &srv.cluster {
         Some(cl) => ServerView::local(&srv.id, &srv.name, &cl.name(), &cl.routes()),
         None => ServerView {
             server_id: srv.id.clone(),
@@ -139,6 +139,12 @@ pub fn local_topology(srv: &ServerShared) -> Topology {
             ..ServerView::default()
         },
     };
+    view.edges.extend(crate::gateway::topology_edges(srv));
+    if view.cluster.is_empty() {
+        if let Some(gw) = &srv.gateway {
+            view.cluster = gw.name.clone();
+        }
+    }
     Topology::merge(&[view], &[])
 }
 
