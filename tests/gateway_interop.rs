@@ -246,6 +246,96 @@ async fn natsd_and_nats_server_clusters_exchange_traffic() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// `/gatewayz` (plain, `accs=1`, `acc_name`) and `/varz` `gateway` of natsd have every field
+/// nats-server's have, with the same JSON types, with the same interest on both sides.
+#[tokio::test]
+async fn gatewayz_and_varz_shapes_match_nats_server() {
+    let (g, a, dir) = setup("shapes").await;
+    // The same interest in both clusters: a plain and a queue subscription.
+    let mut sa = Raw::client(&a[0]).await;
+    sa.send("SUB shape.a 1\r\nSUB shape.q grp 2\r\n").await;
+    sa.flush().await;
+    let mut sg = raw_at(g[0].client).await;
+    sg.send("SUB shape.g 1\r\nSUB shape.q grp 2\r\n").await;
+    sg.flush().await;
+    for s in &a {
+        wait_for("C2 interest", || {
+            let ok = remote_interest(s, "C2", "shape.g");
+            async move { ok }
+        })
+        .await;
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let z = http_json(g[0].child.http, "/gatewayz?accs=1").await;
+        let n = z["outbound_gateways"]["C1"]["accounts"]
+            .as_array()
+            .and_then(|v| v.iter().find(|x| x["name"] == "$G"))
+            .and_then(|x| x["num_subs"].as_u64())
+            .unwrap_or(0);
+        if n >= 2 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "C1 interest on G1: {z}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Compare a server of each side that has both an outbound and an inbound.
+    let mut ours = None;
+    for s in &a {
+        if inbound_count(s) > 0 {
+            ours = Some(s.http_addr().expect("monitor"));
+        }
+    }
+    let ours = ours.expect("a natsd server with an inbound gateway");
+    let mut theirs = None;
+    for x in &g {
+        let z = go_gatewayz(x).await;
+        if z["inbound_gateways"].get("C1").is_some() {
+            theirs = Some(x.child.http);
+        }
+    }
+    let theirs = theirs.expect("a nats-server with an inbound gateway");
+    let mut errs = Vec::new();
+    for path in ["/gatewayz", "/gatewayz?accs=1", "/gatewayz?acc_name=$G"] {
+        let t = http_json(theirs, path).await;
+        let o = http_json(ours, path).await;
+        // Keyed by the remote cluster's name: compare C1's view of C2 with C2's of C1.
+        let swap = |v: &serde_json::Value, from: &str, to: &str| {
+            let mut v = v.clone();
+            for k in ["outbound_gateways", "inbound_gateways"] {
+                if let Some(m) = v[k].as_object_mut() {
+                    if let Some(x) = m.remove(from) {
+                        m.insert(to.to_string(), x);
+                    }
+                }
+            }
+            v
+        };
+        let t = swap(&t, "C1", "REMOTE");
+        let o = swap(&o, "C2", "REMOTE");
+        natsserver::same_shape(path, &t, &o, &[], false, &mut errs);
+    }
+    let tv = http_json(theirs, "/varz").await;
+    let ov = http_json(ours, "/varz").await;
+    natsserver::same_shape(
+        "/varz.gateway",
+        &tv["gateway"],
+        &ov["gateway"],
+        &[],
+        true,
+        &mut errs,
+    );
+    assert!(errs.is_empty(), "{errs:#?}");
+    for s in a {
+        s.shutdown().await;
+    }
+    drop(g);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 #[tokio::test]
 async fn request_reply_both_ways_with_nats_server() {
     use futures::StreamExt;

@@ -282,6 +282,9 @@ impl GwConn {
                 self.pings_out = 0;
                 if let Some(t) = self.rtt_start.take() {
                     self.conn.meta().rtt = Some(t.elapsed());
+                    if self.out.is_some() {
+                        self.gw.sort_by_rtt();
+                    }
                 }
                 Ok(())
             }

@@ -162,7 +162,8 @@ impl OutInterest {
             )
         })?;
         e.subs.insert(key, s);
-        self.total.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.total
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
 
@@ -191,7 +192,8 @@ impl OutInterest {
         );
         if let Some(s) = e.subs.remove(&key) {
             let _ = e.sl.remove(subject, queue, &s);
-            self.total.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+            self.total
+                .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
         }
     }
 

@@ -218,6 +218,13 @@ impl Gateway {
         true
     }
 
+    /// Keep outbounds ordered by RTT (nats-server picks the lowest-RTT cluster for a queue
+    /// group); called when an RTT is measured.
+    pub fn sort_by_rtt(&self) {
+        let mut v = self.outbound.write().unwrap_or_else(|e| e.into_inner());
+        v.sort_by_key(|o| o.conn.meta().rtt.unwrap_or(std::time::Duration::MAX));
+    }
+
     pub fn unregister_outbound(&self, o: &Outbound) {
         let mut v = self.outbound.write().unwrap_or_else(|e| e.into_inner());
         v.retain(|x| x.conn.cid != o.conn.cid);
@@ -298,7 +305,9 @@ impl Gateway {
         if self.num_outbound.load(Relaxed) == 0 {
             return 0;
         }
-        let outs = self.outbounds();
+        // Read-locked for the whole send (no await, no other lock but the destinations'
+        // buffers): no copy of the list per message.
+        let outs = self.outbound.read().unwrap_or_else(|e| e.into_inner());
         let acc_name = acc.name.as_bytes();
         // A reply to a request that came through a gateway: back to that cluster only.
         if let Some(routed) = self.replies.routed_for(&acc.name, m.subject) {
@@ -315,7 +324,8 @@ impl Gateway {
         let reply = mapped_reply.as_deref().or(m.reply);
         let mut taken: Vec<Bytes> = Vec::new();
         let mut sent = 0;
-        for o in &outs {
+        // Ordered by RTT: for a queue group the closest remote cluster wins.
+        for o in outs.iter() {
             if o.conn.is_closed() {
                 continue;
             }

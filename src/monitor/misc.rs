@@ -149,7 +149,24 @@ pub fn gatewayz(srv: &ServerShared, p: &HashMap<String, String>) -> Result<Gatew
             .push(RemoteGatewayz {
                 configured: i.configured,
                 connection: gw_conn_info(&i.conn, t, 0),
-                accounts: Vec::new(),
+                // Every account was switched to Interest-Only when the inbound registered.
+                accounts: if accs || acc_name.is_some() {
+                    srv.accounts
+                        .all()
+                        .iter()
+                        .filter(|a| acc_name.is_none_or(|n| n == &a.name))
+                        .map(|a| AccountGatewayz {
+                            name: a.name.clone(),
+                            interest_mode: "Interest-Only",
+                            no_interest_count: 0,
+                            interest_only_threshold: 1000,
+                            num_subs: 0,
+                            num_queue_subs: 0,
+                        })
+                        .collect()
+                } else {
+                    Vec::new()
+                },
             });
     }
     Ok(z)
