@@ -232,6 +232,16 @@ async fn queue_groups_prefer_the_local_cluster() {
     for s in &b {
         wait_remote_interest(s, "C1", "work").await;
     }
+    wait_for("a1's queue member known to a2", || {
+        let ok = a[1]
+            .shared()
+            .accounts
+            .global()
+            .sublist
+            .has_interest(b"work");
+        async move { ok }
+    })
+    .await;
     // From a2 (no member there): always a1's member, never C2's.
     let mut p = Raw::client(&a[1]).await;
     for _ in 0..20 {
@@ -405,6 +415,10 @@ async fn gatewayz_and_varz() {
 
 /// A raw TCP peer on a natsd gateway port: reads natsd's INFO.
 async fn raw_gateway_peer(s: &Server) -> Raw {
+    raw_gateway_peer_named(s, "C1").await
+}
+
+async fn raw_gateway_peer_named(s: &Server, name: &str) -> Raw {
     let addr = std::net::SocketAddr::from(([127, 0, 0, 1], gw_port(s)));
     let stream = TcpStream::connect(addr).await.expect("connect");
     let mut r = Raw {
@@ -415,7 +429,7 @@ async fn raw_gateway_peer(s: &Server) -> Raw {
     assert!(info.starts_with("INFO {"), "{info}");
     let v: serde_json::Value =
         serde_json::from_str(info.trim_start_matches("INFO ").trim()).expect("json");
-    assert_eq!(v["gateway"], "C1");
+    assert_eq!(v["gateway"], name);
     assert_eq!(v["gateway_nrp"], true);
     assert_eq!(v["gateway_iom"], true);
     r
@@ -655,4 +669,54 @@ async fn third_cluster_learned_by_gossip_full_mesh_and_exactly_once() {
         assert_eq!(c.sync().await, "");
     }
     shutdown(vec![c1, c2a, c2b, c3]).await;
+}
+
+#[tokio::test]
+async fn gateway_authorization_and_reject_unknown() {
+    let p1 = common::free_port();
+    let mut o1 = node("s1", "C1", p1, None, vec![]);
+    if let Some(g) = o1.gateway.as_mut() {
+        g.username = Some("gw".into());
+        g.password = Some("secret".into());
+        g.reject_unknown = true;
+        // C2 is known (configured), even though C1 never reaches it at that URL first.
+        g.gateways = remotes(&[("C2", common::free_port())]);
+    }
+    let c1 = start(o1).await;
+    let with_creds = |user: &str, pass: &str| {
+        vec![natsd::config::RemoteGatewayOpts {
+            name: "C1".into(),
+            urls: vec![format!("nats://{user}:{pass}@127.0.0.1:{p1}")],
+        }]
+    };
+    // Wrong password, and an unknown cluster with the right credentials: refused.
+    for (gateway, pass, err) in [
+        ("C2", "nope", "-ERR 'Authorization Violation'"),
+        (
+            "C4",
+            "secret",
+            "-ERR 'Connection to gateway \"C1\" rejected'",
+        ),
+    ] {
+        let mut g = raw_gateway_peer_named(&c1, "C1").await;
+        g.send(&format!(
+            "CONNECT {{\"echo\":false,\"user\":\"gw\",\"pass\":\"{pass}\",\"headers\":false,\"name\":\"NX\",\"cluster\":\"\",\"gateway\":\"{gateway}\"}}\r\n"
+        ))
+        .await;
+        assert_eq!(g.line().await, err);
+        assert!(g.closed().await);
+    }
+    // Right credentials, known cluster: connected (natsd dialling with them in its URL).
+    let good = start(node("s2", "C2", 0, None, with_creds("gw", "secret"))).await;
+    wait_for("C2's outbound to C1", || {
+        let ok = outbound_names(&good) == ["C1"];
+        async move { ok }
+    })
+    .await;
+    wait_for("C1's inbound from C2", || {
+        let ok = inbound_count(&c1) == 1;
+        async move { ok }
+    })
+    .await;
+    shutdown(vec![c1, good]).await;
 }

@@ -188,12 +188,20 @@ async fn natsd_and_nats_server_clusters_exchange_traffic() {
         assert_eq!(sub_g.sync().await, "");
     }
     // Queue groups: a member on a1 and on G1. Messages from either cluster stay local.
+    // A plain probe subscription after each member: once the other server of the same
+    // cluster delivers to the probe, it knows the member too (route interest is in order).
     let mut qa = Raw::client(&a[0]).await;
-    qa.send("SUB jobs workers 1\r\n").await;
+    qa.send("SUB jobs workers 1\r\nSUB jobs.probe.a 2\r\n")
+        .await;
     qa.flush().await;
     let mut qg = raw_at(g[0].client).await;
-    qg.send("SUB jobs workers 1\r\n").await;
+    qg.send("SUB jobs workers 1\r\nSUB jobs.probe.g 2\r\n")
+        .await;
     qg.flush().await;
+    let mut pa = Raw::client(&a[1]).await;
+    let mut pg = raw_at(g[1].client).await;
+    until_delivered(&mut pa, &mut qa, "jobs.probe.a").await;
+    until_delivered(&mut pg, &mut qg, "jobs.probe.g").await;
     for s in &a {
         wait_for("C2 queue interest", || {
             let ok = remote_interest(s, "C2", "jobs");
@@ -201,8 +209,6 @@ async fn natsd_and_nats_server_clusters_exchange_traffic() {
         })
         .await;
     }
-    let mut pa = Raw::client(&a[1]).await;
-    let mut pg = raw_at(g[1].client).await;
     for _ in 0..20 {
         pa.send("PUB jobs 1\r\na\r\n").await;
         pg.send("PUB jobs 1\r\ng\r\n").await;
@@ -246,6 +252,30 @@ async fn natsd_and_nats_server_clusters_exchange_traffic() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// Every `accounts` array sorted by name (nats-server lists them in Go map order).
+fn sort_accounts(mut v: serde_json::Value) -> serde_json::Value {
+    match &mut v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m.iter_mut() {
+                if k == "accounts" {
+                    if let Some(a) = x.as_array_mut() {
+                        a.sort_by(|p, q| p["name"].as_str().cmp(&q["name"].as_str()));
+                    }
+                } else {
+                    *x = sort_accounts(x.take());
+                }
+            }
+        }
+        serde_json::Value::Array(a) => {
+            for x in a.iter_mut() {
+                *x = sort_accounts(x.take());
+            }
+        }
+        _ => {}
+    }
+    v
+}
+
 /// `/gatewayz` (plain, `accs=1`, `acc_name`) and `/varz` `gateway` of natsd have every field
 /// nats-server's have, with the same JSON types, with the same interest on both sides.
 #[tokio::test]
@@ -260,7 +290,7 @@ async fn gatewayz_and_varz_shapes_match_nats_server() {
     sg.flush().await;
     for s in &a {
         wait_for("C2 interest", || {
-            let ok = remote_interest(s, "C2", "shape.g");
+            let ok = remote_interest(s, "C2", "shape.g") && remote_interest(s, "C2", "shape.q");
             async move { ok }
         })
         .await;
@@ -314,8 +344,8 @@ async fn gatewayz_and_varz_shapes_match_nats_server() {
             }
             v
         };
-        let t = swap(&t, "C1", "REMOTE");
-        let o = swap(&o, "C2", "REMOTE");
+        let t = sort_accounts(swap(&t, "C1", "REMOTE"));
+        let o = sort_accounts(swap(&o, "C2", "REMOTE"));
         natsserver::same_shape(path, &t, &o, &[], false, &mut errs);
     }
     let tv = http_json(theirs, "/varz").await;
