@@ -720,3 +720,42 @@ async fn gateway_authorization_and_reject_unknown() {
     .await;
     shutdown(vec![c1, good]).await;
 }
+
+#[tokio::test]
+async fn inbound_gateways_learn_new_cluster_urls() {
+    let a1 = start(node("a1", "C1", 0, None, vec![])).await;
+    let dead = common::free_port();
+    let mut g = raw_gateway_peer(&a1).await;
+    g.send(&format!("{FAKE_CONNECT}{}", fake_info(dead))).await;
+    loop {
+        let l = g.line().await;
+        if l.contains("\"gateway_cmd\":3") && l.contains("\"JFNZUw==\"") {
+            break;
+        }
+    }
+    // A second server joins C1: its gateway URL reaches a1 in the route INFO, and a1 sends
+    // its gateway INFO again with both URLs.
+    let a2 = start(node("a2", "C1", 0, Some(route_port(&a1)), vec![])).await;
+    let want = format!("127.0.0.1:{}", gw_port(&a2));
+    loop {
+        let l = g.line().await;
+        if l == "PING" {
+            g.send("PONG\r\n").await;
+            continue;
+        }
+        let Some(json) = l.strip_prefix("INFO ") else {
+            continue;
+        };
+        let v: serde_json::Value = serde_json::from_str(json.trim()).expect("json");
+        let urls: Vec<&str> = v["gateway_urls"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|u| u.as_str()).collect())
+            .unwrap_or_default();
+        if urls.contains(&want.as_str()) {
+            assert_eq!(urls.len(), 2, "{l}");
+            assert_eq!(v["gateway"], "C1");
+            break;
+        }
+    }
+    shutdown(vec![a1, a2]).await;
+}

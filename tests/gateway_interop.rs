@@ -22,14 +22,19 @@ struct Go {
 /// nats-server `name` of cluster C2 with a gateway listener (no remote gateways), its route
 /// seeded to `seed` when given.
 fn go_node(dir: &std::path::Path, name: &str, seed: Option<u16>) -> (Go, u16) {
+    go_node_in(dir, name, "C2", seed)
+}
+
+/// nats-server `name` of cluster `cluster` (same name for its gateway), as `go_node`.
+fn go_node_in(dir: &std::path::Path, name: &str, cluster: &str, seed: Option<u16>) -> (Go, u16) {
     let (client, http, route, gw) = (free_port(), free_port(), free_port(), free_port());
     let routes = seed
         .map(|p| format!("routes: [\"nats-route://127.0.0.1:{p}\"]"))
         .unwrap_or_default();
     let conf = format!(
         "listen: 127.0.0.1:{client}\nhttp: 127.0.0.1:{http}\nserver_name: {name}\n\
-         cluster {{ name: C2, listen: 127.0.0.1:{route}\n {routes} }}\n\
-         gateway {{ name: C2, listen: 127.0.0.1:{gw} }}\n"
+         cluster {{ name: {cluster}, listen: 127.0.0.1:{route}\n {routes} }}\n\
+         gateway {{ name: {cluster}, listen: 127.0.0.1:{gw} }}\n"
     );
     let path = dir.join(format!("{name}.conf"));
     std::fs::write(&path, conf).expect("write conf");
@@ -69,9 +74,17 @@ async fn until_delivered(from: &mut Raw, to: &mut Raw, subject: &str) {
         from.send(&format!("PUB {subject} 5\r\nprobe\r\n")).await;
         from.flush().await;
         let got = to.sync().await;
-        // Probes travel one path in order: an earlier one that made it came before this.
         if got.contains(&format!("MSG {subject} ")) {
-            return;
+            // Probes still in flight travel the same path as a last "fence" message: read
+            // up to the fence, and nothing stray is left behind.
+            from.send(&format!("PUB {subject} 5\r\nfence\r\n")).await;
+            from.flush().await;
+            loop {
+                let (s, _, _, p) = to.msg().await;
+                if s == subject && p == b"fence" {
+                    return;
+                }
+            }
         }
         assert!(
             std::time::Instant::now() < deadline,
@@ -462,6 +475,62 @@ async fn request_reply_both_ways_with_nats_server() {
     for s in a {
         s.shutdown().await;
     }
+    drop(g);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A mixed cluster C1 (nats-server A1 + natsd N1, routed) and a natsd cluster C2 (M) that only
+/// knows A1's gateway: N1 learns C2 from A1's route gossip (`"GW"+id` INFO, `gateway_cmd` 1)
+/// and dials it; A1 learns N1's gateway URL from its route INFO. Traffic flows both ways.
+#[tokio::test]
+async fn mixed_cluster_learns_gateways_through_nats_server_routes() {
+    natsserver::assert_installed();
+    let dir = std::env::temp_dir().join(format!("natsd-gw-interop-{}-mixed", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp dir");
+    let (g, _route) = go_node_in(&dir, "A1", "C1", None);
+    let n1 = start(node("n1", "C1", 0, Some(_route), vec![])).await;
+    wait_for("n1 routed to A1", || {
+        let ok = common::cluster::routes(&n1) == 1;
+        async move { ok }
+    })
+    .await;
+    let m = start(node("m", "C2", 0, None, remotes(&[("C1", g.gw_port)]))).await;
+    wait_for("C1 and C2 gatewayed", || {
+        let ok =
+            outbound_names(&m) == ["C1"] && outbound_names(&n1) == ["C2"] && inbound_count(&m) == 2;
+        async move { ok }
+    })
+    .await;
+    // A1's gateway INFO lists N1's gateway URL (learned from N1's route INFO).
+    let z = http_json(g.child.http, "/varz").await;
+    assert_eq!(z["gateway"]["name"], "C1");
+    let mut sub_m = Raw::client(&m).await;
+    sub_m.send("SUB mixed.> 1\r\n").await;
+    sub_m.flush().await;
+    let mut sub_n = Raw::client(&n1).await;
+    sub_n.send("SUB back.> 1\r\n").await;
+    sub_n.flush().await;
+    let mut pn = Raw::client(&n1).await;
+    until_delivered(&mut pn, &mut sub_m, "mixed.from.n1").await;
+    let mut pa = raw_at(g.client).await;
+    until_delivered(&mut pa, &mut sub_m, "mixed.from.a1").await;
+    let mut pm = Raw::client(&m).await;
+    until_delivered(&mut pm, &mut sub_n, "back.from.m").await;
+    // Exactly once each.
+    pn.send("PUB mixed.x 1\r\n1\r\n").await;
+    pn.flush().await;
+    pa.send("PUB mixed.x 1\r\n2\r\n").await;
+    pa.flush().await;
+    pm.send("PUB back.x 1\r\n3\r\n").await;
+    pm.flush().await;
+    let mut got = vec![sub_m.msg().await.3, sub_m.msg().await.3];
+    got.sort();
+    assert_eq!(got, [b"1".to_vec(), b"2".to_vec()]);
+    assert_eq!(sub_n.msg().await.3, b"3");
+    assert_eq!(sub_m.sync().await, "");
+    assert_eq!(sub_n.sync().await, "");
+    n1.shutdown().await;
+    m.shutdown().await;
     drop(g);
     let _ = std::fs::remove_dir_all(dir);
 }

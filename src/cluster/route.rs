@@ -564,9 +564,8 @@ impl Route {
             entry.remote_name,
             entry.remote_id
         );
-        if let Some(gw) = &self.srv.gateway {
-            gw.set_peer_url(&entry.remote_id, &entry.info().gateway_url);
-        }
+        let gateway_url = entry.info().gateway_url.clone();
+        crate::gateway::peer_url(&self.srv, &entry.remote_id, &gateway_url);
         self.entry = Some(entry.clone());
         // Our interest, then gossip: tell the others about the newcomer, and the newcomer
         // about the others (both sides may dial; duplicates resolve deterministically).
@@ -727,9 +726,7 @@ impl Route {
             }
         }
         if let Some(e) = self.entry.take() {
-            if let Some(gw) = &self.srv.gateway {
-                gw.set_peer_url(&e.remote_id, "");
-            }
+            crate::gateway::peer_url(&self.srv, &e.remote_id, "");
             e.num_subs.store(0, Relaxed);
             if self.cl.unregister(&e) {
                 self.srv.cluster_changed();

@@ -143,14 +143,19 @@ impl Gateway {
         v
     }
 
-    /// A route peer's gateway URL (route INFO `gateway_url`); empty removes it.
-    pub fn set_peer_url(&self, server_id: &str, url: &str) {
-        let mut m = lock(&self.peer_urls);
-        if url.is_empty() {
-            m.remove(server_id);
-        } else {
-            m.insert(server_id.to_string(), url.to_string());
+    /// A route peer's gateway URL (route INFO `gateway_url`); empty removes it. True when
+    /// this cluster's URL set changed.
+    pub fn set_peer_url(&self, server_id: &str, url: &str) -> bool {
+        let before = self.cluster_urls();
+        {
+            let mut m = lock(&self.peer_urls);
+            if url.is_empty() {
+                m.remove(server_id);
+            } else {
+                m.insert(server_id.to_string(), url.to_string());
+            }
         }
+        self.cluster_urls() != before
     }
 
     pub fn is_configured(&self, name: &str) -> bool {
@@ -464,6 +469,23 @@ pub fn to_new_route(srv: &ServerShared, conn: &Conn) {
             conn.out
                 .push_now(line.len(), |b| b.extend_from_slice(&line));
         }
+    }
+}
+
+/// Route side: a route peer's gateway URL appeared (or went, `url` empty). When this
+/// cluster's URL set changes, inbound gateways get our INFO again (new `gateway_urls`), as
+/// nats-server does, so remote servers can reach any of our servers.
+pub fn peer_url(srv: &ServerShared, server_id: &str, url: &str) {
+    let Some(gw) = &srv.gateway else { return };
+    if !gw.set_peer_url(server_id, url) {
+        return;
+    }
+    let mut b = bytes::BytesMut::new();
+    if conn::gateway_info(srv, gw).write_to(&mut b).is_err() {
+        return;
+    }
+    for i in gw.inbounds() {
+        i.conn.out.push_now(b.len(), |o| o.extend_from_slice(&b));
     }
 }
 
