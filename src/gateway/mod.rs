@@ -408,6 +408,17 @@ fn push_rmsg(
     });
     if ok {
         let size = (header.map_or(0, <[u8]>::len) + m.payload.len()) as u64;
+        if crate::logging::trace_enabled() {
+            tracing::trace!(
+                "{} - ->> [RMSG {} {}{} {size}]",
+                conn.log_prefix(),
+                String::from_utf8_lossy(account),
+                String::from_utf8_lossy(subject),
+                reply
+                    .map(|r| format!(" {}", String::from_utf8_lossy(r)))
+                    .unwrap_or_default()
+            );
+        }
         conn.counters.out_msgs.fetch_add(1, Relaxed);
         conn.counters.out_bytes.fetch_add(size, Relaxed);
         fan.out_msgs += 1;
