@@ -66,14 +66,17 @@ async fn dial_loop(srv: Arc<ServerShared>, gw: Arc<Gateway>, name: String, confi
         }
         let raw = &urls[next_url % urls.len()];
         next_url += 1;
+        attempts += 1;
         let url = match RouteUrl::parse(raw) {
             Ok(u) => u,
             Err(e) => {
                 tracing::error!("Gateway {name:?}: {e}");
+                if !configured && attempts > gw.opts.connect_retries {
+                    break;
+                }
                 continue;
             }
         };
-        attempts += 1;
         let shown = format!("{}:{}", url.host, url.port);
         tracing::info!(
             "Connecting to {kind} gateway {name:?} ({shown}) at {shown} (attempt {attempts})"

@@ -22,6 +22,13 @@ use std::sync::{Arc, Mutex};
 /// nats-server's `gatewayMaxRUnsubBeforeSwitch`: at most this many no-interest subjects are
 /// remembered per account (beyond that we assume interest: bounded memory, correct delivery).
 const MAX_NO_INTEREST: usize = 1000;
+/// Accounts one outbound keeps state for at most (bounded memory for a bad peer); beyond,
+/// new account names are ignored.
+const MAX_ACCOUNTS: usize = 65536;
+
+fn full(m: &HashMap<String, Option<AccInterest>>, acc: &str) -> bool {
+    m.len() >= MAX_ACCOUNTS && !m.contains_key(acc)
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
@@ -131,6 +138,9 @@ impl OutInterest {
     pub fn plus(&self, acc: &str, subject: &[u8], queue: Option<&[u8]>) -> Result<(), String> {
         let default_mode = self.default_mode();
         let mut m = lock(&self.accs);
+        if full(&m, acc) {
+            return Err(format!("too many accounts, {acc:?} ignored"));
+        }
         let slot = m.entry(acc.to_string()).or_insert(None);
         if slot.is_none() {
             if queue.is_none() && default_mode == Mode::Optimistic {
@@ -171,6 +181,9 @@ impl OutInterest {
     pub fn minus(&self, acc: &str, subject: &[u8], queue: Option<&[u8]>) {
         let default_mode = self.default_mode();
         let mut m = lock(&self.accs);
+        if full(&m, acc) {
+            return;
+        }
         if queue.is_none() {
             let slot = m
                 .entry(acc.to_string())
@@ -208,6 +221,9 @@ impl OutInterest {
     /// `A- acc`: no interest at all in the account (meaningful in optimistic mode only).
     pub fn acc_minus(&self, acc: &str) {
         let mut m = lock(&self.accs);
+        if full(&m, acc) {
+            return;
+        }
         match m.get(acc) {
             Some(Some(e)) if e.mode != Mode::Optimistic || !e.subs.is_empty() => {}
             _ => {
@@ -219,6 +235,9 @@ impl OutInterest {
     /// `gateway_cmd` 2 (start) / 3 (complete) for `acc`.
     pub fn switch(&self, acc: &str, complete: bool) {
         let mut m = lock(&self.accs);
+        if full(&m, acc) {
+            return;
+        }
         let slot = m.entry(acc.to_string()).or_insert(None);
         let e = slot.get_or_insert_with(|| AccInterest::new(Mode::Transitioning));
         e.ni.clear();

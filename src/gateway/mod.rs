@@ -25,6 +25,10 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
 use std::time::SystemTime;
 
+/// Remote clusters and URLs per remote kept at most (bounded memory against gossip floods).
+const MAX_REMOTES: usize = 1024;
+const MAX_URLS: usize = 64;
+
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -176,9 +180,13 @@ impl Gateway {
         if self.opts.reject_unknown && !m.get(name).is_some_and(|r| r.configured) {
             return false;
         }
+        if m.len() >= MAX_REMOTES && !m.contains_key(name) {
+            tracing::warn!("Too many remote gateways known, ignoring {name:?}");
+            return false;
+        }
         let r = m.entry(name.to_string()).or_default();
         for u in urls {
-            if !u.is_empty() && !r.urls.contains(u) {
+            if !u.is_empty() && !r.urls.contains(u) && r.urls.len() < MAX_URLS {
                 r.urls.push(u.clone());
             }
         }
