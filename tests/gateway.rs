@@ -759,3 +759,45 @@ async fn inbound_gateways_learn_new_cluster_urls() {
     }
     shutdown(vec![a1, a2]).await;
 }
+
+#[tokio::test]
+async fn outbound_fails_over_to_another_server_of_the_remote_cluster() {
+    let b1 = start(node("b1", "C2", 0, None, vec![])).await;
+    let b2 = start(node("b2", "C2", 0, Some(route_port(&b1)), vec![])).await;
+    wait_for("C2 routed", || {
+        let ok = common::cluster::routes(&b1) == 1;
+        async move { ok }
+    })
+    .await;
+    // a1 only knows b1; b1's INFO lists b2's gateway URL too.
+    let a1 = start(node("a1", "C1", 0, None, remotes(&[("C2", gw_port(&b1))]))).await;
+    let outbound_id = |s: &Server| {
+        s.shared()
+            .gateway
+            .as_ref()
+            .and_then(|g| g.outbound_to("C2"))
+            .map(|o| o.remote_id.clone())
+    };
+    wait_for("a1's outbound to b1", || {
+        let ok = outbound_id(&a1).as_deref() == Some(b1.id());
+        async move { ok }
+    })
+    .await;
+    let b2_id = b2.id().to_string();
+    b1.shutdown().await;
+    wait_for("a1's outbound to b2", || {
+        let ok = outbound_id(&a1).as_deref() == Some(b2_id.as_str());
+        async move { ok }
+    })
+    .await;
+    let mut sub = Raw::client(&b2).await;
+    sub.send("SUB after.failover 1\r\n").await;
+    sub.flush().await;
+    wait_remote_interest(&a1, "C2", "after.failover").await;
+    let mut p = Raw::client(&a1).await;
+    p.send("PUB after.failover 2\r\nok\r\n").await;
+    p.flush().await;
+    let (s, _, _, payload) = sub.msg().await;
+    assert_eq!((s.as_str(), &payload[..]), ("after.failover", &b"ok"[..]));
+    shutdown(vec![a1, b2]).await;
+}
