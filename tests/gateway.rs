@@ -622,7 +622,12 @@ async fn third_cluster_learned_by_gossip_full_mesh_and_exactly_once() {
     // C1 configures nothing; C2 and C3 only know C1. C1 tells C3 about C2 (gateway_cmd 1);
     // the rest are implicit dials back. C2 has two nodes: the second learns every remote
     // through its route.
-    let c1 = start(node("s1", "C1", 0, None, vec![])).await;
+    // s1 has no cluster block: its gateway name is its cluster name (/varz shows it).
+    let mut o1 = node("s1", "C1", 0, None, vec![]);
+    o1.cluster = None;
+    let c1 = start(o1).await;
+    let v = http_json(c1.http_addr().expect("monitor"), "/varz").await;
+    assert_eq!(v["cluster"], serde_json::json!({"name": "C1"}));
     let to_c1 = remotes(&[("C1", gw_port(&c1))]);
     let c2a = start(node("s2a", "C2", 0, None, to_c1.clone())).await;
     let c2b = start(node("s2b", "C2", 0, Some(route_port(&c2a)), vec![])).await;

@@ -58,7 +58,15 @@ fn url_host(u: &str) -> String {
 impl ClusterVarz {
     fn of(srv: &ServerShared) -> ClusterVarz {
         let Some(cl) = &srv.cluster else {
-            return ClusterVarz::default();
+            // Without a cluster block, a gateway's name is the cluster name (as nats-server).
+            return ClusterVarz {
+                name: srv
+                    .gateway
+                    .as_ref()
+                    .map(|g| g.name.clone())
+                    .unwrap_or_default(),
+                ..ClusterVarz::default()
+            };
         };
         let urls = cl.opts.routes.iter().map(|u| url_host(u)).collect();
         ClusterVarz {
