@@ -806,3 +806,25 @@ async fn outbound_fails_over_to_another_server_of_the_remote_cluster() {
     assert_eq!((s.as_str(), &payload[..]), ("after.failover", &b"ok"[..]));
     shutdown(vec![a1, b2]).await;
 }
+
+#[tokio::test]
+async fn reload_keeps_gateway_and_refuses_gateway_changes() {
+    // A cluster block without a name takes the gateway's; reloading the same options is fine.
+    let mut o = node("a1", "C1", 0, None, vec![]);
+    if let Some(c) = o.cluster.as_mut() {
+        c.name = None;
+    }
+    let s = start(o.clone()).await;
+    assert_eq!(
+        s.shared().cluster.as_ref().map(|c| c.name()).as_deref(),
+        Some("C1")
+    );
+    assert!(s.reload(o.clone()).is_ok());
+    let mut changed = o.clone();
+    if let Some(g) = changed.gateway.as_mut() {
+        g.connect_retries = 5;
+    }
+    let e = s.reload(changed).expect_err("refused");
+    assert!(e.contains("Gateway"), "{e}");
+    s.shutdown().await;
+}

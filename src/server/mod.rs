@@ -379,14 +379,18 @@ pub struct Server {
 impl Server {
     /// Bind the listeners and start serving. Port 0 (client or monitor) picks a free port;
     /// the bound addresses are reported by `client_addr` / `http_addr`.
-    pub async fn start(mut opts: Options) -> io::Result<Server> {
+    pub async fn start(opts: Options) -> io::Result<Server> {
         opts.validate()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-        // With gateways, the cluster name is the gateway name.
-        if let (Some(g), Some(c)) = (&opts.gateway, &mut opts.cluster) {
-            c.name.get_or_insert_with(|| g.name.clone());
-        }
-        let cluster = match opts.cluster.clone().map(Cluster::new).transpose() {
+        // With gateways, the cluster name is the gateway name (the options keep what the
+        // config said, so that a reload compares like with like).
+        let cluster_opts = opts.cluster.clone().map(|mut c| {
+            if let Some(g) = &opts.gateway {
+                c.name.get_or_insert_with(|| g.name.clone());
+            }
+            c
+        });
+        let cluster = match cluster_opts.map(Cluster::new).transpose() {
             Ok(c) => c.map(Arc::new),
             Err(e) => return Err(io::Error::new(io::ErrorKind::InvalidInput, e)),
         };
