@@ -828,3 +828,16 @@ async fn reload_keeps_gateway_and_refuses_gateway_changes() {
     assert!(e.contains("Gateway"), "{e}");
     s.shutdown().await;
 }
+
+#[tokio::test]
+async fn silent_inbound_gets_authentication_timeout() {
+    let mut o = node("a1", "C1", 0, None, vec![]);
+    if let Some(g) = o.gateway.as_mut() {
+        g.auth_timeout = Duration::from_millis(200);
+    }
+    let a = start(o).await;
+    let mut g = raw_gateway_peer(&a).await;
+    assert_eq!(g.line().await, "-ERR 'Authentication Timeout'");
+    assert!(g.closed().await);
+    a.shutdown().await;
+}

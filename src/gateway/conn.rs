@@ -161,7 +161,7 @@ impl GwConn {
     async fn read_loop(&mut self, mut rd: tokio::net::tcp::OwnedReadHalf) {
         let mut parser = Parser::new(Kind::Route, Limits::route());
         let handshake_deadline =
-            Instant::now() + self.gw.opts.auth_timeout.max(Duration::from_secs(2));
+            Instant::now() + self.gw.opts.auth_timeout.max(Duration::from_millis(100));
         let mut buf = BytesMut::with_capacity(READ_CHUNK);
         let conn = self.conn.clone();
         loop {
@@ -176,6 +176,9 @@ impl GwConn {
                 r = rd.read_buf(&mut buf) => r,
                 _ = tokio::time::sleep_until(handshake_deadline), if !registered => {
                     tracing::error!("{} - Gateway handshake timeout", conn.log_prefix());
+                    if self.solicit.is_none() && self.remote_name.is_empty() {
+                        self.send_err("Authentication Timeout");
+                    }
                     conn.close(CloseReason::AuthenticationTimeout);
                     return;
                 }
