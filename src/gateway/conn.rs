@@ -347,7 +347,11 @@ impl GwConn {
             }
             Op::Rmsg(m) => {
                 if self.inb.is_none() {
-                    return self.violation("message received on an outbound gateway");
+                    return self.violation(if self.solicit.is_some() {
+                        "Received a message from gateway on outbound connection"
+                    } else {
+                        "Received a message from gateway before its INFO"
+                    });
                 }
                 self.on_msg(&m);
                 Ok(())

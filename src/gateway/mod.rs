@@ -330,11 +330,8 @@ impl Gateway {
             let subject = Bytes::copy_from_slice(m.subject);
             return self.send_direct(fan, &outs, acc_name, &subject, m);
         }
-        let mapped_reply = m
-            .reply
-            .filter(|rp| self.replies.has_recent_sub(&acc.name, rp))
-            .map(|rp| reply::routed_reply(&self.cluster_hash, &self.server_hash, rp));
-        let reply = mapped_reply.as_deref().or(m.reply);
+        // Decided once, and only when something is sent: is the reply a recent inbox?
+        let mut mapped_reply: Option<Option<Bytes>> = None;
         let mut taken: Vec<Bytes> = Vec::new();
         let mut sent = 0;
         // Ordered by RTT: for a queue group the closest remote cluster wins.
@@ -364,6 +361,12 @@ impl Gateway {
                 continue;
             }
             let qrefs: Vec<&[u8]> = queues.iter().map(|q| &q[..]).collect();
+            let mapped = mapped_reply.get_or_insert_with(|| {
+                m.reply
+                    .filter(|rp| self.replies.has_recent_sub(&acc.name, rp))
+                    .map(|rp| reply::routed_reply(&self.cluster_hash, &self.server_hash, rp))
+            });
+            let reply = mapped.as_deref().or(m.reply);
             if push_rmsg(fan, &o.conn, acc_name, m.subject, reply, &qrefs, m) {
                 sent += 1;
             }
