@@ -841,3 +841,58 @@ async fn silent_inbound_gets_authentication_timeout() {
     assert!(g.closed().await);
     a.shutdown().await;
 }
+
+#[tokio::test]
+async fn gateway_message_relayed_over_the_route_to_a_queue_member() {
+    let b1 = start(node("b1", "C2", 0, None, vec![])).await;
+    let b2 = start(node("b2", "C2", 0, Some(route_port(&b1)), vec![])).await;
+    // a1 dials b1 (its only configured URL): messages enter C2 at b1.
+    let a1 = start(node("a1", "C1", 0, None, remotes(&[("C2", gw_port(&b1))]))).await;
+    wait_for("a1's outbound to b1", || {
+        let ok = a1
+            .shared()
+            .gateway
+            .as_ref()
+            .and_then(|g| g.outbound_to("C2"))
+            .is_some_and(|o| o.remote_id == b1.id());
+        async move { ok }
+    })
+    .await;
+    // Members only on b2: a queue member and a plain subscriber.
+    let mut m = Raw::client(&b2).await;
+    m.send("SUB jobs g 1\r\nSUB jobs 2\r\n").await;
+    m.flush().await;
+    wait_for("a1 knows C2's plain and queue interest", || {
+        let ok = a1
+            .shared()
+            .gateway
+            .as_ref()
+            .and_then(|g| g.outbound_to("C2"))
+            .is_some_and(|o| {
+                let (plain, r) = o.interest.check("$G", b"jobs");
+                plain && r.is_some_and(|r| !r.qsubs.is_empty())
+            });
+        async move { ok }
+    })
+    .await;
+    wait_for("b1 knows b2's members", || {
+        let ok = b1.shared().accounts.global().sublist.has_interest(b"jobs");
+        async move { ok }
+    })
+    .await;
+    let mut p = Raw::client(&a1).await;
+    for i in 0..5 {
+        p.send(&format!("PUB jobs 1\r\n{i}\r\n")).await;
+    }
+    p.flush().await;
+    // Each message once to the queue member (sid 1) and once to the plain one (sid 2).
+    let mut sids = Vec::new();
+    for _ in 0..10 {
+        let (_, sid, _, _) = m.msg().await;
+        sids.push(sid);
+    }
+    sids.sort();
+    assert_eq!(sids, ["1", "1", "1", "1", "1", "2", "2", "2", "2", "2"]);
+    assert_eq!(m.sync().await, "");
+    shutdown(vec![a1, b1, b2]).await;
+}
