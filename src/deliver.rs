@@ -41,6 +41,9 @@ pub enum Origin {
     Client { cid: u64, echo: bool },
     /// From a route: local clients only (one hop), and queue groups only when listed.
     Route,
+    /// From a gateway: local clients and routes (the whole cluster), never another gateway;
+    /// queue groups only when listed.
+    Gateway,
 }
 
 pub struct Fanout {
@@ -52,6 +55,9 @@ pub struct Fanout {
     /// Subscriptions that reached their auto-unsubscribe max.
     pub retired: Vec<Arc<Subscription>>,
     pub rng: SmallRng,
+    /// The reply routes get instead of the message's (a gateway's `_GR_.` reply, which local
+    /// clients get stripped).
+    pub route_reply: Option<Bytes>,
     /// This batch's inbound and outbound counts, published once per batch.
     pub in_msgs: u64,
     pub in_bytes: u64,
@@ -78,6 +84,7 @@ impl Fanout {
             routes: Vec::new(),
             retired: Vec::new(),
             rng: SmallRng::from_rng(&mut rand::rng()),
+            route_reply: None,
             in_msgs: 0,
             in_bytes: 0,
             out_msgs: 0,
@@ -186,7 +193,7 @@ impl Fanout {
         let from_route = origin == Origin::Route;
         let (own_cid, echo) = match origin {
             Origin::Client { cid, echo } => (cid, echo),
-            Origin::Route => (u64::MAX, true),
+            Origin::Route | Origin::Gateway => (u64::MAX, true),
         };
         for s in &r.psubs {
             match s.conn.kind {
@@ -204,6 +211,8 @@ impl Fanout {
                     }
                 }
                 ConnKind::Internal => self.internal.push(s.clone()),
+                // Gateway interest lives in the gateway's own sublists, never here.
+                ConnKind::Gateway => {}
             }
         }
         for g in &r.qsubs {
@@ -211,7 +220,9 @@ impl Fanout {
             if n == 0 {
                 continue;
             }
-            if from_route && !listed_queues.is_some_and(|q| q.iter().any(|x| x == &g.name[..])) {
+            if (from_route || listed_queues.is_some())
+                && !listed_queues.is_some_and(|q| q.iter().any(|x| x == &g.name[..]))
+            {
                 continue;
             }
             let start = match g.pick(&mut self.rng) {
@@ -249,6 +260,7 @@ impl Fanout {
                         self.internal.push(s.clone());
                         break;
                     }
+                    ConnKind::Gateway => {}
                 }
             }
         }
@@ -257,6 +269,11 @@ impl Fanout {
         }
         if !self.internal.is_empty() {
             delivered += self.run_internal(m, origin);
+        }
+        if let Origin::Client { .. } = origin {
+            if let Some(gw) = self.srv.gateway.clone() {
+                delivered += gw.send(self, acc, r, m);
+            }
         }
         delivered
     }
@@ -300,18 +317,20 @@ impl Fanout {
     fn send_to_routes(&mut self, account: &[u8], m: &Msg<'_>) -> u64 {
         let mut routes = std::mem::take(&mut self.routes);
         let mut sent = 0;
+        let route_reply = self.route_reply.take();
+        let reply = route_reply.as_deref().or(m.reply);
         for (conn, queues) in routes.drain(..) {
             let header = m.header.filter(|_| conn.headers.load(Relaxed));
             let qrefs: Vec<&[u8]> = queues.iter().map(|q| &q[..]).collect();
             let need = 64
                 + account.len()
                 + m.subject.len()
-                + m.reply.map_or(0, <[u8]>::len)
+                + reply.map_or(0, <[u8]>::len)
                 + qrefs.iter().map(|q| q.len() + 1).sum::<usize>()
                 + header.map_or(0, <[u8]>::len)
                 + m.payload.len();
             let ok = self.push(&conn, need, |b| {
-                encode::write_rmsg(b, account, m.subject, m.reply, &qrefs, header, m.payload)
+                encode::write_rmsg(b, account, m.subject, reply, &qrefs, header, m.payload)
             });
             if ok {
                 let size = (header.map_or(0, <[u8]>::len) + m.payload.len()) as u64;

@@ -281,8 +281,9 @@ struct ServiceRelay {
 
 impl ServiceRelay {
     fn request(&self, fan: &mut Fanout, m: &Msg<'_>) {
-        // Only the server the requester is connected to relays its request.
-        if fan.origin() == Origin::Route {
+        // Only the server the requester is connected to relays its request (not one that
+        // got it over a route or a gateway).
+        if !matches!(fan.origin(), Origin::Client { .. }) {
             return;
         }
         let Some(to) = self.to.upgrade() else { return };

@@ -11,6 +11,7 @@ pub mod cluster;
 pub mod config;
 pub mod conn;
 pub mod deliver;
+pub mod gateway;
 pub mod imports;
 pub mod internal;
 pub mod jetstream;

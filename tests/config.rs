@@ -363,10 +363,10 @@ fn malformed_files_report_positions() {
         ),
         (
             "gateway.conf",
-            "gateway {\n name: A\n}\n",
-            1,
-            1,
-            "\"gateway\" is not supported yet",
+            "gateway {\n name: A\n tls { cert_file: x }\n}\n",
+            3,
+            2,
+            "\"tls\" is not supported yet",
         ),
     ];
     for (name, text, line, col, msg) in cases {

@@ -125,6 +125,9 @@ impl crate::server::ServerShared {
         if let Some(cl) = &self.cluster {
             cl.interest_changed(acc, subject, queue, delta, kicks);
         }
+        if let Some(gw) = &self.gateway {
+            gw.local_interest_changed(&acc.name, subject, queue, delta);
+        }
     }
 }
 

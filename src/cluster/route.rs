@@ -465,7 +465,11 @@ impl Route {
         if let Some(entry) = self.entry.clone() {
             if info.server_id != entry.remote_id {
                 // Gossip about another server.
-                if !info.gateway.is_empty() || info.server_id.is_empty() {
+                if !info.gateway.is_empty() {
+                    crate::gateway::from_route_gossip(&self.srv, &info);
+                    return Ok(());
+                }
+                if info.server_id.is_empty() {
                     return Ok(());
                 }
                 discovery::consider_gossip(&self.srv, &self.cl, &info);
@@ -560,6 +564,8 @@ impl Route {
             entry.remote_name,
             entry.remote_id
         );
+        let gateway_url = entry.info().gateway_url.clone();
+        crate::gateway::peer_url(&self.srv, &entry.remote_id, &gateway_url);
         self.entry = Some(entry.clone());
         // Our interest, then gossip: tell the others about the newcomer, and the newcomer
         // about the others (both sides may dial; duplicates resolve deterministically).
@@ -571,6 +577,7 @@ impl Route {
                 self.send(&gossip_json(&other));
             }
         }
+        crate::gateway::to_new_route(&self.srv, &self.conn);
         self.srv.cluster_changed();
         self.next_ping = Instant::now() + FIRST_PING;
         Ok(())
@@ -614,6 +621,7 @@ impl Route {
         let qname = queue.map(|(q, _)| q);
         let weight = queue.map_or(1, |(_, w)| w.max(1));
         let key = Self::remote_key(account, subject, qname);
+        let mut is_new = true;
         if let Some((_, old)) = self.remote.get(&key) {
             if queue.is_none() || old.weight == weight {
                 return;
@@ -621,6 +629,7 @@ impl Route {
             let old = old.clone();
             let _ = acc.sublist.remove(subject, qname, &SubRef(old));
             self.remote.remove(&key);
+            is_new = false;
         }
         // Subject and queue are slices of the key (`acc subj[ queue]`): one allocation.
         let subj_at = account.len() + 1;
@@ -638,6 +647,11 @@ impl Route {
         // The sublist validates the subject: an invalid one is ignored (debug line).
         match acc.sublist.insert(subject, qname, SubRef(sub.clone())) {
             Ok(()) => {
+                if let Some(gw) = &self.srv.gateway {
+                    if is_new {
+                        gw.interest_changed(&acc.name, &sub.subject, sub.queue.as_ref(), 1);
+                    }
+                }
                 self.remote.insert(key, (acc, sub));
             }
             Err(e) => tracing::debug!(
@@ -652,7 +666,10 @@ impl Route {
     fn remote_minus(&mut self, account: &[u8], subject: &[u8], queue: Option<&[u8]>) {
         let key = Self::remote_key(account, subject, queue);
         if let Some((acc, sub)) = self.remote.remove(&key) {
-            let _ = acc.sublist.remove(subject, queue, &SubRef(sub));
+            let _ = acc.sublist.remove(subject, queue, &SubRef(sub.clone()));
+            if let Some(gw) = &self.srv.gateway {
+                gw.interest_changed(&acc.name, &sub.subject, sub.queue.as_ref(), -1);
+            }
         }
         if let Some(e) = &self.entry {
             e.num_subs.store(self.remote.len(), Relaxed);
@@ -671,15 +688,22 @@ impl Route {
             );
             return;
         };
+        let (subject, reply) = match &self.srv.gateway {
+            None => (m.subject, m.reply),
+            Some(gw) => match gw.from_route(&acc.name, m.subject, m.reply) {
+                Some(x) => x,
+                None => return,
+            },
+        };
         let msg = Msg {
-            subject: m.subject,
-            reply: m.reply,
+            subject,
+            reply,
             header: m.header,
             payload: m.payload,
         };
         self.fan.in_msgs += 1;
         self.fan.in_bytes += msg.size() as u64;
-        let r = acc.sublist.matches(m.subject);
+        let r = acc.sublist.matches(subject);
         self.fan
             .publish(&acc, &r, &msg, Origin::Route, Some(&m.queues));
         if !self.fan.retired.is_empty() {
@@ -698,8 +722,12 @@ impl Route {
             let _ = acc
                 .sublist
                 .remove(&sub.subject, sub.queue.as_deref(), &SubRef(sub.clone()));
+            if let Some(gw) = &self.srv.gateway {
+                gw.interest_changed(&acc.name, &sub.subject, sub.queue.as_ref(), -1);
+            }
         }
         if let Some(e) = self.entry.take() {
+            crate::gateway::peer_url(&self.srv, &e.remote_id, "");
             e.num_subs.store(0, Relaxed);
             if self.cl.unregister(&e) {
                 self.srv.cluster_changed();

@@ -10,7 +10,10 @@
 
 use super::conf::{self, Entry, Kind, Map, Pos, Value};
 use super::links::{AccountLinks, Export, Import, LinkKind, ResponseType};
-use super::{ClusterOpts, Options, Permissions, SubjectPermission, User, NATSD_VERSION};
+use super::{
+    ClusterOpts, GatewayOpts, Options, Permissions, RemoteGatewayOpts, SubjectPermission, User,
+    NATSD_VERSION,
+};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -71,7 +74,6 @@ fn finish(map: &Map, file: Option<&Path>) -> Result<Loaded, ConfigError> {
 /// What natsd does not build yet, by key: the text after "does not build … yet".
 fn not_yet(key: &str) -> Option<&'static str> {
     Some(match key {
-        "gateway" => "gateways",
         "jetstream" | "store_dir" | "default_js_domain" => "JetStream",
         "leaf" | "leafnodes" => "leaf nodes",
         "tls" | "allow_non_tls" | "ocsp" => "TLS",
@@ -454,6 +456,7 @@ pub fn apply(
             "authorization" => authorization(map(k, v)?, opts)?,
             "accounts" => accounts(map(k, v)?, opts)?,
             "cluster" => opts.cluster = Some(cluster(map(k, v)?, warnings)?),
+            "gateway" => opts.gateway = Some(gateway(map(k, v)?)?),
             "jetstream" if jetstream_off(v) => {}
             "system_account" => opts.system_account = string(k, v)?,
             "no_system_account" => opts.no_system_account = boolean(k, v)?,
@@ -906,6 +909,107 @@ fn cluster(m: &Map, warnings: &mut Vec<ConfigError>) -> Result<ClusterOpts, Conf
         }
     }
     Ok(c)
+}
+
+fn gateway(m: &Map) -> Result<GatewayOpts, ConfigError> {
+    let mut g = GatewayOpts::default();
+    const DEFAULT_GATEWAY_PORT: u16 = 7222;
+    for (key, e) in options(m) {
+        let v = &e.value;
+        let k = key.as_str();
+        match k {
+            "name" => {
+                let name = string(k, v)?;
+                if name.contains(' ') {
+                    return Err(ConfigError::at(
+                        &v.pos,
+                        "gateway name cannot contain spaces",
+                    ));
+                }
+                g.name = name;
+            }
+            "listen" => {
+                let (host, p) = host_port(k, v, DEFAULT_GATEWAY_PORT)?;
+                if let Some(h) = host {
+                    g.host = h;
+                }
+                g.port = p;
+            }
+            "host" | "net" => g.host = string(k, v)?,
+            "port" => g.port = port(k, integer(k, v)?, DEFAULT_GATEWAY_PORT, &v.pos)?,
+            "advertise" | "gateway_advertise" => g.advertise = Some(string(k, v)?),
+            "connect_retries" => g.connect_retries = count(k, v, u32::MAX as u64)? as u32,
+            "reject_unknown" | "reject_unknown_cluster" => g.reject_unknown = boolean(k, v)?,
+            "authorization" => {
+                for (ak, ae) in options(map(k, v)?) {
+                    let av = &ae.value;
+                    let ak = ak.as_str();
+                    match ak {
+                        "user" | "username" => g.username = Some(string(ak, av)?),
+                        "pass" | "password" => g.password = Some(string(ak, av)?),
+                        "token" => g.token = Some(string(ak, av)?),
+                        "timeout" => g.auth_timeout = seconds(ak, av)?,
+                        "users" => {
+                            return Err(not_supported(
+                                &ae.key,
+                                &ae.key_pos,
+                                "several gateway users",
+                            ))
+                        }
+                        _ => return Err(refuse(ae, ak)),
+                    }
+                }
+            }
+            "gateways" => {
+                for item in array(k, v)? {
+                    g.gateways.push(remote_gateway(map(k, item)?, &item.pos)?);
+                }
+            }
+            "tls" => return Err(not_supported(&e.key, &e.key_pos, "gateway TLS")),
+            _ => return Err(refuse(e, k)),
+        }
+    }
+    Ok(g)
+}
+
+fn gateway_url(key: &str, v: &Value) -> Result<Vec<String>, ConfigError> {
+    let urls = strings(key, v)?;
+    for u in &urls {
+        crate::cluster::url::RouteUrl::parse(u)
+            .map_err(|e| ConfigError::at(&v.pos, format!("invalid value for {key:?}: {e}")))?;
+    }
+    Ok(urls)
+}
+
+fn remote_gateway(m: &Map, at: &Pos) -> Result<RemoteGatewayOpts, ConfigError> {
+    let mut r = RemoteGatewayOpts {
+        name: String::new(),
+        urls: Vec::new(),
+    };
+    for (key, e) in options(m) {
+        let v = &e.value;
+        let k = key.as_str();
+        match k {
+            "name" => r.name = string(k, v)?,
+            "url" => r.urls.extend(gateway_url(k, v)?),
+            "urls" => r.urls.extend(gateway_url(k, v)?),
+            "tls" => return Err(not_supported(&e.key, &e.key_pos, "gateway TLS")),
+            _ => return Err(refuse(e, k)),
+        }
+    }
+    if r.name.is_empty() {
+        return Err(ConfigError::at(
+            at,
+            "gateway in the gateways list has no name",
+        ));
+    }
+    if r.urls.is_empty() {
+        return Err(ConfigError::at(
+            at,
+            format!("gateway {:?} has no URL", r.name),
+        ));
+    }
+    Ok(r)
 }
 
 #[cfg(test)]

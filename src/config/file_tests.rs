@@ -110,7 +110,7 @@ fn keys_are_case_insensitive_and_unknown_keys_fail() {
 #[test]
 fn refused_capabilities_name_the_key() {
     for (src, key) in [
-        ("gateway { name: A }", "gateway"),
+        ("gateway { name: A, tls { cert_file: x } }", "tls"),
         ("jetstream { store_dir: /tmp }", "jetstream"),
         ("tls { cert_file: x }", "tls"),
         ("leafnodes { port: 7422 }", "leafnodes"),
@@ -362,4 +362,52 @@ fn system_account_names_a_configured_account() {
     assert!(load("no_system_account: true").options.no_system_account);
     let e = err("system_account: NOPE");
     assert!(e.msg.contains("account missing"), "{e}");
+}
+
+#[test]
+fn gateway_block() {
+    let o = load(
+        "gateway {\n name: C1\n listen: 127.0.0.1:7333\n advertise: \"10.0.0.1:7333\"\n \
+         connect_retries: 3\n reject_unknown_cluster: true\n \
+         authorization { user: gw, password: pw, timeout: 3 }\n \
+         gateways: [ {name: C2, url: \"nats://u:p@127.0.0.1:7444\"}, \
+         {name: C3, urls: [\"nats://h1:7555\", \"h2:7556\"]} ]\n}",
+    )
+    .options;
+    let g = o.gateway.expect("gateway");
+    assert_eq!(
+        (g.name.as_str(), g.host.as_str(), g.port),
+        ("C1", "127.0.0.1", 7333)
+    );
+    assert_eq!(g.advertise.as_deref(), Some("10.0.0.1:7333"));
+    assert_eq!((g.connect_retries, g.reject_unknown), (3, true));
+    assert_eq!(g.username.as_deref(), Some("gw"));
+    assert_eq!(g.password.as_deref(), Some("pw"));
+    assert_eq!(g.auth_timeout, Duration::from_secs(3));
+    assert_eq!(g.gateways.len(), 2);
+    assert_eq!(g.gateways[0].name, "C2");
+    assert_eq!(
+        g.gateways[0].urls,
+        vec!["nats://u:p@127.0.0.1:7444".to_string()]
+    );
+    assert_eq!(g.gateways[1].urls.len(), 2);
+    let o = load("gateway { name: C1, host: 127.0.0.1, port: -1 }").options;
+    assert_eq!(o.gateway.map(|g| g.port), Some(0));
+    // Positioned errors.
+    let e = err("gateway {\n name: C1\n gateways: [ {name: C2} ]\n}");
+    assert_eq!(e.line, 3, "{e}");
+    assert!(e.msg.contains("has no URL"), "{e}");
+    let e = err("gateway {\n name: C1\n bogus: 1\n}");
+    assert_eq!((e.line, e.col), (3, 2));
+    let e = err("gateway {\n name: C1\n gateways: [ {name: C2, url: \"ftp://x:1\"} ]\n}");
+    assert!(e.msg.contains("unsupported scheme"), "{e}");
+    // Whole-file checks: a name, and the same name as the cluster.
+    let e = err("gateway { port: 7222 }");
+    assert_eq!(e.msg, "gateway has no name");
+    let e = err("cluster { name: A }\ngateway { name: B }");
+    assert_eq!(
+        e.msg,
+        "cluster name conflicts between cluster and gateway definitions"
+    );
+    load("cluster { name: A }\ngateway { name: A }");
 }

@@ -103,6 +103,54 @@ impl Default for ClusterOpts {
     }
 }
 
+/// One remote gateway (cluster) of the `gateway { gateways: [...] }` list.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RemoteGatewayOpts {
+    /// The remote cluster's gateway name.
+    pub name: String,
+    /// URLs to dial (`nats://[user:pass@]host:port`), tried in turn.
+    pub urls: Vec<String>,
+}
+
+/// The `gateway {}` block: this cluster's gateway listener and the remote clusters to dial.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GatewayOpts {
+    /// This cluster's gateway name (must equal the cluster name).
+    pub name: String,
+    pub host: String,
+    /// Gateway port; 0 picks a free one.
+    pub port: u16,
+    /// `host:port` remote servers should dial to reach this one.
+    pub advertise: Option<String>,
+    /// Attempts for implicit gateways (configured ones retry forever).
+    pub connect_retries: u32,
+    /// Refuse inbound gateways from clusters that are not configured (and no implicit ones).
+    pub reject_unknown: bool,
+    pub username: Option<String>,
+    pub password: Option<String>,
+    pub token: Option<String>,
+    pub auth_timeout: Duration,
+    pub gateways: Vec<RemoteGatewayOpts>,
+}
+
+impl Default for GatewayOpts {
+    fn default() -> Self {
+        GatewayOpts {
+            name: String::new(),
+            host: "0.0.0.0".into(),
+            port: 7222,
+            advertise: None,
+            connect_retries: 0,
+            reject_unknown: false,
+            username: None,
+            password: None,
+            token: None,
+            auth_timeout: DEFAULT_AUTH_TIMEOUT,
+            gateways: Vec::new(),
+        }
+    }
+}
+
 /// Everything the server runs with.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -155,6 +203,8 @@ pub struct Options {
     pub client_advertise: Option<String>,
     /// Route listener and peers; `None` runs a single node.
     pub cluster: Option<ClusterOpts>,
+    /// Gateway listener and remote clusters (super-cluster); `None` without `gateway {}`.
+    pub gateway: Option<GatewayOpts>,
     /// Lame duck mode: clients are closed over this time (after the grace period), then
     /// the server exits.
     pub lame_duck_duration: Duration,
@@ -202,6 +252,7 @@ impl Default for Options {
             max_closed_clients: DEFAULT_MAX_CLOSED_CLIENTS,
             client_advertise: None,
             cluster: None,
+            gateway: None,
             lame_duck_duration: DEFAULT_LAME_DUCK_DURATION,
             lame_duck_grace_period: DEFAULT_LAME_DUCK_GRACE_PERIOD,
             system_account: crate::account::SYSTEM_ACCOUNT.into(),
@@ -273,6 +324,29 @@ impl Options {
         }
         if let Err(e) = links::validate(&self.accounts, &self.links) {
             return Err(format!("account {:?}: {}", e.account, e.msg));
+        }
+        if let Some(g) = &self.gateway {
+            if g.name.is_empty() {
+                return Err("gateway has no name".into());
+            }
+            if g.name.contains(' ') {
+                return Err(format!("gateway name {:?} cannot contain spaces", g.name));
+            }
+            if let Some(Some(cn)) = self.cluster.as_ref().map(|c| c.name.as_ref()) {
+                if cn != &g.name {
+                    return Err(
+                        "cluster name conflicts between cluster and gateway definitions".into(),
+                    );
+                }
+            }
+            for r in &g.gateways {
+                if r.name.is_empty() {
+                    return Err("gateway in the gateways list has no name".into());
+                }
+                if r.urls.is_empty() {
+                    return Err(format!("gateway {:?} has no URL", r.name));
+                }
+            }
         }
         if let Some(n) = &self.no_auth_user {
             if !self.users.iter().any(|u| &u.username == n) {

@@ -96,6 +96,7 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
         max_closed_clients,
         client_advertise,
         cluster,
+        gateway,
         lame_duck_duration,
         lame_duck_grace_period,
         system_account,
@@ -166,6 +167,9 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
             opt_str(&old.http_base_path),
             opt_str(http_base_path),
         ));
+    }
+    if gateway != &old.gateway {
+        return Err("config reload not supported for Gateway".into());
     }
     let (routes_added, routes_removed) = cluster_diff(old.cluster.as_ref(), cluster.as_ref())?;
     if max_closed_clients != &old.max_closed_clients {

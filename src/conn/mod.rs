@@ -21,6 +21,8 @@ use crate::account::Subscription;
 pub enum ConnKind {
     Client,
     Route,
+    /// A gateway connection (super-cluster), inbound or outbound.
+    Gateway,
     /// The server itself: internal subscriptions ($SYS services, import relays).
     Internal,
 }
@@ -46,6 +48,8 @@ pub enum CloseReason {
     ServerShutdown,
     DuplicateRoute,
     ClusterNameConflict,
+    WrongPort,
+    WrongGateway,
 }
 
 impl CloseReason {
@@ -69,6 +73,8 @@ impl CloseReason {
             CloseReason::ServerShutdown => "Server Shutdown",
             CloseReason::DuplicateRoute => "Duplicate Route",
             CloseReason::ClusterNameConflict => "Cluster Name Conflict",
+            CloseReason::WrongPort => "Incorrect Port",
+            CloseReason::WrongGateway => "Wrong Gateway",
         }
     }
 
@@ -199,6 +205,7 @@ impl Conn {
         let kind = match self.kind {
             ConnKind::Client | ConnKind::Internal => "cid",
             ConnKind::Route => "rid",
+            ConnKind::Gateway => "gid",
         };
         format!("{} - {}:{}", self.addr, kind, self.cid)
     }

@@ -61,7 +61,7 @@ fn is_zero(v: &u64) -> bool {
 pub struct ConnInfo {
     pub cid: u64,
     pub kind: &'static str,
-    #[serde(rename = "type")]
+    #[serde(rename = "type", skip_serializing_if = "str::is_empty")]
     pub conn_type: &'static str,
     pub ip: String,
     pub port: u16,

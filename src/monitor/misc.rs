@@ -1,7 +1,8 @@
-//! The endpoints for what natsd does not have (yet): `/leafz` (no leaf nodes), `/gatewayz`
-//! (no gateways), `/jsz` (JetStream disabled), written exactly as nats-server 2.9 writes them
-//! in that state, with its parameter checks (a bad boolean or integer is a 400).
+//! `/leafz` (no leaf nodes), `/gatewayz` (gateways, or the no-gateway shape), `/jsz`
+//! (JetStream disabled), written exactly as nats-server 2.9 writes them, with its parameter
+//! checks (a bad boolean or integer is a 400).
 
+use super::connz::ConnInfo;
 use super::subsz::{decode_bool, decode_int};
 use crate::server::ServerShared;
 use crate::util::time::rfc3339_nano;
@@ -44,18 +45,53 @@ pub struct Gatewayz {
     pub host: String,
     #[serde(skip_serializing_if = "is_zero")]
     pub port: u16,
-    pub outbound_gateways: BTreeMap<String, ()>,
-    pub inbound_gateways: BTreeMap<String, ()>,
+    pub outbound_gateways: BTreeMap<String, RemoteGatewayz>,
+    pub inbound_gateways: BTreeMap<String, Vec<RemoteGatewayz>>,
+}
+
+#[derive(Serialize, Debug)]
+pub struct RemoteGatewayz {
+    pub configured: bool,
+    pub connection: ConnInfo,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub accounts: Vec<AccountGatewayz>,
+}
+
+#[derive(Serialize, Debug)]
+pub struct AccountGatewayz {
+    pub name: String,
+    pub interest_mode: &'static str,
+    #[serde(skip_serializing_if = "is_zero_usize")]
+    pub no_interest_count: usize,
+    #[serde(skip_serializing_if = "is_zero_usize")]
+    pub interest_only_threshold: usize,
+    #[serde(skip_serializing_if = "is_zero_usize")]
+    pub num_subs: usize,
+    #[serde(skip_serializing_if = "is_zero_usize")]
+    pub num_queue_subs: usize,
 }
 
 fn is_zero(v: &u16) -> bool {
     *v == 0
 }
 
+fn is_zero_usize(v: &usize) -> bool {
+    *v == 0
+}
+
+fn gw_conn_info(c: &crate::conn::Conn, now: SystemTime, subs: usize) -> ConnInfo {
+    let mut ci = ConnInfo::of(c, now, false);
+    ci.kind = "Gateway";
+    ci.conn_type = "";
+    ci.subscriptions = subs;
+    ci.subscriptions_list_detail.clear();
+    ci
+}
+
 /// `accs` (boolean; nats-server 2.9 does not check `subs`), `gw_name`, `acc_name`.
 pub fn gatewayz(srv: &ServerShared, p: &HashMap<String, String>) -> Result<Gatewayz, String> {
-    decode_bool(p, "accs")?;
-    Ok(Gatewayz {
+    let accs = decode_bool(p, "accs")?;
+    let mut z = Gatewayz {
         server_id: srv.id.clone(),
         now: now(),
         name: String::new(),
@@ -63,7 +99,77 @@ pub fn gatewayz(srv: &ServerShared, p: &HashMap<String, String>) -> Result<Gatew
         port: 0,
         outbound_gateways: BTreeMap::new(),
         inbound_gateways: BTreeMap::new(),
-    })
+    };
+    let Some(gw) = &srv.gateway else {
+        return Ok(z);
+    };
+    let gw_name = p.get("gw_name").filter(|s| !s.is_empty());
+    let acc_name = p.get("acc_name").filter(|s| !s.is_empty());
+    let t = SystemTime::now();
+    z.name = gw.name.clone();
+    z.host = gw.opts.host.clone();
+    z.port = gw.listen_addr.get().map_or(gw.opts.port, |a| a.port());
+    for o in gw.outbounds() {
+        if gw_name.is_some_and(|n| n != &o.name) {
+            continue;
+        }
+        let accounts = if accs || acc_name.is_some() {
+            o.interest
+                .summary()
+                .into_iter()
+                .filter(|a| acc_name.is_none_or(|n| n == &a.name))
+                .map(|a| AccountGatewayz {
+                    name: a.name,
+                    interest_mode: a.mode.as_str(),
+                    no_interest_count: a.no_interest_count,
+                    interest_only_threshold: 1000,
+                    num_subs: a.num_subs,
+                    num_queue_subs: a.num_queue_subs,
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        z.outbound_gateways.insert(
+            o.name.clone(),
+            RemoteGatewayz {
+                configured: o.configured,
+                connection: gw_conn_info(&o.conn, t, o.interest.num_subs()),
+                accounts,
+            },
+        );
+    }
+    for i in gw.inbounds() {
+        if gw_name.is_some_and(|n| n != &i.name) {
+            continue;
+        }
+        z.inbound_gateways
+            .entry(i.name.clone())
+            .or_default()
+            .push(RemoteGatewayz {
+                configured: i.configured,
+                connection: gw_conn_info(&i.conn, t, 0),
+                // Every account was switched to Interest-Only when the inbound registered.
+                accounts: if accs || acc_name.is_some() {
+                    srv.accounts
+                        .all()
+                        .iter()
+                        .filter(|a| acc_name.is_none_or(|n| n == &a.name))
+                        .map(|a| AccountGatewayz {
+                            name: a.name.clone(),
+                            interest_mode: "Interest-Only",
+                            no_interest_count: 0,
+                            interest_only_threshold: 1000,
+                            num_subs: 0,
+                            num_queue_subs: 0,
+                        })
+                        .collect()
+                } else {
+                    Vec::new()
+                },
+            });
+    }
+    Ok(z)
 }
 
 #[derive(Serialize, Debug, Default)]

@@ -129,16 +129,23 @@ pub fn routez(srv: &ServerShared, subs: SubsMode) -> Routez {
     }
 }
 
-/// This server's own view: itself and its routes.
+/// This server's own view: itself, its routes and its gateways.
 pub fn local_view(srv: &ServerShared) -> ServerView {
-    match &srv.cluster {
+    let mut view = match &srv.cluster {
         Some(cl) => ServerView::local(&srv.id, &srv.name, &cl.name(), &cl.routes()),
         None => ServerView {
             server_id: srv.id.clone(),
             server_name: srv.name.clone(),
             ..ServerView::default()
         },
+    };
+    view.edges.extend(crate::gateway::topology_edges(srv));
+    if view.cluster.is_empty() {
+        if let Some(gw) = &srv.gateway {
+            view.cluster = gw.name.clone();
+        }
     }
+    view
 }
 
 /// The topology as this server alone sees it: itself and its routes (`/topz` without system

@@ -58,7 +58,15 @@ fn url_host(u: &str) -> String {
 impl ClusterVarz {
     fn of(srv: &ServerShared) -> ClusterVarz {
         let Some(cl) = &srv.cluster else {
-            return ClusterVarz::default();
+            // Without a cluster block, a gateway's name is the cluster name (as nats-server).
+            return ClusterVarz {
+                name: srv
+                    .gateway
+                    .as_ref()
+                    .map(|g| g.name.clone())
+                    .unwrap_or_default(),
+                ..ClusterVarz::default()
+            };
         };
         let urls = cl.opts.routes.iter().map(|u| url_host(u)).collect();
         ClusterVarz {
@@ -72,6 +80,66 @@ impl ClusterVarz {
             auth_timeout: cl.opts.auth_timeout.as_secs_f64(),
             urls,
             tls_timeout: 2.0,
+        }
+    }
+}
+
+/// `gateway` in `/varz`: every empty field omitted (`{}` without gateways).
+#[derive(Serialize, Default, Debug)]
+pub struct GatewayVarz {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub host: String,
+    #[serde(skip_serializing_if = "is_zero_u16")]
+    pub port: u16,
+    #[serde(serialize_with = "go_float", skip_serializing_if = "is_zero_f64")]
+    pub auth_timeout: f64,
+    #[serde(serialize_with = "go_float", skip_serializing_if = "is_zero_f64")]
+    pub tls_timeout: f64,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub advertise: String,
+    #[serde(skip_serializing_if = "is_zero_u32")]
+    pub connect_retries: u32,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub gateways: Vec<RemoteGatewayVarz>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub reject_unknown: bool,
+}
+
+#[derive(Serialize, Debug)]
+pub struct RemoteGatewayVarz {
+    pub name: String,
+    pub urls: Vec<String>,
+}
+
+fn is_zero_u32(v: &u32) -> bool {
+    *v == 0
+}
+
+impl GatewayVarz {
+    fn of(srv: &ServerShared) -> GatewayVarz {
+        let Some(gw) = &srv.gateway else {
+            return GatewayVarz::default();
+        };
+        let o = &gw.opts;
+        GatewayVarz {
+            name: gw.name.clone(),
+            host: o.host.clone(),
+            port: gw.listen_addr.get().map_or(o.port, |a| a.port()),
+            auth_timeout: o.auth_timeout.as_secs_f64(),
+            tls_timeout: 2.0,
+            advertise: o.advertise.clone().unwrap_or_default(),
+            connect_retries: o.connect_retries,
+            gateways: o
+                .gateways
+                .iter()
+                .map(|r| RemoteGatewayVarz {
+                    name: r.name.clone(),
+                    urls: r.urls.iter().map(|u| url_host(u)).collect(),
+                })
+                .collect(),
+            reject_unknown: o.reject_unknown,
         }
     }
 }
@@ -102,7 +170,7 @@ pub struct Varz {
     pub max_payload: usize,
     pub max_pending: usize,
     pub cluster: ClusterVarz,
-    pub gateway: Empty,
+    pub gateway: GatewayVarz,
     pub leaf: Empty,
     pub mqtt: Empty,
     pub websocket: Empty,
@@ -185,7 +253,7 @@ impl Varz {
             max_payload: o.max_payload,
             max_pending: o.max_pending,
             cluster: ClusterVarz::of(srv),
-            gateway: Empty {},
+            gateway: GatewayVarz::of(srv),
             leaf: Empty {},
             mqtt: Empty {},
             websocket: Empty {},

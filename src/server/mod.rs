@@ -58,6 +58,8 @@ pub struct ServerShared {
     pub tasks: TaskTracker,
     /// Routes, when clustering is on.
     pub cluster: Option<Arc<Cluster>>,
+    /// Gateways, with a `gateway {}` block.
+    pub gateway: Option<Arc<crate::gateway::Gateway>>,
     /// The server's own connection: owner of internal subscriptions (cid 1, as nats-server's
     /// system client). Never registered as a client, never written to.
     pub internal: Arc<Conn>,
@@ -220,6 +222,9 @@ impl ServerShared {
         if let Some(cl) = &self.cluster {
             cl.close_all();
         }
+        if let Some(gw) = &self.gateway {
+            gw.close_all();
+        }
     }
 
     pub fn shutdown_signal(&self) -> tokio_util::sync::WaitForCancellationFuture<'_> {
@@ -336,6 +341,11 @@ impl ServerShared {
             tls_required: cl.tls.is_some(),
             tls_verify: cl.opts.tls.as_ref().is_some_and(|t| t.verify),
             ip: ip.unwrap_or_default(),
+            gateway_url: self
+                .gateway
+                .as_ref()
+                .map(|g| g.own_url())
+                .unwrap_or_default(),
             ..Default::default()
         }
     }
@@ -387,12 +397,24 @@ impl Server {
     pub async fn start(opts: Options) -> io::Result<Server> {
         opts.validate()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-        let cluster = match opts.cluster.clone().map(Cluster::new).transpose() {
+        // With gateways, the cluster name is the gateway name (the options keep what the
+        // config said, so that a reload compares like with like).
+        let cluster_opts = opts.cluster.clone().map(|mut c| {
+            if let Some(g) = &opts.gateway {
+                c.name.get_or_insert_with(|| g.name.clone());
+            }
+            c
+        });
+        let cluster = match cluster_opts.map(Cluster::new).transpose() {
             Ok(c) => c.map(Arc::new),
             Err(e) => return Err(io::Error::new(io::ErrorKind::InvalidInput, e)),
         };
         let id = crate::util::ids::server_id();
         let name = opts.server_name.clone().unwrap_or_else(|| id.clone());
+        let gateway = opts
+            .gateway
+            .clone()
+            .map(|g| Arc::new(crate::gateway::Gateway::new(g, &id)));
         let shared = Arc::new(ServerShared {
             accounts: Accounts::new(opts.accounts.iter().map(String::as_str)),
             auth: Authenticator::new(&opts),
@@ -413,6 +435,7 @@ impl Server {
             shutdown: CancellationToken::new(),
             tasks: TaskTracker::new(),
             cluster,
+            gateway,
             ldm: AtomicBool::new(false),
             stop_accept: CancellationToken::new(),
             accept_done: CancellationToken::new(),
@@ -498,6 +521,9 @@ impl Server {
             tracing::info!("Listening for route connections on {}", addr);
             tasks.spawn(route_accept_loop(shared.clone(), cl.clone(), l));
             crate::cluster::discovery::start(&shared, cl);
+        }
+        if let Some(gw) = &shared.gateway {
+            crate::gateway::listen(&shared, gw).await?;
         }
         if let Some(dir) = &o.ports_file_dir {
             ports_file::write(&shared, dir);

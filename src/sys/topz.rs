@@ -103,6 +103,51 @@ pub fn view_of(answer: &[u8]) -> Option<ServerView> {
     })
 }
 
+/// One GATEWAYZ answer as (server id, its gateway edges): outbound connections are dialled
+/// by it, inbound ones accepted; `connection.name` is the remote server's id.
+pub fn gateway_edges_of(answer: &[u8]) -> Option<(String, Vec<ViewEdge>)> {
+    let v: Value = serde_json::from_slice(answer).ok()?;
+    let id = v.get("server")?.get("id")?.as_str()?.to_string();
+    let d = v.get("data")?;
+    let edge = |cluster: &str, g: &Value, did_solicit: bool| -> Option<ViewEdge> {
+        let c = g.get("connection")?;
+        let to = c.get("name")?.as_str()?.to_string();
+        if to.is_empty() {
+            return None;
+        }
+        Some(ViewEdge {
+            from: id.clone(),
+            to,
+            to_name: String::new(),
+            to_cluster: cluster.to_string(),
+            kind: EdgeKind::Gateway,
+            did_solicit,
+            is_configured: g
+                .get("configured")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            rtt: c
+                .get("rtt")
+                .and_then(Value::as_str)
+                .and_then(crate::config::file::parse_go_duration),
+        })
+    };
+    let mut edges = Vec::new();
+    if let Some(out) = d.get("outbound_gateways").and_then(Value::as_object) {
+        for (cluster, g) in out {
+            edges.extend(edge(cluster, g, true));
+        }
+    }
+    if let Some(inb) = d.get("inbound_gateways").and_then(Value::as_object) {
+        for (cluster, list) in inb {
+            for g in list.as_array().into_iter().flatten() {
+                edges.extend(edge(cluster, g, false));
+            }
+        }
+    }
+    Some((id, edges))
+}
+
 /// True once every server named by the answers so far (and this one) has answered.
 fn everyone_answered(own_id: &str, answers: &[Bytes]) -> bool {
     let views: Vec<ServerView> = answers.iter().filter_map(|a| view_of(a)).collect();
@@ -117,18 +162,62 @@ fn everyone_answered(own_id: &str, answers: &[Bytes]) -> bool {
 /// Ask every server for its routes and merge the answers with the servers known before.
 pub async fn gather(srv: &Arc<ServerShared>, sys: &Sys) -> Topology {
     let own = srv.id.clone();
+    // In a super-cluster the servers of other clusters answer too: wait for every one this
+    // server has a gateway connection with (inbound ones come from every remote server).
+    let remote: BTreeSet<String> = crate::gateway::topology_edges(srv)
+        .into_iter()
+        .map(|e| e.to)
+        .collect();
     let answers = sys
         .gather(
             srv,
             "$SYS.REQ.SERVER.PING.ROUTEZ",
             b"",
             GATHER_WITHIN,
-            |a| everyone_answered(&own, a),
+            |a| {
+                everyone_answered(&own, a) && {
+                    let ids: BTreeSet<String> = a
+                        .iter()
+                        .filter_map(|x| view_of(x))
+                        .map(|v| v.server_id)
+                        .collect();
+                    remote.iter().all(|r| ids.contains(r))
+                }
+            },
         )
         .await;
     let mut views: Vec<ServerView> = answers.iter().filter_map(|a| view_of(a)).collect();
     let mut seen = BTreeSet::new();
     views.retain(|v| seen.insert(v.server_id.clone()));
+    if srv.gateway.is_some() {
+        // A super-cluster: the same servers' gateway connections become gateway edges.
+        let want: BTreeSet<String> = seen.clone();
+        let gw_answers = sys
+            .gather(
+                srv,
+                "$SYS.REQ.SERVER.PING.GATEWAYZ",
+                b"",
+                GATHER_WITHIN,
+                |a| {
+                    let got: BTreeSet<String> = a
+                        .iter()
+                        .filter_map(|x| gateway_edges_of(x))
+                        .map(|g| g.0)
+                        .collect();
+                    want.iter().all(|id| got.contains(id))
+                },
+            )
+            .await;
+        let mut done = BTreeSet::new();
+        for (id, edges) in gw_answers.iter().filter_map(|a| gateway_edges_of(a)) {
+            if !done.insert(id.clone()) {
+                continue;
+            }
+            if let Some(v) = views.iter_mut().find(|v| v.server_id == id) {
+                v.edges.extend(edges);
+            }
+        }
+    }
     if !views.iter().any(|v| v.server_id == srv.id) {
         // Our own answer always comes (echo), unless the service task is stalled: use the
         // local view rather than reporting ourselves missing.

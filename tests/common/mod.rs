@@ -4,6 +4,7 @@
 
 pub mod binary;
 pub mod cluster;
+pub mod gw;
 pub mod natsserver;
 
 use natsd::{Options, Server};

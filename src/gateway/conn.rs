@@ -1,0 +1,782 @@
+//! One gateway connection (spec §4.2, transcript §10.3). Inbound (accepted): we send INFO
+//! first; the peer must send CONNECT (with `gateway`) then its INFO, which registers it; we
+//! then send every account's interest (`gateway_cmd` 2, RS+…, `gateway_cmd` 3) and from then
+//! on receive its messages. Outbound (dialled): the peer's INFO must name the gateway we
+//! dialled; we answer CONNECT + INFO, register, and from then on receive interest and
+//! gateway commands and send messages. Anything in the wrong direction is a protocol violation.
+
+use super::dial::Solicit;
+use super::interest::OutInterest;
+use super::reply;
+use super::{Gateway, Inbound, Outbound};
+use crate::account::Account;
+use crate::cluster::url::RouteUrl;
+use crate::config::COMPAT_VERSION;
+use crate::conn::{writer, CloseReason, Conn, ConnKind};
+use crate::deliver::{Fanout, Msg, Origin};
+use crate::proto::encode;
+use crate::proto::info::{b64_decode, RouteConnectInfo, ServerInfo};
+use crate::proto::parser::{Kind, Limits, Op, Parser, RoutedMsg};
+use crate::server::ServerShared;
+use bytes::{Buf, Bytes, BytesMut};
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+const READ_CHUNK: usize = 64 * 1024;
+const FIRST_PING: Duration = Duration::from_secs(1);
+/// Remote interest one outbound keeps at most (bounded memory for a bad peer).
+const MAX_REMOTE_SUBS: usize = 1 << 20;
+
+/// Serve one gateway connection until it closes. Returns true when it had registered.
+pub async fn run(
+    srv: Arc<ServerShared>,
+    gw: Arc<Gateway>,
+    stream: TcpStream,
+    addr: SocketAddr,
+    solicit: Option<Solicit>,
+) -> bool {
+    let _ = stream.set_nodelay(true);
+    let conn = Arc::new(Conn::new(
+        srv.next_cid(),
+        ConnKind::Gateway,
+        addr,
+        srv.opts.max_pending.max(64 * 1024 * 1024),
+    ));
+    let mut g = GwConn {
+        fan: Fanout::new(srv.clone()),
+        trace: crate::logging::trace_enabled(),
+        srv,
+        gw,
+        conn: conn.clone(),
+        solicit,
+        remote_name: String::new(),
+        out: None,
+        inb: None,
+        acc_cache: None,
+        pings_out: 0,
+        next_ping: Instant::now() + Duration::from_secs(3600),
+        rtt_start: None,
+    };
+    let (rd, wr) = stream.into_split();
+    let writer = tokio::spawn(writer::run(conn.clone(), wr, g.srv.opts.write_deadline));
+    g.start();
+    g.read_loop(rd).await;
+    let registered = g.out.is_some() || g.inb.is_some();
+    g.cleanup();
+    let _ = writer.await;
+    let reason = conn.close_reason().map_or("", |x| x.as_str());
+    tracing::info!(
+        "{} - Gateway connection closed: {reason}",
+        conn.log_prefix()
+    );
+    registered
+}
+
+struct GwConn {
+    srv: Arc<ServerShared>,
+    gw: Arc<Gateway>,
+    conn: Arc<Conn>,
+    solicit: Option<Solicit>,
+    /// Inbound: the remote gateway name from CONNECT (empty until then).
+    remote_name: String,
+    out: Option<Arc<Outbound>>,
+    inb: Option<Arc<Inbound>>,
+    fan: Fanout,
+    acc_cache: Option<(Bytes, Arc<Account>)>,
+    pings_out: u32,
+    next_ping: Instant,
+    rtt_start: Option<Instant>,
+    trace: bool,
+}
+
+/// Our gateway INFO (spec §4.2).
+pub fn gateway_info(srv: &ServerShared, gw: &Gateway) -> ServerInfo {
+    let own = gw.own_url();
+    let (host, port) = match own.rsplit_once(':') {
+        Some((h, p)) => (
+            h.trim_start_matches('[').trim_end_matches(']').to_string(),
+            p.parse().unwrap_or(0),
+        ),
+        None => (own.clone(), 0),
+    };
+    ServerInfo {
+        server_id: srv.id.clone(),
+        server_name: srv.name.clone(),
+        version: COMPAT_VERSION.into(),
+        proto: 0,
+        go: String::new(),
+        host,
+        port,
+        headers: true,
+        max_payload: srv.live_opts().max_payload as i64,
+        auth_required: gw.opts.username.is_some() || gw.opts.token.is_some(),
+        gateway: gw.name.clone(),
+        gateway_urls: gw.cluster_urls(),
+        gateway_url: own,
+        gateway_nrp: true,
+        gateway_iom: true,
+        ..Default::default()
+    }
+}
+
+fn info_bytes(info: &ServerInfo) -> Vec<u8> {
+    let mut b = BytesMut::new();
+    let _ = info.write_to(&mut b);
+    b.to_vec()
+}
+
+impl GwConn {
+    fn send(&self, bytes: &[u8]) {
+        if self.trace {
+            let text = String::from_utf8_lossy(bytes);
+            for l in text.split("\r\n").filter(|l| !l.trim().is_empty()) {
+                tracing::trace!("{} - ->> [{}]", self.conn.log_prefix(), l.trim_end());
+            }
+        }
+        self.conn
+            .out
+            .push_now(bytes.len(), |b| b.extend_from_slice(bytes));
+    }
+
+    fn send_err(&self, text: &str) {
+        self.send(format!("-ERR '{text}'\r\n").as_bytes());
+    }
+
+    fn start(&mut self) {
+        if self.solicit.is_none() {
+            let info = gateway_info(&self.srv, &self.gw);
+            self.send(&info_bytes(&info));
+        }
+    }
+
+    fn registered(&self) -> bool {
+        self.out.is_some() || self.inb.is_some()
+    }
+
+    async fn read_loop(&mut self, mut rd: tokio::net::tcp::OwnedReadHalf) {
+        let mut parser = Parser::new(Kind::Route, Limits::route());
+        let handshake_deadline =
+            Instant::now() + self.gw.opts.auth_timeout.max(Duration::from_millis(100));
+        let mut buf = BytesMut::with_capacity(READ_CHUNK);
+        let conn = self.conn.clone();
+        loop {
+            if buf.capacity() - buf.len() < READ_CHUNK / 4 {
+                buf.reserve(READ_CHUNK);
+            }
+            let next_ping = self.next_ping;
+            let registered = self.registered();
+            let read = tokio::select! {
+                biased;
+                _ = conn.closed() => return,
+                r = rd.read_buf(&mut buf) => r,
+                _ = tokio::time::sleep_until(handshake_deadline), if !registered => {
+                    tracing::error!("{} - Gateway handshake timeout", conn.log_prefix());
+                    if self.solicit.is_none() && self.remote_name.is_empty() {
+                        self.send_err("Authentication Timeout");
+                    }
+                    conn.close(CloseReason::AuthenticationTimeout);
+                    return;
+                }
+                _ = tokio::time::sleep_until(next_ping) => {
+                    if !self.ping_timer() {
+                        return;
+                    }
+                    continue;
+                }
+            };
+            if !conn.read_ok(&read) {
+                return;
+            }
+            conn.touch(SystemTime::now());
+            let mut consumed = 0;
+            let mut close = None;
+            while consumed < buf.len() {
+                match parser.parse(&buf[consumed..]) {
+                    Ok(Some((op, n))) => {
+                        consumed += n;
+                        if let Err(reason) = self.handle(op) {
+                            close = Some(reason);
+                            break;
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        let rest = &buf[consumed..];
+                        let snippet = String::from_utf8_lossy(&rest[..rest.len().min(32)]);
+                        tracing::error!(
+                            "{} - Gateway parser ERROR: {e}: proto: {snippet:?}",
+                            conn.log_prefix()
+                        );
+                        close = Some(if self.solicit.is_none() && self.remote_name.is_empty() {
+                            self.send_err("Authorization Violation");
+                            CloseReason::AuthenticationViolation
+                        } else {
+                            CloseReason::ProtocolViolation
+                        });
+                        break;
+                    }
+                }
+            }
+            buf.advance(consumed);
+            self.fan.end_batch(&self.conn).await;
+            if let Some(r) = close {
+                conn.close(r);
+                return;
+            }
+        }
+    }
+
+    fn ping_timer(&mut self) -> bool {
+        let interval = self
+            .srv
+            .opts
+            .ping_interval
+            .min(Duration::from_secs(15))
+            .max(Duration::from_millis(10));
+        self.next_ping = Instant::now() + interval;
+        if self.pings_out >= self.srv.opts.ping_max.max(1) {
+            tracing::debug!(
+                "{} - Stale Gateway Connection - Closing",
+                self.conn.log_prefix()
+            );
+            self.conn.close(CloseReason::StaleConnection);
+            return false;
+        }
+        self.pings_out += 1;
+        if self.rtt_start.is_none() {
+            self.rtt_start = Some(Instant::now());
+        }
+        self.send(b"PING\r\n");
+        true
+    }
+
+    fn violation(&self, what: &str) -> Result<(), CloseReason> {
+        tracing::error!("{} - {what}", self.conn.log_prefix());
+        Err(CloseReason::ProtocolViolation)
+    }
+
+    fn handle(&mut self, op: Op<'_>) -> Result<(), CloseReason> {
+        if self.trace {
+            tracing::trace!("{} - <<- [{}]", self.conn.log_prefix(), trace_line(&op));
+        }
+        let inbound = self.solicit.is_none();
+        if inbound && self.remote_name.is_empty() && !matches!(op, Op::Connect(_)) {
+            // As nats-server: anything before CONNECT is an authentication failure.
+            tracing::error!("{} - authentication error", self.conn.log_prefix());
+            self.send_err("Authorization Violation");
+            return Err(CloseReason::AuthenticationViolation);
+        }
+        if !inbound && self.out.is_none() && !matches!(op, Op::Info(_) | Op::Err(_)) {
+            return self.violation("expected INFO first on an outbound gateway");
+        }
+        match op {
+            Op::Connect(json) => self.on_connect(json),
+            Op::Info(json) => self.on_info(json),
+            Op::Ping => {
+                self.send(b"PONG\r\n");
+                Ok(())
+            }
+            Op::Pong => {
+                self.pings_out = 0;
+                if let Some(t) = self.rtt_start.take() {
+                    self.conn.meta().rtt = Some(t.elapsed());
+                    if self.out.is_some() {
+                        self.gw.sort_by_rtt();
+                    }
+                }
+                Ok(())
+            }
+            Op::Err(text) => {
+                tracing::error!(
+                    "{} - Gateway received -ERR: {}",
+                    self.conn.log_prefix(),
+                    String::from_utf8_lossy(text)
+                );
+                Ok(())
+            }
+            Op::Ok => Ok(()),
+            Op::RsPlus {
+                account,
+                subject,
+                queue,
+            } => {
+                let Some(out) = self.out.clone() else {
+                    return self.violation("Received RS+ from gateway on inbound connection");
+                };
+                let acc = acc_str(account)?;
+                if out.interest.num_subs() >= MAX_REMOTE_SUBS {
+                    return self.violation(&format!(
+                        "Gateway {:?} sent more than {MAX_REMOTE_SUBS} subscriptions",
+                        out.name
+                    ));
+                }
+                if let Err(e) = out.interest.plus(acc, subject, queue.map(|(q, _)| q)) {
+                    tracing::debug!("{} - {e}, ignored", self.conn.log_prefix());
+                }
+                Ok(())
+            }
+            Op::RsMinus {
+                account,
+                subject,
+                queue,
+            } => {
+                let Some(out) = self.out.clone() else {
+                    return self.violation("Received RS- from gateway on inbound connection");
+                };
+                out.interest.minus(acc_str(account)?, subject, queue);
+                Ok(())
+            }
+            Op::AccPlus(account) => {
+                let Some(out) = self.out.clone() else {
+                    return self.violation("Received A+ from gateway on inbound connection");
+                };
+                out.interest.acc_plus(acc_str(account)?);
+                Ok(())
+            }
+            Op::AccMinus(account) => {
+                let Some(out) = self.out.clone() else {
+                    return self.violation("Received A- from gateway on inbound connection");
+                };
+                out.interest.acc_minus(acc_str(account)?);
+                Ok(())
+            }
+            Op::Rmsg(m) => {
+                if self.inb.is_none() {
+                    return self.violation(if self.solicit.is_some() {
+                        "Received a message from gateway on outbound connection"
+                    } else {
+                        "Received a message from gateway before its INFO"
+                    });
+                }
+                self.on_msg(&m);
+                Ok(())
+            }
+            other => self.violation(&format!("unexpected op {other:?}")),
+        }
+    }
+
+    fn auth_ok(&self, ci: &RouteConnectInfo) -> bool {
+        let o = &self.gw.opts;
+        if let Some(t) = &o.token {
+            return &ci.pass == t || &ci.user == t;
+        }
+        match &o.username {
+            None => true,
+            Some(u) => {
+                &ci.user == u
+                    && o.password.as_deref().is_some_and(|p| {
+                        if p.starts_with("$2") {
+                            bcrypt::verify(&ci.pass, p).unwrap_or(false)
+                        } else {
+                            p == ci.pass
+                        }
+                    })
+            }
+        }
+    }
+
+    fn on_connect(&mut self, json: &[u8]) -> Result<(), CloseReason> {
+        if self.solicit.is_some() {
+            return self.violation("CONNECT received on an outbound gateway");
+        }
+        if !self.remote_name.is_empty() {
+            return self.violation("second CONNECT");
+        }
+        let ci: RouteConnectInfo = match serde_json::from_slice(json) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!("{} - bad gateway CONNECT: {e}", self.conn.log_prefix());
+                return Err(CloseReason::ProtocolViolation);
+            }
+        };
+        if ci.gateway.is_empty() {
+            tracing::error!(
+                "{} - Client or route connected to the gateway port, closing",
+                self.conn.log_prefix()
+            );
+            // nats-server's ErrClientOrRouteConnectedToGatewayPort.
+            self.send_err("attempted to connect to gateway port");
+            return Err(CloseReason::WrongPort);
+        }
+        if !self.auth_ok(&ci) {
+            tracing::error!("{} - Gateway authentication error", self.conn.log_prefix());
+            self.send_err("Authorization Violation");
+            return Err(CloseReason::AuthenticationViolation);
+        }
+        if ci.gateway == self.gw.name {
+            tracing::error!(
+                "{} - Gateway {:?} has our own name, closing",
+                self.conn.log_prefix(),
+                ci.gateway
+            );
+            self.send_err("Wrong Gateway");
+            return Err(CloseReason::WrongGateway);
+        }
+        if self.gw.opts.reject_unknown && !self.gw.is_configured(&ci.gateway) {
+            tracing::error!(
+                "{} - Rejecting connection from unknown gateway {:?}",
+                self.conn.log_prefix(),
+                ci.gateway
+            );
+            self.send_err(&format!(
+                "Connection to gateway {:?} rejected",
+                self.gw.name
+            ));
+            return Err(CloseReason::WrongGateway);
+        }
+        self.remote_name = ci.gateway;
+        Ok(())
+    }
+
+    fn on_info(&mut self, json: &[u8]) -> Result<(), CloseReason> {
+        let info: ServerInfo = match serde_json::from_slice(json) {
+            Ok(i) => i,
+            Err(e) => {
+                tracing::error!("{} - bad gateway INFO: {e}", self.conn.log_prefix());
+                return Err(CloseReason::ProtocolViolation);
+            }
+        };
+        if let Some(out) = self.out.clone() {
+            return self.outbound_info(&out, info);
+        }
+        if self.inb.is_some() {
+            // Updates of the peer's cluster URLs: remember them for implicit dials.
+            if info.gateway == self.remote_name {
+                self.learn(&info);
+            }
+            return Ok(());
+        }
+        match self.solicit.clone() {
+            Some(s) => self.register_outbound(&s, info),
+            None => self.register_inbound(info),
+        }
+    }
+
+    fn learn(&self, info: &ServerInfo) {
+        let mut urls: Vec<String> = info.gateway_urls.clone();
+        if !info.gateway_url.is_empty() && !urls.contains(&info.gateway_url) {
+            urls.push(info.gateway_url.clone());
+        }
+        if self.gw.learn_remote(&info.gateway, &urls) {
+            super::new_remote(&self.srv, &self.gw, &info.gateway);
+        }
+    }
+
+    fn register_outbound(&mut self, s: &Solicit, info: ServerInfo) -> Result<(), CloseReason> {
+        if info.gateway.is_empty() {
+            tracing::error!(
+                "{} - Attempted to connect to a non-gateway port ({})",
+                self.conn.log_prefix(),
+                s.url
+            );
+            return Err(CloseReason::WrongPort);
+        }
+        if info.gateway != s.name {
+            tracing::error!(
+                "{} - Connecting to {:?} but found gateway {:?}, closing",
+                self.conn.log_prefix(),
+                s.name,
+                info.gateway
+            );
+            self.send_err(&format!(
+                "Wrong Gateway: expected {:?}, got {:?}",
+                s.name, info.gateway
+            ));
+            return Err(CloseReason::WrongGateway);
+        }
+        if info.server_id.is_empty() || info.server_id == self.srv.id {
+            return self.violation("gateway INFO without a usable server_id");
+        }
+        let ci = RouteConnectInfo {
+            echo: false,
+            verbose: false,
+            pedantic: false,
+            user: s.url.user.clone().unwrap_or_default(),
+            pass: s.url.pass.clone().unwrap_or_default(),
+            tls_required: false,
+            headers: false,
+            name: self.srv.id.clone(),
+            cluster: String::new(),
+            gateway: self.gw.name.clone(),
+            ..Default::default()
+        };
+        let connect = serde_json::to_vec(&ci).unwrap_or_default();
+        let mut line = BytesMut::with_capacity(connect.len() + 512);
+        encode::write_connect(&mut line, &connect);
+        let _ = gateway_info(&self.srv, &self.gw).write_to(&mut line);
+        self.send(&line);
+        self.conn.headers.store(info.headers, Relaxed);
+        self.conn.meta().name = info.server_id.clone();
+        let out = Arc::new(Outbound {
+            conn: self.conn.clone(),
+            name: info.gateway.clone(),
+            remote_id: info.server_id.clone(),
+            remote_server_name: info.server_name.clone(),
+            configured: s.configured,
+            cluster_hash: reply::hash6(info.gateway.as_bytes()),
+            interest: OutInterest::new(info.gateway_iom),
+            start: SystemTime::now(),
+        });
+        if !self.gw.register_outbound(&out) {
+            tracing::debug!(
+                "{} - Outbound gateway to {:?} exists already, closing",
+                self.conn.log_prefix(),
+                out.name
+            );
+            return Err(CloseReason::ClientClosed);
+        }
+        self.learn(&info);
+        tracing::info!(
+            "{} - Outbound gateway connection to {:?} ({}) registered",
+            self.conn.log_prefix(),
+            out.name,
+            out.remote_id
+        );
+        self.out = Some(out);
+        self.next_ping = Instant::now() + FIRST_PING;
+        Ok(())
+    }
+
+    /// INFO on a registered outbound: gossip of another gateway (cmd 1), interest mode
+    /// switches (cmd 2/3), or an update of the peer's URLs.
+    fn outbound_info(&mut self, out: &Outbound, info: ServerInfo) -> Result<(), CloseReason> {
+        match info.gateway_cmd {
+            0 => {
+                if info.gateway == out.name {
+                    self.learn(&info);
+                }
+                Ok(())
+            }
+            1 => {
+                if info.gateway != self.gw.name {
+                    self.learn(&info);
+                }
+                Ok(())
+            }
+            2 | 3 => {
+                let Some(acc) = b64_decode(&info.gateway_cmd_payload)
+                    .and_then(|b| String::from_utf8(b).ok())
+                    .filter(|a| !a.is_empty() && !a.contains(char::is_whitespace))
+                else {
+                    return self.violation(&format!(
+                        "bad gateway_cmd_payload {:?}",
+                        info.gateway_cmd_payload
+                    ));
+                };
+                out.interest.switch(&acc, info.gateway_cmd == 3);
+                if info.gateway_cmd == 3 {
+                    tracing::debug!(
+                        "{} - Gateway {:?} switched account {acc:?} to Interest-Only",
+                        self.conn.log_prefix(),
+                        out.name
+                    );
+                }
+                Ok(())
+            }
+            n => {
+                tracing::debug!(
+                    "{} - Unknown gateway_cmd {n}, ignored",
+                    self.conn.log_prefix()
+                );
+                Ok(())
+            }
+        }
+    }
+
+    fn register_inbound(&mut self, info: ServerInfo) -> Result<(), CloseReason> {
+        if info.gateway != self.remote_name {
+            tracing::error!(
+                "{} - Gateway INFO names {:?} but CONNECT said {:?}, closing",
+                self.conn.log_prefix(),
+                info.gateway,
+                self.remote_name
+            );
+            return Err(CloseReason::WrongGateway);
+        }
+        if info.server_id.is_empty() {
+            return self.violation("gateway INFO without server_id");
+        }
+        self.conn.headers.store(info.headers, Relaxed);
+        self.conn.meta().name = info.server_id.clone();
+        let inb = Arc::new(Inbound {
+            conn: self.conn.clone(),
+            name: info.gateway.clone(),
+            remote_id: info.server_id.clone(),
+            remote_server_name: info.server_name.clone(),
+            configured: self.gw.is_configured(&info.gateway),
+            start: SystemTime::now(),
+        });
+        let accounts: Vec<String> = self
+            .srv
+            .accounts
+            .all()
+            .iter()
+            .map(|a| a.name.clone())
+            .collect();
+        if !self.gw.register_inbound(&inb, &accounts) {
+            return Err(CloseReason::ServerShutdown);
+        }
+        tracing::info!(
+            "{} - Inbound gateway connection from {:?} ({}) registered",
+            self.conn.log_prefix(),
+            inb.name,
+            inb.remote_id
+        );
+        // Tell it about the other gateways we know (it may dial them: implicit gateways).
+        for (name, r) in self.gw.remotes() {
+            if name == inb.name || r.urls.is_empty() {
+                continue;
+            }
+            let g = ServerInfo {
+                server_id: self.srv.id.clone(),
+                gateway: name,
+                gateway_urls: r.urls.iter().map(|u| url_host(u)).collect(),
+                gateway_cmd: 1,
+                ..Default::default()
+            };
+            self.send(&info_bytes(&g));
+        }
+        self.learn(&info);
+        self.inb = Some(inb);
+        self.next_ping = Instant::now() + FIRST_PING;
+        Ok(())
+    }
+
+    fn account(&mut self, name: &[u8]) -> Option<Arc<Account>> {
+        if let Some((n, a)) = &self.acc_cache {
+            if &n[..] == name {
+                return Some(a.clone());
+            }
+        }
+        let a = self.srv.accounts.lookup(name)?;
+        self.acc_cache = Some((Bytes::copy_from_slice(name), a.clone()));
+        Some(a)
+    }
+
+    /// A message from a remote cluster: to local clients and routes (never to a gateway).
+    fn on_msg(&mut self, m: &RoutedMsg<'_>) {
+        let Some(acc) = self.account(m.account) else {
+            tracing::debug!(
+                "{} - Message for unknown account {:?} dropped",
+                self.conn.log_prefix(),
+                String::from_utf8_lossy(m.account)
+            );
+            return;
+        };
+        self.fan.in_msgs += 1;
+        self.fan.in_bytes += (m.payload.len() + m.header.map_or(0, <[u8]>::len)) as u64;
+        let mut subject = m.subject;
+        let mut origin = Origin::Gateway;
+        if let Some((c, s, rest)) = reply::parse(m.subject) {
+            if c != self.gw.cluster_hash {
+                return;
+            }
+            if s != self.gw.server_hash {
+                self.forward_to_server(&acc, s, m);
+                return;
+            }
+            subject = rest;
+            origin = Origin::Route;
+        }
+        let mut reply = m.reply;
+        if let Some(r) = m.reply {
+            if reply::parse(r).is_some() {
+                let plain = &r[reply::GR_PREFIX.len() + 14..];
+                self.gw.replies.remember(&acc.name, plain, r);
+                self.fan.route_reply = Some(Bytes::copy_from_slice(r));
+                reply = Some(plain);
+            }
+        }
+        let msg = Msg {
+            subject,
+            reply,
+            header: m.header,
+            payload: m.payload,
+        };
+        let r = acc.sublist.matches(subject);
+        self.fan.publish(&acc, &r, &msg, origin, Some(&m.queues));
+        self.fan.route_reply = None;
+        if !self.fan.retired.is_empty() {
+            for sub in std::mem::take(&mut self.fan.retired) {
+                if acc.retire(&sub) {
+                    self.srv
+                        .local_interest_changed(&acc, &sub.subject, sub.queue.as_ref(), -1);
+                }
+            }
+        }
+    }
+
+    /// A `_GR_.` reply for another server of this cluster: over the route to it, as is.
+    fn forward_to_server(&mut self, acc: &Account, server_hash: &[u8], m: &RoutedMsg<'_>) {
+        let Some(cl) = &self.srv.cluster else { return };
+        for r in cl.routes() {
+            if reply::hash6(r.remote_id.as_bytes())[..] == server_hash[..] {
+                let header = m.header.filter(|_| r.conn.headers.load(Relaxed));
+                let need = 64
+                    + acc.name.len()
+                    + m.subject.len()
+                    + m.reply.map_or(0, <[u8]>::len)
+                    + header.map_or(0, <[u8]>::len)
+                    + m.payload.len();
+                self.fan.push(&r.conn, need, |b| {
+                    encode::write_rmsg(
+                        b,
+                        acc.name.as_bytes(),
+                        m.subject,
+                        m.reply,
+                        &[],
+                        header,
+                        m.payload,
+                    )
+                });
+                return;
+            }
+        }
+    }
+
+    fn cleanup(&mut self) {
+        if let Some(o) = self.out.take() {
+            self.gw.unregister_outbound(&o);
+        }
+        if let Some(i) = self.inb.take() {
+            self.gw.unregister_inbound(&i);
+        }
+        self.fan.clear();
+        self.acc_cache = None;
+    }
+}
+
+fn acc_str(account: &[u8]) -> Result<&str, CloseReason> {
+    std::str::from_utf8(account).map_err(|_| CloseReason::ProtocolViolation)
+}
+
+/// `host:port` of a URL (no scheme, credentials or path).
+pub fn url_host(u: &str) -> String {
+    match RouteUrl::parse(u) {
+        Ok(r) if r.host.contains(':') => format!("[{}]:{}", r.host, r.port),
+        Ok(r) => format!("{}:{}", r.host, r.port),
+        Err(_) => u.to_string(),
+    }
+}
+
+fn trace_line(op: &Op<'_>) -> String {
+    match op {
+        Op::Rmsg(m) => format!(
+            "RMSG {} {}{} {}",
+            String::from_utf8_lossy(m.account),
+            String::from_utf8_lossy(m.subject),
+            m.reply
+                .map(|r| format!(" {}", String::from_utf8_lossy(r)))
+                .unwrap_or_default(),
+            m.payload.len() + m.header.map_or(0, <[u8]>::len)
+        ),
+        Op::Connect(j) => format!("CONNECT {}", String::from_utf8_lossy(j)),
+        Op::Info(j) => format!("INFO {}", String::from_utf8_lossy(j)),
+        other => format!("{other:?}"),
+    }
+}
