@@ -36,7 +36,8 @@ pub async fn serve(srv: Arc<ServerShared>, l: TcpListener, stop: CancellationTok
 }
 
 /// The HTTPS monitor (`https_port`): the same routes over TLS with the client port's
-/// certificate (`tls {}`; a reload's new certificate is used for new connections).
+/// certificate (`tls {}`; a reload's new certificate is used for new connections). As in
+/// nats-server, no client certificate is asked for, even with `verify`.
 /// Handshakes run in their own tasks under the TLS timeout, so a slow client does not hold up
 /// the others; finished ones are handed to axum through `TlsListener`.
 pub async fn serve_https(srv: Arc<ServerShared>, l: TcpListener, stop: CancellationToken) {
@@ -82,7 +83,7 @@ async fn https_accept_loop(
                 }
             },
         };
-        let Some(acceptor) = srv.client_tls() else {
+        let Some(acceptor) = srv.https_tls() else {
             continue; // TLS was turned off by a reload: nothing to serve with.
         };
         let timeout = srv

@@ -51,8 +51,9 @@ pub struct ServerShared {
     pub http_addr: OnceLock<SocketAddr>,
     /// The HTTPS monitor's address (`https_port`).
     pub https_addr: OnceLock<SocketAddr>,
-    /// Client port TLS (`tls {}`): replaced by a config reload, read once per new connection.
-    client_tls: RwLock<Option<tokio_rustls::TlsAcceptor>>,
+    /// Client port and HTTPS monitor TLS (`tls {}`): replaced by a config reload, read once
+    /// per new connection.
+    client_tls: RwLock<Option<TlsAcceptors>>,
     pub http_req_stats: Mutex<BTreeMap<String, u64>>,
     clients: Mutex<HashMap<u64, Arc<Conn>>>,
     closed: Mutex<VecDeque<ConnInfo>>,
@@ -160,7 +161,18 @@ impl ServerShared {
         self.client_tls
             .read()
             .unwrap_or_else(|e| e.into_inner())
-            .clone()
+            .as_ref()
+            .map(|t| t.client.clone())
+    }
+
+    /// The HTTPS monitor's TLS acceptor: the client port's certificate, never asking for a
+    /// client certificate (nats-server clears `ClientAuth` for monitoring).
+    pub fn https_tls(&self) -> Option<tokio_rustls::TlsAcceptor> {
+        self.client_tls
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map(|t| t.https.clone())
     }
 
     pub fn next_cid(&self) -> u64 {
@@ -394,12 +406,29 @@ impl ServerShared {
     }
 }
 
-/// The client port's acceptor for `o.tls` (`None`: TLS off).
-fn client_tls_acceptor(o: &Options) -> Result<Option<tokio_rustls::TlsAcceptor>, String> {
-    o.tls
-        .as_ref()
-        .map(|t| crate::tls::server_config(t).map(tokio_rustls::TlsAcceptor::from))
-        .transpose()
+/// TLS acceptors built from the top-level `tls {}`.
+#[derive(Clone)]
+struct TlsAcceptors {
+    client: tokio_rustls::TlsAcceptor,
+    https: tokio_rustls::TlsAcceptor,
+}
+
+/// The acceptors for `o.tls` (`None`: TLS off).
+fn client_tls_acceptor(o: &Options) -> Result<Option<TlsAcceptors>, String> {
+    let Some(t) = &o.tls else { return Ok(None) };
+    let client = crate::tls::server_config(t)?;
+    let https = if t.verify {
+        crate::tls::server_config(&crate::tls::TlsOpts {
+            verify: false,
+            ..t.clone()
+        })?
+    } else {
+        client.clone()
+    };
+    Ok(Some(TlsAcceptors {
+        client: client.into(),
+        https: https.into(),
+    }))
 }
 
 /// `INFO <json> \r\n`.
