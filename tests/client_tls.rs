@@ -429,6 +429,27 @@ async fn reload_applies_tls_to_new_connections() {
     srv.shutdown().await;
 }
 
+#[tokio::test]
+async fn max_connections_error_comes_in_the_clear_before_the_handshake() {
+    let pki = Pki::new("maxconn");
+    let srv = start(Options {
+        tls: Some(pki.tls(false)),
+        max_connections: 1,
+        ..Options::local()
+    })
+    .await;
+    let (_first, _) = Raw::connect(&srv).await;
+    // As nats-server 2.9.10: INFO, then the -ERR in plaintext, then the close.
+    let (mut second, info) = Raw::connect(&srv).await;
+    assert_eq!(info["tls_required"], true);
+    assert_eq!(
+        second.try_line().await.as_deref(),
+        Some("-ERR 'maximum connections exceeded'")
+    );
+    assert_eq!(second.try_line().await, None);
+    srv.shutdown().await;
+}
+
 // ----- the binary: flags, config file, -t -----
 
 fn ready(args: &[&str]) -> Proc {
@@ -636,7 +657,10 @@ async fn same_client_behaviour_against_nats_server() {
             .as_u64()
             .expect("port");
         let ns_addr = SocketAddr::from(([127, 0, 0, 1], ns_addr as u16));
-        let ours = tls_server(&pki, verify).await;
+        // natsd from the same file (its own monitor port).
+        let mut o = natsd::config::file::load(&conf).expect("natsd loads the file");
+        o.http_port = Some(0);
+        let ours = start(o).await;
         for addr in [ns_addr, ours.client_addr()] {
             let info = info_at(addr).await;
             assert_eq!(info["tls_required"], true, "{addr}");
@@ -659,6 +683,12 @@ async fn same_client_behaviour_against_nats_server() {
             } else {
                 exercise(pki.client(), addr).await;
             }
+        }
+        // The same TLS fields in /varz.
+        let a = http_json(ns.http, "/varz").await;
+        let b = http_json(ours.http_addr().expect("monitor"), "/varz").await;
+        for k in ["tls_required", "tls_verify", "tls_timeout", "auth_timeout"] {
+            assert_eq!(a.get(k), b.get(k), "/varz {k}");
         }
         // The same strings in /connz for the same client.
         let mut suites = Vec::new();
