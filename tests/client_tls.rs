@@ -119,6 +119,15 @@ impl Drop for Pki {
     }
 }
 
+/// A temp directory removed on drop (also when the test fails).
+struct TmpDir(PathBuf);
+
+impl Drop for TmpDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 fn ca() -> CertifiedIssuer<'static, KeyPair> {
     ca_named("test-ca")
 }
@@ -543,7 +552,8 @@ async fn tls_flags_in_both_spellings() {
 #[tokio::test]
 async fn config_file_tls_https_and_dash_t_errors() {
     let pki = Pki::new("conf");
-    let dir = tmp_dir("client-tls", "conf-files");
+    let tmp = TmpDir(tmp_dir("client-tls", "conf-files"));
+    let dir = tmp.0.clone();
     let https = free_port();
     let good = write_conf(
         &dir,
@@ -629,7 +639,6 @@ async fn config_file_tls_https_and_dash_t_errors() {
             "case {i}: {err}"
         );
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 // ----- the same client against nats-server 2.9.10 -----
@@ -639,7 +648,8 @@ async fn same_client_behaviour_against_nats_server() {
     use common::natsserver;
     natsserver::assert_installed();
     let pki = Pki::new("interop");
-    let dir = tmp_dir("client-tls", "interop-confs");
+    let tmp = TmpDir(tmp_dir("client-tls", "interop-confs"));
+    let dir = tmp.0.clone();
     for verify in [false, true] {
         let http = free_port();
         let conf = write_conf(
@@ -714,5 +724,4 @@ async fn same_client_behaviour_against_nats_server() {
         assert_eq!(suites[0], suites[1], "nats-server vs natsd");
         ours.shutdown().await;
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
