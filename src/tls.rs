@@ -1,5 +1,6 @@
-//! TLS settings (`tls { cert_file, key_file, ca_file, verify, insecure, timeout }`) turned into
-//! rustls configurations. Pure setup: no sockets. Certificates and keys are PEM files.
+//! TLS settings (`tls { cert_file, key_file, ca_file, verify, insecure, timeout, cipher_suites,
+//! curve_preferences }`) turned into rustls configurations, and nats-server's names for what a
+//! handshake negotiated. Pure setup: no sockets. Certificates and keys are PEM files.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -20,6 +21,12 @@ pub struct TlsOpts {
     /// Do not verify the server's certificate when dialling (testing only).
     pub insecure: bool,
     pub timeout: Duration,
+    /// nats-server (Go) cipher suite names; empty: rustls' defaults. As in Go, they restrict
+    /// TLS 1.2 only: the TLS 1.3 suites stay enabled.
+    pub cipher_suites: Vec<String>,
+    /// Key exchange groups in order of preference (`X25519`, `CurveP256`, `CurveP384`); empty:
+    /// rustls' defaults.
+    pub curve_preferences: Vec<String>,
 }
 
 impl Default for TlsOpts {
@@ -31,12 +38,146 @@ impl Default for TlsOpts {
             verify: false,
             insecure: false,
             timeout: Duration::from_secs(2),
+            cipher_suites: Vec::new(),
+            curve_preferences: Vec::new(),
         }
     }
 }
 
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
+}
+
+use rustls::crypto::ring::cipher_suite as cs;
+
+/// nats-server's cipher suite names (its `cipherMap`, Go's names) and rustls' suites; `None`:
+/// known to nats-server but not offered by rustls (CBC, RC4, 3DES, RSA key exchange).
+const CIPHERS: &[(&str, Option<rustls::SupportedCipherSuite>)] = &[
+    ("TLS_AES_128_GCM_SHA256", Some(cs::TLS13_AES_128_GCM_SHA256)),
+    ("TLS_AES_256_GCM_SHA384", Some(cs::TLS13_AES_256_GCM_SHA384)),
+    (
+        "TLS_CHACHA20_POLY1305_SHA256",
+        Some(cs::TLS13_CHACHA20_POLY1305_SHA256),
+    ),
+    (
+        "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+        Some(cs::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256),
+    ),
+    (
+        "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+        Some(cs::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384),
+    ),
+    (
+        "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305",
+        Some(cs::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256),
+    ),
+    (
+        "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+        Some(cs::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256),
+    ),
+    (
+        "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+        Some(cs::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384),
+    ),
+    (
+        "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305",
+        Some(cs::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256),
+    ),
+    ("TLS_RSA_WITH_RC4_128_SHA", None),
+    ("TLS_RSA_WITH_3DES_EDE_CBC_SHA", None),
+    ("TLS_RSA_WITH_AES_128_CBC_SHA", None),
+    ("TLS_RSA_WITH_AES_256_CBC_SHA", None),
+    ("TLS_RSA_WITH_AES_128_CBC_SHA256", None),
+    ("TLS_RSA_WITH_AES_128_GCM_SHA256", None),
+    ("TLS_RSA_WITH_AES_256_GCM_SHA384", None),
+    ("TLS_ECDHE_ECDSA_WITH_RC4_128_SHA", None),
+    ("TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA", None),
+    ("TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA", None),
+    ("TLS_ECDHE_RSA_WITH_RC4_128_SHA", None),
+    ("TLS_ECDHE_RSA_WITH_3DES_EDE_CBC_SHA", None),
+    ("TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA", None),
+    ("TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA", None),
+    ("TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256", None),
+    ("TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256", None),
+];
+
+/// A `cipher_suites` entry: nats-server's `unrecognized cipher X` for a name Go does not know.
+pub fn cipher_suite(name: &str) -> Result<rustls::SupportedCipherSuite, String> {
+    match CIPHERS.iter().find(|(n, _)| *n == name) {
+        Some((_, Some(s))) => Ok(*s),
+        Some((_, None)) => Err(format!(
+            "cipher {name} is not supported by natsd (rustls offers only AEAD suites with \
+             ECDHE key exchange)"
+        )),
+        None => Err(format!("unrecognized cipher {name}")),
+    }
+}
+
+/// A `curve_preferences` entry (Go's names).
+pub fn curve(name: &str) -> Result<&'static dyn rustls::crypto::SupportedKxGroup, String> {
+    use rustls::crypto::ring::kx_group;
+    match name {
+        "X25519" => Ok(kx_group::X25519),
+        "CurveP256" => Ok(kx_group::SECP256R1),
+        "CurveP384" => Ok(kx_group::SECP384R1),
+        "CurveP521" => Err(format!(
+            "curve preference {name} is not supported by natsd (rustls/ring has no P-521 key \
+             exchange)"
+        )),
+        _ => Err(format!("unrecognized curve preference {name}")),
+    }
+}
+
+/// The crypto provider for `o`: rustls' ring defaults narrowed by `cipher_suites` and
+/// `curve_preferences`.
+fn provider_for(o: &TlsOpts) -> Result<Arc<rustls::crypto::CryptoProvider>, String> {
+    let mut p = rustls::crypto::ring::default_provider();
+    // Go's preference (with AES hardware): AES-128-GCM first, then AES-256-GCM, then
+    // ChaCha20; servers pick by their own order, so clients see nats-server's choices.
+    p.cipher_suites = CIPHERS.iter().filter_map(|(_, s)| *s).collect();
+    if !o.cipher_suites.is_empty() {
+        let mut suites: Vec<rustls::SupportedCipherSuite> = p
+            .cipher_suites
+            .iter()
+            .filter(|s| s.version() == &rustls::version::TLS13)
+            .copied()
+            .collect();
+        for n in &o.cipher_suites {
+            let s = cipher_suite(n)?;
+            if !suites.iter().any(|x| x.suite() == s.suite()) {
+                suites.push(s);
+            }
+        }
+        p.cipher_suites = suites;
+    }
+    if !o.curve_preferences.is_empty() {
+        p.kx_groups = o
+            .curve_preferences
+            .iter()
+            .map(|n| curve(n))
+            .collect::<Result<_, _>>()?;
+    }
+    Ok(Arc::new(p))
+}
+
+/// nats-server's `/connz` `tls_version` (`"1.3"`) and `tls_cipher_suite` (Go's name) for a
+/// finished handshake.
+pub fn negotiated(c: &rustls::CommonState) -> (String, String) {
+    let version = match c.protocol_version() {
+        Some(rustls::ProtocolVersion::TLSv1_3) => "1.3".to_string(),
+        Some(rustls::ProtocolVersion::TLSv1_2) => "1.2".to_string(),
+        Some(v) => format!("{v:?}"),
+        None => String::new(),
+    };
+    let suite = match c.negotiated_cipher_suite() {
+        Some(s) => CIPHERS
+            .iter()
+            .find(|(_, x)| x.is_some_and(|x| x.suite() == s.suite()))
+            .map(|(n, _)| n.to_string())
+            .unwrap_or_else(|| format!("{:?}", s.suite())),
+        None => String::new(),
+    };
+    (version, suite)
 }
 
 fn read(path: &PathBuf, what: &str) -> Result<Vec<u8>, String> {
@@ -71,14 +212,14 @@ fn roots(path: &PathBuf) -> Result<rustls::RootCertStore, String> {
 
 /// Configuration for accepting TLS connections.
 pub fn server_config(o: &TlsOpts) -> Result<Arc<rustls::ServerConfig>, String> {
-    let builder = rustls::ServerConfig::builder_with_provider(provider())
+    let builder = rustls::ServerConfig::builder_with_provider(provider_for(o)?)
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?;
     let builder = if o.verify {
-        let ca = o
-            .ca_file
-            .as_ref()
-            .ok_or("tls verify needs a ca_file to verify peers against")?;
+        let ca = o.ca_file.as_ref().ok_or(
+            "tls verify needs a ca_file to verify peers against (natsd does not use the \
+                 system's CA store)",
+        )?;
         let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
             Arc::new(roots(ca)?),
             provider(),
@@ -92,12 +233,14 @@ pub fn server_config(o: &TlsOpts) -> Result<Arc<rustls::ServerConfig>, String> {
     let cfg = builder
         .with_single_cert(certs(&o.cert_file)?, key(&o.key_file)?)
         .map_err(|e| format!("tls certificate/key: {e}"))?;
+    let mut cfg = cfg;
+    cfg.ignore_client_order = true;
     Ok(Arc::new(cfg))
 }
 
 /// Configuration for dialling TLS connections; presents our certificate to the peer.
 pub fn client_config(o: &TlsOpts) -> Result<Arc<rustls::ClientConfig>, String> {
-    let builder = rustls::ClientConfig::builder_with_provider(provider())
+    let builder = rustls::ClientConfig::builder_with_provider(provider_for(o)?)
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?;
     let builder = if o.insecure {

@@ -47,6 +47,7 @@ impl Pki {
             verify: true,
             insecure: false,
             timeout: Duration::from_secs(2),
+            ..TlsOpts::default()
         }
     }
 }

@@ -19,7 +19,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
@@ -51,34 +51,162 @@ pub async fn serve(srv: Arc<ServerShared>, stream: TcpStream, addr: SocketAddr) 
     // The options in force when the connection starts; a reload updates them (`on_reload`).
     let opts = srv.live_opts();
     let conn = Arc::new(Conn::new(cid, ConnKind::Client, addr, opts.max_pending));
+    if let Some(acceptor) = srv.client_tls() {
+        return serve_tls(srv, conn, opts, stream, acceptor).await;
+    }
+    // Plaintext: the socket's own halves, no extra layer.
     let (rd, wr) = stream.into_split();
     let writer = tokio::spawn(writer::run(conn.clone(), wr, opts.write_deadline));
 
     let mut c = Client::new(srv.clone(), conn.clone(), opts);
     c.send_info();
     tracing::debug!("{} - Client connection created", conn.log_prefix());
-    if !srv.register_client(&conn) {
-        c.send_err(errs::MAX_CONNECTIONS);
-        tracing::error!(
-            "{} - Maximum connections exceeded ({})",
-            conn.log_prefix(),
-            c.opts.max_connections
-        );
-        conn.close(CloseReason::MaxConnectionsExceeded);
-    } else {
+    if c.register() {
         c.read_loop(rd).await;
     }
-    // The closed-connection snapshot (`/connz?state=closed`) keeps the subscriptions, as
-    // nats-server's does: take it before `cleanup` drains them.
-    srv.unregister_client(&conn);
-    c.cleanup();
-    if let Some(r) = conn.close_reason() {
-        tracing::debug!(
-            "{} - Client connection closed: {}",
-            conn.log_prefix(),
-            r.as_str()
-        );
+    c.finish();
+    let _ = writer.await;
+}
+
+/// Client port TLS as nats-server 2.9: INFO (`tls_required`) in the clear, the
+/// `maximum connections` check, then the client's handshake under `tls.timeout`; a client
+/// that does not start TLS fails the handshake (no `-ERR` reaches it) and is closed with
+/// `TLS Handshake Failure`. With `allow_non_tls` the first byte decides: a TLS record (0x16)
+/// means TLS, anything else (or nothing within the timeout) plaintext.
+async fn serve_tls(
+    srv: Arc<ServerShared>,
+    conn: Arc<Conn>,
+    opts: Arc<crate::config::Options>,
+    mut stream: TcpStream,
+    acceptor: tokio_rustls::TlsAcceptor,
+) {
+    use tokio::io::AsyncWriteExt;
+    let timeout = opts
+        .tls
+        .as_ref()
+        .map_or(Duration::from_secs(2), |t| t.timeout);
+    let allow_non_tls = opts.allow_non_tls;
+    let write_deadline = opts.write_deadline;
+    let mut c = Client::new(srv.clone(), conn.clone(), opts);
+    // Lines before the handshake go straight to the socket: there is no writer yet.
+    let mut early = c.info_line();
+    c.trace_out(&early);
+    tracing::debug!("{} - Client connection created", conn.log_prefix());
+    let registered = c.register_quietly();
+    if !registered {
+        let err = format!("-ERR '{}'\r\n", errs::MAX_CONNECTIONS);
+        c.trace_out(err.as_bytes());
+        early.extend_from_slice(err.as_bytes());
     }
+    let wrote = tokio::time::timeout(write_deadline, stream.write_all(&early)).await;
+    if !matches!(wrote, Ok(Ok(()))) {
+        conn.close(CloseReason::WriteError);
+    }
+    if !registered {
+        c.max_connections_exceeded();
+    }
+    if conn.is_closed() {
+        let _ = stream.shutdown().await;
+        c.finish();
+        return;
+    }
+    // The first byte tells a TLS ClientHello (0x16) from anything else, without consuming it.
+    let deadline = Instant::now() + timeout;
+    let mut first = [0u8; 1];
+    let peeked = tokio::select! {
+        _ = conn.closed() => {
+            c.finish();
+            return;
+        }
+        r = tokio::time::timeout_at(deadline, stream.peek(&mut first)) => r,
+    };
+    let tls_record = match peeked {
+        Ok(Ok(n)) if n > 0 => Some(first[0] == 0x16),
+        Ok(Ok(_)) => {
+            // EOF before any byte.
+            if !allow_non_tls {
+                tracing::error!("{} - TLS handshake error: EOF", conn.log_prefix());
+                conn.close(CloseReason::TlsHandshakeError);
+            } else {
+                conn.close(CloseReason::ClientClosed);
+            }
+            c.finish();
+            return;
+        }
+        Ok(Err(e)) => {
+            tracing::debug!("{} - read error: {e}", conn.log_prefix());
+            conn.close(CloseReason::ReadError);
+            c.finish();
+            return;
+        }
+        Err(_) => None,
+    };
+    if allow_non_tls && tls_record != Some(true) {
+        // Plaintext (anything but a TLS record, or nothing within the TLS timeout), as
+        // nats-server's `allow_non_tls`.
+        let (rd, wr) = stream.into_split();
+        let writer = tokio::spawn(writer::run(conn.clone(), wr, write_deadline));
+        c.read_loop(rd).await;
+        c.finish();
+        let _ = writer.await;
+        return;
+    }
+    tracing::debug!(
+        "{} - Starting TLS client connection handshake",
+        conn.log_prefix()
+    );
+    if tls_record == Some(false) {
+        // Go's words; and like Go, no alert goes back to a client that does not speak TLS.
+        tracing::error!(
+            "{} - TLS handshake error: tls: first record does not look like a TLS handshake",
+            conn.log_prefix()
+        );
+        conn.close(CloseReason::TlsHandshakeError);
+        // Take in what was sent (Go's handshake read did), so the close is a FIN, not a reset.
+        let mut sink = [0u8; 4096];
+        let _ = stream.try_read(&mut sink);
+        c.finish();
+        return;
+    }
+    let hs = tokio::select! {
+        _ = conn.closed() => None,
+        r = tokio::time::timeout_at(deadline, acceptor.accept(stream)) => Some(r),
+    };
+    let stream = match hs {
+        None => {
+            c.finish();
+            return;
+        }
+        Some(Ok(Ok(s))) => s,
+        Some(Ok(Err(e))) => {
+            tracing::error!("{} - TLS handshake error: {e}", conn.log_prefix());
+            conn.close(CloseReason::TlsHandshakeError);
+            c.finish();
+            return;
+        }
+        Some(Err(_)) => {
+            tracing::error!("{} - TLS handshake error: i/o timeout", conn.log_prefix());
+            tracing::error!("{} - TLS handshake timeout", conn.log_prefix());
+            conn.close(CloseReason::TlsHandshakeError);
+            c.finish();
+            return;
+        }
+    };
+    let (version, suite) = crate::tls::negotiated(stream.get_ref().1);
+    tracing::debug!("{} - TLS handshake complete", conn.log_prefix());
+    tracing::debug!(
+        "{} - TLS version {version}, cipher suite {suite}",
+        conn.log_prefix()
+    );
+    {
+        let mut m = conn.meta();
+        m.tls_version = version;
+        m.tls_cipher_suite = suite;
+    }
+    let (rd, wr) = tokio::io::split(stream);
+    let writer = tokio::spawn(writer::run(conn.clone(), wr, write_deadline));
+    c.read_loop(rd).await;
+    c.finish();
     let _ = writer.await;
 }
 
@@ -169,7 +297,8 @@ impl Client {
 
     // ----- sending control lines to this client -----
 
-    fn send_raw(&self, bytes: &[u8]) {
+    /// `-V`: the `->> [...]` line for what goes out.
+    fn trace_out(&self, bytes: &[u8]) {
         if self.trace {
             let line = String::from_utf8_lossy(bytes.strip_suffix(b"\r\n").unwrap_or(bytes))
                 .trim_end()
@@ -178,6 +307,10 @@ impl Client {
             let line = line.strip_suffix('\'').unwrap_or(&line);
             tracing::trace!("{} - ->> [{line}]", self.conn.log_prefix());
         }
+    }
+
+    fn send_raw(&self, bytes: &[u8]) {
+        self.trace_out(bytes);
         self.conn
             .out
             .push_now(bytes.len(), |b| b.extend_from_slice(bytes));
@@ -194,19 +327,63 @@ impl Client {
         }
     }
 
+    /// `INFO {…} \r\n` for this client (nats-server writes a space before the CRLF).
+    fn info_line(&self) -> Vec<u8> {
+        crate::server::info_line(&self.srv.client_info_json(&self.conn))
+    }
+
     fn send_info(&self) {
-        let json = self.srv.client_info_json(&self.conn);
-        // nats-server writes a space between the JSON and the CRLF.
-        let mut line = Vec::with_capacity(json.len() + 8);
-        line.extend_from_slice(b"INFO ");
-        line.extend_from_slice(&json);
-        line.extend_from_slice(b" \r\n");
+        let line = self.info_line();
         self.send_raw(&line);
+    }
+
+    // ----- lifecycle -----
+
+    /// Join the server's clients; false (with the `-ERR` queued and the connection closing)
+    /// when `max_connections` is reached.
+    fn register(&mut self) -> bool {
+        if self.register_quietly() {
+            return true;
+        }
+        self.send_err(errs::MAX_CONNECTIONS);
+        self.max_connections_exceeded();
+        false
+    }
+
+    fn register_quietly(&self) -> bool {
+        self.srv.register_client(&self.conn)
+    }
+
+    fn max_connections_exceeded(&self) {
+        tracing::error!(
+            "{} - Maximum connections exceeded ({})",
+            self.conn.log_prefix(),
+            self.opts.max_connections
+        );
+        self.conn.close(CloseReason::MaxConnectionsExceeded);
+    }
+
+    /// After the read loop (or a failed handshake): leave the server's clients for the closed
+    /// ring and drop this connection's subscriptions.
+    fn finish(&mut self) {
+        // The closed-connection snapshot (`/connz?state=closed`) keeps the subscriptions, as
+        // nats-server's does: take it before `cleanup` drains them.
+        self.srv.unregister_client(&self.conn);
+        self.cleanup();
+        if let Some(r) = self.conn.close_reason() {
+            tracing::debug!(
+                "{} - Client connection closed: {}",
+                self.conn.log_prefix(),
+                r.as_str()
+            );
+        }
     }
 
     // ----- the read loop -----
 
-    async fn read_loop(&mut self, mut rd: tokio::net::tcp::OwnedReadHalf) {
+    /// Generic over the read half: the plaintext path gets its own copy with the socket's
+    /// half (`OwnedReadHalf`), TLS a `ReadHalf` of the TLS stream.
+    async fn read_loop<R: AsyncRead + Unpin>(&mut self, mut rd: R) {
         let mut reloads = self.srv.reload_watch();
         let mut reloads_open = true;
         let opts = self.opts.clone();

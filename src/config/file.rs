@@ -76,8 +76,7 @@ fn not_yet(key: &str) -> Option<&'static str> {
     Some(match key {
         "jetstream" | "store_dir" | "default_js_domain" => "JetStream",
         "leaf" | "leafnodes" => "leaf nodes",
-        "tls" | "allow_non_tls" | "ocsp" => "TLS",
-        "https" | "https_port" => "HTTPS monitoring",
+        "ocsp" => "OCSP stapling",
         "websocket" => "WebSocket",
         "mqtt" => "MQTT",
         "operator" | "operators" | "resolver" | "resolver_tls" | "resolver_preload" | "trusted"
@@ -460,10 +459,42 @@ pub fn apply(
             "jetstream" if jetstream_off(v) => {}
             "system_account" => opts.system_account = string(k, v)?,
             "no_system_account" => opts.no_system_account = boolean(k, v)?,
+            "tls" => opts.tls = Some(tls_block(e, true)?),
+            "allow_non_tls" => opts.allow_non_tls = boolean(k, v)?,
+            "https" => {
+                let (host, p) = host_port(k, v, 0)?;
+                if host.is_some() {
+                    opts.http_host = host;
+                }
+                opts.https_port =
+                    (p != 0 || matches!(&v.kind, Kind::Integer { value: -1, .. })).then_some(p);
+            }
+            "https_port" => {
+                let n = integer(k, v)?;
+                opts.https_port = match n {
+                    -1 => Some(0),
+                    0 => None,
+                    _ => Some(port(k, n, 0, &v.pos)?),
+                };
+            }
             _ => return Err(refuse(e, k)),
         }
     }
+    tls_auth_timeout(root, opts);
     Ok(())
+}
+
+/// nats-server: without an `authorization { timeout }`, a TLS server's auth timeout is the
+/// TLS timeout plus one second (the handshake comes first).
+fn tls_auth_timeout(root: &Map, opts: &mut Options) {
+    let Some(t) = &opts.tls else { return };
+    let given = options(root).any(|(k, e)| {
+        k == "authorization"
+            && matches!(&e.value.kind, Kind::Map(m) if options(m).any(|(k, _)| k == "timeout"))
+    });
+    if !given {
+        opts.auth_timeout = t.timeout + Duration::from_secs(1);
+    }
 }
 
 /// `jetstream: false` / `disabled` / `{ enabled: false }` asks for nothing natsd lacks.
@@ -814,12 +845,14 @@ fn import(m: &Map, at: &Pos) -> Result<Import, ConfigError> {
     Ok(im)
 }
 
-/// A `tls {}` block (routes).
-fn tls_block(key: &str, v: &Value) -> Result<crate::tls::TlsOpts, ConfigError> {
+/// A `tls {}` block: the client port's (`client`) or the routes'. The certificate, key and CA
+/// files are loaded here, so `-t` reports a missing file or bad PEM at the block.
+fn tls_block(e: &Entry, client: bool) -> Result<crate::tls::TlsOpts, ConfigError> {
+    let v = &e.value;
     let mut t = crate::tls::TlsOpts::default();
     let mut have_cert = false;
     let mut have_key = false;
-    for (tk, te) in options(map(key, v)?) {
+    for (tk, te) in options(map(&e.key, v)?) {
         let tv = &te.value;
         let tk = tk.as_str();
         match tk {
@@ -833,8 +866,38 @@ fn tls_block(key: &str, v: &Value) -> Result<crate::tls::TlsOpts, ConfigError> {
             }
             "ca_file" => t.ca_file = Some(string(tk, tv)?.into()),
             "verify" => t.verify = boolean(tk, tv)?,
+            // On the client port nats-server accepts and ignores it (it only matters when
+            // dialling); natsd says so rather than pretend.
+            "insecure" if client => {
+                return Err(ConfigError::at(
+                    &te.key_pos,
+                    "\"insecure\" has no meaning for the client port's tls block (natsd refuses \
+                     it; it only skips verification when dialling routes)",
+                ))
+            }
             "insecure" => t.insecure = boolean(tk, tv)?,
             "timeout" => t.timeout = seconds(tk, tv)?,
+            "cipher_suites" => {
+                for c in array(tk, tv)? {
+                    let name = string(tk, c)?;
+                    crate::tls::cipher_suite(&name).map_err(|m| ConfigError::at(&c.pos, m))?;
+                    t.cipher_suites.push(name);
+                }
+            }
+            "curve_preferences" => {
+                for c in array(tk, tv)? {
+                    let name = string(tk, c)?;
+                    crate::tls::curve(&name).map_err(|m| ConfigError::at(&c.pos, m))?;
+                    t.curve_preferences.push(name);
+                }
+            }
+            "verify_and_map" | "verify_cert_and_check_known_urls" => {
+                return Err(not_supported(
+                    &te.key,
+                    &te.key_pos,
+                    "certificate-to-user mapping",
+                ))
+            }
             _ => return Err(not_supported(&te.key, &te.key_pos, "this TLS option")),
         }
     }
@@ -844,6 +907,9 @@ fn tls_block(key: &str, v: &Value) -> Result<crate::tls::TlsOpts, ConfigError> {
             "missing 'cert_file' or 'key_file' in TLS configuration",
         ));
     }
+    // Load the files now: a missing file or bad PEM is an error at the block (nats-server:
+    // `file:2:1: error parsing X509 certificate/key pair: …`).
+    crate::tls::server_config(&t).map_err(|m| ConfigError::at(&e.key_pos, m))?;
     Ok(t)
 }
 
@@ -902,7 +968,7 @@ fn cluster(m: &Map, warnings: &mut Vec<ConfigError>) -> Result<ClusterOpts, Conf
                     }
                 }
             }
-            "tls" => c.tls = Some(tls_block(k, v)?),
+            "tls" => c.tls = Some(tls_block(e, false)?),
             "permissions" => return Err(not_supported(&e.key, &e.key_pos, "route permissions")),
             "accounts" => return Err(not_supported(&e.key, &e.key_pos, "pinned accounts")),
             _ => return Err(refuse(e, k)),

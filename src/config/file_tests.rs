@@ -112,13 +112,16 @@ fn refused_capabilities_name_the_key() {
     for (src, key) in [
         ("gateway { name: A, tls { cert_file: x } }", "tls"),
         ("jetstream { store_dir: /tmp }", "jetstream"),
-        ("tls { cert_file: x }", "tls"),
         ("leafnodes { port: 7422 }", "leafnodes"),
         ("websocket { port: 8080 }", "websocket"),
         ("mqtt { port: 1883 }", "mqtt"),
         (
-            "cluster { tls { cert_file: x, key_file: y, cipher_suites: [] } }",
-            "cipher_suites",
+            "cluster { tls { cert_file: x, key_file: y, pinned_certs: [] } }",
+            "pinned_certs",
+        ),
+        (
+            "tls { cert_file: x, key_file: y, verify_and_map: true }",
+            "verify_and_map",
         ),
         ("authorization { users: [ {user: a, nkey: UABC} ] }", "nkey"),
     ] {

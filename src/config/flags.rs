@@ -62,6 +62,15 @@ Logging Options:
     -V, --trace                      Trace the raw protocol
     -DV                              Debug and trace
 
+    -ms, --https_port <port>         Use port for https monitoring (with the TLS certificate)
+
+TLS Options:
+        --tls                        Enable TLS, do not verify clients (default: false)
+        --tlscert <file>             Server certificate file
+        --tlskey <file>              Private key for server certificate
+        --tlsverify                  Enable TLS, verify client certificates
+        --tlscacert <file>           Client certificate CA for verification
+
 Authorization Options:
         --user <user>                User required for connections
         --pass <password>            Password required for connections
@@ -78,13 +87,6 @@ const NOT_YET: &[(&str, &str)] = &[
     ("jetstream", "JetStream"),
     ("sd", "JetStream"),
     ("store_dir", "JetStream"),
-    ("tls", "TLS"),
-    ("tlscert", "TLS"),
-    ("tlskey", "TLS"),
-    ("tlsverify", "TLS"),
-    ("tlscacert", "TLS"),
-    ("ms", "HTTPS monitoring"),
-    ("https_port", "HTTPS monitoring"),
     ("s", "syslog"),
     ("syslog", "syslog"),
     ("r", "remote syslog"),
@@ -161,6 +163,7 @@ enum Flags {
 
 /// Apply the flags over `o` (the config file's options or the defaults).
 fn flags(args: &[String], mut o: Options) -> Result<Flags, String> {
+    let mut tls = TlsFlags::default();
     let mut i = 0;
     while i < args.len() {
         let arg = &args[i];
@@ -196,6 +199,14 @@ fn flags(args: &[String], mut o: Options) -> Result<Flags, String> {
             "no_advertise" => {
                 o.cluster.get_or_insert_with(Default::default).no_advertise =
                     parse_bool(name, inline.as_deref())?;
+                continue;
+            }
+            "tls" => {
+                tls.tls = Some(parse_bool(name, inline.as_deref())?);
+                continue;
+            }
+            "tlsverify" => {
+                tls.verify = Some(parse_bool(name, inline.as_deref())?);
                 continue;
             }
             "t" => continue, // handled by `config_args`
@@ -250,6 +261,21 @@ fn flags(args: &[String], mut o: Options) -> Result<Flags, String> {
                     _ => return Err(format!("invalid http port {p}")),
                 };
             }
+            "ms" | "https_port" => {
+                let v = value()?;
+                let p: i32 = v
+                    .parse()
+                    .map_err(|_| format!("invalid value {v:?} for flag -{name}: parse error"))?;
+                o.https_port = match p {
+                    -1 => Some(0),
+                    0 => None,
+                    1..=65535 => Some(p as u16),
+                    _ => return Err(format!("invalid https port {p}")),
+                };
+            }
+            "tlscert" => tls.cert = Some(PathBuf::from(value()?)),
+            "tlskey" => tls.key = Some(PathBuf::from(value()?)),
+            "tlscacert" => tls.ca = Some(PathBuf::from(value()?)),
             "l" | "log" | "log_file" => o.log_file = Some(PathBuf::from(value()?)),
             "P" | "pid" => o.pid_file = Some(PathBuf::from(value()?)),
             "ports_file_dir" => o.ports_file_dir = Some(PathBuf::from(value()?)),
@@ -301,7 +327,59 @@ fn flags(args: &[String], mut o: Options) -> Result<Flags, String> {
     if o.password.is_some() && o.username.is_none() {
         return Err("--pass needs --user".into());
     }
+    tls.apply(&mut o)?;
     Ok(Flags::Options(Box::new(o)))
+}
+
+/// `--tls`, `--tlsverify`, `--tlscert`, `--tlskey`, `--tlscacert`.
+#[derive(Default)]
+struct TlsFlags {
+    tls: Option<bool>,
+    verify: Option<bool>,
+    cert: Option<PathBuf>,
+    key: Option<PathBuf>,
+    ca: Option<PathBuf>,
+}
+
+impl TlsFlags {
+    /// As nats-server: any TLS flag replaces the config file's `tls {}` with one built from the
+    /// flags (keeping its `timeout`); certificate and key are then required. The files are
+    /// read when the server starts.
+    fn apply(self, o: &mut Options) -> Result<(), String> {
+        let any = self.tls == Some(true)
+            || self.verify == Some(true)
+            || self.cert.is_some()
+            || self.key.is_some()
+            || self.ca.is_some();
+        if !any {
+            return Ok(());
+        }
+        let cert_file = self
+            .cert
+            .ok_or("TLS Server certificate must be present and valid")?;
+        let key_file = self
+            .key
+            .ok_or("TLS Server private key must be present and valid")?;
+        let timeout = o.tls.as_ref().map(|t| t.timeout).unwrap_or_default();
+        if o.tls.is_none() && o.auth_timeout == super::DEFAULT_AUTH_TIMEOUT {
+            // nats-server's default auth timeout with TLS: the TLS timeout plus one second.
+            o.auth_timeout =
+                crate::tls::TlsOpts::default().timeout + std::time::Duration::from_secs(1);
+        }
+        o.tls = Some(crate::tls::TlsOpts {
+            cert_file,
+            key_file,
+            ca_file: self.ca,
+            verify: self.verify == Some(true),
+            timeout: if timeout.is_zero() {
+                crate::tls::TlsOpts::default().timeout
+            } else {
+                timeout
+            },
+            ..Default::default()
+        });
+        Ok(())
+    }
 }
 
 /// What is read before the other flags.
@@ -331,7 +409,12 @@ fn config_args(args: &[String]) -> Result<Pre, String> {
     let (mut config, mut check, mut signal) = (None, false, None);
     let mut i = 0;
     while i < args.len() {
-        let stripped = args[i].trim_start_matches('-');
+        // Only flags: a value such as `c` (after `--tlscert`) is not `-c`.
+        let Some(stripped) = args[i].strip_prefix('-') else {
+            i += 1;
+            continue;
+        };
+        let stripped = stripped.trim_start_matches('-');
         i += 1;
         let (name, inline) = match stripped.split_once('=') {
             Some((n, v)) => (n, Some(v)),
@@ -450,11 +533,57 @@ mod tests {
     }
 
     #[test]
+    fn tls_flags_both_spellings() {
+        let o = run(&[
+            "--tls",
+            "--tlscert",
+            "c.pem",
+            "--tlskey=k.pem",
+            "--https_port",
+            "8443",
+        ]);
+        let t = o.tls.expect("tls");
+        assert_eq!(t.cert_file, PathBuf::from("c.pem"));
+        assert_eq!(t.key_file, PathBuf::from("k.pem"));
+        assert!(!t.verify && t.ca_file.is_none());
+        assert_eq!(o.https_port, Some(8443));
+        let o = run(&[
+            "-tlsverify",
+            "-tlscert=c.pem",
+            "-tlskey",
+            "k.pem",
+            "-tlscacert",
+            "ca.pem",
+            "-ms",
+            "-1",
+        ]);
+        let t = o.tls.expect("tls");
+        assert!(t.verify);
+        assert_eq!(t.ca_file, Some(PathBuf::from("ca.pem")));
+        assert_eq!(o.https_port, Some(0));
+        // Certificate and key alone enable TLS, as in nats-server.
+        assert!(run(&["--tlscert", "c", "--tlskey", "k"]).tls.is_some());
+        assert!(run(&["--tls=false"]).tls.is_none());
+    }
+
+    #[test]
     fn errors_are_clear() {
         assert!(parse(["-p"]).unwrap_err().contains("needs an argument"));
         assert!(parse(["-p", "x"]).unwrap_err().contains("invalid value"));
         assert!(parse(["--bogus"]).unwrap_err().contains("not defined"));
         assert!(parse(["-js"]).unwrap_err().contains("not supported yet"));
+        assert_eq!(
+            parse(["--tls", "--tlscert", "c.pem"]).unwrap_err(),
+            "TLS Server private key must be present and valid"
+        );
+        assert_eq!(
+            parse(["-tlsverify"]).unwrap_err(),
+            "TLS Server certificate must be present and valid"
+        );
+        assert_eq!(
+            parse(["-ms", "8443"]).unwrap_err(),
+            "TLS cert and key required for HTTPS"
+        );
         assert!(parse(["--routes", "http://x:6222"])
             .unwrap_err()
             .contains("unsupported scheme"));

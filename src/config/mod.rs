@@ -215,6 +215,14 @@ pub struct Options {
     pub system_account: String,
     /// `no_system_account`: no system account, no `$SYS` services.
     pub no_system_account: bool,
+    /// Client port TLS (top-level `tls {}`, `--tls*` flags): INFO in the clear, then the
+    /// client's handshake, as nats-server 2.9.
+    pub tls: Option<crate::tls::TlsOpts>,
+    /// `allow_non_tls`: with `tls`, clients may also stay in plaintext (INFO `tls_available`).
+    pub allow_non_tls: bool,
+    /// HTTPS monitoring port (`https_port`, `https: host:port`, `-ms`): `Some(0)` picks a free
+    /// one. Serves with the `tls {}` certificate.
+    pub https_port: Option<u16>,
 }
 
 impl Default for Options {
@@ -257,6 +265,9 @@ impl Default for Options {
             lame_duck_grace_period: DEFAULT_LAME_DUCK_GRACE_PERIOD,
             system_account: crate::account::SYSTEM_ACCOUNT.into(),
             no_system_account: false,
+            tls: None,
+            allow_non_tls: false,
+            https_port: None,
         }
     }
 }
@@ -347,6 +358,15 @@ impl Options {
                     return Err(format!("gateway {:?} has no URL", r.name));
                 }
             }
+        }
+        if self.https_port.is_some() && self.tls.is_none() {
+            // nats-server 2.9.10 says it at startup: "Can't start monitoring: …".
+            return Err("TLS cert and key required for HTTPS".into());
+        }
+        if let (Some(h), Some(hs)) = (self.http_port, self.https_port) {
+            return Err(format!(
+                "can't specify both HTTP ({h}) and HTTPs ({hs}) ports"
+            ));
         }
         if let Some(n) = &self.no_auth_user {
             if !self.users.iter().any(|u| &u.username == n) {

@@ -26,6 +26,8 @@ pub struct Plan {
     /// Configured route URLs to dial from now on / to close and stop dialling.
     pub routes_added: Vec<String>,
     pub routes_removed: Vec<String>,
+    /// The client `tls {}` block changed: the server rebuilds its acceptor (new connections).
+    pub tls: bool,
 }
 
 impl Plan {
@@ -101,6 +103,9 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
         lame_duck_grace_period,
         system_account,
         no_system_account,
+        tls,
+        allow_non_tls,
+        https_port,
     } = new;
 
     // Refusals, in the order of nats-server's Options struct.
@@ -170,6 +175,16 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
     }
     if gateway != &old.gateway {
         return Err("config reload not supported for Gateway".into());
+    }
+    if https_port != &old.https_port {
+        return Err(refuse(
+            "HTTPSPort",
+            old.https_port.unwrap_or(0),
+            https_port.unwrap_or(0),
+        ));
+    }
+    if allow_non_tls != &old.allow_non_tls {
+        return Err(refuse("AllowNonTLS", old.allow_non_tls, allow_non_tls));
     }
     let (routes_added, routes_removed) = cluster_diff(old.cluster.as_ref(), cluster.as_ref())?;
     if max_closed_clients != &old.max_closed_clients {
@@ -279,6 +294,14 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
             go_duration(*lame_duck_grace_period)
         ));
     }
+    if tls != &old.tls {
+        // As nats-server: new client connections use the new settings; established ones
+        // keep their session. File names only (no secrets) in the log line.
+        ch.push(format!(
+            "tls = {}",
+            if tls.is_some() { "enabled" } else { "disabled" }
+        ));
+    }
     if log_file != &old.log_file {
         ch.push(format!(
             "log_file = {}",
@@ -291,6 +314,7 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
     }
     plan.routes_added = routes_added;
     plan.routes_removed = routes_removed;
+    plan.tls = tls != &old.tls;
     Ok(plan)
 }
 

@@ -104,6 +104,9 @@ pub struct ConnMeta {
     pub user: String,
     pub account: String,
     pub rtt: Option<Duration>,
+    /// TLS clients: nats-server's `tls_version` ("1.3") and `tls_cipher_suite` (Go's name).
+    pub tls_version: String,
+    pub tls_cipher_suite: String,
 }
 
 /// The shared half of a connection: everything other tasks may touch.
@@ -166,6 +169,10 @@ impl Conn {
     pub fn read_ok(&self, r: &std::io::Result<usize>) -> bool {
         match r {
             Ok(0) => self.close(CloseReason::ClientClosed),
+            // A TLS peer that closes the socket without close_notify (as Go sees it: EOF).
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                self.close(CloseReason::ClientClosed)
+            }
             Err(e) => {
                 tracing::debug!("{} - read error: {e}", self.log_prefix());
                 self.close(CloseReason::ReadError);

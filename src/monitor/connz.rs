@@ -87,6 +87,10 @@ pub struct ConnInfo {
     #[serde(skip_serializing_if = "String::is_empty")]
     pub version: String,
     #[serde(skip_serializing_if = "String::is_empty")]
+    pub tls_version: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub tls_cipher_suite: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub authorized_user: String,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub account: String,
@@ -150,6 +154,8 @@ impl ConnInfo {
             name: meta.name,
             lang: meta.lang,
             version: meta.version,
+            tls_version: meta.tls_version,
+            tls_cipher_suite: meta.tls_cipher_suite,
             authorized_user: meta.user,
             account: meta.account,
             subscriptions_list: Vec::new(),

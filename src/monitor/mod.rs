@@ -35,6 +35,126 @@ pub async fn serve(srv: Arc<ServerShared>, l: TcpListener, stop: CancellationTok
     }
 }
 
+/// The HTTPS monitor (`https_port`): the same routes over TLS with the client port's
+/// certificate (`tls {}`; a reload's new certificate is used for new connections). As in
+/// nats-server, no client certificate is asked for, even with `verify`.
+/// Handshakes run in their own tasks under the TLS timeout, so a slow client does not hold up
+/// the others; finished ones are handed to axum through `TlsListener`.
+pub async fn serve_https(srv: Arc<ServerShared>, l: TcpListener, stop: CancellationToken) {
+    let app = router(srv.clone());
+    let addr = match l.local_addr() {
+        Ok(a) => a,
+        Err(e) => {
+            tracing::error!("https monitor stopped: {e}");
+            return;
+        }
+    };
+    let (tx, rx) = tokio::sync::mpsc::channel(64);
+    srv.tasks
+        .spawn(https_accept_loop(srv.clone(), l, tx, stop.clone()));
+    let r = axum::serve(TlsListener { rx, addr }, app)
+        .with_graceful_shutdown(async move { stop.cancelled().await })
+        .await;
+    if let Err(e) = r {
+        tracing::error!("https monitor stopped: {e}");
+    }
+}
+
+type HttpsConn = (
+    tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
+    std::net::SocketAddr,
+);
+
+async fn https_accept_loop(
+    srv: Arc<ServerShared>,
+    l: TcpListener,
+    tx: tokio::sync::mpsc::Sender<HttpsConn>,
+    stop: CancellationToken,
+) {
+    loop {
+        let (stream, peer) = tokio::select! {
+            _ = stop.cancelled() => return,
+            r = l.accept() => match r {
+                Ok(x) => x,
+                Err(e) => {
+                    tracing::error!("Temporary HTTPS Accept Error ({e}), sleeping 10ms");
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                    continue;
+                }
+            },
+        };
+        let Some(acceptor) = srv.https_tls() else {
+            continue; // TLS was turned off by a reload: nothing to serve with.
+        };
+        let timeout = srv
+            .live_opts()
+            .tls
+            .as_ref()
+            .map_or(std::time::Duration::from_secs(2), |t| t.timeout);
+        let tx = tx.clone();
+        srv.tasks.spawn(async move {
+            match https_handshake(acceptor, stream, timeout).await {
+                Ok(s) => {
+                    let _ = tx.send((s, peer)).await;
+                }
+                Err(e) => tracing::debug!("http: TLS handshake error from {peer}: {e}"),
+            }
+        });
+    }
+}
+
+/// The TLS handshake of one HTTPS connection. A plain HTTP request gets Go's answer
+/// (`400 Bad Request` … `Client sent an HTTP request to an HTTPS server.`).
+async fn https_handshake(
+    acceptor: tokio_rustls::TlsAcceptor,
+    stream: tokio::net::TcpStream,
+    timeout: std::time::Duration,
+) -> Result<tokio_rustls::server::TlsStream<tokio::net::TcpStream>, String> {
+    use tokio::io::AsyncWriteExt;
+    let work = async move {
+        let mut head = [0u8; 5];
+        let n = stream.peek(&mut head).await.map_err(|e| e.to_string())?;
+        if n > 0 && head[0] != 0x16 && head[..n].iter().all(|b| b.is_ascii_graphic() || *b == b' ')
+        {
+            let mut stream = stream;
+            let _ = stream
+                .write_all(
+                    b"HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n",
+                )
+                .await;
+            let _ = stream.shutdown().await;
+            return Err("client sent an HTTP request to an HTTPS server".to_string());
+        }
+        acceptor.accept(stream).await.map_err(|e| e.to_string())
+    };
+    tokio::time::timeout(timeout, work)
+        .await
+        .map_err(|_| "i/o timeout".to_string())?
+}
+
+/// Finished TLS connections, as axum's `Listener`.
+struct TlsListener {
+    rx: tokio::sync::mpsc::Receiver<HttpsConn>,
+    addr: std::net::SocketAddr,
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
+    type Addr = std::net::SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        match self.rx.recv().await {
+            Some(c) => c,
+            // The accept loop ended (shutdown): axum's graceful shutdown ends the serve.
+            None => std::future::pending().await,
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        Ok(self.addr)
+    }
+}
+
 /// Every endpoint, under `http_base_path` as nats-server 2.9.10 serves it: with
 /// `http_base_path: /nats` the index is `/nats` (not `/nats/`), `/nats/varz` answers and `/varz`
 /// is a 404.

@@ -155,6 +155,10 @@ pub struct Varz {
     pub port: u16,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub auth_required: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub tls_required: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub tls_verify: bool,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub connect_urls: Vec<String>,
     pub max_connections: usize,
@@ -231,6 +235,7 @@ impl Varz {
             .unwrap_or(1);
         let subscriptions = srv.accounts.all().iter().map(|a| a.sublist.count()).sum();
         let http = srv.http_addr.get();
+        let host_of = http.or(srv.https_addr.get());
         Varz {
             server_id: srv.id.clone(),
             server_name: srv.name.clone(),
@@ -240,14 +245,17 @@ impl Varz {
             host: o.host.clone(),
             port: srv.client_addr.get().map(|a| a.port()).unwrap_or(o.port),
             auth_required: srv.auth.required(),
+            // As nats-server: with `allow_non_tls` TLS is available, not required.
+            tls_required: o.tls.is_some() && !o.allow_non_tls,
+            tls_verify: o.tls.as_ref().is_some_and(|t| t.verify),
             connect_urls: srv.connect_urls(),
             max_connections: o.max_connections,
             ping_interval: o.ping_interval.as_nanos(),
             ping_max: o.ping_max,
-            http_host: http.map(|a| a.ip().to_string()).unwrap_or_default(),
+            http_host: host_of.map(|a| a.ip().to_string()).unwrap_or_default(),
             http_port: http.map(|a| a.port()).unwrap_or(0),
             http_base_path: o.http_base_path.clone().unwrap_or_default(),
-            https_port: 0,
+            https_port: srv.https_addr.get().map_or(0, |a| a.port()),
             auth_timeout: o.auth_timeout.as_secs_f64(),
             max_control_line: o.max_control_line,
             max_payload: o.max_payload,
@@ -258,7 +266,7 @@ impl Varz {
             mqtt: Empty {},
             websocket: Empty {},
             jetstream: Empty {},
-            tls_timeout: 2.0,
+            tls_timeout: o.tls.as_ref().map_or(2.0, |t| t.timeout.as_secs_f64()),
             write_deadline: o.write_deadline.as_nanos(),
             start: rfc3339_nano(srv.start),
             now: rfc3339_nano(now),

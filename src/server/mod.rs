@@ -49,6 +49,11 @@ pub struct ServerShared {
     pub start: SystemTime,
     pub client_addr: OnceLock<SocketAddr>,
     pub http_addr: OnceLock<SocketAddr>,
+    /// The HTTPS monitor's address (`https_port`).
+    pub https_addr: OnceLock<SocketAddr>,
+    /// Client port and HTTPS monitor TLS (`tls {}`): replaced by a config reload, read once
+    /// per new connection.
+    client_tls: RwLock<Option<TlsAcceptors>>,
     pub http_req_stats: Mutex<BTreeMap<String, u64>>,
     clients: Mutex<HashMap<u64, Arc<Conn>>>,
     closed: Mutex<VecDeque<ConnInfo>>,
@@ -102,7 +107,13 @@ impl ServerShared {
         new.validate()?;
         let old = self.live_opts();
         let plan = crate::config::reload::diff(&old, &new)?;
-        // The one step that can fail comes first: can the new log file be opened?
+        // Steps that can fail come first: the new TLS files must load…
+        let tls = if plan.tls {
+            Some(client_tls_acceptor(&new)?)
+        } else {
+            None
+        };
+        // … and the new log file must open.
         if let Some(Some(f)) = &plan.log_file {
             std::fs::OpenOptions::new()
                 .create(true)
@@ -120,6 +131,9 @@ impl ServerShared {
         *self.live.write().unwrap_or_else(|e| e.into_inner()) = new.clone();
         if plan.auth {
             self.auth.replace(&new);
+        }
+        if let Some(t) = tls {
+            *self.client_tls.write().unwrap_or_else(|e| e.into_inner()) = t;
         }
         if let Some(cl) = &self.cluster {
             for r in &plan.routes_removed {
@@ -142,6 +156,25 @@ impl ServerShared {
             }
         }
         Ok(plan.changed)
+    }
+
+    /// The client port's TLS acceptor, if TLS is on (read once per new connection).
+    pub fn client_tls(&self) -> Option<tokio_rustls::TlsAcceptor> {
+        self.client_tls
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map(|t| t.client.clone())
+    }
+
+    /// The HTTPS monitor's TLS acceptor: the client port's certificate, never asking for a
+    /// client certificate (nats-server clears `ClientAuth` for monitoring).
+    pub fn https_tls(&self) -> Option<tokio_rustls::TlsAcceptor> {
+        self.client_tls
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map(|t| t.https.clone())
     }
 
     pub fn next_cid(&self) -> u64 {
@@ -357,6 +390,8 @@ impl ServerShared {
 
     fn client_info(&self, c: &Conn) -> crate::proto::info::ServerInfo {
         let port = self.client_addr.get().map(|a| a.port()).unwrap_or(0);
+        let live = self.live_opts();
+        let tls = live.tls.as_ref();
         crate::proto::info::ServerInfo {
             server_id: self.id.clone(),
             server_name: self.name.clone(),
@@ -367,7 +402,12 @@ impl ServerShared {
             port,
             headers: true,
             auth_required: self.auth.required(),
-            max_payload: self.live_opts().max_payload as i64,
+            // nats-server 2.9: `tls_required` (and `tls_verify`), or with `allow_non_tls`
+            // only `tls_available`.
+            tls_required: tls.is_some() && !live.allow_non_tls,
+            tls_verify: tls.is_some_and(|t| t.verify) && !live.allow_non_tls,
+            tls_available: tls.is_some() && live.allow_non_tls,
+            max_payload: live.max_payload as i64,
             client_id: Some(c.cid),
             client_ip: Some(c.addr.ip().to_string()),
             connect_urls: self.connect_urls(),
@@ -376,8 +416,33 @@ impl ServerShared {
     }
 }
 
+/// TLS acceptors built from the top-level `tls {}`.
+#[derive(Clone)]
+struct TlsAcceptors {
+    client: tokio_rustls::TlsAcceptor,
+    https: tokio_rustls::TlsAcceptor,
+}
+
+/// The acceptors for `o.tls` (`None`: TLS off).
+fn client_tls_acceptor(o: &Options) -> Result<Option<TlsAcceptors>, String> {
+    let Some(t) = &o.tls else { return Ok(None) };
+    let client = crate::tls::server_config(t)?;
+    let https = if t.verify {
+        crate::tls::server_config(&crate::tls::TlsOpts {
+            verify: false,
+            ..t.clone()
+        })?
+    } else {
+        client.clone()
+    };
+    Ok(Some(TlsAcceptors {
+        client: client.into(),
+        https: https.into(),
+    }))
+}
+
 /// `INFO <json> \r\n`.
-fn info_line(json: &[u8]) -> Vec<u8> {
+pub(crate) fn info_line(json: &[u8]) -> Vec<u8> {
     let mut line = Vec::with_capacity(json.len() + 8);
     line.extend_from_slice(b"INFO ");
     line.extend_from_slice(json);
@@ -409,6 +474,8 @@ impl Server {
             Ok(c) => c.map(Arc::new),
             Err(e) => return Err(io::Error::new(io::ErrorKind::InvalidInput, e)),
         };
+        let client_tls = client_tls_acceptor(&opts)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let id = crate::util::ids::server_id();
         let name = opts.server_name.clone().unwrap_or_else(|| id.clone());
         let gateway = opts
@@ -422,6 +489,8 @@ impl Server {
             start: SystemTime::now(),
             client_addr: OnceLock::new(),
             http_addr: OnceLock::new(),
+            https_addr: OnceLock::new(),
+            client_tls: RwLock::new(client_tls),
             http_req_stats: Mutex::new(BTreeMap::new()),
             clients: Mutex::new(HashMap::new()),
             closed: Mutex::new(VecDeque::new()),
@@ -485,6 +554,23 @@ impl Server {
                 shared.shutdown.clone(),
             ));
         }
+        if let Some(hp) = o.https_port {
+            let host = o.http_host.clone().unwrap_or_else(|| o.host.clone());
+            let l = TcpListener::bind((host.as_str(), hp)).await.map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("can't listen on https monitor {host}:{hp}: {e}"),
+                )
+            })?;
+            let addr = l.local_addr()?;
+            let _ = shared.https_addr.set(addr);
+            tracing::info!("Starting https monitor on {}", addr);
+            tasks.spawn(crate::monitor::serve_https(
+                shared.clone(),
+                l,
+                shared.shutdown.clone(),
+            ));
+        }
         let l = TcpListener::bind((o.host.as_str(), o.port))
             .await
             .map_err(|e| {
@@ -496,6 +582,9 @@ impl Server {
         let addr = l.local_addr()?;
         let _ = shared.client_addr.set(addr);
         tracing::info!("Listening for client connections on {}", addr);
+        if o.tls.is_some() {
+            tracing::info!("TLS required for client connections");
+        }
         if shared.auth.required() {
             tracing::info!("Server requires authentication for client connections");
         }
