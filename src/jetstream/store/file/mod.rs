@@ -202,10 +202,18 @@ struct Seg {
     path: PathBuf,
     /// Live messages in it.
     live: u64,
-    /// Lowest message sequence ever written to it (0: none).
+    /// Lowest sequence of the message records in its file, live or dead (0: none).
     first_seq: u64,
     /// Highest timestamp of any message written to it (i64::MIN: none).
     max_ts: i64,
+    /// Record bytes of its live messages.
+    live_bytes: u64,
+    /// File length once sealed (the write segment's length is the writer's).
+    size: u64,
+    /// Its file still holds records of removed messages (which tombstones elsewhere hide).
+    has_dead: bool,
+    /// Tombstone records in its file.
+    dels: u64,
 }
 
 /// The segment being appended to.
@@ -249,6 +257,8 @@ struct Inner {
     dir_dirty: bool,
     /// When the oldest not-yet-synced append happened.
     dirty_since: Option<Instant>,
+    /// Segments that lost messages since the last compaction check.
+    touched: BTreeSet<u32>,
 }
 
 fn io_err(what: &str, path: &Path, e: std::io::Error) -> StoreError {
@@ -298,7 +308,9 @@ impl FileStore {
         sync: SyncPolicy,
         opts: FileStoreOptions,
     ) -> Result<FileStore, StoreError> {
-        let mut inner = Inner::recover(dir, limits, sync, opts.segment_size.max(1024))?;
+        // Offsets are u32: segments stay well below 4 GiB.
+        let seg_size = opts.segment_size.clamp(1024, 1 << 30);
+        let mut inner = Inner::recover(dir, limits, sync, seg_size)?;
         // Recovered state may be over (changed) limits.
         inner.enforce_limits(None);
         inner.drop_front_segments();
@@ -395,10 +407,23 @@ struct Scan {
     floor: u64,
     last_seq: u64,
     last_ts: i64,
+    /// Per segment: (lowest message sequence, message records, tombstones).
+    files: HashMap<u32, (u64, u64, u64)>,
 }
 
 impl Scan {
     fn apply(&mut self, seg: u32, off: u64, h: &RecHdr, rec: &[u8], path: &Path) {
+        let file = self.files.entry(seg).or_insert((0, 0, 0));
+        match h.kind {
+            record::KIND_MSG | record::KIND_ERASED => {
+                if file.0 == 0 || h.seq < file.0 {
+                    file.0 = h.seq;
+                }
+                file.1 += 1;
+            }
+            record::KIND_DEL => file.2 += 1,
+            _ => {}
+        }
         match h.kind {
             record::KIND_MSG => {
                 if h.seq == 0 || self.index.contains_key(&h.seq) {
@@ -517,6 +542,10 @@ fn scan_segment(path: &Path, idx: u32, scan: &mut Scan) -> Result<u64, StoreErro
             bad("record cut short");
             return Ok(pos);
         }
+        if pos + h.len as u64 > u32::MAX as u64 {
+            bad("segment longer than 4 GiB");
+            return Ok(pos);
+        }
         let len = h.len as usize;
         rec.resize(len, 0);
         let n = read_full(&mut rd, &mut rec[HDR..len]).map_err(|e| io_err("read", path, e))?;
@@ -563,6 +592,9 @@ impl Inner {
             let Some(name) = name.to_str() else { continue };
             if let Some(idx) = parse_seg_name(name) {
                 found.push((idx, ent.path()));
+            } else if name.ends_with(".blk.tmp") {
+                // A compaction that did not finish: the original segment is intact.
+                let _ = std::fs::remove_file(ent.path());
             }
         }
         found.sort_by_key(|(idx, _)| *idx);
@@ -574,6 +606,7 @@ impl Inner {
             floor: 0,
             last_seq: 0,
             last_ts: 0,
+            files: HashMap::new(),
         };
         let mut segs = BTreeMap::new();
         let mut last_len = 0u64;
@@ -602,6 +635,10 @@ impl Inner {
                     live: 0,
                     first_seq: 0,
                     max_ts: i64::MIN,
+                    live_bytes: 0,
+                    size: good.max(MAGIC.len() as u64),
+                    has_dead: false,
+                    dels: 0,
                 },
             );
         }
@@ -616,10 +653,15 @@ impl Inner {
             bytes += slot.size();
             if let Some(s) = segs.get_mut(&slot.seg) {
                 s.live += 1;
-                if s.first_seq == 0 {
-                    s.first_seq = seq;
-                }
+                s.live_bytes += slot.len as u64;
                 s.max_ts = s.max_ts.max(slot.ts);
+            }
+        }
+        for (idx, s) in segs.iter_mut() {
+            if let Some(&(first, records, dels)) = scan.files.get(idx) {
+                s.first_seq = first;
+                s.has_dead = records > s.live;
+                s.dels = dels;
             }
         }
         let mut floor = scan.floor;
@@ -646,6 +688,7 @@ impl Inner {
             unsynced: BTreeSet::new(),
             dir_dirty: false,
             dirty_since: None,
+            touched: BTreeSet::new(),
         };
         match inner
             .segs
@@ -727,6 +770,10 @@ impl Inner {
                 live: 0,
                 first_seq: 0,
                 max_ts: i64::MIN,
+                live_bytes: 0,
+                size: 0,
+                has_dead: false,
+                dels: 0,
             },
         );
         self.dir_dirty = true;
@@ -747,7 +794,18 @@ impl Inner {
             .checked_add(1)
             .ok_or_else(|| StoreError::Io("segment numbers exhausted".to_string()))?;
         self.write_out()?;
+        self.seal_writer();
         self.new_segment(next)
+    }
+
+    /// Record the write segment's final length before a new one takes over.
+    fn seal_writer(&mut self) {
+        if let Some(w) = self.writer.as_ref() {
+            let (idx, size) = (w.idx, w.size());
+            if let Some(s) = self.segs.get_mut(&idx) {
+                s.size = size;
+            }
+        }
     }
 
     fn mark_dirty(&mut self) {
@@ -860,6 +918,7 @@ impl Inner {
         );
         if let Some(s) = self.segs.get_mut(&seg) {
             s.live += 1;
+            s.live_bytes += rec_len as u64;
             if s.first_seq == 0 {
                 s.first_seq = seq;
             }
@@ -926,7 +985,10 @@ impl Inner {
         self.subjects.remove(slot.subj, seq);
         if let Some(s) = self.segs.get_mut(&slot.seg) {
             s.live = s.live.saturating_sub(1);
+            s.live_bytes = s.live_bytes.saturating_sub(slot.len as u64);
+            s.has_dead = true;
         }
+        self.touched.insert(slot.seg);
         if is_first {
             self.floor = match self.index.first_key_value() {
                 Some((&k, _)) => k,
@@ -947,10 +1009,15 @@ impl Inner {
         }
         if let Some(w) = self.writer.as_mut() {
             record::encode_del(&mut w.buf, seq);
+            let idx = w.idx;
+            if let Some(s) = self.segs.get_mut(&idx) {
+                s.dels += 1;
+            }
         }
     }
 
-    /// Delete the oldest segments while they hold no live message (never the write segment).
+    /// Delete the oldest segments while they hold no live message (never the write segment),
+    /// then compact the sparse ones that lost messages.
     fn drop_front_segments(&mut self) {
         let widx = self.writer.as_ref().map(|w| w.idx);
         while let Some((&idx, seg)) = self.segs.first_key_value() {
@@ -971,6 +1038,7 @@ impl Inner {
             self.unsynced.remove(&idx);
             self.dir_dirty = true;
         }
+        self.maybe_compact();
     }
 
     /// Start a fresh segment carrying the sequences, then delete every older one (the store
@@ -982,6 +1050,7 @@ impl Inner {
             .checked_add(1)
             .ok_or_else(|| StoreError::Io("segment numbers exhausted".to_string()))?;
         self.write_out()?;
+        self.seal_writer();
         self.new_segment(next)?;
         self.write_out()?;
         let old: Vec<u32> = self.segs.keys().copied().filter(|&k| k != next).collect();
@@ -999,6 +1068,157 @@ impl Inner {
         }
         self.dir_dirty = true;
         Ok(())
+    }
+
+    /// Rewrite sealed segments that lost at least half their bytes (see `compact_segment`).
+    fn maybe_compact(&mut self) {
+        if self.touched.is_empty() {
+            return;
+        }
+        let widx = self.writer.as_ref().map(|w| w.idx);
+        while let Some(idx) = self.touched.pop_first() {
+            let Some(seg) = self.segs.get(&idx) else {
+                continue;
+            };
+            let overhead = (MAGIC.len() + OVERHEAD + 8) as u64;
+            if Some(idx) == widx || seg.live_bytes * 2 >= seg.size.saturating_sub(overhead) {
+                continue;
+            }
+            if let Err(e) = self.compact_segment(idx) {
+                tracing::warn!("JetStream file store: compaction of segment {idx} skipped: {e}");
+            }
+        }
+    }
+
+    /// Rewrite sealed segment `idx` with only its live messages, the tombstones that refer to
+    /// older segments and its SEQS records (atomic: temp file, fsync, rename). A segment left
+    /// with nothing of that is deleted.
+    fn compact_segment(&mut self, idx: u32) -> Result<(), StoreError> {
+        let Some(seg) = self.segs.get(&idx) else {
+            return Ok(());
+        };
+        let (path, first, had_dead) = (seg.path.clone(), seg.first_seq, seg.has_dead);
+        let first = if first == 0 { u64::MAX } else { first };
+        // Which older segments still hold records of removed messages, by first sequence:
+        // a tombstone is kept only if its message's record may still be on disk.
+        let dirty: Vec<(u64, bool)> = self
+            .segs
+            .range(..idx)
+            .filter(|(_, s)| s.first_seq > 0)
+            .map(|(_, s)| (s.first_seq, s.has_dead))
+            .collect();
+        let needs_tombstone = |t: u64| {
+            let i = dirty.partition_point(|(f, _)| *f <= t);
+            i > 0 && dirty[i - 1].1
+        };
+        let data = std::fs::read(&path).map_err(|e| io_err("read", &path, e))?;
+        if data.len() < MAGIC.len() || data[..MAGIC.len()] != *MAGIC {
+            return Err(StoreError::Corrupt(format!(
+                "{}: bad segment magic",
+                path.display()
+            )));
+        }
+        let mut out = Vec::with_capacity(seg.live_bytes as usize + 4096);
+        out.extend_from_slice(MAGIC);
+        let mut moves: Vec<(u64, u32)> = Vec::new();
+        let mut needed = false;
+        let mut dels = 0u64;
+        let mut pos = MAGIC.len();
+        while pos < data.len() {
+            let bad = |why: &str| {
+                StoreError::Corrupt(format!("{}: {why} at offset {pos}", path.display()))
+            };
+            let h = RecHdr::parse(&data[pos..]).ok_or_else(|| bad("record cut short"))?;
+            h.check().map_err(bad)?;
+            let rec = data
+                .get(pos..pos + h.len as usize)
+                .ok_or_else(|| bad("record cut short"))?;
+            if !record::verify(rec) {
+                return Err(bad("checksum mismatch"));
+            }
+            match h.kind {
+                record::KIND_MSG => {
+                    let live = self
+                        .index
+                        .get(&h.seq)
+                        .is_some_and(|s| s.seg == idx && s.off as usize == pos);
+                    if live {
+                        moves.push((h.seq, out.len() as u32));
+                        out.extend_from_slice(rec);
+                        needed = true;
+                    }
+                }
+                // A tombstone can only name this segment's messages or older ones'.
+                record::KIND_DEL if h.seq < first && needs_tombstone(h.seq) => {
+                    out.extend_from_slice(rec);
+                    needed = true;
+                    dels += 1;
+                }
+                record::KIND_SEQS => out.extend_from_slice(rec),
+                _ => {}
+            }
+            pos += h.len as usize;
+        }
+        if !needed {
+            // Nothing in it matters any more (the write segment carries the sequences).
+            std::fs::remove_file(&path).map_err(|e| io_err("remove", &path, e))?;
+            self.segs.remove(&idx);
+            self.readers.remove(&idx);
+            self.unsynced.remove(&idx);
+            self.dir_dirty = true;
+            self.after_compaction(idx, had_dead);
+            return Ok(());
+        }
+        if out.len() >= data.len() {
+            return Ok(());
+        }
+        let tmp = path.with_extension("blk.tmp");
+        let write = || -> std::io::Result<()> {
+            let f = File::create(&tmp)?;
+            f.write_all_at(&out, 0)?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, &path)?;
+            File::open(&self.dir)?.sync_all()
+        };
+        if let Err(e) = write() {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(io_err("rewrite", &path, e));
+        }
+        for (seq, off) in moves {
+            if let Some(s) = self.index.get_mut(&seq) {
+                s.off = off;
+            }
+        }
+        self.readers.remove(&idx);
+        self.unsynced.remove(&idx);
+        if let Some(s) = self.segs.get_mut(&idx) {
+            s.size = out.len() as u64;
+            s.has_dead = false;
+            s.dels = dels;
+        }
+        self.after_compaction(idx, had_dead);
+        tracing::debug!(
+            "JetStream file store: compacted {} from {} to {} bytes",
+            path.display(),
+            data.len(),
+            out.len()
+        );
+        Ok(())
+    }
+
+    /// Records of removed messages left segment `idx`: tombstones for them in newer sealed
+    /// segments are now useless, so those segments are worth another look.
+    fn after_compaction(&mut self, idx: u32, had_dead: bool) {
+        if !had_dead {
+            return;
+        }
+        let newer: Vec<u32> = self
+            .segs
+            .range(idx + 1..)
+            .filter(|(_, s)| s.dels > 0)
+            .map(|(k, _)| *k)
+            .collect();
+        self.touched.extend(newer);
     }
 
     /// The exact first sequence of subject `id`.
