@@ -650,21 +650,52 @@ fn sigkill_loses_no_flushed_message() {
 }
 
 #[test]
-fn interval_sync_thread_runs_and_stops() {
+fn interval_sync_writes_without_a_flush() {
     let tmp = TempDir::new("interval");
-    let dir = tmp.join("s");
     let sync = SyncPolicy {
         interval: std::time::Duration::from_millis(1),
         always: false,
     };
-    for round in 0..3 {
-        let s = FileStore::open(&dir, StoreLimits::default(), sync).expect("open");
-        for i in 0..500 {
-            s.store("i", None, b"data", i).expect("store");
-        }
-        assert_eq!(s.state().msgs, 500 * (round + 1));
-        drop(s); // joins the sync thread
+    // Several stores share the one background thread; each gets its appends written and
+    // synced without any flush call. Waits on the condition (file length), bounded.
+    let stores: Vec<(PathBuf, FileStore)> = (0..3)
+        .map(|i| {
+            let dir = tmp.join(&format!("s{i}"));
+            let s = FileStore::open(&dir, StoreLimits::default(), sync).expect("open");
+            (dir, s)
+        })
+        .collect();
+    let empty: Vec<u64> = stores
+        .iter()
+        .map(|(d, _)| {
+            segments(d)
+                .iter()
+                .map(|p| std::fs::metadata(p).map_or(0, |m| m.len()))
+                .sum()
+        })
+        .collect();
+    for (_, s) in &stores {
+        s.store("i", None, b"written-by-the-syncer", 1)
+            .expect("store");
     }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    for ((dir, _), before) in stores.iter().zip(empty) {
+        loop {
+            let len: u64 = segments(dir)
+                .iter()
+                .map(|p| std::fs::metadata(p).map_or(0, |m| m.len()))
+                .sum();
+            if len > before {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the background sync never wrote"
+            );
+            std::thread::yield_now();
+        }
+    }
+    drop(stores);
 }
 
 #[test]

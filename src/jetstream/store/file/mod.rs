@@ -22,8 +22,9 @@
 //!
 //! Durability: `store` appends to a buffer; `flush` writes it (pwrite) to the OS; `sync`
 //! fsyncs every segment written since the last sync and the directory. `SyncPolicy::always`
-//! makes each flush a sync; `SyncPolicy::interval` (non-zero) starts one background thread
-//! per store (`natsd-fs-sync`) that flushes and syncs at most that long after an append.
+//! makes each flush a sync; with a non-zero `SyncPolicy::interval`, one process-wide
+//! background thread (`natsd-fs-sync`, started with the first such store) flushes and syncs
+//! each store at most that long after its first unsynced append.
 
 pub mod record;
 
@@ -38,9 +39,8 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufReader, Read};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::{mpsc, Arc, Mutex, MutexGuard, Weak};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
+use std::time::Instant;
 
 /// Default segment size bound (a segment rolls over before it would pass it).
 pub const DEFAULT_SEGMENT_SIZE: u64 = 8 << 20;
@@ -259,6 +259,8 @@ struct Inner {
     dirty_since: Option<Instant>,
     /// Segments that lost messages since the last compaction check.
     touched: BTreeSet<u32>,
+    /// The background syncer, when `policy.interval` is non-zero.
+    syncer: Option<Arc<Syncer>>,
 }
 
 fn io_err(what: &str, path: &Path, e: std::io::Error) -> StoreError {
@@ -288,7 +290,6 @@ fn norm(filter: Option<&str>) -> Option<&str> {
 /// A JetStream message store in segment files under one directory. See the module docs.
 pub struct FileStore {
     inner: Arc<Mutex<Inner>>,
-    syncer: Option<(mpsc::Sender<()>, JoinHandle<()>)>,
 }
 
 impl FileStore {
@@ -315,20 +316,15 @@ impl FileStore {
         inner.enforce_limits(None);
         inner.drop_front_segments();
         inner.write_out()?;
+        if !sync.interval.is_zero() {
+            inner.syncer = Some(Syncer::get()?);
+        }
+        let syncer = inner.syncer.clone();
         let inner = Arc::new(Mutex::new(inner));
-        let syncer = if sync.interval.is_zero() {
-            None
-        } else {
-            let (tx, rx) = mpsc::channel::<()>();
-            let weak = Arc::downgrade(&inner);
-            let interval = sync.interval;
-            let handle = std::thread::Builder::new()
-                .name("natsd-fs-sync".into())
-                .spawn(move || sync_loop(weak, rx, interval))
-                .map_err(|e| StoreError::Io(format!("spawn sync thread: {e}")))?;
-            Some((tx, handle))
-        };
-        Ok(FileStore { inner, syncer })
+        if let Some(s) = syncer {
+            s.register(Arc::downgrade(&inner));
+        }
+        Ok(FileStore { inner })
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -348,10 +344,6 @@ impl FileStore {
 
 impl Drop for FileStore {
     fn drop(&mut self) {
-        if let Some((tx, handle)) = self.syncer.take() {
-            drop(tx);
-            let _ = handle.join();
-        }
         let mut g = self.lock();
         if !g.closed {
             if let Err(e) = g.write_out() {
@@ -364,38 +356,105 @@ impl Drop for FileStore {
     }
 }
 
-/// Background sync: flush and fsync at most `interval` after the first unsynced append.
-fn sync_loop(weak: Weak<Mutex<Inner>>, rx: mpsc::Receiver<()>, interval: Duration) {
-    let mut wait = interval;
-    loop {
-        match rx.recv_timeout(wait) {
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-            _ => return,
-        }
-        let Some(inner) = weak.upgrade() else {
-            return;
-        };
-        let mut g = inner.lock().unwrap_or_else(|e| e.into_inner());
-        if g.closed {
-            return;
-        }
-        wait = match g.dirty_since {
-            None => interval,
-            Some(t) => {
-                let age = t.elapsed();
-                if age >= interval {
+/// The one background thread that fsyncs every store opened with a non-zero
+/// `SyncPolicy::interval` (started with the first such store, named `natsd-fs-sync`, idle
+/// when no store is dirty). Stores are held weakly: dropping a store unregisters it.
+struct Syncer {
+    state: Mutex<SyncerState>,
+    cv: Condvar,
+}
+
+struct SyncerState {
+    stores: Vec<Weak<Mutex<Inner>>>,
+    /// A store became dirty: recompute the deadlines.
+    wake: bool,
+}
+
+static SYNCER: OnceLock<Result<Arc<Syncer>, String>> = OnceLock::new();
+
+impl Syncer {
+    fn get() -> Result<Arc<Syncer>, StoreError> {
+        SYNCER
+            .get_or_init(|| {
+                let syncer = Arc::new(Syncer {
+                    state: Mutex::new(SyncerState {
+                        stores: Vec::new(),
+                        wake: false,
+                    }),
+                    cv: Condvar::new(),
+                });
+                let s2 = syncer.clone();
+                std::thread::Builder::new()
+                    .name("natsd-fs-sync".into())
+                    .spawn(move || s2.run())
+                    .map(|_| syncer)
+                    .map_err(|e| format!("spawn the file store sync thread: {e}"))
+            })
+            .clone()
+            .map_err(StoreError::Io)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, SyncerState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn register(&self, store: Weak<Mutex<Inner>>) {
+        let mut g = self.lock();
+        g.stores.retain(|w| w.strong_count() > 0);
+        g.stores.push(store);
+        g.wake = true;
+        self.cv.notify_one();
+    }
+
+    fn wake(&self) {
+        self.lock().wake = true;
+        self.cv.notify_one();
+    }
+
+    /// Never holds its own lock while locking a store (stores call `wake` under theirs).
+    fn run(&self) {
+        loop {
+            let stores = {
+                let mut g = self.lock();
+                g.stores.retain(|w| w.strong_count() > 0);
+                g.stores.clone()
+            };
+            let mut next: Option<Instant> = None;
+            for w in stores {
+                let Some(inner) = w.upgrade() else { continue };
+                let mut g = inner.lock().unwrap_or_else(|e| e.into_inner());
+                let Some(t) = g.dirty_since.filter(|_| !g.closed) else {
+                    continue;
+                };
+                let due = t + g.policy.interval;
+                if due <= Instant::now() {
                     if let Err(e) = g.sync_all() {
                         tracing::warn!(
                             "JetStream file store {}: background sync: {e}",
                             g.dir.display()
                         );
+                        // Retry after another interval rather than spinning on the error.
+                        g.dirty_since = Some(Instant::now());
                     }
-                    interval
                 } else {
-                    interval - age
+                    next = Some(next.map_or(due, |n: Instant| n.min(due)));
                 }
             }
-        };
+            let mut g = self.lock();
+            if !g.wake {
+                g = match next {
+                    Some(d) => {
+                        let wait = d.saturating_duration_since(Instant::now());
+                        self.cv
+                            .wait_timeout(g, wait)
+                            .map(|(g, _)| g)
+                            .unwrap_or_else(|e| e.into_inner().0)
+                    }
+                    None => self.cv.wait(g).unwrap_or_else(|e| e.into_inner()),
+                };
+            }
+            g.wake = false;
+        }
     }
 }
 
@@ -689,6 +748,7 @@ impl Inner {
             dir_dirty: false,
             dirty_since: None,
             touched: BTreeSet::new(),
+            syncer: None,
         };
         match inner
             .segs
@@ -811,6 +871,9 @@ impl Inner {
     fn mark_dirty(&mut self) {
         if self.dirty_since.is_none() {
             self.dirty_since = Some(Instant::now());
+            if let Some(s) = &self.syncer {
+                s.wake();
+            }
         }
     }
 
