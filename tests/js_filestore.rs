@@ -792,3 +792,28 @@ fn compaction_keeps_tombstones_for_older_segments() {
     // The sparse segments were rewritten: less on disk than 120 records' worth.
     assert!(disk_before < 120 * 56, "{disk_before}");
 }
+
+#[test]
+fn corruption_after_open_is_an_error_on_load() {
+    let tmp = TempDir::new("loadcrc");
+    let dir = tmp.join("s");
+    let s = open(&dir);
+    for i in 1..=3 {
+        s.store("l", None, format!("value-{i}").as_bytes(), i)
+            .expect("store");
+    }
+    s.flush().expect("flush");
+    let path = segments(&dir)[0].clone();
+    let mut bytes = std::fs::read(&path).expect("read");
+    let at = bytes
+        .windows(7)
+        .position(|w| w == b"value-2")
+        .expect("find");
+    bytes[at] ^= 1;
+    std::fs::write(&path, &bytes).expect("write");
+    match s.load(2) {
+        Err(StoreError::Corrupt(e)) => assert!(e.contains("checksum"), "{e}"),
+        other => panic!("expected a checksum error, got {other:?}"),
+    }
+    assert_eq!(s.load(3).map(|m| m.data), Ok("value-3".into()));
+}

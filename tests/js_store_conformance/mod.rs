@@ -28,6 +28,7 @@ pub fn run_all(make: Make<'_>) {
     max_msgs(make);
     max_bytes(make);
     max_msgs_per_subject(make);
+    combined_limits(make);
     update_limits(make);
     expire(make);
     durability_calls_and_delete(make);
@@ -482,6 +483,39 @@ pub fn max_msgs_per_subject(make: Make<'_>) {
     assert_eq!(s.state().msgs, 7);
     assert_eq!(s.load_last(Some("k.3")).map(|m| m.data), Ok("94".into()));
     assert_eq!(s.num_pending(None, 0, true), 7);
+    done(s);
+}
+
+pub fn combined_limits(make: Make<'_>) {
+    // Per subject first, then the stream-wide count, then bytes.
+    let one = msg_size("c.a", None, b"d");
+    let s = make(StoreLimits {
+        max_msgs: 4,
+        max_bytes: (one * 3) as i64,
+        max_msgs_per_subject: 2,
+        ..limits()
+    });
+    for i in 1..=6 {
+        put(&*s, if i % 2 == 0 { "c.a" } else { "c.b" }, "d", i);
+    }
+    assert_eq!(seqs_of(&*s, None), vec![4, 5, 6]);
+    assert_eq!(s.subjects(None).get("c.a"), Some(&2));
+    done(s);
+    // Discard new: the stream-wide limit refuses, the per-subject limit still drops the oldest.
+    let s = make(StoreLimits {
+        max_msgs: 3,
+        max_msgs_per_subject: 1,
+        discard: Discard::New,
+        ..limits()
+    });
+    put(&*s, "n.a", "1", 1);
+    put(&*s, "n.a", "2", 2);
+    put(&*s, "n.b", "3", 3);
+    put(&*s, "n.c", "4", 4);
+    assert_eq!(seqs_of(&*s, None), vec![2, 3, 4]);
+    assert_eq!(s.store("n.a", None, b"5", 5), Err(StoreError::MaxMsgs));
+    assert_eq!(s.store("n.d", None, b"5", 5), Err(StoreError::MaxMsgs));
+    assert_eq!(s.state().last_seq, 4);
     done(s);
 }
 
