@@ -817,3 +817,201 @@ fn corruption_after_open_is_an_error_on_load() {
     }
     assert_eq!(s.load(3).map(|m| m.data), Ok("value-3".into()));
 }
+
+/// A plain in-memory model of the store's semantics, for randomized comparison.
+struct Model {
+    msgs: std::collections::BTreeMap<u64, (String, Vec<u8>, i64)>,
+    last: u64,
+    last_ts: i64,
+    floor: u64,
+    per_subject: usize,
+    max_msgs: usize,
+}
+
+impl Model {
+    fn remove(&mut self, seq: u64) -> bool {
+        let is_first = self.msgs.keys().next() == Some(&seq);
+        let gone = self.msgs.remove(&seq).is_some();
+        if gone && is_first {
+            self.floor = self.msgs.keys().next().copied().unwrap_or(self.last + 1);
+        }
+        gone
+    }
+
+    fn store(&mut self, subj: &str, data: Vec<u8>, ts: i64) -> u64 {
+        self.last += 1;
+        self.last_ts = ts;
+        self.msgs.insert(self.last, (subj.to_string(), data, ts));
+        loop {
+            let of: Vec<u64> = self
+                .msgs
+                .iter()
+                .filter(|(_, m)| m.0 == subj)
+                .map(|(k, _)| *k)
+                .collect();
+            if of.len() <= self.per_subject {
+                break;
+            }
+            self.remove(of[0]);
+        }
+        while self.msgs.len() > self.max_msgs {
+            let first = *self.msgs.keys().next().expect("first");
+            self.remove(first);
+        }
+        self.last
+    }
+
+    fn compact(&mut self, seq: u64) -> u64 {
+        let below: Vec<u64> = self.msgs.range(..seq).map(|(k, _)| *k).collect();
+        for s in &below {
+            self.remove(*s);
+        }
+        if seq > self.last + 1 {
+            self.last = seq - 1;
+        }
+        self.floor = self.floor.max(seq);
+        below.len() as u64
+    }
+
+    fn first_seq(&self) -> u64 {
+        match self.msgs.keys().next() {
+            Some(k) => *k,
+            None if self.last == 0 && self.floor == 0 => 0,
+            None => self.floor.max(self.last + 1),
+        }
+    }
+}
+
+#[test]
+fn randomized_against_a_model_with_reopens() {
+    for seed in 1..=4u64 {
+        let tmp = TempDir::new(&format!("model-{seed}"));
+        let dir = tmp.join("s");
+        let limits = StoreLimits {
+            max_msgs: 60,
+            max_msgs_per_subject: 8,
+            ..StoreLimits::default()
+        };
+        let opts = FileStoreOptions { segment_size: 1024 };
+        let reopen =
+            || FileStore::open_with(&dir, limits.clone(), no_sync(), opts.clone()).expect("open");
+        let mut s = reopen();
+        let mut m = Model {
+            msgs: Default::default(),
+            last: 0,
+            last_ts: 0,
+            floor: 0,
+            per_subject: 8,
+            max_msgs: 60,
+        };
+        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let mut rnd = move |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        for step in 0..1500u64 {
+            let op = rnd(100);
+            let what;
+            if op < 55 {
+                let subj = format!("m.{}", rnd(6));
+                let data: Vec<u8> = (0..rnd(60)).map(|i| (i + step) as u8).collect();
+                let ts = step as i64;
+                let got = s.store(&subj, None, &data, ts).expect("store");
+                assert_eq!(got, m.store(&subj, data, ts), "seed {seed} step {step}");
+                what = "store";
+            } else if op < 70 {
+                let seq = m.first_seq().saturating_sub(2) + rnd(40);
+                let erase = rnd(3) == 0;
+                assert_eq!(
+                    s.remove(seq, erase),
+                    Ok(m.remove(seq)),
+                    "seed {seed} step {step} remove {seq}"
+                );
+                what = "remove";
+            } else if op < 74 {
+                let f = format!("m.{}", rnd(6));
+                let keep = rnd(3);
+                let p = Purge {
+                    filter: Some(f.clone()),
+                    keep: (keep > 0).then_some(keep),
+                    ..Purge::default()
+                };
+                let of: Vec<u64> = m
+                    .msgs
+                    .iter()
+                    .filter(|(_, v)| v.0 == f)
+                    .map(|(k, _)| *k)
+                    .collect();
+                let n = of.len().saturating_sub(keep as usize);
+                for q in &of[..n] {
+                    m.remove(*q);
+                }
+                assert_eq!(s.purge(&p), Ok(n as u64), "seed {seed} step {step}");
+                what = "purge filter";
+            } else if op < 77 {
+                let seq = (m.first_seq() + rnd(30)).max(1);
+                assert_eq!(
+                    s.purge(&Purge {
+                        seq: Some(seq),
+                        ..Purge::default()
+                    }),
+                    Ok(m.compact(seq))
+                );
+                what = "purge seq";
+            } else if op < 78 {
+                let n = m.msgs.len() as u64;
+                m.compact(m.last + 1);
+                assert_eq!(s.purge(&Purge::default()), Ok(n));
+                what = "purge all";
+            } else if op < 88 {
+                s.flush().expect("flush");
+                what = "flush";
+            } else {
+                drop(s);
+                s = reopen();
+                what = "reopen";
+            }
+            let st = s.state();
+            let want = (m.msgs.len() as u64, m.first_seq(), m.last);
+            assert_eq!(
+                (st.msgs, st.first_seq, st.last_seq),
+                want,
+                "seed {seed} step {step} after {what}"
+            );
+            if step % 25 == 0 || what == "reopen" {
+                let mut counts = std::collections::BTreeMap::new();
+                for v in m.msgs.values() {
+                    *counts.entry(v.0.clone()).or_insert(0u64) += 1;
+                }
+                assert_eq!(s.subjects(None), counts, "seed {seed} step {step}");
+                let mid = m.first_seq() + 10;
+                let pending = m.msgs.range(mid..).filter(|(_, v)| v.0 == "m.1").count() as u64;
+                assert_eq!(s.num_pending(Some("m.1"), mid, false), pending);
+                let last_m1 = m
+                    .msgs
+                    .iter()
+                    .rev()
+                    .find(|(_, v)| v.0 == "m.1")
+                    .map(|(k, _)| *k);
+                assert_eq!(s.load_last(Some("m.1")).ok().map(|g| g.seq), last_m1);
+                for seq in m.first_seq().saturating_sub(3)..=m.last + 1 {
+                    let got = s.load(seq).ok().map(|g| (g.subject, g.data.to_vec(), g.ts));
+                    assert_eq!(
+                        got.as_ref(),
+                        m.msgs.get(&seq),
+                        "seed {seed} step {step} seq {seq}"
+                    );
+                }
+            }
+        }
+        drop(s);
+        let s = reopen();
+        assert_eq!(s.state().msgs, m.msgs.len() as u64);
+        for (seq, v) in &m.msgs {
+            let g = s.load(*seq).expect("load");
+            assert_eq!((&g.subject, &g.data.to_vec(), &g.ts), (&v.0, &v.1, &v.2));
+        }
+    }
+}
