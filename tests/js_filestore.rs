@@ -989,6 +989,14 @@ fn randomized_against_a_model_with_reopens() {
                 let mid = m.first_seq() + 10;
                 let pending = m.msgs.range(mid..).filter(|(_, v)| v.0 == "m.1").count() as u64;
                 assert_eq!(s.num_pending(Some("m.1"), mid, false), pending);
+                for start in [m.first_seq() + 1, mid, m.last.saturating_sub(2)] {
+                    let all = m.msgs.range(start..).count() as u64;
+                    assert_eq!(
+                        s.num_pending(None, start, false),
+                        all,
+                        "seed {seed} step {step}"
+                    );
+                }
                 let last_m1 = m
                     .msgs
                     .iter()

@@ -344,6 +344,7 @@ pub fn subjects_and_pending(make: Make<'_>) {
     assert_eq!(s.num_pending(None, 0, false), 6);
     assert_eq!(s.num_pending(None, 1, false), 6);
     assert_eq!(s.num_pending(None, 4, false), 3);
+    assert_eq!(s.num_pending(None, 2, false), 5);
     assert_eq!(s.num_pending(None, 7, false), 0);
     assert_eq!(s.num_pending(Some("o.1"), 0, false), 3);
     assert_eq!(s.num_pending(Some("o.1"), 2, false), 2);

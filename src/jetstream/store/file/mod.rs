@@ -1057,7 +1057,28 @@ impl Inner {
                 .sum();
         }
         if n == usize::MAX {
+            // Count whichever side of `start` is shorter.
+            if start - first < self.last_seq.saturating_sub(start) {
+                return self.msgs - self.index.range(..start).count() as u64;
+            }
             return self.index.range(start..).count() as u64;
+        }
+        if n == 1 {
+            // One subject: only its own span of sequences.
+            if let Some(id) = mask.iter().position(|m| *m) {
+                let id = id as u32;
+                let (Some(f), Some(l)) = (self.first_of(id), self.last_of(id)) else {
+                    return 0;
+                };
+                if start > l {
+                    return 0;
+                }
+                return self
+                    .index
+                    .range(start.max(f)..=l)
+                    .filter(|(_, s)| s.subj == id)
+                    .count() as u64;
+            }
         }
         self.index
             .range(start..)
