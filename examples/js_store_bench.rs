@@ -20,6 +20,13 @@ fn report(what: &str, ops: u64, bytes: u64, took: Duration) {
     );
 }
 
+/// Resident set size in KiB (Linux), if readable.
+fn rss_kib() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
 fn policy() -> SyncPolicy {
     SyncPolicy {
         interval: Duration::ZERO,
@@ -100,7 +107,21 @@ fn run(root: &Path, n: u64) -> Result<(), Box<dyn std::error::Error>> {
                     k * size as u64,
                     t.elapsed(),
                 );
+                let t = Instant::now();
+                for i in 0..4096u64 {
+                    s.store(&subjects[(i % 64) as usize], None, &data, i as i64)?;
+                    if (i + 1) % 256 == 0 {
+                        s.sync()?;
+                    }
+                }
+                report(
+                    &format!("append {size} B, sync (fsync) every 256"),
+                    4096,
+                    4096 * size as u64,
+                    t.elapsed(),
+                );
                 drop(s);
+                let rss0 = rss_kib();
                 let t = Instant::now();
                 let s = FileStore::open(&dir, StoreLimits::default(), policy())?;
                 report(
@@ -109,6 +130,14 @@ fn run(root: &Path, n: u64) -> Result<(), Box<dyn std::error::Error>> {
                     count * size as u64,
                     t.elapsed(),
                 );
+                // Only the first round is meaningful: later ones reuse freed memory.
+                if let (Some(a), Some(b), 16) = (rss0, rss_kib(), size) {
+                    println!(
+                        "  RSS growth on reopen: {} KiB = {:.0} bytes per message",
+                        b.saturating_sub(a),
+                        b.saturating_sub(a) as f64 * 1024.0 / s.state().msgs as f64
+                    );
+                }
             }
             let _ = std::fs::remove_dir_all(&dir);
         }

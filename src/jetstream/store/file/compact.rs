@@ -105,6 +105,7 @@ impl Inner {
             std::fs::remove_file(&path).map_err(|e| io_err("remove", &path, e))?;
             self.segs.remove(&idx);
             self.readers.remove(&idx);
+            self.ahead.forget_segment(idx);
             self.unsynced.remove(&idx);
             self.dir_dirty = true;
             self.after_compaction(idx, had_dead);
@@ -131,6 +132,7 @@ impl Inner {
             }
         }
         self.readers.remove(&idx);
+        self.ahead.forget_segment(idx);
         self.unsynced.remove(&idx);
         if let Some(s) = self.segs.get_mut(&idx) {
             s.size = out.len() as u64;

@@ -235,6 +235,81 @@ impl Writer {
     }
 }
 
+/// Read-ahead for sequential loads from files: a load that starts where the previous one
+/// ended reads a whole chunk, and the following loads are served from it. Random loads read
+/// just their record.
+#[derive(Default)]
+struct ReadAhead {
+    valid: bool,
+    seg: u32,
+    off: u64,
+    buf: Vec<u8>,
+    last: Option<(u32, u64)>,
+}
+
+const READ_AHEAD: usize = 64 << 10;
+
+impl ReadAhead {
+    fn forget(&mut self) {
+        self.valid = false;
+        self.last = None;
+    }
+
+    fn forget_segment(&mut self, seg: u32) {
+        if self.seg == seg || self.last.is_some_and(|(s, _)| s == seg) {
+            self.forget();
+        }
+    }
+
+    /// Fill `out` from `file` at `off`, never using bytes at or past `limit`.
+    fn read(
+        &mut self,
+        file: &File,
+        seg: u32,
+        off: u64,
+        limit: u64,
+        out: &mut [u8],
+    ) -> std::io::Result<()> {
+        let len = out.len();
+        let end = off + len as u64;
+        let sequential = self
+            .last
+            .is_some_and(|(s, e)| s == seg && off >= e && off - e <= 4096);
+        self.last = Some((seg, end));
+        if self.valid
+            && self.seg == seg
+            && off >= self.off
+            && end <= self.off + self.buf.len() as u64
+        {
+            let at = (off - self.off) as usize;
+            out.copy_from_slice(&self.buf[at..at + len]);
+            return Ok(());
+        }
+        if !sequential || len >= READ_AHEAD {
+            return file.read_exact_at(out, off);
+        }
+        self.valid = false;
+        let want = (READ_AHEAD as u64).min(limit.saturating_sub(off)) as usize;
+        self.buf.resize(want.max(len), 0);
+        let mut n = 0;
+        while n < self.buf.len() {
+            match file.read_at(&mut self.buf[n..], off + n as u64) {
+                Ok(0) => break,
+                Ok(k) => n += k,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if n < len {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        self.buf.truncate(n.min(want.max(len)));
+        out.copy_from_slice(&self.buf[..len]);
+        (self.valid, self.seg, self.off) = (true, seg, off);
+        Ok(())
+    }
+}
+
 struct Inner {
     dir: PathBuf,
     limits: StoreLimits,
@@ -256,6 +331,7 @@ struct Inner {
     segs: BTreeMap<u32, Seg>,
     writer: Option<Writer>,
     readers: HashMap<u32, File>,
+    ahead: ReadAhead,
     /// Segments written (or erased into) since the last fsync.
     unsynced: BTreeSet<u32>,
     dir_dirty: bool,
@@ -676,6 +752,7 @@ impl Inner {
             }
             self.segs.remove(&idx);
             self.readers.remove(&idx);
+            self.ahead.forget_segment(idx);
             self.unsynced.remove(&idx);
             self.dir_dirty = true;
         }
@@ -705,6 +782,7 @@ impl Inner {
             }
             self.segs.remove(&idx);
             self.readers.remove(&idx);
+            self.ahead.forget_segment(idx);
             self.unsynced.remove(&idx);
         }
         self.dir_dirty = true;
@@ -765,35 +843,40 @@ impl Inner {
             Some(s) => s.path.clone(),
             None => seg_path(&self.dir, slot.seg),
         };
-        match self.writer.as_ref() {
-            Some(w) if w.idx == slot.seg && off >= w.flushed => {
-                let start = (off - w.flushed) as usize;
-                let src = w.buf.get(start..start + len).ok_or_else(|| {
-                    StoreError::Corrupt(format!(
-                        "{}: offset {off} beyond the write buffer",
-                        path.display()
-                    ))
-                })?;
-                rec.copy_from_slice(src);
-            }
-            Some(w) if w.idx == slot.seg => {
-                w.file
-                    .read_exact_at(&mut rec, off)
-                    .map_err(|e| io_err("read", &path, e))?;
-            }
-            _ => {
-                if !self.readers.contains_key(&slot.seg) {
-                    if self.readers.len() >= READERS_CACHED {
-                        self.readers.clear();
-                    }
-                    let f = File::open(&path).map_err(|e| io_err("open", &path, e))?;
-                    self.readers.insert(slot.seg, f);
+        let seg = slot.seg;
+        let in_writer = self.writer.as_ref().is_some_and(|w| w.idx == seg);
+        if let Some(w) = self
+            .writer
+            .as_ref()
+            .filter(|w| in_writer && off >= w.flushed)
+        {
+            let start = (off - w.flushed) as usize;
+            let src = w.buf.get(start..start + len).ok_or_else(|| {
+                StoreError::Corrupt(format!(
+                    "{}: offset {off} beyond the write buffer",
+                    path.display()
+                ))
+            })?;
+            rec.copy_from_slice(src);
+        } else {
+            if !in_writer && !self.readers.contains_key(&seg) {
+                if self.readers.len() >= READERS_CACHED {
+                    self.readers.clear();
+                    self.ahead.forget();
                 }
-                if let Some(f) = self.readers.get(&slot.seg) {
-                    f.read_exact_at(&mut rec, off)
-                        .map_err(|e| io_err("read", &path, e))?;
-                }
+                let f = File::open(&path).map_err(|e| io_err("open", &path, e))?;
+                self.readers.insert(seg, f);
             }
+            // The bytes a file may be read up to (the write segment: what was written).
+            let (file, limit) = match self.writer.as_ref().filter(|_| in_writer) {
+                Some(w) => (Some(&w.file), w.flushed),
+                None => (self.readers.get(&seg), u64::MAX),
+            };
+            let file =
+                file.ok_or_else(|| io_err("read", &path, std::io::ErrorKind::NotFound.into()))?;
+            self.ahead
+                .read(file, seg, off, limit, &mut rec)
+                .map_err(|e| io_err("read", &path, e))?;
         }
         if !record::verify(&rec) {
             return Err(StoreError::Corrupt(format!(
@@ -889,6 +972,7 @@ impl Inner {
             // The tombstone (or floor) goes to the OS first, then the bytes are overwritten.
             self.write_out()?;
             let rec = record::encode_erased(slot.len as usize, seq);
+            self.ahead.forget_segment(slot.seg);
             let path = match self.segs.get(&slot.seg) {
                 Some(s) => s.path.clone(),
                 None => seg_path(&self.dir, slot.seg),
@@ -1126,6 +1210,7 @@ impl Inner {
         self.closed = true;
         self.writer = None;
         self.readers.clear();
+        self.ahead.forget();
         self.index.clear();
         self.subjects.clear();
         for seg in std::mem::take(&mut self.segs).into_values() {

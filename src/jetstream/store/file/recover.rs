@@ -297,6 +297,7 @@ impl Inner {
             segs,
             writer: None,
             readers: HashMap::new(),
+            ahead: Default::default(),
             unsynced: BTreeSet::new(),
             dir_dirty: false,
             dirty_since: None,
