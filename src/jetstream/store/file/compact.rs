@@ -107,7 +107,7 @@ impl Inner {
             self.readers.remove(&idx);
             self.ahead.forget_segment(idx);
             self.unsynced.remove(&idx);
-            self.dir_dirty = true;
+            self.note_dir();
             self.after_compaction(idx, had_dead);
             return Ok(());
         }

@@ -333,14 +333,38 @@ struct Inner {
     readers: HashMap<u32, File>,
     ahead: ReadAhead,
     /// Segments written (or erased into) since the last fsync.
-    unsynced: BTreeSet<u32>,
-    dir_dirty: bool,
+    /// Segments written (or erased into) and not yet confirmed fsynced, with the write
+    /// generation of their latest change.
+    unsynced: BTreeMap<u32, u64>,
+    /// The directory changed (files created or removed) at this generation (0: clean).
+    dir_dirty: u64,
+    /// Counts changes that need an fsync.
+    sync_gen: u64,
     /// When the oldest not-yet-synced append happened.
     dirty_since: Option<Instant>,
     /// Segments that lost messages since the last compaction check.
     touched: BTreeSet<u32>,
     /// The background syncer, when `policy.interval` is non-zero.
     syncer: Option<Arc<Syncer>>,
+}
+
+/// A file to fsync, opened under the store's lock.
+struct ToSync {
+    /// The segment, or `None` for the directory.
+    seg: Option<u32>,
+    path: PathBuf,
+    file: File,
+}
+
+fn fsync_files(files: &[ToSync]) -> Result<(), StoreError> {
+    for f in files {
+        let r = match f.seg {
+            Some(_) => f.file.sync_data(),
+            None => f.file.sync_all(),
+        };
+        r.map_err(|e| io_err("fsync", &f.path, e))?;
+    }
+    Ok(())
 }
 
 fn io_err(what: &str, path: &Path, e: std::io::Error) -> StoreError {
@@ -490,7 +514,7 @@ impl Inner {
                 dels: 0,
             },
         );
-        self.dir_dirty = true;
+        self.note_dir();
         self.mark_dirty();
         Ok(())
     }
@@ -554,34 +578,103 @@ impl Inner {
             w.buf.shrink_to(WRITE_BUF_LIMIT);
         }
         let idx = w.idx;
-        self.unsynced.insert(idx);
+        self.note_written(idx);
         self.mark_dirty();
         Ok(())
     }
 
+    fn note_written(&mut self, idx: u32) {
+        self.sync_gen += 1;
+        self.unsynced.insert(idx, self.sync_gen);
+    }
+
+    fn note_dir(&mut self) {
+        self.sync_gen += 1;
+        self.dir_dirty = self.sync_gen;
+    }
+
     /// Flush, then fsync every segment written since the last sync and the directory.
     fn sync_all(&mut self) -> Result<(), StoreError> {
+        let (files, gen) = self.prepare_sync()?;
+        if let Err(e) = fsync_files(&files) {
+            self.sync_failed();
+            return Err(e);
+        }
+        self.sync_done(&files, gen);
+        Ok(())
+    }
+
+    /// Flush, and open what must be fsynced (segments written since the last confirmed sync,
+    /// the directory if files came or went), with the generation they cover. The fsyncs can
+    /// run without the store's lock (`fsync_files`); `sync_done` then clears what they
+    /// covered. Until then the bookkeeping stays, so a `sync` meanwhile fsyncs again itself.
+    fn prepare_sync(&mut self) -> Result<(Vec<ToSync>, u64), StoreError> {
         self.write_out()?;
         let widx = self.writer.as_ref().map(|w| w.idx);
-        for idx in std::mem::take(&mut self.unsynced) {
-            if Some(idx) == widx {
-                if let Some(w) = &self.writer {
-                    w.file
-                        .sync_data()
-                        .map_err(|e| io_err("fsync", &seg_path(&self.dir, idx), e))?;
+        let mut files = Vec::new();
+        for &idx in self.unsynced.keys() {
+            let path = match self.segs.get(&idx) {
+                Some(s) => s.path.clone(),
+                None => continue,
+            };
+            let file = match self.writer.as_ref().filter(|_| Some(idx) == widx) {
+                Some(w) => w.file.try_clone(),
+                None => File::open(&path),
+            }
+            .map_err(|e| io_err("open", &path, e))?;
+            files.push(ToSync {
+                seg: Some(idx),
+                path,
+                file,
+            });
+        }
+        if self.dir_dirty > 0 {
+            let file = File::open(&self.dir).map_err(|e| io_err("open", &self.dir, e))?;
+            files.push(ToSync {
+                seg: None,
+                path: self.dir.clone(),
+                file,
+            });
+        }
+        Ok((files, self.sync_gen))
+    }
+
+    /// The fsyncs of `prepare_sync` at generation `gen` succeeded.
+    fn sync_done(&mut self, files: &[ToSync], gen: u64) {
+        for f in files {
+            match f.seg {
+                Some(idx) => {
+                    if self.unsynced.get(&idx).is_some_and(|&g| g <= gen) {
+                        self.unsynced.remove(&idx);
+                    }
                 }
-            } else if let Some(seg) = self.segs.get(&idx) {
-                let f = File::open(&seg.path).map_err(|e| io_err("open", &seg.path, e))?;
-                f.sync_data().map_err(|e| io_err("fsync", &seg.path, e))?;
+                None => {
+                    if self.dir_dirty <= gen {
+                        self.dir_dirty = 0;
+                    }
+                }
             }
         }
-        if self.dir_dirty {
-            let d = File::open(&self.dir).map_err(|e| io_err("open", &self.dir, e))?;
-            d.sync_all().map_err(|e| io_err("fsync", &self.dir, e))?;
-            self.dir_dirty = false;
+        let clean = self.unsynced.is_empty()
+            && self.dir_dirty == 0
+            && self.writer.as_ref().is_none_or(|w| w.buf.is_empty());
+        if clean {
+            self.dirty_since = None;
+        } else {
+            // Changed while the fsyncs ran: due again one interval from now.
+            self.dirty_since = Some(Instant::now());
+            if let Some(s) = &self.syncer {
+                s.wake();
+            }
         }
-        self.dirty_since = None;
-        Ok(())
+    }
+
+    /// Retried after another interval (or at the next `sync`), not in a tight loop.
+    fn sync_failed(&mut self) {
+        self.dirty_since = Some(Instant::now());
+        if let Some(s) = &self.syncer {
+            s.wake();
+        }
     }
 
     fn store(
@@ -754,7 +847,7 @@ impl Inner {
             self.readers.remove(&idx);
             self.ahead.forget_segment(idx);
             self.unsynced.remove(&idx);
-            self.dir_dirty = true;
+            self.note_dir();
         }
         self.maybe_compact();
     }
@@ -785,7 +878,7 @@ impl Inner {
             self.ahead.forget_segment(idx);
             self.unsynced.remove(&idx);
         }
-        self.dir_dirty = true;
+        self.note_dir();
         Ok(())
     }
 
@@ -985,7 +1078,7 @@ impl Inner {
                     .and_then(|f| f.write_all_at(&rec, slot.off as u64)),
             }
             .map_err(|e| io_err("erase in", &path, e))?;
-            self.unsynced.insert(slot.seg);
+            self.note_written(slot.seg);
             self.mark_dirty();
         }
         self.drop_front_segments();

@@ -1,6 +1,6 @@
 //! The process-wide background syncer of file stores with a sync interval.
 
-use super::Inner;
+use super::{fsync_files, Inner};
 use crate::jetstream::store::StoreError;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::Instant;
@@ -77,13 +77,22 @@ impl Syncer {
                 };
                 let due = t + g.policy.interval;
                 if due <= Instant::now() {
-                    if let Err(e) = g.sync_all() {
-                        tracing::warn!(
-                            "JetStream file store {}: background sync: {e}",
-                            g.dir.display()
-                        );
-                        // Retry after another interval rather than spinning on the error.
-                        g.dirty_since = Some(Instant::now());
+                    // Flush under the lock, fsync without it: appends are not held up.
+                    let prepared = g.prepare_sync();
+                    let dir = g.dir.clone();
+                    drop(g);
+                    let result = prepared
+                        .and_then(|(files, gen)| fsync_files(&files).map(|()| (files, gen)));
+                    let mut g = inner.lock().unwrap_or_else(|e| e.into_inner());
+                    match result {
+                        Ok((files, gen)) => g.sync_done(&files, gen),
+                        Err(e) => {
+                            tracing::warn!(
+                                "JetStream file store {}: background sync: {e}",
+                                dir.display()
+                            );
+                            g.sync_failed();
+                        }
                     }
                 } else {
                     next = Some(next.map_or(due, |n: Instant| n.min(due)));
