@@ -991,6 +991,7 @@ impl Inner {
             ))
         };
         let h = RecHdr::parse(&rec).ok_or_else(|| bad("short record"))?;
+        h.check().map_err(bad)?;
         if h.kind != record::KIND_MSG || h.seq != seq || h.len != slot.len {
             return Err(bad("record does not match the index"));
         }
