@@ -8,6 +8,8 @@
 //! `flush` has returned (it is in the OS), and against power loss once `sync` has returned.
 //! The stream layer flushes after a batch of appends and before it acknowledges them.
 
+pub mod file;
+
 use bytes::Bytes;
 use std::collections::BTreeMap;
 use std::fmt;
