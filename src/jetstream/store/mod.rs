@@ -205,3 +205,6 @@ impl Default for SyncPolicy {
         }
     }
 }
+
+pub mod memory;
+pub mod open;
