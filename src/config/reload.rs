@@ -100,6 +100,8 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
         lame_duck_grace_period,
         system_account,
         no_system_account,
+        jetstream,
+        jetstream_accounts,
     } = new;
 
     // Refusals, in the order of nats-server's Options struct.
@@ -191,6 +193,15 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
             "PortsFileDir",
             show(&old.ports_file_dir).unwrap_or_default(),
             show(ports_file_dir).unwrap_or_default(),
+        ));
+    }
+
+    // JetStream is not reloadable in natsd (nats-server can toggle it; natsd refuses).
+    if jetstream != &old.jetstream || jetstream_accounts != &old.jetstream_accounts {
+        return Err(refuse(
+            "JetStream",
+            old.jetstream.is_some(),
+            jetstream.is_some(),
         ));
     }
 
