@@ -1046,3 +1046,237 @@ async fn domain_prefix_and_monitoring() {
     srv.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test]
+async fn accounts_without_jetstream_get_nats_server_error() {
+    let dir = tmp_dir("accounts");
+    let user = |u: &str, a: &str| natsd::config::User {
+        username: u.into(),
+        password: u.into(),
+        account: Some(a.into()),
+        permissions: None,
+    };
+    let srv = common::start(Options {
+        accounts: vec!["A".into(), "B".into()],
+        users: vec![user("a", "A"), user("b", "B")],
+        jetstream_accounts: vec!["A".into()],
+        ..js_opts(&dir)
+    })
+    .await;
+    let conn = |u: &'static str| {
+        async_nats::ConnectOptions::with_user_and_password(u.into(), u.into())
+            .connect(srv.client_url())
+    };
+    let a = conn("a").await.expect("a");
+    let b = conn("b").await.expect("b");
+    let v = api(&a, "$JS.API.STREAM.CREATE.S", r#"{"name":"S"}"#).await;
+    assert_eq!(v["did_create"], true, "{v}");
+    let v = api(&b, "$JS.API.INFO", "").await;
+    assert_eq!(
+        err_of(&v),
+        (503, 10039, "JetStream not enabled for account".into())
+    );
+    let v = api(&b, "$JS.API.STREAM.NAMES", "").await;
+    assert_eq!(err_of(&v).1, 10039);
+    assert_eq!(v["streams"], Value::Null);
+    // Each account has its own streams: B's subject `S` is not A's stream.
+    let r = b.request("S", Bytes::from("x")).await;
+    assert!(r.is_err(), "no stream listens in B");
+    drop((a, b));
+    srv.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn consumer_options_ack_all_max_ack_pending_progress_groups_backoff_inactive() {
+    let dir = tmp_dir("opts");
+    let (srv, nc, js) = start(&dir).await;
+    let s = js
+        .create_stream(stream::Config {
+            name: "O".into(),
+            subjects: vec!["o.*".into()],
+            storage: stream::StorageType::Memory,
+            ..Default::default()
+        })
+        .await
+        .expect("create");
+    for i in 0..6 {
+        publish(&js, "o.a", &i.to_string()).await;
+    }
+    // max_ack_pending 2: a batch of 5 gets 2 until something is acked.
+    let c = s
+        .create_consumer(consumer::pull::Config {
+            durable_name: Some("MAP".into()),
+            ack_policy: consumer::AckPolicy::Explicit,
+            max_ack_pending: 2,
+            ..Default::default()
+        })
+        .await
+        .expect("consumer");
+    let mut b = c
+        .batch()
+        .max_messages(5)
+        .expires(Duration::from_millis(300))
+        .messages()
+        .await
+        .expect("batch");
+    let mut got = Vec::new();
+    while let Some(Ok(m)) = b.next().await {
+        got.push(m);
+    }
+    assert_eq!(got.len(), 2);
+    // Ack all: acking the second acknowledges the first too.
+    let c_all = s
+        .create_consumer(consumer::pull::Config {
+            durable_name: Some("ALL".into()),
+            ack_policy: consumer::AckPolicy::All,
+            ..Default::default()
+        })
+        .await
+        .expect("ack all");
+    let mut b = c_all
+        .fetch()
+        .max_messages(3)
+        .messages()
+        .await
+        .expect("fetch");
+    let mut ms = Vec::new();
+    while let Some(m) = b.next().await {
+        ms.push(m.expect("msg"));
+    }
+    ms[1].double_ack().await.expect("ack 2");
+    let mut c_all = c_all;
+    let i = c_all.info().await.expect("info");
+    assert_eq!(
+        (i.num_ack_pending, i.ack_floor.stream_sequence),
+        (1, 2),
+        "{i:?}"
+    );
+    // Progress (+WPI) keeps a message from being redelivered past its first ack wait.
+    let cw = s
+        .create_consumer(consumer::pull::Config {
+            durable_name: Some("WPI".into()),
+            ack_policy: consumer::AckPolicy::Explicit,
+            ack_wait: Duration::from_millis(500),
+            backoff: vec![Duration::from_millis(500), Duration::from_millis(100)],
+            max_deliver: 5,
+            ..Default::default()
+        })
+        .await
+        .expect("wpi");
+    let m = cw
+        .fetch()
+        .max_messages(1)
+        .messages()
+        .await
+        .expect("fetch")
+        .next()
+        .await
+        .expect("m")
+        .expect("ok");
+    let first = m.info().expect("info").stream_sequence;
+    // Longer in total than the ack wait, each step well within it (time must pass here).
+    for _ in 0..4 {
+        m.ack_with(jetstream::AckKind::Progress)
+            .await
+            .expect("progress");
+        nc.flush().await.expect("flush");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    m.ack_with(jetstream::AckKind::Progress)
+        .await
+        .expect("progress");
+    nc.flush().await.expect("flush");
+    let mut cw = cw;
+    let i = cw.info().await.expect("info");
+    assert_eq!((i.num_ack_pending, i.num_redelivered), (1, 0), "{i:?}");
+    // Then left alone it comes back (backoff), delivery count 2.
+    let mut redelivered = 0;
+    for _ in 0..20 {
+        let mut b = cw
+            .batch()
+            .max_messages(1)
+            .expires(Duration::from_millis(500))
+            .messages()
+            .await
+            .expect("batch");
+        if let Some(Ok(m)) = b.next().await {
+            let i = m.info().expect("info");
+            if i.stream_sequence == first {
+                redelivered = i.delivered;
+                break;
+            }
+            m.double_ack().await.expect("ack other");
+        }
+    }
+    assert_eq!(redelivered, 2);
+
+    // A push consumer with a deliver group: each message to one member.
+    let inbox = nc.new_inbox();
+    let mut q1 = nc
+        .queue_subscribe(inbox.clone(), "g".into())
+        .await
+        .expect("q1");
+    let mut q2 = nc
+        .queue_subscribe(inbox.clone(), "g".into())
+        .await
+        .expect("q2");
+    nc.flush().await.expect("flush");
+    let v = api(
+        &nc,
+        "$JS.API.CONSUMER.CREATE.O.G",
+        &json!({"stream_name":"O","config":{"durable_name":"G","deliver_subject":inbox,
+            "deliver_group":"g","ack_policy":"none"}})
+        .to_string(),
+    )
+    .await;
+    assert_eq!(v["config"]["deliver_group"], "g", "{v}");
+    let mut n = 0;
+    while n < 6 {
+        tokio::select! {
+            Some(_) = q1.next() => n += 1,
+            Some(_) = q2.next() => n += 1,
+            _ = tokio::time::sleep(T) => panic!("group got {n} of 6"),
+        }
+    }
+    // Replay original: everything arrives, in order.
+    let oc = s
+        .create_consumer(consumer::push::Config {
+            deliver_subject: nc.new_inbox(),
+            replay_policy: consumer::ReplayPolicy::Original,
+            ack_policy: consumer::AckPolicy::None,
+            ..Default::default()
+        })
+        .await
+        .expect("replay original");
+    let mut om = oc.messages().await.expect("messages");
+    for i in 1..=6 {
+        let m = tokio::time::timeout(T, om.next())
+            .await
+            .expect("in time")
+            .expect("some")
+            .expect("ok");
+        assert_eq!(m.info().expect("info").stream_sequence, i);
+    }
+    // An ephemeral consumer nobody uses goes after its inactive threshold.
+    let v = api(
+        &nc,
+        "$JS.API.CONSUMER.CREATE.O",
+        r#"{"stream_name":"O","config":{"ack_policy":"explicit","inactive_threshold":200000000}}"#,
+    )
+    .await;
+    let name = v["name"].as_str().expect("name").to_string();
+    assert_eq!(v["config"]["inactive_threshold"], 200_000_000);
+    common::wait_for("ephemeral consumer removed", || {
+        let nc = nc.clone();
+        let name = name.clone();
+        async move {
+            let v = api(&nc, &format!("$JS.API.CONSUMER.INFO.O.{name}"), "").await;
+            v["error"]["err_code"] == 10014
+        }
+    })
+    .await;
+    drop(nc);
+    srv.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -40,6 +40,8 @@ pub struct Engine {
     pub config: JsConfig,
     tx: mpsc::Sender<Event>,
     pub accounts: BTreeMap<String, JsAccount>,
+    /// The `$JS.API.>` subscriptions of accounts without JetStream.
+    refused: Vec<(Arc<Account>, Arc<Subscription>)>,
     last_save: Instant,
 }
 
@@ -145,6 +147,7 @@ impl Engine {
             config,
             tx,
             accounts: BTreeMap::new(),
+            refused: Vec::new(),
             last_save: Instant::now(),
         }
     }
@@ -262,7 +265,64 @@ impl Engine {
         self.accounts.insert(acc.name.clone(), ja);
     }
 
+    /// An account without JetStream: its `$JS.API` requests get nats-server's 10039 error.
+    pub fn refuse_account(&mut self, srv: &Arc<ServerShared>, acc: Arc<Account>) {
+        let name: Arc<str> = Arc::from(acc.name.as_str());
+        let h = handler(
+            self.tx.clone(),
+            name,
+            EventKind::NotEnabled,
+            self.config.domain.clone(),
+        );
+        self.refused
+            .extend(subscribe(srv, &acc, "$JS.API.>", None, h).map(|s| (acc, s)));
+    }
+
+    fn not_enabled(srv: &Arc<ServerShared>, ev: &Event) {
+        let (Some(reply), Some(acc)) = (ev.reply.as_deref(), srv.accounts.get(&ev.acc)) else {
+            return;
+        };
+        let rest = ev.subject.strip_prefix("$JS.API.").unwrap_or("");
+        let t: Vec<&str> = rest.split('.').collect();
+        let (ty, extra) = match t.as_slice() {
+            ["INFO"] => ("account_info_response", ""),
+            ["STREAM", "CREATE", ..] => ("stream_create_response", ""),
+            ["STREAM", "UPDATE", ..] => ("stream_update_response", ""),
+            ["STREAM", "INFO", ..] => (
+                "stream_info_response",
+                "\"total\":0,\"offset\":0,\"limit\":0",
+            ),
+            ["STREAM", "DELETE", ..] => ("stream_delete_response", ""),
+            ["STREAM", "PURGE", ..] => ("stream_purge_response", "\"purged\":0"),
+            ["STREAM", "NAMES"] => (
+                "stream_names_response",
+                "\"total\":0,\"offset\":0,\"limit\":0,\"streams\":null",
+            ),
+            ["STREAM", "LIST"] => (
+                "stream_list_response",
+                "\"total\":0,\"offset\":0,\"limit\":0,\"streams\":null",
+            ),
+            ["STREAM", "MSG", "GET", ..] => ("stream_msg_get_response", ""),
+            ["STREAM", "MSG", "DELETE", ..] => ("stream_msg_delete_response", ""),
+            ["CONSUMER", "CREATE", ..] | ["CONSUMER", "DURABLE", "CREATE", ..] => {
+                ("consumer_create_response", "")
+            }
+            ["CONSUMER", "INFO", ..] => ("consumer_info_response", ""),
+            ["CONSUMER", "DELETE", ..] => ("consumer_delete_response", ""),
+            ["CONSUMER", "NAMES", ..] => ("consumer_names_response", ""),
+            ["CONSUMER", "LIST", ..] => ("consumer_list_response", ""),
+            _ => return,
+        };
+        let e = ApiError::new(503, 10039, "JetStream not enabled for account");
+        let cx = Cx { srv, acc: &acc };
+        cx.send(reply, None, None, err_json(ty, &e, extra).as_bytes());
+    }
+
     pub fn handle(&mut self, srv: &Arc<ServerShared>, ev: Event) {
+        if ev.kind == EventKind::NotEnabled {
+            Self::not_enabled(srv, &ev);
+            return;
+        }
         let usage = if self.config.limits_set {
             Some(self.usage())
         } else {
@@ -281,6 +341,7 @@ impl Engine {
             EventKind::Publish(s) => ja.publish(&g, srv, s, &ev),
             EventKind::Ack => ja.ack(srv, &ev),
             EventKind::FlowControl => ja.flow_control(srv, &ev),
+            EventKind::NotEnabled => {}
         }
     }
 
@@ -338,6 +399,9 @@ impl Engine {
 
     /// Save every consumer, withdraw every subscription, sync the stores.
     pub fn shutdown(&mut self, srv: &Arc<ServerShared>) {
+        for (acc, s) in self.refused.drain(..) {
+            srv.unsubscribe_internal(&acc, &s);
+        }
         for ja in self.accounts.values_mut() {
             for st in ja.streams.values_mut() {
                 for c in st.consumers.values_mut() {
@@ -844,7 +908,8 @@ impl JsAccount {
             .field("limit", &limit);
         if names {
             let v: Vec<&str> = page.map(|s| s.cfg.name.as_str()).collect();
-            o.field("streams", &v);
+            // Go's nil slice: `null` when there are none.
+            o.field("streams", &(!v.is_empty()).then_some(v));
         } else {
             let v: Vec<String> = page
                 .map(|s| {
@@ -1182,7 +1247,7 @@ impl JsAccount {
             .field("limit", &limit);
         if names {
             let v: Vec<&str> = page.map(|c| c.name.as_str()).collect();
-            o.field("consumers", &v);
+            o.field("consumers", &(!v.is_empty()).then_some(v));
         } else {
             let v: Vec<String> = page
                 .map(|c| c.info_json(st.store.as_ref(), None, Some(cx)))

@@ -104,6 +104,8 @@ pub enum EventKind {
     Publish(Arc<str>),
     Ack,
     FlowControl,
+    /// A `$JS.API` request in an account without JetStream.
+    NotEnabled,
 }
 
 /// JetStream of one server.
@@ -143,8 +145,12 @@ impl JetStream {
         let accounts = js_accounts(srv);
         {
             let mut e = js.engine();
-            for acc in accounts {
-                e.enable_account(srv, acc);
+            for acc in srv.accounts.all() {
+                if accounts.iter().any(|a| a.name == acc.name) {
+                    e.enable_account(srv, acc);
+                } else if acc.name != srv.system_account_name() {
+                    e.refuse_account(srv, acc);
+                }
             }
         }
         srv.tasks.spawn(run(srv.clone(), js.clone(), rx));
