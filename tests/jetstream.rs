@@ -1280,3 +1280,116 @@ async fn consumer_options_ack_all_max_ack_pending_progress_groups_backoff_inacti
     srv.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test]
+async fn absurd_values_are_answered_never_panic() {
+    let dir = tmp_dir("absurd");
+    let (srv, nc, js) = start(&dir).await;
+    js.create_stream(stream::Config {
+        name: "X".into(),
+        subjects: vec!["x".into()],
+        ..Default::default()
+    })
+    .await
+    .expect("create");
+    publish(&js, "x", "1").await;
+    let v = api(
+        &nc,
+        "$JS.API.CONSUMER.CREATE.X.C",
+        &json!({"stream_name":"X","config":{"name":"C","ack_policy":"explicit",
+            "ack_wait": i64::MAX, "max_deliver": i64::MAX}})
+        .to_string(),
+    )
+    .await;
+    assert_eq!(v["config"]["ack_wait"], i64::MAX, "{v}");
+    // A huge expiry and a NAK with a huge delay. (Pulled messages keep their stream
+    // subject, so they are read from the inbox, not through the request helper.)
+    let inbox = nc.new_inbox();
+    let mut sub = nc.subscribe(inbox.clone()).await.expect("sub");
+    nc.publish_with_reply(
+        "$JS.API.CONSUMER.MSG.NEXT.X.C",
+        inbox,
+        Bytes::from(json!({"batch": i64::MAX, "expires": i64::MAX}).to_string()),
+    )
+    .await
+    .expect("pull");
+    let m = tokio::time::timeout(T, sub.next())
+        .await
+        .expect("in time")
+        .expect("message");
+    assert_eq!(m.subject.as_str(), "x");
+    let reply = m.reply.expect("ack subject");
+    assert_eq!(reply.split('.').count(), 9, "{reply}");
+    nc.publish(
+        reply.clone(),
+        Bytes::from(format!("-NAK {{\"delay\":{}}}", i64::MAX)),
+    )
+    .await
+    .expect("nak");
+    for body in [
+        "",
+        "{",
+        "[]",
+        "null",
+        "\"x\"",
+        "{\"batch\":-5}",
+        "{\"expires\":-1}",
+    ] {
+        let _ = tokio::time::timeout(
+            Duration::from_millis(200),
+            nc.request("$JS.API.CONSUMER.MSG.NEXT.X.C", Bytes::from(body)),
+        )
+        .await;
+    }
+    for (subj, body) in [
+        (
+            "$JS.API.STREAM.CREATE.Y",
+            r#"{"name":"Y","max_age":9223372036854775807,"duplicate_window":1}"#,
+        ),
+        (
+            "$JS.API.STREAM.CREATE.Z",
+            r#"{"name":"Z","subjects":["z.>", "z.*"]}"#,
+        ),
+        (
+            "$JS.API.STREAM.MSG.GET.X",
+            r#"{"seq":18446744073709551615}"#,
+        ),
+        ("$JS.API.STREAM.MSG.GET.X", r#"{"last_by_subj":"*.>.x"}"#),
+        ("$JS.API.STREAM.PURGE.X", r#"{"filter":"a..b"}"#),
+        ("$JS.API.STREAM.PURGE.X", r#"{"keep":18446744073709551615}"#),
+        ("$JS.API.STREAM.INFO.X", r#"{"subjects_filter":">"}"#),
+        ("$JS.API.STREAM.NAMES", r#"{"offset":18446744073709551615}"#),
+        (
+            "$JS.API.CONSUMER.CREATE.X",
+            r#"{"stream_name":"X","config":{"ack_policy":"explicit","opt_start_time":"nope","deliver_policy":"by_start_time"}}"#,
+        ),
+        (
+            "$JS.API.CONSUMER.CREATE.X",
+            r#"{"stream_name":"X","config":{"ack_policy":"explicit","backoff":[-1]}}"#,
+        ),
+        (
+            "$JS.API.CONSUMER.CREATE.X",
+            r#"{"stream_name":"X","config":{"deliver_subject":"a.*","ack_policy":"none"}}"#,
+        ),
+        (
+            "$JS.API.CONSUMER.CREATE.X",
+            r#"{"stream_name":"X","config":{"ack_policy":"explicit","max_ack_pending":-7}}"#,
+        ),
+    ] {
+        let v = api(&nc, subj, body).await;
+        assert!(v.is_object(), "{subj} {body}: {v}");
+    }
+    let v = api(
+        &nc,
+        "$JS.API.STREAM.CREATE.Z",
+        r#"{"name":"Z","subjects":["z.>", "z.*"]}"#,
+    )
+    .await;
+    assert_eq!(err_of(&v).1, 10052, "{v}");
+    // Still alive and answering.
+    let info = api(&nc, "$JS.API.INFO", "").await;
+    assert_eq!(info["streams"], 2, "{info}");
+    drop(nc);
+    srv.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

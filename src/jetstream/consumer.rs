@@ -405,6 +405,13 @@ fn nanos(n: i64) -> Duration {
     Duration::from_nanos(n.max(0) as u64)
 }
 
+/// `at + d` without overflow: absurd durations (a 200-year ack wait) mean "never" — a
+/// century from now.
+fn later(at: Instant, d: Duration) -> Instant {
+    const CENTURY: Duration = Duration::from_secs(100 * 365 * 86_400);
+    at.checked_add(d.min(CENTURY)).unwrap_or(at)
+}
+
 impl Consumer {
     pub fn new(
         name: String,
@@ -581,7 +588,7 @@ impl Consumer {
                 Pending {
                     dseq: d,
                     ts,
-                    deadline: now + self.ack_wait_for(dc),
+                    deadline: later(now, self.ack_wait_for(dc)),
                 },
             );
         }
@@ -662,7 +669,7 @@ impl Consumer {
                 match self.replay {
                     None => self.replay = Some((now, m.ts)),
                     Some((at, ts)) => {
-                        if at + nanos(m.ts - ts) > now {
+                        if later(at, nanos(m.ts.saturating_sub(ts))) > now {
                             break;
                         }
                     }
@@ -735,7 +742,7 @@ impl Consumer {
                     Pending {
                         dseq: d,
                         ts: now_nanos(),
-                        deadline: now + self.ack_wait_for(dc),
+                        deadline: later(now, self.ack_wait_for(dc)),
                     },
                 );
                 if dc > 1 {
@@ -851,7 +858,7 @@ impl Consumer {
                 };
                 if let Some(p) = self.pending.get_mut(&seq) {
                     if delay > 0 {
-                        p.deadline = now + nanos(delay);
+                        p.deadline = later(now, nanos(delay));
                     } else {
                         p.deadline = now;
                         if self.in_redeliver.insert(seq) {
@@ -865,7 +872,7 @@ impl Consumer {
                 let dc = self.rdc.get(&seq).copied().unwrap_or(1);
                 let wait = self.ack_wait_for(dc);
                 if let Some(p) = self.pending.get_mut(&seq) {
-                    p.deadline = now + wait;
+                    p.deadline = later(now, wait);
                 }
                 Vec::new()
             }
@@ -937,7 +944,7 @@ impl Consumer {
             reply: reply.to_string(),
             batch,
             max_bytes,
-            expires: (expires > 0).then(|| now + nanos(expires)),
+            expires: (expires > 0).then(|| later(now, nanos(expires))),
             no_wait,
             hb: (hb > 0).then(|| nanos(hb)),
             last: now,
