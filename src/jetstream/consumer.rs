@@ -981,7 +981,12 @@ impl Consumer {
                 }
                 if let Some(hb) = r.hb {
                     if now.duration_since(r.last) >= hb {
-                        let h = status_header("100 Idle Heartbeat", &[]);
+                        let lc = (self.dseq - 1).to_string();
+                        let ls = self.sseq.saturating_sub(1).to_string();
+                        let h = status_header(
+                            "100 Idle Heartbeat",
+                            &[("Nats-Last-Consumer", &lc), ("Nats-Last-Stream", &ls)],
+                        );
                         cx.send(&r.reply, None, Some(&h), b"");
                         r.last = now;
                     }
