@@ -1040,6 +1040,8 @@ async fn domain_prefix_and_monitoring() {
     let varz = common::http_json(http, "/varz").await;
     assert_eq!(varz["jetstream"]["config"]["domain"], "hub", "{varz}");
     assert_eq!(varz["jetstream"]["stats"]["api"]["errors"], 0, "{varz}");
+    let acc = common::http_json(http, "/accountz?acc=$G").await;
+    assert_eq!(acc["account_detail"]["jetstream_enabled"], true, "{acc}");
     let (code, body) = common::http_get(http, "/healthz?js-enabled-only=1").await;
     assert_eq!(code, 200, "{body}");
     drop(nc);

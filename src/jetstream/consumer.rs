@@ -181,34 +181,25 @@ pub fn check(c: &ConsumerConfig, s: &StreamConfig) -> Result<(), ApiError> {
                 "consumer in push mode can not set max waiting",
             ));
         }
-        if c.max_batch != 0 {
-            return Err(ApiError::new(
-                400,
-                10079,
-                "consumer in push mode can not set max batch",
-            ));
-        }
-        if c.max_expires != 0 {
-            return Err(ApiError::new(
-                400,
-                10081,
-                "consumer in push mode can not set max expires",
-            ));
-        }
-        if c.max_bytes != 0 {
-            return Err(ApiError::new(
-                400,
-                10082,
-                "consumer in push mode can not set max bytes",
-            ));
-        }
+        // nats-server 2.9.10 accepts max_batch, max_expires and max_bytes on push consumers.
         if crate::subject::has_wildcard(c.deliver_subject.as_bytes())
             || !crate::subject::is_valid_subject(c.deliver_subject.as_bytes())
         {
             return Err(ApiError::new(
                 400,
-                10022,
+                10079,
                 "consumer deliver subject has wildcards",
+            ));
+        }
+        if s.subjects
+            .iter()
+            .any(|x| crate::subject::overlaps(x.as_bytes(), c.deliver_subject.as_bytes()))
+        {
+            // Deliveries would be stored again, and delivered again, forever.
+            return Err(ApiError::new(
+                400,
+                10081,
+                "consumer deliver subject forms a cycle",
             ));
         }
         if c.flow_control && c.idle_heartbeat <= 0 {
@@ -240,17 +231,10 @@ pub fn check(c: &ConsumerConfig, s: &StreamConfig) -> Result<(), ApiError> {
                 "consumer in pull mode requires ack policy",
             ));
         }
-        if !c.deliver_group.is_empty() {
-            return Err(ApiError::new(
-                400,
-                10078,
-                "consumer is not push-based, but deliver group is set",
-            ));
-        }
         if c.max_waiting < 0 {
             return Err(ApiError::new(
                 400,
-                10090,
+                10087,
                 "consumer max waiting needs to be positive",
             ));
         }
@@ -261,7 +245,7 @@ pub fn check(c: &ConsumerConfig, s: &StreamConfig) -> Result<(), ApiError> {
     if c.idle_heartbeat > 0 && c.idle_heartbeat < 100_000_000 {
         return Err(ApiError::new(
             400,
-            10091,
+            10083,
             "consumer idle heartbeat needs to be >= 100ms",
         ));
     }
@@ -284,20 +268,29 @@ pub fn check(c: &ConsumerConfig, s: &StreamConfig) -> Result<(), ApiError> {
         }
         _ => {}
     }
-    if c.deliver_policy != DeliverPolicy::ByStartSequence && c.opt_start_seq != 0 {
-        return Err(ApiError::new(
+    let policy = match c.deliver_policy {
+        DeliverPolicy::All => "all",
+        DeliverPolicy::Last => "last",
+        DeliverPolicy::New => "new",
+        DeliverPolicy::ByStartSequence => "by start sequence",
+        DeliverPolicy::ByStartTime => "by start time",
+        DeliverPolicy::LastPerSubject => "last per subject",
+    };
+    let also_set = |what: &str| {
+        Err(ApiError::new(
             400,
-            10095,
-            "consumer delivery policy is not deliver by start sequence, but optional start sequence is set",
-        ));
+            10094,
+            format!(
+                "consumer delivery policy is deliver {policy}, but optional {what} is also set"
+            ),
+        ))
+    };
+    if c.deliver_policy != DeliverPolicy::ByStartSequence && c.opt_start_seq != 0 {
+        return also_set("start sequence");
     }
     if let Some(t) = &c.opt_start_time {
         if c.deliver_policy != DeliverPolicy::ByStartTime {
-            return Err(ApiError::new(
-                400,
-                10095,
-                "consumer delivery policy is not deliver by start time, but optional start time is set",
-            ));
+            return also_set("start time");
         }
         if parse_time(t).is_none() {
             return Err(ApiError::invalid_json());
