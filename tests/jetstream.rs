@@ -1395,3 +1395,48 @@ async fn absurd_values_are_answered_never_panic() {
     srv.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test]
+async fn memory_and_storage_limits() {
+    let dir = tmp_dir("limits");
+    let mut o = js_opts(&dir);
+    if let Some(j) = o.jetstream.as_mut() {
+        j.max_memory_store = Some(2048);
+    }
+    let srv = common::start(o).await;
+    let nc = async_nats::connect(srv.client_url())
+        .await
+        .expect("connect");
+    let v = api(
+        &nc,
+        "$JS.API.STREAM.CREATE.M1",
+        r#"{"name":"M1","storage":"memory","max_bytes":4096}"#,
+    )
+    .await;
+    assert_eq!(
+        err_of(&v),
+        (500, 10028, "insufficient memory resources available".into())
+    );
+    let v = api(
+        &nc,
+        "$JS.API.STREAM.CREATE.M2",
+        r#"{"name":"M2","storage":"memory"}"#,
+    )
+    .await;
+    assert_eq!(v["did_create"], true, "{v}");
+    let mut refused = None;
+    for i in 0..40 {
+        let v = pub_raw(&nc, "M2", &[], &"x".repeat(100)).await;
+        if v.get("error").is_some() {
+            refused = Some((i, v));
+            break;
+        }
+    }
+    let (i, v) = refused.expect("refused once over the limit");
+    assert_eq!(err_of(&v), (503, 10023, "insufficient resources".into()));
+    // nats-server 2.9.10 takes 18 messages of 118 bytes under a 2 KiB limit.
+    assert_eq!(i, 18);
+    drop(nc);
+    srv.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -696,7 +696,14 @@ impl JsAccount {
                 Storage::File => (file, g.config.max_storage),
             };
             if cfg.max_bytes > 0 && used as i64 + cfg.max_bytes > max {
-                return Err(e(ApiError::new(503, 10023, "insufficient resources")));
+                return Err(e(match cfg.storage {
+                    Storage::Memory => {
+                        ApiError::new(500, 10028, "insufficient memory resources available")
+                    }
+                    Storage::File => {
+                        ApiError::new(500, 10047, "insufficient storage resources available")
+                    }
+                }));
             }
         }
         let limits = stream::limits_of(&cfg);
@@ -1264,17 +1271,14 @@ impl JsAccount {
             return;
         };
         let now = now_nanos();
-        let size = ev.subject.len() + ev.header.as_ref().map_or(0, |h| h.len()) + ev.payload.len();
+        // As nats-server: refused once the usage is over the limit (the message that
+        // crosses it is still taken).
         let over = g.usage.is_some_and(|(mem, file)| match st.cfg.storage {
-            Storage::Memory => (mem + size as u64) as i64 > g.config.max_memory,
-            Storage::File => (file + size as u64) as i64 > g.config.max_storage,
+            Storage::Memory => mem as i64 > g.config.max_memory,
+            Storage::File => file as i64 > g.config.max_storage,
         });
         let res = if over {
-            Err(ApiError::new(
-                400,
-                10002,
-                "resource limits exceeded for account",
-            ))
+            Err(ApiError::new(503, 10023, "insufficient resources"))
         } else {
             st.accept(&ev.subject, ev.header.as_deref(), &ev.payload, now)
         };
