@@ -395,3 +395,21 @@ fn user_pass_and_token_require_auth() {
         .expect("write");
     assert_eq!(read_line(&mut r), "PONG\r\n");
 }
+
+#[test]
+fn js_and_sd_flags_start_jetstream() {
+    let dir = common::binary::tmp_dir("cli", "js");
+    let sd = dir.display().to_string();
+    let mut n = ready(&["-a", "127.0.0.1", "-p", "-1", "-js", "-sd", &sd]);
+    n.find_line(|l| l.ends_with("[INF] Starting JetStream"));
+    let want = format!("Store Directory: \"{}\"", dir.join("jetstream").display());
+    n.find_line(|l| l.contains(&want));
+    let s = TcpStream::connect(n.client_addr()).expect("connect");
+    s.set_read_timeout(Some(DEADLINE)).expect("timeout");
+    let mut info = String::new();
+    BufReader::new(s).read_line(&mut info).expect("INFO");
+    assert!(info.contains("\"jetstream\":true"), "{info}");
+    assert!(dir.join("jetstream").is_dir());
+    drop(n);
+    let _ = std::fs::remove_dir_all(&dir);
+}
