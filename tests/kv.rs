@@ -177,3 +177,40 @@ async fn watch_sees_current_values_then_changes() {
     srv.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test]
+async fn direct_get_is_answered_once() {
+    let (srv, js, dir) = start("direct").await;
+    let nc = async_nats::connect(srv.client_url())
+        .await
+        .expect("connect");
+    let kv = js
+        .create_key_value(kv::Config {
+            bucket: "d".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("bucket");
+    kv.put("k", Bytes::from("v")).await.expect("put");
+    let inbox = nc.new_inbox();
+    let mut sub = nc.subscribe(inbox.clone()).await.expect("sub");
+    nc.publish_with_reply("$JS.API.DIRECT.GET.KV_d.$KV.d.k", inbox, Bytes::new())
+        .await
+        .expect("request");
+    let m = tokio::time::timeout(T, sub.next())
+        .await
+        .expect("answer")
+        .expect("msg");
+    assert_eq!(m.payload, Bytes::from("v"));
+    let h = m.headers.expect("headers");
+    assert_eq!(h.get("Nats-Sequence").map(|v| v.as_str()), Some("1"));
+    assert_eq!(h.get("Nats-Subject").map(|v| v.as_str()), Some("$KV.d.k"));
+    // A later request's answer comes after any duplicate of the first would have.
+    nc.request("$JS.API.INFO", Bytes::new())
+        .await
+        .expect("info");
+    let more = tokio::time::timeout(Duration::from_millis(50), sub.next()).await;
+    assert!(more.is_err(), "a second answer: {more:?}");
+    srv.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -8,7 +8,7 @@ use super::store::memory::MemStore;
 use super::store::{MsgStore, Purge};
 use super::stream::{self, Stored, Stream};
 use super::types::*;
-use super::{handler, subscribe, Event, EventKind, JsConfig};
+use super::{handler, subscribe, Event, EventKind, JsConfig, Queue};
 use crate::account::{Account, Subscription};
 use crate::server::ServerShared;
 use serde::Deserialize;
@@ -16,7 +16,6 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 /// The API subjects (after `$JS.API.`) each JetStream account answers.
@@ -38,7 +37,7 @@ pub struct JsAccount {
 
 pub struct Engine {
     pub config: JsConfig,
-    tx: mpsc::Sender<Event>,
+    tx: Queue,
     pub accounts: BTreeMap<String, JsAccount>,
     /// The `$JS.API.>` subscriptions of accounts without JetStream.
     refused: Vec<(Arc<Account>, Arc<Subscription>)>,
@@ -142,7 +141,7 @@ struct CreateConsumerReq {
 }
 
 impl Engine {
-    pub fn new(config: JsConfig, tx: mpsc::Sender<Event>) -> Engine {
+    pub fn new(config: JsConfig, tx: Queue) -> Engine {
         Engine {
             config,
             tx,
@@ -445,7 +444,7 @@ impl Engine {
 /// What every handler may need besides its account.
 pub struct Globals<'a> {
     pub config: &'a JsConfig,
-    pub tx: &'a mpsc::Sender<Event>,
+    pub tx: &'a Queue,
     /// (memory, file) bytes in use, when limits are configured.
     pub usage: Option<(u64, u64)>,
 }
@@ -503,24 +502,12 @@ fn retire(st: &mut Stream, seqs: &[u64]) {
 }
 
 /// Subscribe a stream's subjects.
-fn subscribe_stream(srv: &ServerShared, acc: &Account, tx: &mpsc::Sender<Event>, st: &mut Stream) {
+fn subscribe_stream(srv: &ServerShared, acc: &Account, tx: &Queue, st: &mut Stream) {
     let name: Arc<str> = Arc::from(st.cfg.name.as_str());
     let accn: Arc<str> = Arc::from(acc.name.as_str());
-    let h = handler(
-        tx.clone(),
-        accn.clone(),
-        EventKind::Publish(name.clone()),
-        None,
-    );
+    let h = handler(tx.clone(), accn, EventKind::Publish(name), None);
     for s in &st.cfg.subjects {
         st.subs.extend(subscribe(srv, acc, s, None, h.clone()));
-    }
-    if st.cfg.allow_direct {
-        let h = handler(tx.clone(), accn, EventKind::Api, None);
-        let base = format!("$JS.API.DIRECT.GET.{}", st.cfg.name);
-        st.subs.extend(subscribe(srv, acc, &base, None, h.clone()));
-        st.subs
-            .extend(subscribe(srv, acc, &format!("{base}.>"), None, h));
     }
 }
 

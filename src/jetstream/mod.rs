@@ -23,14 +23,17 @@ use crate::server::ServerShared;
 use bytes::Bytes;
 use engine::Engine;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use store::SyncPolicy;
 use tokio::sync::mpsc;
 
-/// Events waiting for the JetStream task; more are dropped (logged), so a flood of
-/// publishes cannot grow memory without bound (the publisher gets no ack and retries).
+/// Events waiting for the JetStream task, by count and by bytes; more are dropped (logged),
+/// so a flood of publishes cannot grow memory without bound (the publisher gets no ack and
+/// retries).
 const QUEUE: usize = 65_536;
+const QUEUE_BYTES: usize = 256 << 20;
 /// How often the timer work runs.
 const TICK: Duration = Duration::from_millis(25);
 
@@ -96,6 +99,16 @@ pub struct Event {
     pub payload: Bytes,
 }
 
+impl Event {
+    /// What it holds in memory, roughly.
+    pub fn size(&self) -> usize {
+        64 + self.subject.len()
+            + self.reply.as_ref().map_or(0, String::len)
+            + self.header.as_ref().map_or(0, Bytes::len)
+            + self.payload.len()
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum EventKind {
     /// A `$JS.API.…` request (subject normalized to `$JS.API.…` when a domain prefix was used).
@@ -108,11 +121,48 @@ pub enum EventKind {
     NotEnabled,
 }
 
+/// The bounded way into the JetStream task.
+#[derive(Clone)]
+pub struct Queue {
+    tx: mpsc::Sender<Event>,
+    bytes: Arc<AtomicUsize>,
+}
+
+impl Queue {
+    fn new() -> (Queue, mpsc::Receiver<Event>) {
+        let (tx, rx) = mpsc::channel(QUEUE);
+        let q = Queue {
+            tx,
+            bytes: Arc::new(AtomicUsize::new(0)),
+        };
+        (q, rx)
+    }
+
+    /// Queue `ev` unless the queue is full (by count or bytes); never blocks.
+    pub fn push(&self, ev: Event) {
+        let n = ev.size();
+        if self.bytes.fetch_add(n, Relaxed) + n > QUEUE_BYTES {
+            self.bytes.fetch_sub(n, Relaxed);
+            tracing::warn!("JetStream event dropped: {QUEUE_BYTES} bytes already queued");
+            return;
+        }
+        if self.tx.try_send(ev).is_err() {
+            self.bytes.fetch_sub(n, Relaxed);
+            tracing::warn!("JetStream event dropped: queue full or JetStream stopped");
+        }
+    }
+
+    /// The task took `ev` off the queue.
+    fn taken(&self, ev: &Event) {
+        self.bytes.fetch_sub(ev.size(), Relaxed);
+    }
+}
+
 /// JetStream of one server.
 pub struct JetStream {
     pub config: JsConfig,
     engine: Mutex<Engine>,
-    tx: mpsc::Sender<Event>,
+    queue: Queue,
 }
 
 impl JetStream {
@@ -129,11 +179,11 @@ impl JetStream {
                 config.store_dir.display()
             )
         })?;
-        let (tx, rx) = mpsc::channel::<Event>(QUEUE);
+        let (queue, rx) = Queue::new();
         let js = Arc::new(JetStream {
             config: config.clone(),
-            engine: Mutex::new(Engine::new(config.clone(), tx.clone())),
-            tx,
+            engine: Mutex::new(Engine::new(config.clone(), queue.clone())),
+            queue,
         });
         tracing::info!("Starting JetStream");
         tracing::info!("  Store Directory: \"{}\"", config.store_dir.display());
@@ -161,8 +211,8 @@ impl JetStream {
         self.engine.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub fn sender(&self) -> mpsc::Sender<Event> {
-        self.tx.clone()
+    pub fn queue(&self) -> &Queue {
+        &self.queue
     }
 }
 
@@ -185,12 +235,7 @@ fn js_accounts(srv: &ServerShared) -> Vec<Arc<Account>> {
 }
 
 /// A handler that copies each message into the channel as `kind`.
-pub fn handler(
-    tx: mpsc::Sender<Event>,
-    acc: Arc<str>,
-    kind: EventKind,
-    domain: Option<String>,
-) -> Handler {
+pub fn handler(tx: Queue, acc: Arc<str>, kind: EventKind, domain: Option<String>) -> Handler {
     Arc::new(move |_, m: &Msg<'_>| {
         let Ok(subject) = std::str::from_utf8(m.subject) else {
             return;
@@ -216,9 +261,7 @@ pub fn handler(
             header: m.header.map(Bytes::copy_from_slice),
             payload: Bytes::copy_from_slice(m.payload),
         };
-        if tx.try_send(ev).is_err() {
-            tracing::warn!("JetStream event dropped: queue full or JetStream stopped");
-        }
+        tx.push(ev);
     })
 }
 
@@ -249,12 +292,16 @@ async fn run(srv: Arc<ServerShared>, js: Arc<JetStream>, mut rx: mpsc::Receiver<
             _ = tick.tick() => js.engine().tick(&srv),
             ev = rx.recv() => match ev {
                 Some(ev) => {
+                    js.queue.taken(&ev);
                     let mut e = js.engine();
                     e.handle(&srv, ev);
                     // Take what else is queued under the same lock (bounded).
                     for _ in 0..256 {
                         match rx.try_recv() {
-                            Ok(ev) => e.handle(&srv, ev),
+                            Ok(ev) => {
+                                js.queue.taken(&ev);
+                                e.handle(&srv, ev);
+                            }
                             Err(_) => break,
                         }
                     }
