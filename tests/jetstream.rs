@@ -867,6 +867,19 @@ async fn interest_and_workqueue_retention() {
             "multiple non-filtered consumers not allowed on workqueue stream".into()
         )
     );
+    // Pull with ack none: the pull check answers before the work-queue one; push: 10098.
+    let v = api(
+        &nc,
+        "$JS.API.CONSUMER.CREATE.Q.N",
+        r#"{"stream_name":"Q","config":{"name":"N","filter_subject":"q.b"}}"#,
+    )
+    .await;
+    assert_eq!(err_of(&v).1, 10084, "{v}");
+    let v = api(&nc, "$JS.API.CONSUMER.CREATE.Q.N", r#"{"stream_name":"Q","config":{"name":"N","filter_subject":"q.b","deliver_subject":"dq"}}"#).await;
+    assert_eq!(
+        err_of(&v),
+        (400, 10098, "workqueue stream requires explicit ack".into())
+    );
     let mut b = c.fetch().max_messages(3).messages().await.expect("fetch");
     while let Some(m) = b.next().await {
         m.expect("msg").double_ack().await.expect("ack");
@@ -1436,6 +1449,50 @@ async fn memory_and_storage_limits() {
     assert_eq!(err_of(&v), (503, 10023, "insufficient resources".into()));
     // nats-server 2.9.10 takes 18 messages of 118 bytes under a 2 KiB limit.
     assert_eq!(i, 18);
+    drop(nc);
+    srv.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn consumer_checks_come_in_nats_server_order() {
+    let dir = tmp_dir("order");
+    let (srv, nc, js) = start(&dir).await;
+    js.create_stream(stream::Config {
+        name: "P".into(),
+        subjects: vec!["p.*".into()],
+        ..Default::default()
+    })
+    .await
+    .expect("create");
+    // No ack policy given (none) on a pull consumer: the deliver policy and filter checks
+    // answer first, as nats-server 2.9.10 does.
+    for (cfg, code) in [
+        (
+            r#"{"durable_name":"D5","deliver_policy":"by_start_sequence"}"#,
+            10094,
+        ),
+        (r#"{"durable_name":"D6","filter_subject":"zz"}"#, 10093),
+        (
+            r#"{"durable_name":"D12","deliver_policy":"by_start_time"}"#,
+            10094,
+        ),
+        (
+            r#"{"durable_name":"D13","deliver_policy":"last_per_subject"}"#,
+            10094,
+        ),
+        (r#"{"durable_name":"D7","ack_policy":"none"}"#, 10084),
+    ] {
+        let name = serde_json::from_str::<Value>(cfg).expect("json")["durable_name"].clone();
+        let name = name.as_str().expect("name");
+        let v = api(
+            &nc,
+            &format!("$JS.API.CONSUMER.CREATE.P.{name}"),
+            &format!(r#"{{"stream_name":"P","config":{cfg}}}"#),
+        )
+        .await;
+        assert_eq!(err_of(&v).1, code, "{cfg}: {v}");
+    }
     drop(nc);
     srv.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);

@@ -224,13 +224,6 @@ pub fn check(c: &ConsumerConfig, s: &StreamConfig) -> Result<(), ApiError> {
                 "consumer idle heartbeat requires a push based consumer",
             ));
         }
-        if c.ack_policy == AckPolicy::None {
-            return Err(ApiError::new(
-                400,
-                10084,
-                "consumer in pull mode requires ack policy",
-            ));
-        }
         if c.max_waiting < 0 {
             return Err(ApiError::new(
                 400,
@@ -326,18 +319,18 @@ pub fn check(c: &ConsumerConfig, s: &StreamConfig) -> Result<(), ApiError> {
             ));
         }
     }
-    if s.retention == Retention::Workqueue && c.ack_policy != AckPolicy::Explicit {
-        return Err(ApiError::new(
-            400,
-            10098,
-            "workqueue stream requires explicit ack",
-        ));
-    }
     if !push && c.ack_policy == AckPolicy::None {
         return Err(ApiError::new(
             400,
             10084,
             "consumer in pull mode requires ack policy",
+        ));
+    }
+    if s.retention == Retention::Workqueue && c.ack_policy != AckPolicy::Explicit {
+        return Err(ApiError::new(
+            400,
+            10098,
+            "workqueue stream requires explicit ack",
         ));
     }
     for n in [&c.durable_name, &c.name] {
