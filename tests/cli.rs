@@ -315,7 +315,7 @@ fn bad_flags_fail_clearly() {
             &["--connect_retries", "x"][..],
             "invalid value \"x\" for flag -connect_retries",
         ),
-        (&["-js"][..], "not supported yet"),
+        (&["-s"][..], "not supported yet"),
         (
             &["-c", "/nonexistent/nats.conf"][..],
             "cannot read config file",
@@ -331,8 +331,8 @@ fn bad_flags_fail_clearly() {
         );
     }
     // Refused capabilities say which one.
-    let err = text(&run(&["-js"]).stderr);
-    assert!(err.contains("JetStream"), "{err}");
+    let err = text(&run(&["-s"]).stderr);
+    assert!(err.contains("syslog"), "{err}");
 }
 
 #[test]
@@ -394,4 +394,22 @@ fn user_pass_and_token_require_auth() {
     s.write_all(b"CONNECT {\"verbose\":false,\"auth_token\":\"s3cret\"}\r\nPING\r\n")
         .expect("write");
     assert_eq!(read_line(&mut r), "PONG\r\n");
+}
+
+#[test]
+fn js_and_sd_flags_start_jetstream() {
+    let dir = common::binary::tmp_dir("cli", "js");
+    let sd = dir.display().to_string();
+    let mut n = ready(&["-a", "127.0.0.1", "-p", "-1", "-js", "-sd", &sd]);
+    n.find_line(|l| l.ends_with("[INF] Starting JetStream"));
+    let want = format!("Store Directory: \"{}\"", dir.join("jetstream").display());
+    n.find_line(|l| l.contains(&want));
+    let s = TcpStream::connect(n.client_addr()).expect("connect");
+    s.set_read_timeout(Some(DEADLINE)).expect("timeout");
+    let mut info = String::new();
+    BufReader::new(s).read_line(&mut info).expect("INFO");
+    assert!(info.contains("\"jetstream\":true"), "{info}");
+    assert!(dir.join("jetstream").is_dir());
+    drop(n);
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -74,7 +74,7 @@ fn finish(map: &Map, file: Option<&Path>) -> Result<Loaded, ConfigError> {
 /// What natsd does not build yet, by key: the text after "does not build … yet".
 fn not_yet(key: &str) -> Option<&'static str> {
     Some(match key {
-        "jetstream" | "store_dir" | "default_js_domain" => "JetStream",
+        "store_dir" | "default_js_domain" => "JetStream",
         "leaf" | "leafnodes" => "leaf nodes",
         "ocsp" => "OCSP stapling",
         "websocket" => "WebSocket",
@@ -456,7 +456,8 @@ pub fn apply(
             "accounts" => accounts(map(k, v)?, opts)?,
             "cluster" => opts.cluster = Some(cluster(map(k, v)?, warnings)?),
             "gateway" => opts.gateway = Some(gateway(map(k, v)?)?),
-            "jetstream" if jetstream_off(v) => {}
+            "jetstream" if jetstream_off(v) => opts.jetstream = None,
+            "jetstream" => opts.jetstream = jetstream(k, v, warnings)?,
             "system_account" => opts.system_account = string(k, v)?,
             "no_system_account" => opts.no_system_account = boolean(k, v)?,
             "tls" => opts.tls = Some(tls_block(e, true)?),
@@ -495,6 +496,52 @@ fn tls_auth_timeout(root: &Map, opts: &mut Options) {
     if !given {
         opts.auth_timeout = t.timeout + Duration::from_secs(1);
     }
+}
+
+/// `jetstream: enabled` / `true` / `{ store_dir, max_memory_store, max_file_store, domain,
+/// sync_interval, enabled }` (nats-server 2.9's keys; `store` and `max_mem` are its aliases).
+fn jetstream(
+    k: &str,
+    v: &Value,
+    warnings: &mut Vec<ConfigError>,
+) -> Result<Option<crate::config::JetStreamOpts>, ConfigError> {
+    let mut js = crate::config::JetStreamOpts::default();
+    let mut enabled = true;
+    match &v.kind {
+        Kind::Bool(true) => return Ok(Some(js)),
+        Kind::String(s) if matches!(s.to_ascii_lowercase().as_str(), "enabled" | "enable") => {
+            return Ok(Some(js))
+        }
+        Kind::Map(m) => {
+            for (key, e) in options(m) {
+                let kk = key.as_str();
+                match kk {
+                    "enabled" | "enable" => enabled = boolean(kk, &e.value)?,
+                    "store_dir" | "store" | "storedir" => {
+                        js.store_dir = Some(string(kk, &e.value)?.into())
+                    }
+                    "max_memory_store" | "max_mem_store" | "max_mem" => {
+                        // 0: the default (75% of memory), as nats-server.
+                        js.max_memory_store = Some(integer(kk, &e.value)?).filter(|v| *v > 0)
+                    }
+                    "max_file_store" | "max_file" => {
+                        js.max_file_store = Some(integer(kk, &e.value)?).filter(|v| *v > 0)
+                    }
+                    "domain" => js.domain = Some(string(kk, &e.value)?),
+                    "sync_interval" | "sync" => match &e.value.kind {
+                        Kind::String(s) if s.eq_ignore_ascii_case("always") => {
+                            js.sync_always = true
+                        }
+                        _ => js.sync_interval = Some(duration(kk, &e.value, warnings)?),
+                    },
+                    _ => return Err(refuse(e, kk)),
+                }
+            }
+            return Ok(enabled.then_some(js));
+        }
+        _ => {}
+    }
+    Err(wrong_type(k, v, "a boolean, \"enabled\" or a map"))
 }
 
 /// `jetstream: false` / `disabled` / `{ enabled: false }` asks for nothing natsd lacks.
@@ -632,6 +679,8 @@ fn accounts(m: &Map, opts: &mut Options) -> Result<(), ConfigError> {
             let k = key.as_str();
             match k {
                 "users" => users = user_list(k, &ae.value, Some(&name))?,
+                "jetstream" if jetstream_off(&ae.value) => {}
+                "jetstream" => opts.jetstream_accounts.push(name.clone()),
                 "default_permissions" => default_perms = Some(permissions(map(k, &ae.value)?)?),
                 "exports" | "imports" => {
                     let Kind::Array(items) = &ae.value.kind else {

@@ -111,7 +111,6 @@ fn keys_are_case_insensitive_and_unknown_keys_fail() {
 fn refused_capabilities_name_the_key() {
     for (src, key) in [
         ("gateway { name: A, tls { cert_file: x } }", "tls"),
-        ("jetstream { store_dir: /tmp }", "jetstream"),
         ("leafnodes { port: 7422 }", "leafnodes"),
         ("websocket { port: 8080 }", "websocket"),
         ("mqtt { port: 1883 }", "mqtt"),
@@ -134,6 +133,36 @@ fn refused_capabilities_name_the_key() {
     // Off switches ask for nothing.
     load("jetstream: disabled\nsystem_account: \"$SYS\"");
     load("jetstream { enabled: false }");
+}
+
+#[test]
+fn jetstream_block_and_switches() {
+    let o = load("jetstream: enabled").options;
+    assert!(o.jetstream.is_some());
+    let o = load("jetstream { store_dir: /data, max_memory_store: 1GB, max_file_store: 10G, domain: hub, sync_interval: \"10s\" }").options;
+    let js = o.jetstream.expect("on");
+    assert_eq!(js.store_dir.as_deref(), Some(std::path::Path::new("/data")));
+    assert_eq!(js.max_memory_store, Some(1 << 30));
+    assert_eq!(js.max_file_store, Some(10 * 1000 * 1000 * 1000));
+    assert_eq!(js.domain.as_deref(), Some("hub"));
+    assert_eq!(js.sync_interval, Some(std::time::Duration::from_secs(10)));
+    assert!(
+        load("jetstream { sync_interval: always }")
+            .options
+            .jetstream
+            .expect("on")
+            .sync_always
+    );
+    assert!(load("jetstream { enabled: false, store_dir: /x }")
+        .options
+        .jetstream
+        .is_none());
+    let o = load("jetstream: enabled\naccounts { A { jetstream: enabled }, B { } }").options;
+    assert_eq!(o.jetstream_accounts, vec!["A".to_string()]);
+    let e = err("jetstream { bogus: 1 }");
+    assert!(e.msg.contains("bogus"), "{e}");
+    let e = err("jetstream: enabled\ncluster { port: 6222 }");
+    assert!(e.msg.contains("JetStream in a cluster"), "{e}");
 }
 
 #[test]

@@ -55,6 +55,10 @@ Server Options:
                                      (stop, quit, reopen, reload, ldm, term); <pid> may be
                                      a pid file
 
+JetStream Options:
+    -js, --jetstream                 Enable JetStream functionality
+    -sd, --store_dir <dir>           Set the storage directory
+
 Logging Options:
     -l, --log <file>                 File to redirect log output
     -T, --logtime                    Timestamp log entries (default: true)
@@ -83,10 +87,6 @@ Common Options:
 
 /// Flags of capabilities that are not built yet: accepted by nats-server, refused here clearly.
 const NOT_YET: &[(&str, &str)] = &[
-    ("js", "JetStream"),
-    ("jetstream", "JetStream"),
-    ("sd", "JetStream"),
-    ("store_dir", "JetStream"),
     ("s", "syslog"),
     ("syslog", "syslog"),
     ("r", "remote syslog"),
@@ -165,6 +165,7 @@ enum Flags {
 fn flags(args: &[String], mut o: Options) -> Result<Flags, String> {
     let mut tls = TlsFlags::default();
     let mut i = 0;
+    let mut pending_store_dir: Option<PathBuf> = None;
     while i < args.len() {
         let arg = &args[i];
         i += 1;
@@ -209,6 +210,14 @@ fn flags(args: &[String], mut o: Options) -> Result<Flags, String> {
                 tls.verify = Some(parse_bool(name, inline.as_deref())?);
                 continue;
             }
+            "js" | "jetstream" => {
+                if parse_bool(name, inline.as_deref())? {
+                    o.jetstream.get_or_insert_with(Default::default);
+                } else {
+                    o.jetstream = None;
+                }
+                continue;
+            }
             "t" => continue, // handled by `config_args`
             "v" | "version" => return Ok(Flags::Version),
             "h" | "help" => return Ok(Flags::Help),
@@ -249,6 +258,14 @@ fn flags(args: &[String], mut o: Options) -> Result<Flags, String> {
                 };
             }
             "n" | "name" | "server_name" => o.server_name = Some(value()?),
+            // As nats-server: a store directory alone does not enable JetStream.
+            "sd" | "store_dir" => {
+                let d = PathBuf::from(value()?);
+                match o.jetstream.as_mut() {
+                    Some(js) => js.store_dir = Some(d),
+                    None => pending_store_dir = Some(d),
+                }
+            }
             "m" | "http_port" => {
                 let v = value()?;
                 let p: i32 = v
@@ -328,6 +345,9 @@ fn flags(args: &[String], mut o: Options) -> Result<Flags, String> {
         return Err("--pass needs --user".into());
     }
     tls.apply(&mut o)?;
+    if let (Some(d), Some(js)) = (pending_store_dir, o.jetstream.as_mut()) {
+        js.store_dir = Some(d);
+    }
     Ok(Flags::Options(Box::new(o)))
 }
 
@@ -475,6 +495,24 @@ mod tests {
     }
 
     #[test]
+    fn jetstream_flags() {
+        assert!(run(&[]).jetstream.is_none());
+        let o = run(&["-js", "-sd", "/data"]);
+        assert_eq!(
+            o.jetstream.expect("on").store_dir,
+            Some(PathBuf::from("/data"))
+        );
+        // The store directory may come first; alone it does not enable JetStream.
+        let o = run(&["--store_dir=/x", "--jetstream"]);
+        assert_eq!(
+            o.jetstream.expect("on").store_dir,
+            Some(PathBuf::from("/x"))
+        );
+        assert!(run(&["-sd", "/x"]).jetstream.is_none());
+        assert!(run(&["-js=false"]).jetstream.is_none());
+    }
+
+    #[test]
     fn both_spellings_and_values() {
         let o = run(&[
             "-a",
@@ -571,7 +609,7 @@ mod tests {
         assert!(parse(["-p"]).unwrap_err().contains("needs an argument"));
         assert!(parse(["-p", "x"]).unwrap_err().contains("invalid value"));
         assert!(parse(["--bogus"]).unwrap_err().contains("not defined"));
-        assert!(parse(["-js"]).unwrap_err().contains("not supported yet"));
+        assert!(parse(["-s"]).unwrap_err().contains("not supported yet"));
         assert_eq!(
             parse(["--tls", "--tlscert", "c.pem"]).unwrap_err(),
             "TLS Server private key must be present and valid"

@@ -223,6 +223,26 @@ pub struct Options {
     /// HTTPS monitoring port (`https_port`, `https: host:port`, `-ms`): `Some(0)` picks a free
     /// one. Serves with the `tls {}` certificate.
     pub https_port: Option<u16>,
+    /// JetStream (`-js`, `-sd`, `jetstream {}`); `None`: off.
+    pub jetstream: Option<JetStreamOpts>,
+    /// Accounts with `jetstream: enabled`; empty: every account but the system account.
+    pub jetstream_accounts: Vec<String>,
+}
+
+/// The `jetstream {}` block (nats-server's `JetStreamConfig`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct JetStreamOpts {
+    /// `store_dir` as given; data lives under `<store_dir>/jetstream/` (nats-server's layout).
+    /// `None`: `<tmp>/nats/jetstream`.
+    pub store_dir: Option<PathBuf>,
+    /// Bytes; `None`: 75% of the machine's memory (as nats-server).
+    pub max_memory_store: Option<i64>,
+    /// Bytes; `None`: 1 TB (nats-server's default).
+    pub max_file_store: Option<i64>,
+    pub domain: Option<String>,
+    /// `sync_interval` (default 2 min); `sync_always` (`sync_interval: always`).
+    pub sync_interval: Option<Duration>,
+    pub sync_always: bool,
 }
 
 impl Default for Options {
@@ -268,6 +288,8 @@ impl Default for Options {
             tls: None,
             allow_non_tls: false,
             https_port: None,
+            jetstream: None,
+            jetstream_accounts: Vec::new(),
         }
     }
 }
@@ -367,6 +389,18 @@ impl Options {
             return Err(format!(
                 "can't specify both HTTP ({h}) and HTTPs ({hs}) ports"
             ));
+        }
+        if self.jetstream.is_some() && self.cluster.is_some() {
+            return Err(
+                "JetStream in a cluster is not supported yet: natsd runs JetStream on \
+                        one node (remove the cluster block or the jetstream block)"
+                    .into(),
+            );
+        }
+        if let Some(d) = self.jetstream.as_ref().and_then(|j| j.domain.as_deref()) {
+            if !crate::jetstream::types::valid_name(d) {
+                return Err(format!("invalid domain name: {d:?}"));
+            }
         }
         if let Some(n) = &self.no_auth_user {
             if !self.users.iter().any(|u| &u.username == n) {

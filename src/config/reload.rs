@@ -106,6 +106,8 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
         tls,
         allow_non_tls,
         https_port,
+        jetstream,
+        jetstream_accounts,
     } = new;
 
     // Refusals, in the order of nats-server's Options struct.
@@ -210,6 +212,15 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
             "PortsFileDir",
             show(&old.ports_file_dir).unwrap_or_default(),
             show(ports_file_dir).unwrap_or_default(),
+        ));
+    }
+
+    // JetStream is not reloadable in natsd (nats-server can toggle it; natsd refuses).
+    if jetstream != &old.jetstream || jetstream_accounts != &old.jetstream_accounts {
+        return Err(refuse(
+            "JetStream",
+            old.jetstream.is_some(),
+            jetstream.is_some(),
         ));
     }
 

@@ -1,5 +1,314 @@
 //! JetStream: streams, consumers and the `$JS.API` on one node — a module beside the routing
 //! core that reaches the rest of the server only through internal subscriptions and
 //! publishes (`crate::internal`).
+//!
+//! Shape: every internal subscription (the API subjects, each stream's subjects, `$JS.ACK.>`,
+//! `$JS.FC.>`) has a handler that copies the message into one bounded channel; one task
+//! (`run`) takes events in order and applies them to the [`Engine`] (all streams and
+//! consumers of all accounts) under a mutex that is never held across an `.await`. The same
+//! task runs a timer (redeliveries, pull expiries, heartbeats, age limits, state saves).
+//! Monitoring reads the engine under the same mutex.
 
+pub mod consumer;
+pub mod engine;
+pub mod monitor;
+pub mod persist;
 pub mod store;
+pub mod stream;
+pub mod types;
+
+use crate::account::{Account, Handler, Subscription};
+use crate::deliver::Msg;
+use crate::server::ServerShared;
+use bytes::Bytes;
+use engine::Engine;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use store::SyncPolicy;
+use tokio::sync::mpsc;
+
+/// Events waiting for the JetStream task, by count and by bytes; more are dropped (logged),
+/// so a flood of publishes cannot grow memory without bound (the publisher gets no ack and
+/// retries).
+const QUEUE: usize = 65_536;
+const QUEUE_BYTES: usize = 256 << 20;
+/// How often the timer work runs.
+const TICK: Duration = Duration::from_millis(25);
+
+/// JetStream's settings once defaults are applied (what `/varz` and `/jsz` report).
+#[derive(Clone, Debug)]
+pub struct JsConfig {
+    /// `<store_dir>/jetstream` (nats-server's layout).
+    pub store_dir: PathBuf,
+    pub max_memory: i64,
+    pub max_storage: i64,
+    /// Whether the limits were configured (they are enforced only then).
+    pub limits_set: bool,
+    pub domain: Option<String>,
+    pub sync: SyncPolicy,
+}
+
+impl JsConfig {
+    pub fn from_opts(o: &crate::config::JetStreamOpts) -> JsConfig {
+        let base = o
+            .store_dir
+            .clone()
+            .unwrap_or_else(|| std::env::temp_dir().join("nats"));
+        let store_dir = if base.file_name().is_some_and(|n| n == "jetstream") {
+            base
+        } else {
+            base.join("jetstream")
+        };
+        JsConfig {
+            store_dir,
+            max_memory: o.max_memory_store.unwrap_or_else(default_max_memory),
+            max_storage: o.max_file_store.unwrap_or(1 << 40),
+            limits_set: o.max_memory_store.is_some() || o.max_file_store.is_some(),
+            domain: o.domain.clone().filter(|d| !d.is_empty()),
+            sync: SyncPolicy {
+                interval: o.sync_interval.unwrap_or(Duration::from_secs(120)),
+                always: o.sync_always,
+            },
+        }
+    }
+}
+
+/// nats-server's default `max_memory_store`: 75% of the machine's memory.
+fn default_max_memory() -> i64 {
+    let kb = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1).map(str::to_string))
+        })
+        .and_then(|v| v.parse::<i64>().ok())
+        .unwrap_or(1 << 20);
+    kb * 1024 / 4 * 3
+}
+
+/// One message copied out of the fan-out.
+pub struct Event {
+    pub acc: Arc<str>,
+    pub kind: EventKind,
+    pub subject: String,
+    pub reply: Option<String>,
+    pub header: Option<Bytes>,
+    pub payload: Bytes,
+}
+
+impl Event {
+    /// What it holds in memory, roughly.
+    pub fn size(&self) -> usize {
+        64 + self.subject.len()
+            + self.reply.as_ref().map_or(0, String::len)
+            + self.header.as_ref().map_or(0, Bytes::len)
+            + self.payload.len()
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EventKind {
+    /// A `$JS.API.…` request (subject normalized to `$JS.API.…` when a domain prefix was used).
+    Api,
+    /// A message for stream `.0`.
+    Publish(Arc<str>),
+    Ack,
+    FlowControl,
+    /// A `$JS.API` request in an account without JetStream.
+    NotEnabled,
+}
+
+/// The bounded way into the JetStream task.
+#[derive(Clone)]
+pub struct Queue {
+    tx: mpsc::Sender<Event>,
+    bytes: Arc<AtomicUsize>,
+}
+
+impl Queue {
+    fn new() -> (Queue, mpsc::Receiver<Event>) {
+        let (tx, rx) = mpsc::channel(QUEUE);
+        let q = Queue {
+            tx,
+            bytes: Arc::new(AtomicUsize::new(0)),
+        };
+        (q, rx)
+    }
+
+    /// Queue `ev` unless the queue is full (by count or bytes); never blocks.
+    pub fn push(&self, ev: Event) {
+        let n = ev.size();
+        if self.bytes.fetch_add(n, Relaxed) + n > QUEUE_BYTES {
+            self.bytes.fetch_sub(n, Relaxed);
+            tracing::warn!("JetStream event dropped: {QUEUE_BYTES} bytes already queued");
+            return;
+        }
+        if self.tx.try_send(ev).is_err() {
+            self.bytes.fetch_sub(n, Relaxed);
+            tracing::warn!("JetStream event dropped: queue full or JetStream stopped");
+        }
+    }
+
+    /// The task took `ev` off the queue.
+    fn taken(&self, ev: &Event) {
+        self.bytes.fetch_sub(ev.size(), Relaxed);
+    }
+}
+
+/// JetStream of one server.
+pub struct JetStream {
+    pub config: JsConfig,
+    engine: Mutex<Engine>,
+    queue: Queue,
+}
+
+impl JetStream {
+    /// Recover streams from the store directory, subscribe the API in every JetStream
+    /// account and start the task. `None` when JetStream is off.
+    pub fn start(srv: &Arc<ServerShared>) -> Result<Option<Arc<JetStream>>, String> {
+        let Some(o) = &srv.opts.jetstream else {
+            return Ok(None);
+        };
+        let config = JsConfig::from_opts(o);
+        std::fs::create_dir_all(&config.store_dir).map_err(|e| {
+            format!(
+                "could not create JetStream storage directory {}: {e}",
+                config.store_dir.display()
+            )
+        })?;
+        let (queue, rx) = Queue::new();
+        let js = Arc::new(JetStream {
+            config: config.clone(),
+            engine: Mutex::new(Engine::new(config.clone(), queue.clone())),
+            queue,
+        });
+        tracing::info!("Starting JetStream");
+        tracing::info!("  Store Directory: \"{}\"", config.store_dir.display());
+        tracing::info!("  Max Memory:      {}", config.max_memory);
+        tracing::info!("  Max Storage:     {}", config.max_storage);
+        if let Some(d) = &config.domain {
+            tracing::info!("  Domain:          {d}");
+        }
+        let accounts = js_accounts(srv);
+        {
+            let mut e = js.engine();
+            for acc in srv.accounts.all() {
+                if accounts.iter().any(|a| a.name == acc.name) {
+                    e.enable_account(srv, acc);
+                } else if acc.name != srv.system_account_name() {
+                    e.refuse_account(srv, acc);
+                }
+            }
+        }
+        srv.tasks.spawn(run(srv.clone(), js.clone(), rx));
+        Ok(Some(js))
+    }
+
+    pub fn engine(&self) -> MutexGuard<'_, Engine> {
+        self.engine.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn queue(&self) -> &Queue {
+        &self.queue
+    }
+}
+
+/// The accounts with JetStream: those configured with `jetstream: enabled`, or (none
+/// configured) every account but the system account, as nats-server.
+fn js_accounts(srv: &ServerShared) -> Vec<Arc<Account>> {
+    let o = &srv.opts;
+    let sys = srv.system_account_name().to_string();
+    srv.accounts
+        .all()
+        .into_iter()
+        .filter(|a| {
+            if o.jetstream_accounts.is_empty() {
+                a.name != sys
+            } else {
+                o.jetstream_accounts.iter().any(|n| *n == a.name)
+            }
+        })
+        .collect()
+}
+
+/// A handler that copies each message into the channel as `kind`.
+pub fn handler(tx: Queue, acc: Arc<str>, kind: EventKind, domain: Option<String>) -> Handler {
+    Arc::new(move |_, m: &Msg<'_>| {
+        let Ok(subject) = std::str::from_utf8(m.subject) else {
+            return;
+        };
+        let subject = match (&kind, &domain) {
+            (EventKind::Api, Some(d)) => {
+                let p = format!("$JS.{d}.API.");
+                match subject.strip_prefix(p.as_str()) {
+                    Some(rest) => format!("$JS.API.{rest}"),
+                    None => subject.to_string(),
+                }
+            }
+            _ => subject.to_string(),
+        };
+        let ev = Event {
+            acc: acc.clone(),
+            kind: kind.clone(),
+            subject,
+            reply: m
+                .reply
+                .and_then(|r| std::str::from_utf8(r).ok())
+                .map(str::to_string),
+            header: m.header.map(Bytes::copy_from_slice),
+            payload: Bytes::copy_from_slice(m.payload),
+        };
+        tx.push(ev);
+    })
+}
+
+/// Subscribe internally, logging failures.
+pub fn subscribe(
+    srv: &ServerShared,
+    acc: &Account,
+    subject: &str,
+    queue: Option<&str>,
+    h: Handler,
+) -> Option<Arc<Subscription>> {
+    match srv.subscribe_internal(acc, subject, queue, h) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            tracing::error!("JetStream: {e}");
+            None
+        }
+    }
+}
+
+/// The JetStream task: events in order, the timer, shutdown.
+async fn run(srv: Arc<ServerShared>, js: Arc<JetStream>, mut rx: mpsc::Receiver<Event>) {
+    let mut tick = tokio::time::interval(TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = srv.shutdown_signal() => break,
+            _ = tick.tick() => js.engine().tick(&srv),
+            ev = rx.recv() => match ev {
+                Some(ev) => {
+                    js.queue.taken(&ev);
+                    let mut e = js.engine();
+                    e.handle(&srv, ev);
+                    // Take what else is queued under the same lock (bounded).
+                    for _ in 0..256 {
+                        match rx.try_recv() {
+                            Ok(ev) => {
+                                js.queue.taken(&ev);
+                                e.handle(&srv, ev);
+                            }
+                            Err(_) => break,
+                        }
+                    }
+                }
+                None => break,
+            }
+        }
+    }
+    js.engine().shutdown(&srv);
+}

@@ -58,7 +58,10 @@ fn detail(srv: &ServerShared, acc: &Account) -> AccountInfo {
         is_system: acc.name == srv.system_account_name(),
         expired: false,
         complete: true,
-        jetstream_enabled: false,
+        jetstream_enabled: srv
+            .jetstream
+            .get()
+            .is_some_and(|js| js.engine().accounts.contains_key(&acc.name)),
         leafnode_connections: 0,
         client_connections: acc.num_conns.load(Relaxed),
         subscriptions: acc.sublist.count(),

@@ -205,14 +205,20 @@ pub struct Jsz {
 
 /// `acc`, `accounts`, `streams`, `consumers`, `config`, `leader-only` (booleans), `offset`,
 /// `limit` (integers): checked, then JetStream is reported disabled.
-pub fn jsz(srv: &ServerShared, p: &HashMap<String, String>) -> Result<Jsz, String> {
+pub fn jsz(srv: &ServerShared, p: &HashMap<String, String>) -> Result<JszOut, String> {
     for k in ["accounts", "streams", "consumers", "config", "leader-only"] {
         decode_bool(p, k)?;
     }
     for k in ["offset", "limit"] {
         decode_int(p, k)?;
     }
-    Ok(Jsz {
+    if let Some(js) = srv.jetstream.get() {
+        let q = crate::jetstream::monitor::JszQuery::from_params(p);
+        return Ok(JszOut::Enabled(Box::new(crate::jetstream::monitor::jsz(
+            js, &srv.id, &srv.name, &q,
+        ))));
+    }
+    Ok(JszOut::Disabled(Jsz {
         server_id: srv.id.clone(),
         now: now(),
         disabled: true,
@@ -228,5 +234,13 @@ pub fn jsz(srv: &ServerShared, p: &HashMap<String, String>) -> Result<Jsz, Strin
         consumers: 0,
         messages: 0,
         bytes: 0,
-    })
+    }))
+}
+
+/// `/jsz`: the disabled shape, or JetStream's own (`crate::jetstream::monitor`).
+#[derive(Serialize, Debug)]
+#[serde(untagged)]
+pub enum JszOut {
+    Disabled(Jsz),
+    Enabled(Box<crate::jetstream::monitor::Jsz>),
 }

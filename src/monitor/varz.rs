@@ -11,6 +11,14 @@ use std::time::SystemTime;
 #[derive(Serialize, Default)]
 pub struct Empty {}
 
+/// `/varz` `jetstream`: `{}` when off, `{config, stats}` when on.
+#[derive(Serialize)]
+#[serde(untagged)]
+pub enum JetStreamVarz {
+    Disabled(Empty),
+    Enabled(crate::jetstream::monitor::Varz),
+}
+
 /// Go's `encoding/json` writes a whole float64 without a fraction (`"auth_timeout": 2`);
 /// serde would write `2.0`, which clients decoding into an integer type reject.
 fn go_float<S: serde::Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
@@ -178,7 +186,7 @@ pub struct Varz {
     pub leaf: Empty,
     pub mqtt: Empty,
     pub websocket: Empty,
-    pub jetstream: Empty,
+    pub jetstream: JetStreamVarz,
     #[serde(serialize_with = "go_float")]
     pub tls_timeout: f64,
     pub write_deadline: u128,
@@ -265,7 +273,10 @@ impl Varz {
             leaf: Empty {},
             mqtt: Empty {},
             websocket: Empty {},
-            jetstream: Empty {},
+            jetstream: match srv.jetstream.get() {
+                Some(js) => JetStreamVarz::Enabled(crate::jetstream::monitor::varz(js)),
+                None => JetStreamVarz::Disabled(Empty {}),
+            },
             tls_timeout: o.tls.as_ref().map_or(2.0, |t| t.timeout.as_secs_f64()),
             write_deadline: o.write_deadline.as_nanos(),
             start: rfc3339_nano(srv.start),

@@ -78,6 +78,8 @@ pub struct ServerShared {
     shutdown_started: AtomicBool,
     /// The `$SYS` services (none with `no_system_account`).
     pub sys: OnceLock<Arc<crate::sys::Sys>>,
+    /// JetStream (none unless enabled).
+    pub jetstream: OnceLock<Arc<crate::jetstream::JetStream>>,
 }
 
 impl ServerShared {
@@ -411,6 +413,7 @@ impl ServerShared {
             client_id: Some(c.cid),
             client_ip: Some(c.addr.ip().to_string()),
             connect_urls: self.connect_urls(),
+            jetstream: self.jetstream.get().is_some(),
             ..Default::default()
         }
     }
@@ -510,6 +513,7 @@ impl Server {
             accept_done: CancellationToken::new(),
             shutdown_started: AtomicBool::new(false),
             sys: OnceLock::new(),
+            jetstream: OnceLock::new(),
             id,
             name,
             live: RwLock::new(Arc::new(opts.clone())),
@@ -536,6 +540,13 @@ impl Server {
         let tasks = shared.tasks.clone();
         if let Some(sys) = crate::sys::Sys::start(&shared) {
             let _ = shared.sys.set(sys);
+        }
+        match crate::jetstream::JetStream::start(&shared) {
+            Ok(Some(js)) => {
+                let _ = shared.jetstream.set(js);
+            }
+            Ok(None) => {}
+            Err(e) => return Err(io::Error::other(e)),
         }
         if let Some(hp) = o.http_port {
             let host = o.http_host.clone().unwrap_or_else(|| o.host.clone());

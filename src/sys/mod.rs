@@ -314,7 +314,7 @@ impl Sys {
             ver: crate::config::COMPAT_VERSION.into(),
             tags: srv.opts.server_tags.clone(),
             seq: self.seq.fetch_add(1, Relaxed) + 1,
-            jetstream: false,
+            jetstream: srv.jetstream.get().is_some(),
             time: rfc3339_nano(SystemTime::now()),
         }
     }

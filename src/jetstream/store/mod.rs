@@ -207,3 +207,6 @@ impl Default for SyncPolicy {
         }
     }
 }
+
+pub mod memory;
+pub mod open;

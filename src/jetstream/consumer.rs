@@ -1,0 +1,1055 @@
+//! One consumer: its configuration (defaults and checks as nats-server 2.9), its cursor
+//! over the stream, unacknowledged deliveries and redeliveries, waiting pull requests, flow
+//! control and heartbeats.
+
+use super::persist::ConsumerState;
+use super::store::{MsgStore, StoredMsg};
+use super::types::*;
+use crate::account::Account;
+use crate::deliver::{Fanout, Msg};
+use crate::server::ServerShared;
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// nats-server's defaults.
+pub const DEFAULT_ACK_WAIT: i64 = 30_000_000_000;
+pub const DEFAULT_MAX_WAITING: i64 = 512;
+pub const DEFAULT_MAX_ACK_PENDING: i64 = 1000;
+pub const DEFAULT_INACTIVE: i64 = 5_000_000_000;
+/// Flow control: a request after this many messages or bytes since the last one; delivery
+/// stalls when a second window has gone out without an answer.
+const FC_MSGS: u64 = 512;
+const FC_BYTES: u64 = 2 * 1024 * 1024;
+/// Messages delivered per consumer in one go (the timer continues).
+const PUMP_BUDGET: usize = 4096;
+
+/// Where the server publishes from: the server and the account.
+pub struct Cx<'a> {
+    pub srv: &'a Arc<ServerShared>,
+    pub acc: &'a Arc<Account>,
+}
+
+impl Cx<'_> {
+    /// Publish to subscribers of `to` with `subject` on the wire (a push consumer's deliver
+    /// subject or a pull request's inbox: the message keeps its stream subject). Local
+    /// subscribers only: routes would match the wire subject, not `to`.
+    pub fn deliver(
+        &self,
+        to: &str,
+        subject: &str,
+        reply: Option<&str>,
+        hdr: Option<&[u8]>,
+        payload: &[u8],
+    ) -> u64 {
+        if to == subject {
+            return self.send(to, reply, hdr, payload);
+        }
+        let r = self.acc.sublist.matches(to.as_bytes());
+        let mut fan = Fanout::new(self.srv.clone());
+        let m = Msg {
+            subject: subject.as_bytes(),
+            reply: reply.map(str::as_bytes),
+            header: hdr,
+            payload,
+        };
+        let local = crate::sublist::SublistResult {
+            psubs: r
+                .psubs
+                .iter()
+                .filter(|s| s.0.conn.kind != crate::conn::ConnKind::Route)
+                .cloned()
+                .collect(),
+            qsubs: r.qsubs.clone(),
+        };
+        let n = fan.publish(self.acc, &local, &m, self.srv.internal_origin(), None);
+        fan.finish_sync(self.srv);
+        n
+    }
+
+    /// An ordinary internal publish (replies, statuses).
+    pub fn send(
+        &self,
+        subject: &str,
+        reply: Option<&str>,
+        hdr: Option<&[u8]>,
+        payload: &[u8],
+    ) -> u64 {
+        let m = Msg {
+            subject: subject.as_bytes(),
+            reply: reply.map(str::as_bytes),
+            header: hdr,
+            payload,
+        };
+        self.srv.publish_internal(self.acc, &m)
+    }
+
+    /// Does anyone listen on `subject` (a push consumer's deliver subject)?
+    pub fn has_interest(&self, subject: &str) -> bool {
+        let r = self.acc.sublist.matches(subject.as_bytes());
+        !r.psubs.is_empty() || r.qsubs.iter().any(|g| !g.members.is_empty())
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Pending {
+    pub dseq: u64,
+    /// Unix nanos of the last delivery.
+    pub ts: i64,
+    pub deadline: Instant,
+}
+
+#[derive(Debug)]
+pub struct PullReq {
+    pub reply: String,
+    pub batch: i64,
+    /// Bytes left (0: no limit).
+    pub max_bytes: i64,
+    pub expires: Option<Instant>,
+    pub no_wait: bool,
+    pub hb: Option<Duration>,
+    pub last: Instant,
+    pub delivered: i64,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Source {
+    Redeliver,
+    LastPerSubject,
+    Stream,
+}
+
+pub struct Consumer {
+    pub name: String,
+    pub stream: String,
+    pub cfg: ConsumerConfig,
+    pub created: i64,
+    pub durable: bool,
+    /// Next stream sequence to look at, next consumer (delivery) sequence.
+    pub sseq: u64,
+    pub dseq: u64,
+    pub pending: BTreeMap<u64, Pending>,
+    /// Delivery counts above 1, by stream sequence.
+    pub rdc: HashMap<u64, u64>,
+    redeliver: VecDeque<u64>,
+    in_redeliver: HashSet<u64>,
+    lps: VecDeque<u64>,
+    pub waiting: VecDeque<PullReq>,
+    fc_reply: Option<String>,
+    fc_msgs: u64,
+    fc_bytes: u64,
+    fc_sent: Instant,
+    fc_n: u64,
+    last_send: Instant,
+    pub last_active: Instant,
+    replay: Option<(Instant, i64)>,
+    /// State changed since it was last saved.
+    pub dirty: bool,
+}
+
+/// nats-server's `setConsumerConfigDefaults`.
+pub fn apply_defaults(c: &mut ConsumerConfig, ephemeral: bool) {
+    if c.max_deliver == 0 {
+        c.max_deliver = -1;
+    }
+    if c.ack_policy != AckPolicy::None && c.ack_wait == 0 {
+        c.ack_wait = DEFAULT_ACK_WAIT;
+    }
+    if c.deliver_subject.is_empty() && c.max_waiting == 0 {
+        c.max_waiting = DEFAULT_MAX_WAITING;
+    }
+    if c.ack_policy != AckPolicy::None && c.max_ack_pending == 0 {
+        c.max_ack_pending = DEFAULT_MAX_ACK_PENDING;
+    }
+    if ephemeral && c.inactive_threshold == 0 {
+        c.inactive_threshold = DEFAULT_INACTIVE;
+    }
+}
+
+/// nats-server's consumer config checks (after defaults) against its stream.
+pub fn check(c: &ConsumerConfig, s: &StreamConfig) -> Result<(), ApiError> {
+    if c.num_replicas > 1 {
+        return Err(ApiError::replicas());
+    }
+    let push = !c.deliver_subject.is_empty();
+    if push {
+        if c.max_waiting != 0 {
+            return Err(ApiError::new(
+                400,
+                10080,
+                "consumer in push mode can not set max waiting",
+            ));
+        }
+        // nats-server 2.9.10 accepts max_batch, max_expires and max_bytes on push consumers.
+        if crate::subject::has_wildcard(c.deliver_subject.as_bytes())
+            || !crate::subject::is_valid_subject(c.deliver_subject.as_bytes())
+        {
+            return Err(ApiError::new(
+                400,
+                10079,
+                "consumer deliver subject has wildcards",
+            ));
+        }
+        if s.subjects
+            .iter()
+            .any(|x| crate::subject::overlaps(x.as_bytes(), c.deliver_subject.as_bytes()))
+        {
+            // Deliveries would be stored again, and delivered again, forever.
+            return Err(ApiError::new(
+                400,
+                10081,
+                "consumer deliver subject forms a cycle",
+            ));
+        }
+        if c.flow_control && c.idle_heartbeat <= 0 {
+            return Err(ApiError::new(
+                400,
+                10108,
+                "consumer with flow control also needs heartbeats",
+            ));
+        }
+    } else {
+        if c.flow_control {
+            return Err(ApiError::new(
+                400,
+                10089,
+                "consumer flow control requires a push based consumer",
+            ));
+        }
+        if c.idle_heartbeat != 0 {
+            return Err(ApiError::new(
+                400,
+                10088,
+                "consumer idle heartbeat requires a push based consumer",
+            ));
+        }
+        if c.max_waiting < 0 {
+            return Err(ApiError::new(
+                400,
+                10087,
+                "consumer max waiting needs to be positive",
+            ));
+        }
+    }
+    if c.ack_wait < 0 || c.idle_heartbeat < 0 || c.inactive_threshold < 0 {
+        return Err(ApiError::consumer_create("durations can not be negative"));
+    }
+    if c.idle_heartbeat > 0 && c.idle_heartbeat < 100_000_000 {
+        return Err(ApiError::new(
+            400,
+            10083,
+            "consumer idle heartbeat needs to be >= 100ms",
+        ));
+    }
+    let policy_err = |what: &str, need: &str| {
+        Err(ApiError::new(
+            400,
+            10094,
+            format!("consumer delivery policy is deliver {what}, but optional {need} is not set"),
+        ))
+    };
+    match c.deliver_policy {
+        DeliverPolicy::ByStartSequence if c.opt_start_seq == 0 => {
+            return policy_err("by start sequence", "start sequence")
+        }
+        DeliverPolicy::ByStartTime if c.opt_start_time.is_none() => {
+            return policy_err("by start time", "start time")
+        }
+        DeliverPolicy::LastPerSubject if c.filter_subject.is_empty() => {
+            return policy_err("last per subject", "filter subject")
+        }
+        _ => {}
+    }
+    let policy = match c.deliver_policy {
+        DeliverPolicy::All => "all",
+        DeliverPolicy::Last => "last",
+        DeliverPolicy::New => "new",
+        DeliverPolicy::ByStartSequence => "by start sequence",
+        DeliverPolicy::ByStartTime => "by start time",
+        DeliverPolicy::LastPerSubject => "last per subject",
+    };
+    let also_set = |what: &str| {
+        Err(ApiError::new(
+            400,
+            10094,
+            format!(
+                "consumer delivery policy is deliver {policy}, but optional {what} is also set"
+            ),
+        ))
+    };
+    if c.deliver_policy != DeliverPolicy::ByStartSequence && c.opt_start_seq != 0 {
+        return also_set("start sequence");
+    }
+    if let Some(t) = &c.opt_start_time {
+        if c.deliver_policy != DeliverPolicy::ByStartTime {
+            return also_set("start time");
+        }
+        if parse_time(t).is_none() {
+            return Err(ApiError::invalid_json());
+        }
+    }
+    if !c.backoff.is_empty() {
+        if c.max_deliver != -1 && c.max_deliver <= c.backoff.len() as i64 {
+            return Err(ApiError::new(
+                400,
+                10116,
+                "max deliver is required to be > length of backoff values",
+            ));
+        }
+        if c.backoff.iter().any(|b| *b <= 0) {
+            return Err(ApiError::consumer_create("backoff values must be positive"));
+        }
+    }
+    if c.max_ack_pending < -1 || c.max_deliver < -1 {
+        return Err(ApiError::consumer_create("limits can not be less than -1"));
+    }
+    if !c.filter_subject.is_empty() {
+        let f = c.filter_subject.as_bytes();
+        if !crate::subject::is_valid_subject(f)
+            || !s
+                .subjects
+                .iter()
+                .any(|x| crate::subject::subset_match(f, x.as_bytes()))
+        {
+            return Err(ApiError::new(
+                400,
+                10093,
+                "consumer filter subject is not a valid subset of the interest subjects",
+            ));
+        }
+    }
+    if !push && c.ack_policy == AckPolicy::None {
+        return Err(ApiError::new(
+            400,
+            10084,
+            "consumer in pull mode requires ack policy",
+        ));
+    }
+    if s.retention == Retention::Workqueue && c.ack_policy != AckPolicy::Explicit {
+        return Err(ApiError::new(
+            400,
+            10098,
+            "workqueue stream requires explicit ack",
+        ));
+    }
+    for n in [&c.durable_name, &c.name] {
+        if !n.is_empty() && !valid_name(n) {
+            return Err(ApiError::new(
+                400,
+                10127,
+                "consumer name can not contain path separators",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// What may change in a consumer update (nats-server 2.9's `acceptableUpdate`).
+pub fn check_update(old: &ConsumerConfig, new: &ConsumerConfig) -> Result<(), ApiError> {
+    let e = |w: &str| Err(ApiError::consumer_create(format!("{w} can not be updated")));
+    if old.ack_policy != new.ack_policy {
+        return e("ack policy");
+    }
+    if old.deliver_policy != new.deliver_policy {
+        return e("deliver policy");
+    }
+    if old.opt_start_seq != new.opt_start_seq {
+        return e("start sequence");
+    }
+    if old.opt_start_time != new.opt_start_time {
+        return e("start time");
+    }
+    if old.filter_subject != new.filter_subject {
+        return e("filter subject");
+    }
+    if old.replay_policy != new.replay_policy {
+        return e("replay policy");
+    }
+    if old.deliver_subject.is_empty() != new.deliver_subject.is_empty() {
+        return Err(ApiError::consumer_create(
+            if old.deliver_subject.is_empty() {
+                "can not update pull consumer to push based"
+            } else {
+                "can not update push consumer to pull based"
+            },
+        ));
+    }
+    if old.flow_control != new.flow_control {
+        return e("flow control");
+    }
+    if old.headers_only != new.headers_only {
+        return e("headers only");
+    }
+    if old.max_waiting != new.max_waiting {
+        return e("max waiting");
+    }
+    Ok(())
+}
+
+fn nanos(n: i64) -> Duration {
+    Duration::from_nanos(n.max(0) as u64)
+}
+
+/// `at + d` without overflow: absurd durations (a 200-year ack wait) mean "never" — a
+/// century from now.
+fn later(at: Instant, d: Duration) -> Instant {
+    const CENTURY: Duration = Duration::from_secs(100 * 365 * 86_400);
+    at.checked_add(d.min(CENTURY)).unwrap_or(at)
+}
+
+impl Consumer {
+    pub fn new(
+        name: String,
+        stream: String,
+        cfg: ConsumerConfig,
+        created: i64,
+        durable: bool,
+        store: &dyn MsgStore,
+    ) -> Consumer {
+        let now = Instant::now();
+        let filter = (!cfg.filter_subject.is_empty()).then_some(cfg.filter_subject.as_str());
+        let st = store.state();
+        let first = st.first_seq.max(1);
+        let mut lps = VecDeque::new();
+        let sseq = match cfg.deliver_policy {
+            DeliverPolicy::All => first,
+            DeliverPolicy::Last => store.load_last(filter).map_or(st.last_seq + 1, |m| m.seq),
+            DeliverPolicy::New => st.last_seq + 1,
+            DeliverPolicy::ByStartSequence => cfg.opt_start_seq.max(1),
+            DeliverPolicy::ByStartTime => cfg
+                .opt_start_time
+                .as_deref()
+                .and_then(parse_time)
+                .map_or(st.last_seq + 1, |t| store.seq_for_time(t)),
+            DeliverPolicy::LastPerSubject => {
+                let mut seqs: Vec<u64> = store
+                    .subjects(filter)
+                    .keys()
+                    .filter_map(|s| store.load_last(Some(s)).ok().map(|m| m.seq))
+                    .collect();
+                seqs.sort_unstable();
+                lps = seqs.into();
+                st.last_seq + 1
+            }
+        };
+        Consumer {
+            name,
+            stream,
+            cfg,
+            created,
+            durable,
+            sseq,
+            dseq: 1,
+            pending: BTreeMap::new(),
+            rdc: HashMap::new(),
+            redeliver: VecDeque::new(),
+            in_redeliver: HashSet::new(),
+            lps,
+            waiting: VecDeque::new(),
+            fc_reply: None,
+            fc_msgs: 0,
+            fc_bytes: 0,
+            fc_sent: now,
+            fc_n: 0,
+            last_send: now,
+            last_active: now,
+            replay: None,
+            dirty: true,
+        }
+    }
+
+    pub fn is_push(&self) -> bool {
+        !self.cfg.deliver_subject.is_empty()
+    }
+
+    pub fn filter(&self) -> Option<&str> {
+        (!self.cfg.filter_subject.is_empty()).then_some(self.cfg.filter_subject.as_str())
+    }
+
+    /// Does this consumer see messages on `subject`?
+    pub fn wants(&self, subject: &str) -> bool {
+        self.filter()
+            .is_none_or(|f| crate::subject::pattern_matches(f.as_bytes(), subject.as_bytes()))
+    }
+
+    /// Has this consumer finished with stream sequence `seq` (interest/workqueue retention)?
+    pub fn done_with(&self, seq: u64, subject: &str) -> bool {
+        !self.wants(subject)
+            || (seq < self.sseq && !self.pending.contains_key(&seq) && !self.lps.contains(&seq))
+    }
+
+    pub fn num_pending(&self, store: &dyn MsgStore) -> u64 {
+        self.lps.len() as u64 + store.num_pending(self.filter(), self.sseq, false)
+    }
+
+    fn ack_wait_for(&self, dc: u64) -> Duration {
+        if !self.cfg.backoff.is_empty() {
+            let i = (dc.saturating_sub(1) as usize).min(self.cfg.backoff.len() - 1);
+            return nanos(self.cfg.backoff[i]);
+        }
+        nanos(self.cfg.ack_wait)
+    }
+
+    /// (consumer seq, stream seq) below which everything is acknowledged.
+    pub fn ack_floor(&self) -> (u64, u64) {
+        match self.pending.iter().next() {
+            Some((s, p)) if self.cfg.ack_policy != AckPolicy::None => {
+                (p.dseq.saturating_sub(1), s.saturating_sub(1))
+            }
+            _ => (self.dseq - 1, self.sseq.saturating_sub(1)),
+        }
+    }
+
+    pub fn info_json(
+        &self,
+        store: &dyn MsgStore,
+        type_: Option<&str>,
+        cx: Option<&Cx<'_>>,
+    ) -> String {
+        let mut o = match type_ {
+            Some(t) => Obj::typed(t),
+            None => Obj::new(),
+        };
+        let (fc, fs) = self.ack_floor();
+        let seqs = |c: u64, s: u64| {
+            let mut x = Obj::new();
+            x.field("consumer_seq", &c).field("stream_seq", &s);
+            x.done()
+        };
+        let last_stream = match self.lps.front() {
+            Some(_) => 0,
+            None => self.sseq.saturating_sub(1),
+        };
+        o.field("stream_name", &self.stream)
+            .field("name", &self.name)
+            .field("created", &time_str(self.created))
+            .field("config", &self.cfg)
+            .raw("delivered", &seqs(self.dseq - 1, last_stream))
+            .raw("ack_floor", &seqs(fc, fs))
+            .field("num_ack_pending", &self.pending.len())
+            .field(
+                "num_redelivered",
+                &self
+                    .rdc
+                    .keys()
+                    .filter(|s| self.pending.contains_key(s))
+                    .count(),
+            )
+            .field("num_waiting", &self.waiting.len())
+            .field("num_pending", &self.num_pending(store));
+        if self.is_push() && cx.is_some_and(|cx| cx.has_interest(&self.cfg.deliver_subject)) {
+            o.field("push_bound", &true);
+        }
+        o.done()
+    }
+
+    pub fn state(&self) -> ConsumerState {
+        ConsumerState {
+            sseq: self.sseq,
+            dseq: self.dseq,
+            pending: self
+                .pending
+                .iter()
+                .map(|(s, p)| (*s, p.dseq, p.ts, self.rdc.get(s).copied().unwrap_or(1)))
+                .collect(),
+            redelivered: self.rdc.iter().map(|(s, n)| (*s, *n)).collect(),
+        }
+    }
+
+    /// Restore saved progress; unacknowledged messages are redelivered after their ack wait
+    /// from now. A cursor beyond the stream's end (the store lost messages) is pulled back.
+    pub fn restore(&mut self, st: &ConsumerState, store: &dyn MsgStore) {
+        let last = store.state().last_seq;
+        self.sseq = st.sseq.clamp(1, last + 1);
+        self.dseq = st.dseq.max(1);
+        self.lps.clear();
+        let now = Instant::now();
+        for &(s, d, ts, dc) in &st.pending {
+            if s > last {
+                continue;
+            }
+            self.pending.insert(
+                s,
+                Pending {
+                    dseq: d,
+                    ts,
+                    deadline: later(now, self.ack_wait_for(dc)),
+                },
+            );
+        }
+        for &(s, n) in &st.redelivered {
+            if self.pending.contains_key(&s) {
+                self.rdc.insert(s, n);
+            }
+        }
+        self.dirty = false;
+    }
+
+    /// The next message to deliver and where it comes from (not consumed yet).
+    fn peek(&mut self, store: &dyn MsgStore) -> Option<(StoredMsg, Source)> {
+        while let Some(&s) = self.redeliver.front() {
+            if self.pending.contains_key(&s) {
+                if let Ok(m) = store.load(s) {
+                    return Some((m, Source::Redeliver));
+                }
+                self.pending.remove(&s);
+                self.rdc.remove(&s);
+            }
+            self.redeliver.pop_front();
+            self.in_redeliver.remove(&s);
+        }
+        while let Some(&s) = self.lps.front() {
+            if let Ok(m) = store.load(s) {
+                return Some((m, Source::LastPerSubject));
+            }
+            self.lps.pop_front();
+        }
+        store
+            .load_next(self.filter(), self.sseq)
+            .ok()
+            .map(|m| (m, Source::Stream))
+    }
+
+    fn consume(&mut self, src: Source, seq: u64) {
+        match src {
+            Source::Redeliver => {
+                self.redeliver.pop_front();
+                self.in_redeliver.remove(&seq);
+            }
+            Source::LastPerSubject => {
+                self.lps.pop_front();
+            }
+            Source::Stream => self.sseq = seq + 1,
+        }
+    }
+
+    /// Deliver what can go now. Stream sequences delivered under ack none are pushed to
+    /// `acked` (they count as acknowledged for interest retention).
+    pub fn pump(&mut self, cx: &Cx<'_>, store: &dyn MsgStore, acked: &mut Vec<u64>) {
+        let now = Instant::now();
+        let mut remaining: Option<u64> = None;
+        for _ in 0..PUMP_BUDGET {
+            if self.is_push() {
+                if !cx.has_interest(&self.cfg.deliver_subject) {
+                    break;
+                }
+                if self.fc_reply.is_some() && self.fc_msgs >= FC_MSGS {
+                    break;
+                }
+            } else if self.waiting.is_empty() {
+                break;
+            }
+            let Some((m, src)) = self.peek(store) else {
+                break;
+            };
+            let ack_none = self.cfg.ack_policy == AckPolicy::None;
+            if src != Source::Redeliver
+                && !ack_none
+                && self.cfg.max_ack_pending > 0
+                && self.pending.len() as i64 >= self.cfg.max_ack_pending
+            {
+                break;
+            }
+            if src == Source::Stream && self.cfg.replay_policy == ReplayPolicy::Original {
+                match self.replay {
+                    None => self.replay = Some((now, m.ts)),
+                    Some((at, ts)) => {
+                        if later(at, nanos(m.ts.saturating_sub(ts))) > now {
+                            break;
+                        }
+                    }
+                }
+            }
+            let dc = if src == Source::Redeliver {
+                let n = self.rdc.get(&m.seq).copied().unwrap_or(1) + 1;
+                if self.cfg.max_deliver > 0 && n as i64 > self.cfg.max_deliver {
+                    // Out of deliveries: it stays unacknowledged but is not sent again.
+                    self.consume(src, m.seq);
+                    self.pending.remove(&m.seq);
+                    self.rdc.remove(&m.seq);
+                    self.dirty = true;
+                    continue;
+                }
+                n
+            } else {
+                1
+            };
+            let size = m.size() as i64;
+            let (hdr, payload): (Option<Vec<u8>>, &[u8]) = if self.cfg.headers_only {
+                (
+                    Some(with_headers(
+                        m.header.as_deref(),
+                        &[("Nats-Msg-Size", &m.data.len().to_string())],
+                    )),
+                    &[],
+                )
+            } else {
+                (m.header.as_ref().map(|h| h.to_vec()), &m.data)
+            };
+            // Pull: the request's byte budget.
+            let to = if self.is_push() {
+                self.cfg.deliver_subject.clone()
+            } else {
+                let Some(req) = self.waiting.front_mut() else {
+                    break;
+                };
+                if req.max_bytes > 0 && size > req.max_bytes {
+                    if req.delivered == 0 {
+                        let h = status_header("409 Message Size Exceeds MaxBytes", &[]);
+                        let reply = req.reply.clone();
+                        cx.send(&reply, None, Some(&h), b"");
+                    }
+                    self.waiting.pop_front();
+                    continue;
+                }
+                req.reply.clone()
+            };
+            self.consume(src, m.seq);
+            let rem = match (src, remaining) {
+                (Source::Stream, Some(r)) => r.saturating_sub(1),
+                _ => self.num_pending(store),
+            };
+            remaining = Some(rem);
+            let d = self.dseq;
+            self.dseq += 1;
+            let ack = format!(
+                "$JS.ACK.{}.{}.{}.{}.{}.{}.{}",
+                self.stream, self.name, dc, m.seq, d, m.ts, rem
+            );
+            cx.deliver(&to, &m.subject, Some(&ack), hdr.as_deref(), payload);
+            self.last_send = now;
+            self.last_active = now;
+            if ack_none {
+                acked.push(m.seq);
+            } else {
+                self.pending.insert(
+                    m.seq,
+                    Pending {
+                        dseq: d,
+                        ts: now_nanos(),
+                        deadline: later(now, self.ack_wait_for(dc)),
+                    },
+                );
+                if dc > 1 {
+                    self.rdc.insert(m.seq, dc);
+                }
+            }
+            self.dirty = true;
+            if let Some(req) = self.waiting.front_mut() {
+                if !self.cfg.deliver_subject.is_empty() {
+                    // push consumers have no requests
+                } else {
+                    req.batch -= 1;
+                    req.delivered += 1;
+                    req.last = now;
+                    if req.max_bytes > 0 {
+                        req.max_bytes -= size;
+                    }
+                    if req.batch <= 0 {
+                        self.waiting.pop_front();
+                    }
+                }
+            }
+            if self.cfg.flow_control {
+                self.fc_msgs += 1;
+                self.fc_bytes += size as u64;
+                if self.fc_reply.is_none() && (self.fc_msgs >= FC_MSGS || self.fc_bytes >= FC_BYTES)
+                {
+                    self.send_fc(cx, now);
+                }
+            }
+        }
+        // No-wait requests end when nothing more is there.
+        if !self.is_push() {
+            let empty = self.peek(store).is_none();
+            let mut keep = VecDeque::new();
+            while let Some(r) = self.waiting.pop_front() {
+                if r.no_wait && (empty || r.delivered > 0) {
+                    let h = if r.delivered == 0 {
+                        status_header("404 No Messages", &[])
+                    } else {
+                        status_header("408 Request Timeout", &[])
+                    };
+                    cx.send(&r.reply, None, Some(&h), b"");
+                } else {
+                    keep.push_back(r);
+                }
+            }
+            self.waiting = keep;
+        }
+    }
+
+    fn send_fc(&mut self, cx: &Cx<'_>, now: Instant) {
+        self.fc_n += 1;
+        let reply = format!("$JS.FC.{}.{}.{}", self.stream, self.name, self.fc_n);
+        let h = status_header("100 FlowControl Request", &[]);
+        cx.deliver(
+            &self.cfg.deliver_subject,
+            &self.cfg.deliver_subject,
+            Some(&reply),
+            Some(&h),
+            b"",
+        );
+        self.fc_reply = Some(reply);
+        self.fc_msgs = 0;
+        self.fc_bytes = 0;
+        self.fc_sent = now;
+        self.last_send = now;
+    }
+
+    /// A flow control answer arrived on `subject`.
+    pub fn flow_control_reply(&mut self, subject: &str) {
+        if self.fc_reply.as_deref() == Some(subject) {
+            self.fc_reply = None;
+        }
+    }
+
+    /// An acknowledgement for stream sequence `seq`; returns the stream sequences now done
+    /// with (acknowledged or terminated).
+    pub fn ack(&mut self, seq: u64, body: &[u8], now: Instant) -> Vec<u64> {
+        let body = std::str::from_utf8(body).unwrap_or("").trim();
+        let (verb, rest) = match body.split_once(' ') {
+            Some((v, r)) => (v, r.trim()),
+            None => (body, ""),
+        };
+        self.last_active = now;
+        match verb {
+            "" | "+ACK" | "+NXT" | "+TERM" => {
+                let mut done = Vec::new();
+                if self.cfg.ack_policy == AckPolicy::All && verb != "+TERM" {
+                    let upto: Vec<u64> = self.pending.range(..=seq).map(|(s, _)| *s).collect();
+                    for s in upto {
+                        self.pending.remove(&s);
+                        self.rdc.remove(&s);
+                        done.push(s);
+                    }
+                } else if self.pending.remove(&seq).is_some() {
+                    self.rdc.remove(&seq);
+                    done.push(seq);
+                }
+                if !done.is_empty() {
+                    self.dirty = true;
+                }
+                done
+            }
+            "-NAK" => {
+                let delay = if rest.is_empty() {
+                    0
+                } else {
+                    serde_json::from_str::<serde_json::Value>(rest)
+                        .ok()
+                        .and_then(|v| v.get("delay").and_then(serde_json::Value::as_i64))
+                        .unwrap_or(0)
+                };
+                if let Some(p) = self.pending.get_mut(&seq) {
+                    if delay > 0 {
+                        p.deadline = later(now, nanos(delay));
+                    } else {
+                        p.deadline = now;
+                        if self.in_redeliver.insert(seq) {
+                            self.redeliver.push_back(seq);
+                        }
+                    }
+                }
+                Vec::new()
+            }
+            "+WPI" => {
+                let dc = self.rdc.get(&seq).copied().unwrap_or(1);
+                let wait = self.ack_wait_for(dc);
+                if let Some(p) = self.pending.get_mut(&seq) {
+                    p.deadline = later(now, wait);
+                }
+                Vec::new()
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// Queue a pull request (`$JS.API.CONSUMER.MSG.NEXT`); answers refusals itself.
+    pub fn add_pull(&mut self, cx: &Cx<'_>, reply: &str, body: &[u8], now: Instant) {
+        self.last_active = now;
+        let refuse = |status: &str| {
+            let h = status_header(status, &[]);
+            cx.send(reply, None, Some(&h), b"");
+        };
+        if self.is_push() {
+            return refuse("409 Consumer is push based");
+        }
+        let text = std::str::from_utf8(body).unwrap_or("").trim();
+        let (mut batch, mut expires, mut no_wait, mut max_bytes, mut hb) =
+            (1i64, 0i64, false, 0i64, 0i64);
+        if !text.is_empty() {
+            if let Ok(n) = text.parse::<i64>() {
+                batch = n;
+            } else {
+                match serde_json::from_str::<serde_json::Value>(text) {
+                    Ok(v) if v.is_object() => {
+                        let i = |k: &str| v.get(k).and_then(serde_json::Value::as_i64).unwrap_or(0);
+                        batch = i("batch");
+                        expires = i("expires");
+                        max_bytes = i("max_bytes");
+                        hb = i("idle_heartbeat");
+                        no_wait = v
+                            .get("no_wait")
+                            .and_then(serde_json::Value::as_bool)
+                            .unwrap_or(false);
+                    }
+                    _ => return refuse("400 Bad Request"),
+                }
+            }
+        }
+        if batch <= 0 {
+            batch = 1;
+        }
+        if self.cfg.max_batch > 0 && batch > self.cfg.max_batch {
+            return refuse(&format!(
+                "409 Exceeded MaxRequestBatch of {}",
+                self.cfg.max_batch
+            ));
+        }
+        if self.cfg.max_expires > 0 && (expires == 0 || expires > self.cfg.max_expires) {
+            return refuse(&format!(
+                "409 Exceeded MaxRequestExpires of {}",
+                crate::util::time::go_duration(nanos(self.cfg.max_expires))
+            ));
+        }
+        if self.cfg.max_bytes > 0 && max_bytes > self.cfg.max_bytes {
+            return refuse(&format!(
+                "409 Exceeded MaxRequestMaxBytes of {}",
+                self.cfg.max_bytes
+            ));
+        }
+        if hb > 0 && expires > 0 && hb * 2 > expires {
+            return refuse("400 Bad Request - heartbeat value too large");
+        }
+        if self.waiting.len() as i64 >= self.cfg.max_waiting.max(1) {
+            return refuse("409 Exceeded MaxWaiting");
+        }
+        self.waiting.push_back(PullReq {
+            reply: reply.to_string(),
+            batch,
+            max_bytes,
+            expires: (expires > 0).then(|| later(now, nanos(expires))),
+            no_wait,
+            hb: (hb > 0).then(|| nanos(hb)),
+            last: now,
+            delivered: 0,
+        });
+    }
+
+    /// Timer work: redeliveries due, expired pull requests, heartbeats, stalled flow control.
+    pub fn tick(&mut self, cx: &Cx<'_>, store: &dyn MsgStore, now: Instant) {
+        if self.cfg.ack_policy != AckPolicy::None {
+            let due: Vec<u64> = self
+                .pending
+                .iter()
+                .filter(|(s, p)| p.deadline <= now && !self.in_redeliver.contains(s))
+                .map(|(s, _)| *s)
+                .collect();
+            for s in due {
+                self.in_redeliver.insert(s);
+                self.redeliver.push_back(s);
+            }
+        }
+        if !self.is_push() {
+            let mut keep = VecDeque::new();
+            while let Some(mut r) = self.waiting.pop_front() {
+                if r.expires.is_some_and(|e| e <= now) {
+                    let pm = r.batch.to_string();
+                    let pb = r.max_bytes.to_string();
+                    let h = status_header(
+                        "408 Request Timeout",
+                        &[("Nats-Pending-Messages", &pm), ("Nats-Pending-Bytes", &pb)],
+                    );
+                    cx.send(&r.reply, None, Some(&h), b"");
+                    continue;
+                }
+                if let Some(hb) = r.hb {
+                    if now.duration_since(r.last) >= hb {
+                        let lc = (self.dseq - 1).to_string();
+                        let ls = self.sseq.saturating_sub(1).to_string();
+                        let h = status_header(
+                            "100 Idle Heartbeat",
+                            &[("Nats-Last-Consumer", &lc), ("Nats-Last-Stream", &ls)],
+                        );
+                        cx.send(&r.reply, None, Some(&h), b"");
+                        r.last = now;
+                    }
+                }
+                keep.push_back(r);
+            }
+            self.waiting = keep;
+            if !self.waiting.is_empty() {
+                self.last_active = now;
+            }
+        } else {
+            let bound = cx.has_interest(&self.cfg.deliver_subject);
+            if bound {
+                self.last_active = now;
+            }
+            if let Some(reply) = self.fc_reply.clone() {
+                if self.fc_msgs >= FC_MSGS
+                    && now.duration_since(self.fc_sent) >= Duration::from_secs(2)
+                    && bound
+                {
+                    // Ask again: the answer may have been lost.
+                    self.fc_n = self.fc_n.wrapping_add(0);
+                    let h = status_header("100 FlowControl Request", &[]);
+                    cx.deliver(
+                        &self.cfg.deliver_subject,
+                        &self.cfg.deliver_subject,
+                        Some(&reply),
+                        Some(&h),
+                        b"",
+                    );
+                    self.fc_sent = now;
+                }
+            }
+            if self.cfg.idle_heartbeat > 0
+                && bound
+                && now.duration_since(self.last_send) >= nanos(self.cfg.idle_heartbeat)
+            {
+                let lc = (self.dseq - 1).to_string();
+                let ls = self.sseq.saturating_sub(1).to_string();
+                let mut extra = vec![
+                    ("Nats-Last-Consumer", lc.as_str()),
+                    ("Nats-Last-Stream", ls.as_str()),
+                ];
+                let stalled = self.fc_reply.clone();
+                if let Some(s) = &stalled {
+                    extra.push(("Nats-Consumer-Stalled", s.as_str()));
+                }
+                let h = status_header("100 Idle Heartbeat", &extra);
+                cx.deliver(
+                    &self.cfg.deliver_subject,
+                    &self.cfg.deliver_subject,
+                    None,
+                    Some(&h),
+                    b"",
+                );
+                self.last_send = now;
+            }
+        }
+        let _ = store;
+    }
+
+    /// Tell waiting pull requests the consumer is gone.
+    pub fn deleted(&mut self, cx: &Cx<'_>) {
+        for r in self.waiting.drain(..) {
+            let h = status_header("409 Consumer Deleted", &[]);
+            cx.send(&r.reply, None, Some(&h), b"");
+        }
+    }
+
+    /// An ephemeral consumer unused for its inactive threshold.
+    pub fn inactive(&self, now: Instant) -> bool {
+        !self.durable
+            && self.cfg.inactive_threshold > 0
+            && now.duration_since(self.last_active) >= nanos(self.cfg.inactive_threshold)
+    }
+
+    pub fn has_work(&self) -> bool {
+        !self.redeliver.is_empty() || !self.lps.is_empty()
+    }
+}

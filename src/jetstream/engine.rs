@@ -1,0 +1,1374 @@
+//! The state of JetStream on this server (every JetStream account's streams and consumers)
+//! and what each event does to it: API requests, publishes into streams, acknowledgements,
+//! flow control answers, and the timer.
+
+use super::consumer::{self, Consumer, Cx};
+use super::persist::{self, ConsumerMeta, ConsumerState, StreamMeta};
+use super::store::memory::MemStore;
+use super::store::{MsgStore, Purge};
+use super::stream::{self, Stored, Stream};
+use super::types::*;
+use super::{handler, subscribe, Event, EventKind, JsConfig, Queue};
+use crate::account::{Account, Subscription};
+use crate::server::ServerShared;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// The API subjects (after `$JS.API.`) each JetStream account answers.
+/// One subscription per account takes every API request (as nats-server's `$JS.API.>`):
+/// unknown requests, and direct gets of streams without `allow_direct`, go unanswered.
+const API_SUBJECTS: &[&str] = &[">"];
+/// Consumer states are saved at most this often (and at shutdown).
+const SAVE_EVERY: Duration = Duration::from_millis(100);
+const NAMES_LIMIT: usize = 1024;
+const LIST_LIMIT: usize = 256;
+
+pub struct JsAccount {
+    pub acc: Arc<Account>,
+    pub streams: BTreeMap<String, Stream>,
+    pub api_total: u64,
+    pub api_errors: u64,
+    subs: Vec<Arc<Subscription>>,
+}
+
+pub struct Engine {
+    pub config: JsConfig,
+    tx: Queue,
+    pub accounts: BTreeMap<String, JsAccount>,
+    /// The `$JS.API.>` subscriptions of accounts without JetStream.
+    refused: Vec<(Arc<Account>, Arc<Subscription>)>,
+    last_save: Instant,
+}
+
+/// Totals for `/jsz` and `/varz`.
+#[derive(Default, Debug, Clone)]
+pub struct Totals {
+    pub memory: u64,
+    pub storage: u64,
+    pub streams: usize,
+    pub consumers: usize,
+    pub messages: u64,
+    pub bytes: u64,
+    pub api_total: u64,
+    pub api_errors: u64,
+}
+
+type Res = Result<String, (ApiError, &'static str)>;
+
+fn err_json(t: &str, e: &ApiError, extra: &str) -> String {
+    let mut o = Obj::typed(t);
+    o.field("error", e);
+    let mut s = o.done();
+    if !extra.is_empty() {
+        s.pop();
+        s.push(',');
+        s.push_str(extra);
+        s.push('}');
+    }
+    s
+}
+
+fn random_name() -> String {
+    use rand::Rng;
+    const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    let mut r = rand::rng();
+    (0..8)
+        .map(|_| A[r.random_range(0..A.len())] as char)
+        .collect()
+}
+
+/// Parse a request body; an empty body is the type's default.
+fn body<T: for<'de> Deserialize<'de> + Default>(p: &[u8]) -> Result<T, ApiError> {
+    // Go decodes `null` into the zero value, as an empty body.
+    if p.iter().all(u8::is_ascii_whitespace) || p.trim_ascii() == b"null" {
+        return Ok(T::default());
+    }
+    serde_json::from_slice(p).map_err(|_| ApiError::invalid_json())
+}
+
+#[derive(Deserialize, Default)]
+struct ListReq {
+    #[serde(default)]
+    offset: usize,
+    #[serde(default)]
+    subject: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+struct InfoReq {
+    #[serde(default)]
+    subjects_filter: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+struct PurgeReq {
+    #[serde(default)]
+    filter: Option<String>,
+    #[serde(default)]
+    seq: Option<u64>,
+    #[serde(default)]
+    keep: Option<u64>,
+}
+
+#[derive(Deserialize, Default)]
+struct GetReq {
+    #[serde(default)]
+    seq: u64,
+    #[serde(default)]
+    last_by_subj: Option<String>,
+    #[serde(default)]
+    next_by_subj: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+struct DeleteReq {
+    #[serde(default)]
+    seq: u64,
+    #[serde(default)]
+    no_erase: bool,
+}
+
+#[derive(Deserialize, Default)]
+struct CreateConsumerReq {
+    #[serde(default)]
+    stream_name: String,
+    #[serde(default)]
+    config: ConsumerConfig,
+}
+
+impl Engine {
+    pub fn new(config: JsConfig, tx: Queue) -> Engine {
+        Engine {
+            config,
+            tx,
+            accounts: BTreeMap::new(),
+            refused: Vec::new(),
+            last_save: Instant::now(),
+        }
+    }
+
+    /// Subscribe the API in `acc` and recover its streams and consumers from disk.
+    pub fn enable_account(&mut self, srv: &Arc<ServerShared>, acc: Arc<Account>) {
+        let name: Arc<str> = Arc::from(acc.name.as_str());
+        let mut subs = Vec::new();
+        let h = handler(
+            self.tx.clone(),
+            name.clone(),
+            EventKind::Api,
+            self.config.domain.clone(),
+        );
+        for s in API_SUBJECTS {
+            subs.extend(subscribe(
+                srv,
+                &acc,
+                &format!("$JS.API.{s}"),
+                None,
+                h.clone(),
+            ));
+            if let Some(d) = &self.config.domain {
+                subs.extend(subscribe(
+                    srv,
+                    &acc,
+                    &format!("$JS.{d}.API.{s}"),
+                    None,
+                    h.clone(),
+                ));
+            }
+        }
+        let h = handler(self.tx.clone(), name.clone(), EventKind::Ack, None);
+        subs.extend(subscribe(srv, &acc, "$JS.ACK.>", None, h));
+        let h = handler(self.tx.clone(), name.clone(), EventKind::FlowControl, None);
+        subs.extend(subscribe(srv, &acc, "$JS.FC.>", None, h));
+        let mut ja = JsAccount {
+            acc: acc.clone(),
+            streams: BTreeMap::new(),
+            api_total: 0,
+            api_errors: 0,
+            subs,
+        };
+        let root = self.config.store_dir.join(&acc.name).join("streams");
+        for sname in persist::subdirs(&root) {
+            let dir = root.join(&sname);
+            let meta: StreamMeta = match persist::read_json(&dir.join("meta.json")) {
+                Ok(m) => m,
+                Err(e) => {
+                    tracing::warn!(
+                        "JetStream: stream {sname:?} in account {:?} not restored: {e}",
+                        acc.name
+                    );
+                    continue;
+                }
+            };
+            let store = match super::store::open::open_file(
+                &dir.join("msgs"),
+                stream::limits_of(&meta.config),
+                self.config.sync,
+            ) {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::error!("JetStream: stream {sname:?} store not opened: {e}");
+                    continue;
+                }
+            };
+            let mut st = Stream {
+                cfg: meta.config,
+                created: meta.created,
+                store,
+                subs: Vec::new(),
+                dedupe: Default::default(),
+                dedupe_order: Default::default(),
+                last_msg_id: String::new(),
+                consumers: BTreeMap::new(),
+                dir: Some(dir.clone()),
+            };
+            st.rebuild_dedupe(now_nanos());
+            for cname in persist::subdirs(&dir.join("obs")) {
+                let cdir = persist::consumer_dir(&dir, &cname);
+                let cm: ConsumerMeta = match persist::read_json(&cdir.join("meta.json")) {
+                    Ok(m) => m,
+                    Err(e) => {
+                        tracing::warn!("JetStream: consumer {cname:?} not restored: {e}");
+                        continue;
+                    }
+                };
+                let mut c = Consumer::new(
+                    cm.name.clone(),
+                    st.cfg.name.clone(),
+                    cm.config,
+                    cm.created,
+                    true,
+                    st.store.as_ref(),
+                );
+                match persist::read_json::<ConsumerState>(&cdir.join("state.json")) {
+                    Ok(s) => c.restore(&s, st.store.as_ref()),
+                    Err(e) => {
+                        tracing::warn!("JetStream: consumer {cname:?} state not restored: {e}")
+                    }
+                }
+                st.consumers.insert(cm.name, c);
+            }
+            subscribe_stream(srv, &acc, &self.tx, &mut st);
+            tracing::info!(
+                "  Restored stream {:?} in account {:?}: {} messages, {} consumers",
+                st.cfg.name,
+                acc.name,
+                st.store.state().msgs,
+                st.consumers.len()
+            );
+            ja.streams.insert(sname, st);
+        }
+        self.accounts.insert(acc.name.clone(), ja);
+    }
+
+    /// An account without JetStream: its `$JS.API` requests get nats-server's 10039 error.
+    pub fn refuse_account(&mut self, srv: &Arc<ServerShared>, acc: Arc<Account>) {
+        let name: Arc<str> = Arc::from(acc.name.as_str());
+        let h = handler(
+            self.tx.clone(),
+            name,
+            EventKind::NotEnabled,
+            self.config.domain.clone(),
+        );
+        self.refused
+            .extend(subscribe(srv, &acc, "$JS.API.>", None, h).map(|s| (acc, s)));
+    }
+
+    fn not_enabled(srv: &Arc<ServerShared>, ev: &Event) {
+        let (Some(reply), Some(acc)) = (ev.reply.as_deref(), srv.accounts.get(&ev.acc)) else {
+            return;
+        };
+        let rest = ev.subject.strip_prefix("$JS.API.").unwrap_or("");
+        let t: Vec<&str> = rest.split('.').collect();
+        let (ty, extra) = match t.as_slice() {
+            ["INFO"] => ("account_info_response", ""),
+            ["STREAM", "CREATE", ..] => ("stream_create_response", ""),
+            ["STREAM", "UPDATE", ..] => ("stream_update_response", ""),
+            ["STREAM", "INFO", ..] => (
+                "stream_info_response",
+                "\"total\":0,\"offset\":0,\"limit\":0",
+            ),
+            ["STREAM", "DELETE", ..] => ("stream_delete_response", ""),
+            ["STREAM", "PURGE", ..] => ("stream_purge_response", "\"purged\":0"),
+            ["STREAM", "NAMES"] => (
+                "stream_names_response",
+                "\"total\":0,\"offset\":0,\"limit\":0,\"streams\":null",
+            ),
+            ["STREAM", "LIST"] => (
+                "stream_list_response",
+                "\"total\":0,\"offset\":0,\"limit\":0,\"streams\":null",
+            ),
+            ["STREAM", "MSG", "GET", ..] => ("stream_msg_get_response", ""),
+            ["STREAM", "MSG", "DELETE", ..] => ("stream_msg_delete_response", ""),
+            ["CONSUMER", "CREATE", ..] | ["CONSUMER", "DURABLE", "CREATE", ..] => {
+                ("consumer_create_response", "")
+            }
+            ["CONSUMER", "INFO", ..] => ("consumer_info_response", ""),
+            ["CONSUMER", "DELETE", ..] => ("consumer_delete_response", ""),
+            ["CONSUMER", "NAMES", ..] => ("consumer_names_response", ""),
+            ["CONSUMER", "LIST", ..] => ("consumer_list_response", ""),
+            _ => return,
+        };
+        let e = ApiError::new(503, 10039, "JetStream not enabled for account");
+        let cx = Cx { srv, acc: &acc };
+        cx.send(reply, None, None, err_json(ty, &e, extra).as_bytes());
+    }
+
+    pub fn handle(&mut self, srv: &Arc<ServerShared>, ev: Event) {
+        if ev.kind == EventKind::NotEnabled {
+            Self::not_enabled(srv, &ev);
+            return;
+        }
+        let usage = if self.config.limits_set {
+            Some(self.usage())
+        } else {
+            None
+        };
+        let g = Globals {
+            config: &self.config,
+            tx: &self.tx,
+            usage,
+        };
+        let Some(ja) = self.accounts.get_mut(&*ev.acc) else {
+            return;
+        };
+        match &ev.kind {
+            EventKind::Api => ja.api(&g, srv, &ev),
+            EventKind::Publish(s) => ja.publish(&g, srv, s, &ev),
+            EventKind::Ack => ja.ack(srv, &ev),
+            EventKind::FlowControl => ja.flow_control(srv, &ev),
+            EventKind::NotEnabled => {}
+        }
+    }
+
+    /// (memory bytes, file bytes) stored across accounts.
+    fn usage(&self) -> (u64, u64) {
+        let mut u = (0, 0);
+        for ja in self.accounts.values() {
+            for s in ja.streams.values() {
+                let b = s.store.state().bytes;
+                match s.cfg.storage {
+                    Storage::Memory => u.0 += b,
+                    Storage::File => u.1 += b,
+                }
+            }
+        }
+        u
+    }
+
+    pub fn tick(&mut self, srv: &Arc<ServerShared>) {
+        let now = Instant::now();
+        let now_ns = now_nanos();
+        let save = now.duration_since(self.last_save) >= SAVE_EVERY;
+        if save {
+            self.last_save = now;
+        }
+        for ja in self.accounts.values_mut() {
+            let cx = Cx { srv, acc: &ja.acc };
+            for st in ja.streams.values_mut() {
+                if st.store.expire(now_ns) > 0 {
+                    tracing::trace!("stream {:?}: aged messages removed", st.cfg.name);
+                }
+                st.expire_dedupe(now_ns);
+                let mut acked = Vec::new();
+                let mut gone = Vec::new();
+                for c in st.consumers.values_mut() {
+                    c.tick(&cx, st.store.as_ref(), now);
+                    c.pump(&cx, st.store.as_ref(), &mut acked);
+                    if c.inactive(now) {
+                        gone.push(c.name.clone());
+                    }
+                }
+                for n in gone {
+                    if let Some(mut c) = st.consumers.remove(&n) {
+                        tracing::debug!("JetStream: ephemeral consumer {n:?} inactive, removed");
+                        c.deleted(&cx);
+                    }
+                }
+                retire(st, &acked);
+                if save {
+                    save_states(st, self.config.sync.always);
+                }
+            }
+        }
+    }
+
+    /// Save every consumer, withdraw every subscription, sync the stores.
+    pub fn shutdown(&mut self, srv: &Arc<ServerShared>) {
+        for (acc, s) in self.refused.drain(..) {
+            srv.unsubscribe_internal(&acc, &s);
+        }
+        for ja in self.accounts.values_mut() {
+            for st in ja.streams.values_mut() {
+                for c in st.consumers.values_mut() {
+                    c.dirty = true;
+                }
+                save_states(st, true);
+                for s in st.subs.drain(..) {
+                    srv.unsubscribe_internal(&ja.acc, &s);
+                }
+                if let Err(e) = st.store.sync() {
+                    tracing::error!("JetStream: stream {:?} not synced: {e}", st.cfg.name);
+                }
+            }
+            for s in ja.subs.drain(..) {
+                srv.unsubscribe_internal(&ja.acc, &s);
+            }
+        }
+    }
+
+    pub fn totals(&self) -> Totals {
+        let mut t = Totals::default();
+        for ja in self.accounts.values() {
+            t.api_total += ja.api_total;
+            t.api_errors += ja.api_errors;
+            for s in ja.streams.values() {
+                let st = s.store.state();
+                t.streams += 1;
+                t.consumers += s.consumers.len();
+                t.messages += st.msgs;
+                t.bytes += st.bytes;
+                match s.cfg.storage {
+                    Storage::Memory => t.memory += st.bytes,
+                    Storage::File => t.storage += st.bytes,
+                }
+            }
+        }
+        t
+    }
+}
+
+/// What every handler may need besides its account.
+pub struct Globals<'a> {
+    pub config: &'a JsConfig,
+    pub tx: &'a Queue,
+    /// (memory, file) bytes in use, when limits are configured.
+    pub usage: Option<(u64, u64)>,
+}
+
+fn save_states(st: &mut Stream, sync: bool) {
+    let Some(dir) = &st.dir else {
+        return;
+    };
+    for c in st.consumers.values_mut() {
+        if !c.durable || !c.dirty {
+            continue;
+        }
+        let p = persist::consumer_dir(dir, &c.name).join("state.json");
+        match persist::write_json(&p, &c.state(), sync) {
+            Ok(()) => c.dirty = false,
+            Err(e) => tracing::error!("JetStream: consumer state not saved: {e}"),
+        }
+    }
+}
+
+fn save_consumer_meta(st: &Stream, c: &Consumer) -> Result<(), String> {
+    let Some(dir) = &st.dir else {
+        return Ok(());
+    };
+    if !c.durable {
+        return Ok(());
+    }
+    let cdir = persist::consumer_dir(dir, &c.name);
+    persist::write_json(
+        &cdir.join("meta.json"),
+        &ConsumerMeta {
+            name: c.name.clone(),
+            config: c.cfg.clone(),
+            created: c.created,
+        },
+        true,
+    )?;
+    persist::write_json(&cdir.join("state.json"), &c.state(), false)
+}
+
+/// Interest and work-queue retention: remove the messages every interested consumer is
+/// done with.
+fn retire(st: &mut Stream, seqs: &[u64]) {
+    if st.cfg.retention == Retention::Limits || seqs.is_empty() {
+        return;
+    }
+    for &seq in seqs {
+        let Ok(m) = st.store.load(seq) else {
+            continue;
+        };
+        if st.consumers.values().all(|c| c.done_with(seq, &m.subject)) {
+            let _ = st.store.remove(seq, false);
+        }
+    }
+}
+
+/// Subscribe a stream's subjects.
+fn subscribe_stream(srv: &ServerShared, acc: &Account, tx: &Queue, st: &mut Stream) {
+    let name: Arc<str> = Arc::from(st.cfg.name.as_str());
+    let accn: Arc<str> = Arc::from(acc.name.as_str());
+    let h = handler(tx.clone(), accn, EventKind::Publish(name), None);
+    for s in &st.cfg.subjects {
+        st.subs.extend(subscribe(srv, acc, s, None, h.clone()));
+    }
+}
+
+fn unsubscribe_stream(srv: &ServerShared, acc: &Account, st: &mut Stream) {
+    for s in st.subs.drain(..) {
+        srv.unsubscribe_internal(acc, &s);
+    }
+}
+
+impl JsAccount {
+    fn api(&mut self, g: &Globals<'_>, srv: &Arc<ServerShared>, ev: &Event) {
+        let Some(reply) = ev.reply.as_deref() else {
+            return;
+        };
+        let Some(rest) = ev.subject.strip_prefix("$JS.API.") else {
+            return;
+        };
+        let t: Vec<&str> = rest.split('.').collect();
+        let p = &ev.payload[..];
+        let cx_acc = self.acc.clone();
+        let cx = Cx { srv, acc: &cx_acc };
+        if let ["DIRECT", "GET", s, subj @ ..] = t.as_slice() {
+            self.direct_get(&cx, reply, s, &subj.join("."), p);
+            return;
+        }
+        if let ["CONSUMER", "MSG", "NEXT", s, c] = t.as_slice() {
+            if let Some(st) = self.streams.get_mut(*s) {
+                if let Some(con) = st.consumers.get_mut(*c) {
+                    con.add_pull(&cx, reply, p, Instant::now());
+                    let mut acked = Vec::new();
+                    con.pump(&cx, st.store.as_ref(), &mut acked);
+                    retire(st, &acked);
+                }
+            }
+            return;
+        }
+        let res: Res = match t.as_slice() {
+            ["INFO"] => Ok(self.account_info(g)),
+            ["STREAM", "CREATE", s] => self.stream_create(g, srv, s, p),
+            ["STREAM", "UPDATE", s] => self.stream_update(g, srv, s, p),
+            ["STREAM", "INFO", s] => self.stream_info(s, p),
+            ["STREAM", "DELETE", s] => self.stream_delete(&cx, s),
+            ["STREAM", "PURGE", s] => self.stream_purge(s, p),
+            ["STREAM", "NAMES"] => self.stream_list(p, true),
+            ["STREAM", "LIST"] => self.stream_list(p, false),
+            ["STREAM", "MSG", "GET", s] => self.msg_get(s, p),
+            ["STREAM", "MSG", "DELETE", s] => self.msg_delete(s, p),
+            ["CONSUMER", "CREATE", s] => self.consumer_create(&cx, s, None, "", false, p),
+            ["CONSUMER", "CREATE", s, c, f @ ..] => {
+                self.consumer_create(&cx, s, Some(c), &f.join("."), false, p)
+            }
+            ["CONSUMER", "DURABLE", "CREATE", s, c] => {
+                self.consumer_create(&cx, s, Some(c), "", true, p)
+            }
+            ["CONSUMER", "INFO", s, c] => self.consumer_info(&cx, s, c),
+            ["CONSUMER", "DELETE", s, c] => self.consumer_delete(&cx, s, c),
+            ["CONSUMER", "NAMES", s] => self.consumer_list(&cx, s, p, true),
+            ["CONSUMER", "LIST", s] => self.consumer_list(&cx, s, p, false),
+            _ => return,
+        };
+        let out = match res {
+            Ok(s) => s,
+            Err((e, t)) => {
+                self.api_errors += 1;
+                let extra = match t {
+                    "stream_info_response" => "\"total\":0,\"offset\":0,\"limit\":0",
+                    "stream_purge_response" => "\"purged\":0",
+                    _ => "",
+                };
+                err_json(t, &e, extra)
+            }
+        };
+        self.api_total += 1;
+        cx.send(reply, None, None, out.as_bytes());
+    }
+
+    fn account_info(&self, g: &Globals<'_>) -> String {
+        let (mut mem, mut file, mut consumers) = (0u64, 0u64, 0usize);
+        for s in self.streams.values() {
+            let b = s.store.state().bytes;
+            consumers += s.consumers.len();
+            match s.cfg.storage {
+                Storage::Memory => mem += b,
+                Storage::File => file += b,
+            }
+        }
+        let mut limits = Obj::new();
+        limits
+            .field("max_memory", &-1)
+            .field("max_storage", &-1)
+            .field("max_streams", &-1)
+            .field("max_consumers", &-1)
+            .field("max_ack_pending", &-1)
+            .field("memory_max_stream_bytes", &-1)
+            .field("storage_max_stream_bytes", &-1)
+            .field("max_bytes_required", &false);
+        let mut api = Obj::new();
+        api.field("total", &self.api_total)
+            .field("errors", &self.api_errors);
+        let mut o = Obj::typed("account_info_response");
+        o.field("memory", &mem)
+            .field("storage", &file)
+            .field("reserved_memory", &0)
+            .field("reserved_storage", &0)
+            .field("streams", &self.streams.len())
+            .field("consumers", &consumers)
+            .raw("limits", &limits.done());
+        if let Some(d) = &g.config.domain {
+            o.field("domain", d);
+        }
+        o.raw("api", &api.done());
+        o.done()
+    }
+
+    fn overlapping(&self, cfg: &StreamConfig) -> bool {
+        self.streams
+            .values()
+            .filter(|s| s.cfg.name != cfg.name)
+            .any(|s| {
+                s.cfg.subjects.iter().any(|a| {
+                    cfg.subjects
+                        .iter()
+                        .any(|b| crate::subject::overlaps(a.as_bytes(), b.as_bytes()))
+                })
+            })
+    }
+
+    fn stream_create(
+        &mut self,
+        g: &Globals<'_>,
+        srv: &Arc<ServerShared>,
+        name: &str,
+        p: &[u8],
+    ) -> Res {
+        const T: &str = "stream_create_response";
+        let e = |e| (e, T);
+        if p.iter().all(u8::is_ascii_whitespace) {
+            return Err(e(ApiError::invalid_json()));
+        }
+        let mut cfg: StreamConfig = body(p).map_err(e)?;
+        if cfg.name != name {
+            return Err(e(ApiError::stream_mismatch()));
+        }
+        stream::apply_defaults(&mut cfg);
+        stream::check(&cfg, srv.opts.max_payload).map_err(e)?;
+        if cfg.sealed {
+            return Err(e(ApiError::stream_config(
+                "stream configuration for create can not be sealed",
+            )));
+        }
+        if let Some(s) = self.streams.get(name) {
+            if s.cfg == cfg {
+                let mut o = Obj::typed(T);
+                s.info_fields(&mut o, None);
+                return Ok(o.done());
+            }
+            return Err(e(ApiError::new(
+                400,
+                10058,
+                "stream name already in use with a different configuration",
+            )));
+        }
+        if self.overlapping(&cfg) {
+            return Err(e(ApiError::new(
+                400,
+                10065,
+                "subjects overlap with an existing stream",
+            )));
+        }
+        if let Some((mem, file)) = g.usage {
+            let (used, max) = match cfg.storage {
+                Storage::Memory => (mem, g.config.max_memory),
+                Storage::File => (file, g.config.max_storage),
+            };
+            if cfg.max_bytes > 0 && used as i64 + cfg.max_bytes > max {
+                return Err(e(match cfg.storage {
+                    Storage::Memory => {
+                        ApiError::new(500, 10028, "insufficient memory resources available")
+                    }
+                    Storage::File => {
+                        ApiError::new(500, 10047, "insufficient storage resources available")
+                    }
+                }));
+            }
+        }
+        let limits = stream::limits_of(&cfg);
+        let (store, dir): (Box<dyn MsgStore>, Option<PathBuf>) = match cfg.storage {
+            Storage::Memory => (Box::new(MemStore::new(limits)), None),
+            Storage::File => {
+                let dir = persist::stream_dir(&g.config.store_dir, &self.acc.name, name);
+                let store = super::store::open::open_file(&dir.join("msgs"), limits, g.config.sync)
+                    .map_err(|er| e(ApiError::new(500, 10049, er.to_string())))?;
+                (store, Some(dir))
+            }
+        };
+        let created = now_nanos();
+        if let Some(d) = &dir {
+            let meta = StreamMeta {
+                config: cfg.clone(),
+                created,
+            };
+            persist::write_json(&d.join("meta.json"), &meta, true)
+                .map_err(|er| e(ApiError::new(500, 10049, er)))?;
+        }
+        let mut st = Stream {
+            cfg,
+            created,
+            store,
+            subs: Vec::new(),
+            dedupe: Default::default(),
+            dedupe_order: Default::default(),
+            last_msg_id: String::new(),
+            consumers: BTreeMap::new(),
+            dir,
+        };
+        subscribe_stream(srv, &self.acc, g.tx, &mut st);
+        let mut o = Obj::typed(T);
+        st.info_fields(&mut o, None);
+        o.field("did_create", &true);
+        self.streams.insert(name.to_string(), st);
+        tracing::debug!(
+            "JetStream: stream {name:?} created in account {:?}",
+            self.acc.name
+        );
+        Ok(o.done())
+    }
+
+    fn stream_update(
+        &mut self,
+        g: &Globals<'_>,
+        srv: &Arc<ServerShared>,
+        name: &str,
+        p: &[u8],
+    ) -> Res {
+        const T: &str = "stream_update_response";
+        let e = |e| (e, T);
+        if p.iter().all(u8::is_ascii_whitespace) {
+            return Err(e(ApiError::invalid_json()));
+        }
+        let mut cfg: StreamConfig = body(p).map_err(e)?;
+        if cfg.name != name {
+            return Err(e(ApiError::stream_mismatch()));
+        }
+        if !self.streams.contains_key(name) {
+            return Err(e(ApiError::stream_not_found()));
+        }
+        stream::apply_defaults(&mut cfg);
+        stream::check(&cfg, srv.opts.max_payload).map_err(e)?;
+        if self.overlapping(&cfg) {
+            return Err(e(ApiError::new(
+                400,
+                10065,
+                "subjects overlap with an existing stream",
+            )));
+        }
+        let acc = self.acc.clone();
+        let Some(st) = self.streams.get_mut(name) else {
+            return Err(e(ApiError::stream_not_found()));
+        };
+        stream::check_update(&st.cfg, &cfg).map_err(e)?;
+        st.store
+            .update_limits(stream::limits_of(&cfg))
+            .map_err(|er| e(ApiError::stream_config(er.to_string())))?;
+        if let Some(d) = &st.dir {
+            let meta = StreamMeta {
+                config: cfg.clone(),
+                created: st.created,
+            };
+            persist::write_json(&d.join("meta.json"), &meta, true)
+                .map_err(|er| e(ApiError::stream_config(er)))?;
+        }
+        st.cfg = cfg;
+        unsubscribe_stream(srv, &acc, st);
+        subscribe_stream(srv, &acc, g.tx, st);
+        let mut o = Obj::typed(T);
+        st.info_fields(&mut o, None);
+        Ok(o.done())
+    }
+
+    fn stream_info(&self, name: &str, p: &[u8]) -> Res {
+        const T: &str = "stream_info_response";
+        let req: InfoReq = body(p).map_err(|e| (e, T))?;
+        let st = self
+            .streams
+            .get(name)
+            .ok_or((ApiError::stream_not_found(), T))?;
+        let mut o = Obj::typed(T);
+        o.field("total", &0).field("offset", &0).field("limit", &0);
+        st.info_fields(&mut o, req.subjects_filter.as_deref());
+        Ok(o.done())
+    }
+
+    fn stream_delete(&mut self, cx: &Cx<'_>, name: &str) -> Res {
+        const T: &str = "stream_delete_response";
+        let mut st = self
+            .streams
+            .remove(name)
+            .ok_or((ApiError::stream_not_found(), T))?;
+        unsubscribe_stream(cx.srv, &self.acc, &mut st);
+        for c in st.consumers.values_mut() {
+            c.deleted(cx);
+        }
+        if let Err(e) = st.store.delete() {
+            tracing::warn!("JetStream: stream {name:?} store delete: {e}");
+        }
+        if let Some(d) = &st.dir {
+            persist::remove_dir(d);
+        }
+        let mut o = Obj::typed(T);
+        o.field("success", &true);
+        Ok(o.done())
+    }
+
+    fn stream_purge(&mut self, name: &str, p: &[u8]) -> Res {
+        const T: &str = "stream_purge_response";
+        let req: PurgeReq = body(p).map_err(|e| (e, T))?;
+        let st = self
+            .streams
+            .get_mut(name)
+            .ok_or((ApiError::stream_not_found(), T))?;
+        if st.cfg.deny_purge {
+            return Err((ApiError::new(500, 10110, "stream purge not permitted"), T));
+        }
+        if st.cfg.sealed {
+            return Err((
+                ApiError::new(400, 10109, "invalid operation on sealed stream"),
+                T,
+            ));
+        }
+        if req.seq.is_some() && req.keep.is_some() {
+            return Err((ApiError::bad_request(), T));
+        }
+        if let Some(f) = &req.filter {
+            if !f.is_empty() && !crate::subject::is_valid_subject(f.as_bytes()) {
+                return Err((ApiError::bad_request(), T));
+            }
+        }
+        let n = st
+            .store
+            .purge(&Purge {
+                filter: req.filter.clone().filter(|f| !f.is_empty()),
+                seq: req.seq,
+                keep: req.keep,
+            })
+            .map_err(|e| (ApiError::new(500, 10068, e.to_string()), T))?;
+        let first = st.store.state().first_seq;
+        for c in st.consumers.values_mut() {
+            if c.sseq < first {
+                c.sseq = first;
+            }
+            let gone: Vec<u64> = c
+                .pending
+                .keys()
+                .copied()
+                .filter(|s| st.store.load(*s).is_err())
+                .collect();
+            for s in gone {
+                c.pending.remove(&s);
+                c.rdc.remove(&s);
+            }
+            c.dirty = true;
+        }
+        let mut o = Obj::typed(T);
+        o.field("success", &true).field("purged", &n);
+        Ok(o.done())
+    }
+
+    fn stream_list(&self, p: &[u8], names: bool) -> Res {
+        let t = if names {
+            "stream_names_response"
+        } else {
+            "stream_list_response"
+        };
+        let req: ListReq = body(p).map_err(|e| (e, t))?;
+        let matching: Vec<&Stream> = self
+            .streams
+            .values()
+            .filter(|s| match req.subject.as_deref().filter(|x| !x.is_empty()) {
+                None => true,
+                Some(f) => s
+                    .cfg
+                    .subjects
+                    .iter()
+                    .any(|x| crate::subject::overlaps(x.as_bytes(), f.as_bytes())),
+            })
+            .collect();
+        let limit = if names { NAMES_LIMIT } else { LIST_LIMIT };
+        let page = matching.iter().skip(req.offset).take(limit);
+        let mut o = Obj::typed(t);
+        o.field("total", &matching.len())
+            .field("offset", &req.offset)
+            .field("limit", &limit);
+        if names {
+            let v: Vec<&str> = page.map(|s| s.cfg.name.as_str()).collect();
+            // Go's nil slice: `null` when there are none.
+            o.field("streams", &(!v.is_empty()).then_some(v));
+        } else {
+            let v: Vec<String> = page
+                .map(|s| {
+                    let mut x = Obj::new();
+                    s.info_fields(&mut x, None);
+                    x.done()
+                })
+                .collect();
+            o.raw("streams", &format!("[{}]", v.join(",")));
+        }
+        Ok(o.done())
+    }
+
+    fn load_for(st: &Stream, req: &GetReq) -> Result<super::store::StoredMsg, ApiError> {
+        match (&req.last_by_subj, &req.next_by_subj) {
+            (Some(_), _) if req.seq > 0 => Err(ApiError::bad_request()),
+            (Some(s), None) => st
+                .store
+                .load_last(Some(s))
+                .map_err(|_| ApiError::no_message()),
+            (None, Some(s)) => st
+                .store
+                .load_next(Some(s), req.seq)
+                .map_err(|_| ApiError::no_message()),
+            (None, None) if req.seq > 0 => {
+                st.store.load(req.seq).map_err(|_| ApiError::no_message())
+            }
+            _ => Err(ApiError::bad_request()),
+        }
+    }
+
+    fn msg_get(&self, name: &str, p: &[u8]) -> Res {
+        const T: &str = "stream_msg_get_response";
+        let req: GetReq = body(p).map_err(|e| (e, T))?;
+        let st = self
+            .streams
+            .get(name)
+            .ok_or((ApiError::stream_not_found(), T))?;
+        let m = Self::load_for(st, &req).map_err(|e| (e, T))?;
+        let mut o = Obj::typed(T);
+        o.raw("message", &Stream::msg_json(&m));
+        Ok(o.done())
+    }
+
+    fn msg_delete(&mut self, name: &str, p: &[u8]) -> Res {
+        const T: &str = "stream_msg_delete_response";
+        let req: DeleteReq = body(p).map_err(|e| (e, T))?;
+        let st = self
+            .streams
+            .get_mut(name)
+            .ok_or((ApiError::stream_not_found(), T))?;
+        if st.cfg.deny_delete {
+            return Err((ApiError::new(500, 10057, "message delete not permitted"), T));
+        }
+        if st.cfg.sealed {
+            return Err((
+                ApiError::new(400, 10109, "invalid operation on sealed stream"),
+                T,
+            ));
+        }
+        if req.seq == 0 || req.seq > st.store.state().last_seq {
+            return Err((ApiError::new(500, 10057, "stream store EOF"), T));
+        }
+        match st.store.remove(req.seq, !req.no_erase) {
+            Ok(true) => {}
+            Ok(false) => return Err((ApiError::new(500, 10057, "no message found"), T)),
+            Err(e) => return Err((ApiError::new(500, 10057, e.to_string()), T)),
+        }
+        for c in st.consumers.values_mut() {
+            if c.pending.remove(&req.seq).is_some() {
+                c.rdc.remove(&req.seq);
+                c.dirty = true;
+            }
+        }
+        let mut o = Obj::typed(T);
+        o.field("success", &true);
+        Ok(o.done())
+    }
+
+    fn direct_get(&self, cx: &Cx<'_>, reply: &str, name: &str, subj: &str, p: &[u8]) {
+        let Some(st) = self.streams.get(name) else {
+            return;
+        };
+        if !st.cfg.allow_direct {
+            return;
+        }
+        let req = if !subj.is_empty() {
+            GetReq {
+                last_by_subj: Some(subj.to_string()),
+                ..Default::default()
+            }
+        } else {
+            match serde_json::from_slice::<GetReq>(p) {
+                Ok(r) if !p.iter().all(u8::is_ascii_whitespace) => r,
+                _ => {
+                    let h = status_header("408 Malformed Request", &[]);
+                    cx.send(reply, None, Some(&h), b"");
+                    return;
+                }
+            }
+        };
+        match Self::load_for(st, &req) {
+            Ok(m) => {
+                let seq = m.seq.to_string();
+                let ts = time_str(m.ts);
+                let h = with_headers(
+                    m.header.as_deref(),
+                    &[
+                        ("Nats-Stream", &st.cfg.name),
+                        ("Nats-Subject", &m.subject),
+                        ("Nats-Sequence", &seq),
+                        ("Nats-Time-Stamp", &ts),
+                    ],
+                );
+                cx.send(reply, None, Some(&h), &m.data);
+            }
+            Err(e) if e.err_code == 10003 => {
+                let h = status_header("408 Malformed Request", &[]);
+                cx.send(reply, None, Some(&h), b"");
+            }
+            Err(_) => {
+                let h = status_header("404 Message Not Found", &[]);
+                cx.send(reply, None, Some(&h), b"");
+            }
+        }
+    }
+
+    fn consumer_create(
+        &mut self,
+        cx: &Cx<'_>,
+        stream_name: &str,
+        name_tok: Option<&str>,
+        filter_tok: &str,
+        durable_endpoint: bool,
+        p: &[u8],
+    ) -> Res {
+        const T: &str = "consumer_create_response";
+        let e = |e| (e, T);
+        if p.iter().all(u8::is_ascii_whitespace) {
+            return Err(e(ApiError::invalid_json()));
+        }
+        let req: CreateConsumerReq = body(p).map_err(e)?;
+        if req.stream_name != stream_name {
+            return Err(e(ApiError::stream_mismatch()));
+        }
+        let mut cfg = req.config;
+        let mismatch = || {
+            e(ApiError::new(
+                400,
+                10017,
+                "consumer name in subject does not match durable name in request",
+            ))
+        };
+        let name = match name_tok {
+            None => {
+                if !cfg.durable_name.is_empty() {
+                    return Err(e(ApiError::new(
+                        400,
+                        10020,
+                        "consumer expected to be ephemeral but a durable name was set in request",
+                    )));
+                }
+                if cfg.name.is_empty() {
+                    random_name()
+                } else {
+                    cfg.name.clone()
+                }
+            }
+            Some(n) if durable_endpoint => {
+                if cfg.durable_name != n {
+                    return Err(mismatch());
+                }
+                n.to_string()
+            }
+            Some(n) => {
+                if (!cfg.durable_name.is_empty() && cfg.durable_name != n)
+                    || (!cfg.name.is_empty() && cfg.name != n)
+                {
+                    return Err(mismatch());
+                }
+                if !filter_tok.is_empty() && cfg.filter_subject != filter_tok {
+                    return Err(e(ApiError::new(
+                        400,
+                        10131,
+                        "Consumer create request did not match filtered subject from create subject",
+                    )));
+                }
+                cfg.name = n.to_string();
+                n.to_string()
+            }
+        };
+        if !valid_name(&name) {
+            return Err(e(ApiError::new(
+                400,
+                10127,
+                "consumer name can not contain path separators",
+            )));
+        }
+        let durable = !cfg.durable_name.is_empty();
+        let st = self
+            .streams
+            .get_mut(stream_name)
+            .ok_or(e(ApiError::stream_not_found()))?;
+        consumer::apply_defaults(&mut cfg, !durable);
+        if let Some(c) = st.consumers.get(&name) {
+            if c.cfg != cfg {
+                consumer::check_update(&c.cfg, &cfg).map_err(e)?;
+            }
+        }
+        consumer::check(&cfg, &st.cfg).map_err(e)?;
+        if st.cfg.retention == Retention::Workqueue {
+            for (n, c) in &st.consumers {
+                if *n == name {
+                    continue;
+                }
+                if c.cfg.filter_subject.is_empty() || cfg.filter_subject.is_empty() {
+                    return Err(e(ApiError::new(
+                        400,
+                        10099,
+                        "multiple non-filtered consumers not allowed on workqueue stream",
+                    )));
+                }
+                if crate::subject::overlaps(
+                    c.cfg.filter_subject.as_bytes(),
+                    cfg.filter_subject.as_bytes(),
+                ) {
+                    return Err(e(ApiError::new(
+                        400,
+                        10100,
+                        "filtered consumer not unique on workqueue stream",
+                    )));
+                }
+            }
+        }
+        if let Some(c) = st.consumers.get_mut(&name) {
+            if c.cfg != cfg {
+                consumer::check_update(&c.cfg, &cfg).map_err(e)?;
+                c.cfg = cfg;
+                c.dirty = true;
+            }
+            let c = &st.consumers[&name];
+            save_consumer_meta(st, c).map_err(|er| e(ApiError::consumer_create(er)))?;
+            return Ok(c.info_json(st.store.as_ref(), Some(T), Some(cx)));
+        }
+        if st.cfg.max_consumers > 0 && st.consumers.len() as i64 >= st.cfg.max_consumers {
+            return Err(e(ApiError::new(
+                400,
+                10026,
+                "maximum consumers limit reached",
+            )));
+        }
+        let c = Consumer::new(
+            name.clone(),
+            stream_name.to_string(),
+            cfg,
+            now_nanos(),
+            durable,
+            st.store.as_ref(),
+        );
+        save_consumer_meta(st, &c).map_err(|er| e(ApiError::consumer_create(er)))?;
+        let out = c.info_json(st.store.as_ref(), Some(T), Some(cx));
+        st.consumers.insert(name.clone(), c);
+        let mut acked = Vec::new();
+        if let Some(c) = st.consumers.get_mut(&name) {
+            c.pump(cx, st.store.as_ref(), &mut acked);
+        }
+        retire(st, &acked);
+        Ok(out)
+    }
+
+    fn consumer_info(&self, cx: &Cx<'_>, s: &str, c: &str) -> Res {
+        const T: &str = "consumer_info_response";
+        let st = self
+            .streams
+            .get(s)
+            .ok_or((ApiError::stream_not_found(), T))?;
+        let con = st
+            .consumers
+            .get(c)
+            .ok_or((ApiError::consumer_not_found(), T))?;
+        Ok(con.info_json(st.store.as_ref(), Some(T), Some(cx)))
+    }
+
+    fn consumer_delete(&mut self, cx: &Cx<'_>, s: &str, c: &str) -> Res {
+        const T: &str = "consumer_delete_response";
+        let st = self
+            .streams
+            .get_mut(s)
+            .ok_or((ApiError::stream_not_found(), T))?;
+        let mut con = st
+            .consumers
+            .remove(c)
+            .ok_or((ApiError::consumer_not_found(), T))?;
+        con.deleted(cx);
+        if let Some(d) = &st.dir {
+            persist::remove_dir(&persist::consumer_dir(d, c));
+        }
+        // Messages only this consumer held back may go now.
+        if st.cfg.retention == Retention::Interest {
+            let all: Vec<u64> = {
+                let mut v = Vec::new();
+                let mut seq = 0;
+                while let Ok(m) = st.store.load_next(None, seq) {
+                    v.push(m.seq);
+                    seq = m.seq + 1;
+                    if v.len() >= 100_000 {
+                        break;
+                    }
+                }
+                v
+            };
+            retire(st, &all);
+        }
+        let mut o = Obj::typed(T);
+        o.field("success", &true);
+        Ok(o.done())
+    }
+
+    fn consumer_list(&self, cx: &Cx<'_>, s: &str, p: &[u8], names: bool) -> Res {
+        let t = if names {
+            "consumer_names_response"
+        } else {
+            "consumer_list_response"
+        };
+        let req: ListReq = body(p).map_err(|e| (e, t))?;
+        let st = self
+            .streams
+            .get(s)
+            .ok_or((ApiError::stream_not_found(), t))?;
+        let limit = if names { NAMES_LIMIT } else { LIST_LIMIT };
+        let page = st.consumers.values().skip(req.offset).take(limit);
+        let mut o = Obj::typed(t);
+        o.field("total", &st.consumers.len())
+            .field("offset", &req.offset)
+            .field("limit", &limit);
+        if names {
+            let v: Vec<&str> = page.map(|c| c.name.as_str()).collect();
+            o.field("consumers", &(!v.is_empty()).then_some(v));
+        } else {
+            let v: Vec<String> = page
+                .map(|c| c.info_json(st.store.as_ref(), None, Some(cx)))
+                .collect();
+            o.raw("consumers", &format!("[{}]", v.join(",")));
+        }
+        Ok(o.done())
+    }
+
+    fn publish(&mut self, g: &Globals<'_>, srv: &Arc<ServerShared>, stream_name: &str, ev: &Event) {
+        let acc = self.acc.clone();
+        let cx = Cx { srv, acc: &acc };
+        let Some(st) = self.streams.get_mut(stream_name) else {
+            return;
+        };
+        let now = now_nanos();
+        // As nats-server: refused once the usage is over the limit (the message that
+        // crosses it is still taken).
+        let over = g.usage.is_some_and(|(mem, file)| match st.cfg.storage {
+            Storage::Memory => mem as i64 > g.config.max_memory,
+            Storage::File => file as i64 > g.config.max_storage,
+        });
+        let res = if over {
+            Err(ApiError::new(503, 10023, "insufficient resources"))
+        } else {
+            st.accept(&ev.subject, ev.header.as_deref(), &ev.payload, now)
+        };
+        let domain = g
+            .config
+            .domain
+            .as_ref()
+            .map(|d| {
+                format!(
+                    ", \"domain\":{}",
+                    serde_json::to_string(d).unwrap_or_default()
+                )
+            })
+            .unwrap_or_default();
+        let name_json = serde_json::to_string(&st.cfg.name).unwrap_or_default();
+        let ack = match &res {
+            Ok(Stored::New(seq)) => {
+                if let Err(e) = st.store.flush() {
+                    tracing::error!("JetStream: stream {stream_name:?} flush: {e}");
+                }
+                format!("{{\"stream\":{name_json}{domain}, \"seq\":{seq}}}")
+            }
+            Ok(Stored::Duplicate(seq)) => {
+                format!("{{\"stream\":{name_json}{domain}, \"seq\":{seq},\"duplicate\": true}}")
+            }
+            Err(e) => {
+                let mut o = Obj::new();
+                o.field("error", e)
+                    .raw("stream", &name_json)
+                    .field("seq", &0);
+                o.done()
+            }
+        };
+        if let Some(reply) = ev.reply.as_deref() {
+            if !st.cfg.no_ack {
+                cx.send(reply, None, None, ack.as_bytes());
+            }
+        }
+        if let Ok(Stored::New(seq)) = res {
+            // Interest retention keeps nothing nobody wants.
+            if st.cfg.retention == Retention::Interest
+                && !st.consumers.values().any(|c| c.wants(&ev.subject))
+            {
+                let _ = st.store.remove(seq, false);
+                return;
+            }
+            let mut acked = Vec::new();
+            for c in st.consumers.values_mut() {
+                c.pump(&cx, st.store.as_ref(), &mut acked);
+            }
+            retire(st, &acked);
+        }
+    }
+
+    fn ack(&mut self, srv: &Arc<ServerShared>, ev: &Event) {
+        let t: Vec<&str> = ev.subject.split('.').collect();
+        // $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>
+        if t.len() != 9 {
+            return;
+        }
+        let (s, c) = (t[2], t[3]);
+        let Ok(seq) = t[5].parse::<u64>() else {
+            return;
+        };
+        let acc = self.acc.clone();
+        let cx = Cx { srv, acc: &acc };
+        let Some(st) = self.streams.get_mut(s) else {
+            return;
+        };
+        let Some(con) = st.consumers.get_mut(c) else {
+            return;
+        };
+        let now = Instant::now();
+        let mut done = con.ack(seq, &ev.payload, now);
+        let text = std::str::from_utf8(&ev.payload).unwrap_or("").trim();
+        if let Some(rest) = text.strip_prefix("+NXT") {
+            if let Some(r) = ev.reply.as_deref() {
+                con.add_pull(&cx, r, rest.trim().as_bytes(), now);
+            }
+        } else if let Some(r) = ev.reply.as_deref() {
+            // A synchronous ack (`AckSync`, double ack) gets an empty answer.
+            cx.send(r, None, None, b"");
+        }
+        con.pump(&cx, st.store.as_ref(), &mut done);
+        retire(st, &done);
+    }
+
+    fn flow_control(&mut self, srv: &Arc<ServerShared>, ev: &Event) {
+        let t: Vec<&str> = ev.subject.split('.').collect();
+        if t.len() < 5 {
+            return;
+        }
+        let acc = self.acc.clone();
+        let cx = Cx { srv, acc: &acc };
+        let Some(st) = self.streams.get_mut(t[2]) else {
+            return;
+        };
+        let Some(con) = st.consumers.get_mut(t[3]) else {
+            return;
+        };
+        con.flow_control_reply(&ev.subject);
+        let mut acked = Vec::new();
+        con.pump(&cx, st.store.as_ref(), &mut acked);
+        retire(st, &acked);
+    }
+}
