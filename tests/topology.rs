@@ -381,7 +381,11 @@ fn a_node_that_dies_early_stops_the_others() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "stderr: {err}");
     assert!(err.contains("exited early"), "{err}");
-    assert!(err.contains("[n1] "), "node output is prefixed: {err}");
+    // Whichever node dies first stops the other, which may not have printed anything yet.
+    assert!(
+        err.contains("[n1] ") || err.contains("[n2] "),
+        "node output is prefixed: {err}"
+    );
     for (c, h, r) in &nodes {
         for p in [c, h, r] {
             assert!(refuses(*p), "port {p} accepts");
