@@ -63,6 +63,10 @@ fn main() -> ExitCode {
         eprintln!("natsd: {e}");
         return ExitCode::from(1);
     }
+    if let Err(e) = natsd::logging::use_syslog(opts.syslog, opts.remote_syslog.as_deref()) {
+        natsd::logging::fatal(&e);
+        return ExitCode::from(1);
+    }
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -315,7 +315,7 @@ fn bad_flags_fail_clearly() {
             &["--connect_retries", "x"][..],
             "invalid value \"x\" for flag -connect_retries",
         ),
-        (&["-s"][..], "not supported yet"),
+        (&["-r", "ftp://127.0.0.1:1"][..], "unsupported scheme"),
         (
             &["-c", "/nonexistent/nats.conf"][..],
             "cannot read config file",
@@ -330,9 +330,49 @@ fn bad_flags_fail_clearly() {
             "{args:?} started anyway: {err}"
         );
     }
-    // Refused capabilities say which one.
-    let err = text(&run(&["-s"]).stderr);
-    assert!(err.contains("syslog"), "{err}");
+    // A remote syslog that cannot be reached is a clear fatal error.
+    let out = run(&["-p", "-1", "-r", "ftp://127.0.0.1:1"]);
+    let err = text(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("[FTL]") && err.contains("unsupported scheme"),
+        "{err}"
+    );
+}
+
+#[test]
+fn remote_syslog_gets_the_log_lines_in_nats_servers_format() {
+    for flag in ["-r", "--remote_syslog"] {
+        // A fresh receiver per run: nothing of the previous run can arrive on it.
+        let rx = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+        rx.set_read_timeout(Some(DEADLINE)).expect("timeout");
+        let url = format!("udp://127.0.0.1:{}", rx.local_addr().expect("addr").port());
+        let mut n = spawn(&["-a", "127.0.0.1", "-p", "-1", flag, &url]);
+        let mut buf = [0u8; 2048];
+        let end = Instant::now() + DEADLINE;
+        let ready = loop {
+            assert!(Instant::now() < end, "no ready line over syslog");
+            let len = rx.recv(&mut buf).expect("a syslog datagram");
+            let l = text(&buf[..len]);
+            if l.contains("Server is ready") {
+                break l;
+            }
+        };
+        // `<5>2026-11-29T13:00:53Z host natsd[pid]: Server is ready`: notice, no [INF] tag.
+        let pid = n.child.id();
+        assert!(ready.starts_with("<5>"), "{ready:?}");
+        assert!(
+            ready.ends_with(&format!(" natsd[{pid}]: Server is ready\n")),
+            "{ready:?}"
+        );
+        // Nothing goes to stderr while syslog is on.
+        assert!(
+            n.seen.iter().all(|l| !l.contains("Server is ready")),
+            "{:?}",
+            n.seen
+        );
+        let _ = n.child.kill();
+    }
 }
 
 #[test]

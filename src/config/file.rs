@@ -81,7 +81,6 @@ fn not_yet(key: &str) -> Option<&'static str> {
         "mqtt" => "MQTT",
         "operator" | "operators" | "resolver" | "resolver_tls" | "resolver_preload" | "trusted"
         | "trusted_keys" => "decentralized (JWT) auth",
-        "syslog" | "remote_syslog" => "syslog",
         "log_size_limit" | "log_max_num" | "logtime_utc" | "max_traced_msg_len"
         | "trace_verbose" => "this logging option",
         "prof_port" => "profiling",
@@ -390,6 +389,8 @@ pub fn apply(
             "debug" => opts.debug = boolean(k, v)?,
             "trace" => opts.trace = boolean(k, v)?,
             "logtime" => opts.logtime = boolean(k, v)?,
+            "syslog" => opts.syslog = boolean(k, v)?,
+            "remote_syslog" => opts.remote_syslog = Some(string(k, v)?),
             "logfile" | "log_file" => opts.log_file = Some(PathBuf::from(string(k, v)?)),
             "pidfile" | "pid_file" => opts.pid_file = Some(PathBuf::from(string(k, v)?)),
             "ports_file_dir" => opts.ports_file_dir = Some(PathBuf::from(string(k, v)?)),

@@ -443,3 +443,11 @@ fn gateway_block() {
     );
     load("cluster { name: A }\ngateway { name: A }");
 }
+
+#[test]
+fn syslog_keys() {
+    let o = load("syslog: true\nremote_syslog: \"udp://127.0.0.1:514\"").options;
+    assert!(o.syslog);
+    assert_eq!(o.remote_syslog.as_deref(), Some("udp://127.0.0.1:514"));
+    assert!(!load("").options.syslog);
+}

@@ -65,6 +65,8 @@ Logging Options:
     -D, --debug                      Enable debugging output
     -V, --trace                      Trace the raw protocol
     -DV                              Debug and trace
+    -s, --syslog                     Log to the local syslog daemon
+    -r, --remote_syslog <addr>       Log to a remote syslog (udp://host:514, tcp://…, unix://…)
 
     -ms, --https_port <port>         Use port for https monitoring (with the TLS certificate)
 
@@ -86,12 +88,7 @@ Common Options:
 ";
 
 /// Flags of capabilities that are not built yet: accepted by nats-server, refused here clearly.
-const NOT_YET: &[(&str, &str)] = &[
-    ("s", "syslog"),
-    ("syslog", "syslog"),
-    ("r", "remote syslog"),
-    ("remote_syslog", "remote syslog"),
-];
+const NOT_YET: &[(&str, &str)] = &[];
 
 fn parse_bool(flag: &str, v: Option<&str>) -> Result<bool, String> {
     match v {
@@ -197,6 +194,10 @@ fn flags(args: &[String], mut o: Options) -> Result<Flags, String> {
                 o.logtime = parse_bool(name, inline.as_deref())?;
                 continue;
             }
+            "s" | "syslog" => {
+                o.syslog = parse_bool(name, inline.as_deref())?;
+                continue;
+            }
             "no_advertise" => {
                 o.cluster.get_or_insert_with(Default::default).no_advertise =
                     parse_bool(name, inline.as_deref())?;
@@ -294,6 +295,7 @@ fn flags(args: &[String], mut o: Options) -> Result<Flags, String> {
             "tlskey" => tls.key = Some(PathBuf::from(value()?)),
             "tlscacert" => tls.ca = Some(PathBuf::from(value()?)),
             "l" | "log" | "log_file" => o.log_file = Some(PathBuf::from(value()?)),
+            "r" | "remote_syslog" => o.remote_syslog = Some(value()?),
             "P" | "pid" => o.pid_file = Some(PathBuf::from(value()?)),
             "ports_file_dir" => o.ports_file_dir = Some(PathBuf::from(value()?)),
             "user" => o.username = Some(value()?),
@@ -605,11 +607,26 @@ mod tests {
     }
 
     #[test]
+    fn syslog_flags() {
+        assert!(run(&["-s"]).syslog);
+        assert!(!run(&["--syslog=false"]).syslog);
+        assert_eq!(
+            run(&["--remote_syslog=udp://h:514"])
+                .remote_syslog
+                .as_deref(),
+            Some("udp://h:514")
+        );
+        assert_eq!(
+            run(&["-r", "udp://h"]).remote_syslog.as_deref(),
+            Some("udp://h")
+        );
+    }
+
+    #[test]
     fn errors_are_clear() {
         assert!(parse(["-p"]).unwrap_err().contains("needs an argument"));
         assert!(parse(["-p", "x"]).unwrap_err().contains("invalid value"));
         assert!(parse(["--bogus"]).unwrap_err().contains("not defined"));
-        assert!(parse(["-s"]).unwrap_err().contains("not supported yet"));
         assert_eq!(
             parse(["--tls", "--tlscert", "c.pem"]).unwrap_err(),
             "TLS Server private key must be present and valid"

@@ -173,6 +173,10 @@ pub struct Options {
     pub debug: bool,
     pub trace: bool,
     pub logtime: bool,
+    /// Log to the local syslog daemon (`-s`, `syslog: true`).
+    pub syslog: bool,
+    /// Log to a remote syslog (`-r URL`, `remote_syslog: URL`; udp://, tcp://, unix://).
+    pub remote_syslog: Option<String>,
 
     /// Single-user auth (`--user`/`--pass`).
     pub username: Option<String>,
@@ -261,6 +265,8 @@ impl Default for Options {
             debug: false,
             trace: false,
             logtime: true,
+            syslog: false,
+            remote_syslog: None,
             username: None,
             password: None,
             auth_token: None,

@@ -79,6 +79,8 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
         debug,
         trace,
         logtime,
+        syslog,
+        remote_syslog,
         username,
         password,
         auth_token,
@@ -221,6 +223,17 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
             "JetStream",
             old.jetstream.is_some(),
             jetstream.is_some(),
+        ));
+    }
+
+    if syslog != &old.syslog {
+        return Err(refuse("Syslog", old.syslog, syslog));
+    }
+    if remote_syslog != &old.remote_syslog {
+        return Err(refuse(
+            "RemoteSyslog",
+            opt_str(&old.remote_syslog),
+            opt_str(remote_syslog),
         ));
     }
 

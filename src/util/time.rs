@@ -59,6 +59,25 @@ pub fn rfc3339_nano(t: SystemTime) -> String {
     s
 }
 
+/// `2026-11-29T13:00:53Z` — Go's RFC3339 in UTC, whole seconds (remote syslog lines).
+pub fn rfc3339_secs(t: SystemTime) -> String {
+    let p = parts(t);
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
+        p.y, p.mo, p.d, p.h, p.mi, p.s
+    )
+}
+
+/// `Nov 29 13:00:53` (`Jan _2 15:04:05`, Go's `time.Stamp`, UTC) — local syslog lines.
+pub fn syslog_stamp(t: SystemTime) -> String {
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let p = parts(t);
+    let month = MONTHS[(p.mo.clamp(1, 12) - 1) as usize];
+    format!("{month} {:>2} {:02}:{:02}:{:02}", p.d, p.h, p.mi, p.s)
+}
+
 /// `2026/11/29 09:05:04.123456` — the stamp of a nats-server log line (UTC here).
 pub fn log_stamp(t: SystemTime) -> String {
     let p = parts(t);

@@ -1,7 +1,10 @@
 //! Logs in nats-server's line style through `tracing`:
 //! `[pid] 2026/11/29 09:05:04.123456 [INF] message`. `-D` adds `[DBG]`, `-V` adds `[TRC]`
 //! (each on its own, as nats-server's flags are), `-l` sends lines to a file, which `reopen`
-//! (SIGUSR1) opens again by name after a log rotation.
+//! (SIGUSR1) opens again by name after a log rotation; `-s`/`-r` send them to syslog instead
+//! (`syslog.rs`).
+
+pub mod syslog;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -47,10 +50,21 @@ struct Sink {
     file: Mutex<Option<PathBuf>>,
     logtime: AtomicBool,
     pid: u32,
+    /// When set (`-s`, `-r`), lines go to syslog instead of `out`.
+    syslog: Mutex<Option<syslog::Syslog>>,
 }
 
 impl Sink {
     fn line(&self, tag: &str, msg: impl FnOnce(&mut String)) {
+        {
+            let mut sl = self.syslog.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(sl) = sl.as_mut() {
+                let mut text = String::new();
+                msg(&mut text);
+                sl.send(tag, &text);
+                return;
+            }
+        }
         let mut line = format!("[{}] ", self.pid);
         if self.logtime.load(Relaxed) {
             line.push_str(&crate::util::time::log_stamp(std::time::SystemTime::now()));
@@ -124,10 +138,26 @@ pub fn init(debug: bool, trace: bool, logtime: bool, file: Option<&Path>) -> Res
         file: Mutex::new(file.map(Path::to_path_buf)),
         logtime: AtomicBool::new(logtime),
         pid: std::process::id(),
+        syslog: Mutex::new(None),
     });
     let sub = tracing_subscriber::registry().with(NatsLines(sink.clone()));
     tracing::subscriber::set_global_default(sub).map_err(|e| e.to_string())?;
     let _ = SINK.set(sink);
+    Ok(())
+}
+
+/// Send log lines to the local syslog daemon (`local`, `-s`) or a remote one (`remote`,
+/// `-r URL`; it wins when both are given, as in nats-server). Call after `init`.
+pub fn use_syslog(local: bool, remote: Option<&str>) -> Result<(), String> {
+    let tag = syslog::program_tag();
+    let sl = match remote {
+        Some(url) => syslog::Syslog::remote(url, &tag)?,
+        None if local => syslog::Syslog::local(&tag)?,
+        None => return Ok(()),
+    };
+    if let Some(sink) = SINK.get() {
+        *sink.syslog.lock().unwrap_or_else(|e| e.into_inner()) = Some(sl);
+    }
     Ok(())
 }
 
