@@ -264,6 +264,23 @@ fn debug_and_trace_flags() {
     );
     n.wait_line(|l| l.contains("[TRC]") && l.ends_with("->> [PONG]"));
 
+    // Payloads are traced Go-quoted, cut at --max_traced_msg_len.
+    let mut n = ready(&[
+        "-a",
+        "127.0.0.1",
+        "-p",
+        "-1",
+        "-V",
+        "--max_traced_msg_len",
+        "3",
+    ]);
+    let (mut s, mut r) = ping(&mut n);
+    s.write_all(b"PUB foo 11\r\nhello world\r\nPING\r\n")
+        .expect("write");
+    assert_eq!(read_line(&mut r), "PONG\r\n");
+    n.wait_line(|l| l.contains("[TRC]") && l.ends_with("<<- [PUB foo 11]"));
+    n.wait_line(|l| l.contains("[TRC]") && l.ends_with("<<- MSG_PAYLOAD: [\"hel...\"]"));
+
     // -DV: both.
     let mut n = ready(&["-a", "127.0.0.1", "-p", "-1", "-DV"]);
     let _c = ping(&mut n);

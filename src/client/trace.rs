@@ -1,4 +1,6 @@
-//! Protocol tracing for `-V`: one `<<- [OP …]` line per inbound op, as nats-server writes.
+//! Protocol tracing for `-V`: one `<<- [OP …]` line per inbound op, as nats-server writes,
+//! and for PUB/HPUB a `<<- MSG_PAYLOAD: ["…"]` line (Go-quoted, cut at
+//! `max_traced_msg_len` with `...`).
 
 use super::Client;
 use crate::proto::parser::Op;
@@ -55,5 +57,98 @@ impl Client {
             other => format!("{other:?}"),
         };
         tracing::trace!("{} - <<- [{line}]", self.conn.log_prefix());
+        let body = match op {
+            Op::Pub { payload, .. } => Some((&[][..], *payload)),
+            Op::Hpub {
+                header, payload, ..
+            } => Some((*header, *payload)),
+            _ => None,
+        };
+        if let Some((h, p)) = body {
+            tracing::trace!(
+                "{} - <<- MSG_PAYLOAD: [{}]",
+                self.conn.log_prefix(),
+                traced_payload(h, p, self.opts.max_traced_msg_len)
+            );
+        }
+    }
+}
+
+/// Header and payload as nats-server traces them: Go-quoted (`%q`), cut to `max` bytes
+/// (0 = whole) with `...` appended inside the quotes.
+pub fn traced_payload(header: &[u8], payload: &[u8], max: usize) -> String {
+    let mut all = Vec::with_capacity(header.len() + payload.len());
+    all.extend_from_slice(header);
+    all.extend_from_slice(payload);
+    let cut = max > 0 && all.len() > max;
+    if cut {
+        all.truncate(max);
+    }
+    let mut out = go_quote(&all);
+    if cut {
+        out.insert_str(out.len() - 1, "...");
+    }
+    out
+}
+
+/// Go's `strconv.Quote` for bytes: printable UTF-8 as is, the usual escapes, `\xNN` for
+/// bytes that are not valid UTF-8.
+fn go_quote(b: &[u8]) -> String {
+    let mut out = String::with_capacity(b.len() + 2);
+    out.push('"');
+    for chunk in b.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            match c {
+                '"' => out.push_str("\\\""),
+                '\\' => out.push_str("\\\\"),
+                '\n' => out.push_str("\\n"),
+                '\r' => out.push_str("\\r"),
+                '\t' => out.push_str("\\t"),
+                '\u{7}' => out.push_str("\\a"),
+                '\u{8}' => out.push_str("\\b"),
+                '\u{c}' => out.push_str("\\f"),
+                '\u{b}' => out.push_str("\\v"),
+                c if c.is_control() => {
+                    let v = c as u32;
+                    if v < 0x80 {
+                        out.push_str(&format!("\\x{v:02x}"));
+                    } else if v <= 0xffff {
+                        out.push_str(&format!("\\u{v:04x}"));
+                    } else {
+                        out.push_str(&format!("\\U{v:08x}"));
+                    }
+                }
+                c => out.push(c),
+            }
+        }
+        for x in chunk.invalid() {
+            out.push_str(&format!("\\x{x:02x}"));
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::traced_payload;
+
+    #[test]
+    fn payloads_are_quoted_and_cut_as_nats_server_does() {
+        assert_eq!(traced_payload(b"", b"hello world", 0), "\"hello world\"");
+        assert_eq!(traced_payload(b"", b"hello world", 3), "\"hel...\"");
+        assert_eq!(
+            traced_payload(b"NATS/1.0\r\n\r\n", b"hello", 0),
+            "\"NATS/1.0\\r\\n\\r\\nhello\""
+        );
+        assert_eq!(
+            traced_payload(b"NATS/1.0\r\n\r\n", b"hello", 3),
+            "\"NAT...\""
+        );
+        assert_eq!(
+            traced_payload(b"", b"a\"b\\\x00\xff", 0),
+            "\"a\\\"b\\\\\\x00\\xff\""
+        );
+        assert_eq!(traced_payload(b"", b"x", 5), "\"x\"");
     }
 }

@@ -81,8 +81,7 @@ fn not_yet(key: &str) -> Option<&'static str> {
         "mqtt" => "MQTT",
         "operator" | "operators" | "resolver" | "resolver_tls" | "resolver_preload" | "trusted"
         | "trusted_keys" => "decentralized (JWT) auth",
-        "log_size_limit" | "log_max_num" | "logtime_utc" | "max_traced_msg_len"
-        | "trace_verbose" => "this logging option",
+        "log_size_limit" | "log_max_num" | "logtime_utc" | "trace_verbose" => "this logging option",
         "prof_port" => "profiling",
         "mappings" | "map" => "subject mappings",
         "no_sublist_cache" | "max_sub_tokens" | "no_header_support" => "this option",
@@ -390,6 +389,9 @@ pub fn apply(
             "trace" => opts.trace = boolean(k, v)?,
             "logtime" => opts.logtime = boolean(k, v)?,
             "syslog" => opts.syslog = boolean(k, v)?,
+            "max_traced_msg_len" => {
+                opts.max_traced_msg_len = usize::try_from(integer(k, v)?.max(0)).unwrap_or(0)
+            }
             "remote_syslog" => opts.remote_syslog = Some(string(k, v)?),
             "logfile" | "log_file" => opts.log_file = Some(PathBuf::from(string(k, v)?)),
             "pidfile" | "pid_file" => opts.pid_file = Some(PathBuf::from(string(k, v)?)),

@@ -65,6 +65,7 @@ Logging Options:
     -D, --debug                      Enable debugging output
     -V, --trace                      Trace the raw protocol
     -DV                              Debug and trace
+        --max_traced_msg_len <len>   Maximum printable length for traced messages (0 = all)
     -s, --syslog                     Log to the local syslog daemon
     -r, --remote_syslog <addr>       Log to a remote syslog (udp://host:514, tcp://…, unix://…)
 
@@ -296,6 +297,12 @@ fn flags(args: &[String], mut o: Options) -> Result<Flags, String> {
             "tlscacert" => tls.ca = Some(PathBuf::from(value()?)),
             "l" | "log" | "log_file" => o.log_file = Some(PathBuf::from(value()?)),
             "r" | "remote_syslog" => o.remote_syslog = Some(value()?),
+            "max_traced_msg_len" => {
+                let v = value()?;
+                o.max_traced_msg_len = v
+                    .parse()
+                    .map_err(|_| format!("invalid value {v:?} for flag -{name}: parse error"))?;
+            }
             "P" | "pid" => o.pid_file = Some(PathBuf::from(value()?)),
             "ports_file_dir" => o.ports_file_dir = Some(PathBuf::from(value()?)),
             "user" => o.username = Some(value()?),
@@ -604,6 +611,13 @@ mod tests {
         // Certificate and key alone enable TLS, as in nats-server.
         assert!(run(&["--tlscert", "c", "--tlskey", "k"]).tls.is_some());
         assert!(run(&["--tls=false"]).tls.is_none());
+    }
+
+    #[test]
+    fn max_traced_msg_len_flag() {
+        assert_eq!(run(&["--max_traced_msg_len", "3"]).max_traced_msg_len, 3);
+        assert_eq!(run(&["-max_traced_msg_len=0"]).max_traced_msg_len, 0);
+        assert!(parse(["--max_traced_msg_len", "x"]).is_err());
     }
 
     #[test]

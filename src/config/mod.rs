@@ -173,6 +173,8 @@ pub struct Options {
     pub debug: bool,
     pub trace: bool,
     pub logtime: bool,
+    /// `-V` traces at most this many bytes of a message payload (0: all), with `...`.
+    pub max_traced_msg_len: usize,
     /// Log to the local syslog daemon (`-s`, `syslog: true`).
     pub syslog: bool,
     /// Log to a remote syslog (`-r URL`, `remote_syslog: URL`; udp://, tcp://, unix://).
@@ -265,6 +267,7 @@ impl Default for Options {
             debug: false,
             trace: false,
             logtime: true,
+            max_traced_msg_len: 0,
             syslog: false,
             remote_syslog: None,
             username: None,

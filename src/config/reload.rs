@@ -81,6 +81,7 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
         logtime,
         syslog,
         remote_syslog,
+        max_traced_msg_len,
         username,
         password,
         auth_token,
@@ -248,6 +249,9 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
     }
     if logtime != &old.logtime {
         ch.push(format!("logtime = {logtime}"));
+    }
+    if max_traced_msg_len != &old.max_traced_msg_len {
+        ch.push(format!("max_traced_msg_len = {max_traced_msg_len}"));
     }
     if max_connections != &old.max_connections {
         ch.push(format!("max_connections = {max_connections}"));
