@@ -725,6 +725,7 @@ async fn gateway_authorization_and_reject_unknown() {
         vec![natsd::config::RemoteGatewayOpts {
             name: "C1".into(),
             urls: vec![format!("nats://{user}:{pass}@127.0.0.1:{p1}")],
+            tls: None,
         }]
     };
     // Wrong password, and an unknown cluster with the right credentials: refused.

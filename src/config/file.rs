@@ -814,7 +814,7 @@ fn import(m: &Map, at: &Pos) -> Result<Import, ConfigError> {
     Ok(im)
 }
 
-/// A `tls {}` block (routes).
+/// A `tls {}` block (routes, gateways).
 fn tls_block(key: &str, v: &Value) -> Result<crate::tls::TlsOpts, ConfigError> {
     let mut t = crate::tls::TlsOpts::default();
     let mut have_cert = false;
@@ -965,7 +965,7 @@ fn gateway(m: &Map) -> Result<GatewayOpts, ConfigError> {
                     g.gateways.push(remote_gateway(map(k, item)?, &item.pos)?);
                 }
             }
-            "tls" => return Err(not_supported(&e.key, &e.key_pos, "gateway TLS")),
+            "tls" => g.tls = Some(tls_block(k, v)?),
             _ => return Err(refuse(e, k)),
         }
     }
@@ -985,6 +985,7 @@ fn remote_gateway(m: &Map, at: &Pos) -> Result<RemoteGatewayOpts, ConfigError> {
     let mut r = RemoteGatewayOpts {
         name: String::new(),
         urls: Vec::new(),
+        tls: None,
     };
     for (key, e) in options(m) {
         let v = &e.value;
@@ -993,7 +994,7 @@ fn remote_gateway(m: &Map, at: &Pos) -> Result<RemoteGatewayOpts, ConfigError> {
             "name" => r.name = string(k, v)?,
             "url" => r.urls.extend(gateway_url(k, v)?),
             "urls" => r.urls.extend(gateway_url(k, v)?),
-            "tls" => return Err(not_supported(&e.key, &e.key_pos, "gateway TLS")),
+            "tls" => r.tls = Some(tls_block(k, v)?),
             _ => return Err(refuse(e, k)),
         }
     }

@@ -110,7 +110,10 @@ fn keys_are_case_insensitive_and_unknown_keys_fail() {
 #[test]
 fn refused_capabilities_name_the_key() {
     for (src, key) in [
-        ("gateway { name: A, tls { cert_file: x } }", "tls"),
+        (
+            "gateway { name: A, tls { cert_file: x, key_file: y, pinned_certs: [] } }",
+            "pinned_certs",
+        ),
         ("jetstream { store_dir: /tmp }", "jetstream"),
         ("tls { cert_file: x }", "tls"),
         ("leafnodes { port: 7422 }", "leafnodes"),
@@ -410,4 +413,24 @@ fn gateway_block() {
         "cluster name conflicts between cluster and gateway definitions"
     );
     load("cluster { name: A }\ngateway { name: A }");
+}
+
+#[test]
+fn gateway_tls_blocks() {
+    let o = load(
+        "gateway {\n name: A\n tls { cert_file: c.pem, key_file: k.pem, ca_file: ca.pem, verify: true, timeout: 3 }\n \
+         gateways: [ { name: B, url: \"nats://127.0.0.1:7223\", tls { cert_file: c2.pem, key_file: k2.pem, ca_file: ca2.pem } }, { name: C, url: \"nats://127.0.0.1:7224\" } ]\n}",
+    )
+    .options;
+    let g = o.gateway.expect("gateway");
+    let t = g.tls.expect("gateway tls");
+    assert_eq!(t.cert_file, std::path::PathBuf::from("c.pem"));
+    assert_eq!(t.ca_file, Some("ca.pem".into()));
+    assert!(t.verify);
+    assert_eq!(t.timeout, std::time::Duration::from_secs(3));
+    let b = g.gateways[0].tls.as_ref().expect("B's tls");
+    assert_eq!(b.key_file, std::path::PathBuf::from("k2.pem"));
+    assert!(g.gateways[1].tls.is_none());
+    let e = err("gateway { name: A, tls { cert_file: x } }");
+    assert!(e.msg.contains("missing 'cert_file' or 'key_file'"), "{e}");
 }
