@@ -1192,3 +1192,68 @@ async fn gateway_restart_converges_with_no_stale_interest() {
     shutdown(a).await;
     shutdown(b).await;
 }
+
+/// The value of the `/metrics` sample whose line starts with `prefix` (name and first labels).
+async fn metric(s: &Server, prefix: &str) -> Option<f64> {
+    let (status, body) = common::http_get(s.http_addr().expect("monitor"), "/metrics").await;
+    assert_eq!(status, 200);
+    body.lines()
+        .find(|l| l.starts_with(prefix))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+/// The sum of one sample over `servers` (0 where absent).
+async fn in_total(servers: &[Server], prefix: &str) -> f64 {
+    let mut got = 0.0;
+    for s in servers {
+        got += metric(s, prefix).await.unwrap_or(0.0);
+    }
+    got
+}
+
+#[tokio::test]
+async fn metrics_count_gateway_connections_and_traffic() {
+    let (a, b) = two_by_two().await;
+    let mut sub = Raw::client(&b[0]).await;
+    sub.send("SUB metered 1\r\n").await;
+    sub.flush().await;
+    wait_remote_interest(&a[0], "C2", "metered").await;
+    // ($SYS traffic crosses too: compare with the values before publishing.)
+    let out = "natsd_gateway_out_msgs_total{gateway=\"C2\",direction=\"outbound\"";
+    let out_bytes = "natsd_gateway_out_bytes_total{gateway=\"C2\",direction=\"outbound\"";
+    let a1_id = a[0].id().to_string();
+    let inb = format!(
+        "natsd_gateway_in_msgs_total{{gateway=\"C1\",direction=\"inbound\",remote_id=\"{a1_id}\"}}"
+    );
+    let out0 = metric(&a[0], out).await.expect("out msgs sample");
+    let bytes0 = metric(&a[0], out_bytes).await.expect("out bytes sample");
+    let in0 = in_total(&b, &inb).await;
+    let mut p = Raw::client(&a[0]).await;
+    p.send("PUB metered 5\r\nhello\r\nPUB metered 5\r\nworld\r\nPUB metered 5\r\nagain\r\n")
+        .await;
+    p.flush().await;
+    for _ in 0..3 {
+        sub.msg().await;
+    }
+    assert_eq!(
+        metric(&a[0], "natsd_gateway_connections{direction=\"outbound\"}").await,
+        Some(1.0)
+    );
+    let mut inbound = 0.0;
+    for s in &a {
+        inbound += metric(s, "natsd_gateway_connections{direction=\"inbound\"}")
+            .await
+            .expect("inbound sample");
+    }
+    assert_eq!(inbound, 2.0);
+    let out1 = metric(&a[0], out).await.expect("out msgs sample");
+    let bytes1 = metric(&a[0], out_bytes).await.expect("out bytes sample");
+    assert!(out1 - out0 >= 3.0, "out msgs {out0} -> {out1}");
+    assert!(bytes1 - bytes0 >= 15.0, "out bytes {bytes0} -> {bytes1}");
+    // b1 or b2 received them on its inbound from a1.
+    let in1 = in_total(&b, &inb).await;
+    assert!(in1 - in0 >= 3.0, "in msgs {in0} -> {in1}");
+    shutdown(a).await;
+    shutdown(b).await;
+}
