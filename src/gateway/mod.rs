@@ -388,11 +388,11 @@ impl Gateway {
         let mut taken: Vec<Bytes> = Vec::new();
         let mut sent = 0;
         // Ordered by RTT: for a queue group the closest remote cluster wins.
-        for o in outs.iter() {
+        for (slot, o) in outs.iter().enumerate() {
             if o.conn.is_closed() {
                 continue;
             }
-            let (plain, res) = o.interest.check(&acc.name, m.subject);
+            let (plain, res) = o.interest.check_cached(slot, &acc.name, m.subject);
             let mut queues: Vec<Bytes> = Vec::new();
             if let Some(res) = &res {
                 for g in &res.qsubs {
