@@ -949,11 +949,11 @@ fn gateway(m: &Map) -> Result<GatewayOpts, ConfigError> {
                         "pass" | "password" => g.password = Some(string(ak, av)?),
                         "token" => g.token = Some(string(ak, av)?),
                         "timeout" => g.auth_timeout = seconds(ak, av)?,
+                        // As nats-server 2.9.10 (same text, at the `authorization` key).
                         "users" => {
-                            return Err(not_supported(
-                                &ae.key,
-                                &ae.key_pos,
-                                "several gateway users",
+                            return Err(ConfigError::at(
+                                &e.key_pos,
+                                "Gateway authorization does not allow multiple users",
                             ))
                         }
                         _ => return Err(refuse(ae, ak)),

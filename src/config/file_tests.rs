@@ -433,4 +433,10 @@ fn gateway_tls_blocks() {
     assert!(g.gateways[1].tls.is_none());
     let e = err("gateway { name: A, tls { cert_file: x } }");
     assert!(e.msg.contains("missing 'cert_file' or 'key_file'"), "{e}");
+    // nats-server 2.9.10: "users.conf:4:2: Gateway authorization does not allow multiple users".
+    let e = err(
+        "gateway {\n name: A\n listen: 127.0.0.1:7222\n authorization { users: [ {user: a, password: b} ] }\n}",
+    );
+    assert_eq!((e.line, e.col), (4, 2), "{e}");
+    assert_eq!(e.msg, "Gateway authorization does not allow multiple users");
 }
