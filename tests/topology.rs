@@ -19,6 +19,15 @@ use std::time::{Duration, Instant};
 
 const DEADLINE: Duration = Duration::from_secs(30);
 
+/// The launcher tests run one at a time: each picks free ports, releases them and has its
+/// nodes bind them later, and the super-cluster test alone uses 24 ports plus the gateways'
+/// outgoing connections; in parallel, one test's pick could be another's port by then.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn tmp_dir(name: &str) -> PathBuf {
     binary::tmp_dir("topology", name)
 }
@@ -116,6 +125,20 @@ impl Launcher {
 
     fn stderr(&self) -> String {
         self.stderr.lock().expect("lock").clone()
+    }
+
+    /// Until the collected stderr contains `text` (its reader thread may still be catching up
+    /// after the launcher exited).
+    fn wait_stderr(&self, text: &str) {
+        let end = Instant::now() + DEADLINE;
+        while !self.stderr().contains(text) {
+            assert!(
+                Instant::now() < end,
+                "no {text:?} on stderr:\n{}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// Read stdout until "cluster ready"; the lines so far.
@@ -249,6 +272,7 @@ fn bundled_files_parse() {
 
 #[test]
 fn up_serves_a_mesh_check_agrees_and_sigint_stops_every_node() {
+    let _serial = serial();
     let dir = tmp_dir("up");
     let nodes = node_ports(3);
     let file = write_topology(&dir, "c3.conf", "T3", &nodes);
@@ -309,7 +333,7 @@ fn up_serves_a_mesh_check_agrees_and_sigint_stops_every_node() {
             );
         }
     }
-    assert!(up.stderr().contains("all nodes stopped"), "{}", up.stderr());
+    up.wait_stderr("all nodes stopped");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -335,6 +359,7 @@ fn write_super(dir: &Path, file: &str, clusters: &[(&str, Vec<[u16; 4]>)]) -> Pa
 
 #[test]
 fn up_serves_a_super_cluster_check_verifies_routes_and_gateways() {
+    let _serial = serial();
     let dir = tmp_dir("super");
     let p = free_ports(24);
     let node = |i: usize| [p[4 * i], p[4 * i + 1], p[4 * i + 2], p[4 * i + 3]];
@@ -403,12 +428,13 @@ fn up_serves_a_super_cluster_check_verifies_routes_and_gateways() {
             "port {port} still accepts after the launcher exited"
         );
     }
-    assert!(up.stderr().contains("all nodes stopped"), "{}", up.stderr());
+    up.wait_stderr("all nodes stopped");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn a_fixed_port_in_use_fails_clearly() {
+    let _serial = serial();
     let dir = tmp_dir("busy");
     let taken = TcpListener::bind("127.0.0.1:0").expect("bind");
     let busy = taken.local_addr().expect("addr").port();
@@ -433,6 +459,7 @@ fn a_fixed_port_in_use_fails_clearly() {
 
 #[test]
 fn check_fails_when_a_node_is_missing() {
+    let _serial = serial();
     let dir = tmp_dir("missing");
     let nodes = node_ports(3);
     let three = write_topology(&dir, "three.conf", "M", &nodes);
@@ -471,6 +498,7 @@ fn check_fails_when_a_node_is_missing() {
 
 #[test]
 fn a_node_that_dies_early_stops_the_others() {
+    let _serial = serial();
     let dir = tmp_dir("dies");
     let nodes = node_ports(2);
     let file = write_topology(&dir, "dies.conf", "D", &nodes);
