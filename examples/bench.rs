@@ -12,7 +12,11 @@
 //! (`PATH -a 127.0.0.1 -p <free port>`), runs the scenario and kills the server. The cluster
 //! scenarios (`route16`, `route1k`, `route_reqrep`, `subs100k`, `mesh20`) start 2 or 20 servers of
 //! the same binary with `-m <port> --cluster nats://127.0.0.1:<port> --cluster_name benchc
-//! [--routes nats-route://127.0.0.1:<seed port>]`. The order of the
+//! [--routes nats-route://127.0.0.1:<seed port>]`. The gateway scenarios (`gw16`, `gw1k`,
+//! `gw_reqrep`) start two 1-node clusters of the same binary joined by a gateway: `-c <file>`
+//! with a `gateway {}` block each (names `benchga`/`benchgb`, each dialling the other), and
+//! wait until each server's `/gatewayz` shows an outbound and an inbound gateway to the other.
+//! The order of the
 //! servers alternates between rounds (round 1: A B, round 2: B A, ...) so that slow drifts of the
 //! machine cancel out. Per scenario it reports the median over rounds and the ratio of each server
 //! to the first one. See docs/benchmarks.md.
@@ -500,6 +504,12 @@ enum Kind {
     },
     /// Two clustered servers: requester on A, responder on B.
     RouteReqRep,
+    /// Two 1-node clusters joined by a gateway: publisher on A -> subscriber on B.
+    GwPubSub {
+        payload: usize,
+    },
+    /// Two 1-node clusters joined by a gateway: requester on A, responder on B.
+    GwReqRep,
     /// Two clustered servers: 100,000 SUBs on A until B delivers to the last one.
     Subs100k,
     /// `n` servers all seeded to the first: time until every /varz reports n-1 routes.
@@ -511,12 +521,14 @@ enum Kind {
 impl Kind {
     fn payload(self) -> usize {
         match self {
-            Kind::PubSub { payload, .. } | Kind::RoutePubSub { payload } => payload,
+            Kind::PubSub { payload, .. }
+            | Kind::RoutePubSub { payload }
+            | Kind::GwPubSub { payload } => payload,
             _ => 16,
         }
     }
     fn is_reqrep(self) -> bool {
-        matches!(self, Kind::ReqRep | Kind::RouteReqRep)
+        matches!(self, Kind::ReqRep | Kind::RouteReqRep | Kind::GwReqRep)
     }
     fn is_timed(self) -> bool {
         matches!(self, Kind::Subs100k | Kind::Mesh { .. })
@@ -585,6 +597,21 @@ const SCENARIOS: &[Scenario] = &[
         name: "route_reqrep",
         desc: "2 clustered servers: requester on A, responder on B, sequential, 16 B",
         kind: Kind::RouteReqRep,
+    },
+    Scenario {
+        name: "gw16",
+        desc: "2 one-node clusters joined by a gateway: publisher on A -> subscriber on B, 16 B",
+        kind: Kind::GwPubSub { payload: 16 },
+    },
+    Scenario {
+        name: "gw1k",
+        desc: "2 one-node clusters joined by a gateway: publisher on A -> subscriber on B, 1 KiB",
+        kind: Kind::GwPubSub { payload: 1024 },
+    },
+    Scenario {
+        name: "gw_reqrep",
+        desc: "2 one-node clusters joined by a gateway: requester on A, responder on B, 16 B",
+        kind: Kind::GwReqRep,
     },
     Scenario {
         name: "subs100k",
@@ -1145,6 +1172,75 @@ fn start_pair(path: &str) -> Res<Vec<Server>> {
     Ok(vec![a, b])
 }
 
+/// Deadline for the gateway pair to connect both ways.
+const GW_DEADLINE: Duration = Duration::from_secs(20);
+
+/// Starts two 1-node clusters of `path` joined by a gateway (A = `benchga`, B = `benchgb`,
+/// each configured with the other): `PATH -c <file> -a 127.0.0.1 -p P -m H`. Returns when
+/// each `/gatewayz` shows an outbound and an inbound gateway to the other.
+fn start_gw_pair(path: &str) -> Res<Vec<Server>> {
+    let p = free_ports(6)?;
+    let names = ["benchga", "benchgb"];
+    let mut srvs = Vec::new();
+    for i in 0..2 {
+        let (client, http, gw, other_gw) =
+            (p[3 * i], p[3 * i + 1], p[3 * i + 2], p[3 * (1 - i) + 2]);
+        let conf =
+            std::env::temp_dir().join(format!("natsd-bench-gw-{}-{gw}.conf", std::process::id()));
+        std::fs::write(
+            &conf,
+            format!(
+                "gateway {{\n  name: {}\n  listen: \"127.0.0.1:{gw}\"\n  gateways: [ {{ name: {}, url: \"nats://127.0.0.1:{other_gw}\" }} ]\n}}\n",
+                names[i],
+                names[1 - i]
+            ),
+        )
+        .map_err(|e| ioe(&format!("write {}", conf.display()), e))?;
+        let conf_s = conf.to_string_lossy().into_owned();
+        let (ps, hs) = (client.to_string(), http.to_string());
+        let srv = Server::spawn(
+            path,
+            &["-c", &conf_s, "-a", "127.0.0.1", "-p", &ps, "-m", &hs],
+            client,
+            http,
+            0,
+        );
+        let mut srv = match srv {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = std::fs::remove_file(&conf);
+                return Err(e);
+            }
+        };
+        let up = srv.wait_port(client, path);
+        let _ = std::fs::remove_file(&conf);
+        up?;
+        srvs.push(srv);
+    }
+    let deadline = Instant::now() + GW_DEADLINE;
+    for i in 0..2 {
+        let want_out = format!("\"outbound_gateways\":{{\"{}\"", names[1 - i]);
+        let want_in = format!("\"inbound_gateways\":{{\"{}\"", names[1 - i]);
+        loop {
+            let body =
+                http_get(srvs[i].http, "/gatewayz", Duration::from_secs(2)).unwrap_or_default();
+            let flat: String = body.chars().filter(|c| !c.is_whitespace()).collect();
+            if flat.contains(&want_out) && flat.contains(&want_in) {
+                break;
+            }
+            srvs[i].check_alive()?;
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "{path}: gateway {} not connected both ways within {GW_DEADLINE:?}: {flat}",
+                    names[i]
+                ));
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+    Ok(srvs)
+}
+
 /// Number of subscriptions in `subs100k`.
 const SUBS_N: usize = 100_000;
 /// Deadline for `subs100k` (from the first SUB until B delivers to the last one).
@@ -1401,6 +1497,14 @@ fn run_one(path: &str, sc: &Scenario, dur: Duration) -> RunResult {
             run_pubsub(&mut srvs, a, b, true, payload, 1, false, dur)
         }),
         Kind::RouteReqRep => start_pair(path).and_then(|mut srvs| {
+            let (a, b) = (srvs[0].addr(), srvs[1].addr());
+            run_reqrep(&mut srvs, a, b, true, dur)
+        }),
+        Kind::GwPubSub { payload } => start_gw_pair(path).and_then(|mut srvs| {
+            let (a, b) = (srvs[0].addr(), srvs[1].addr());
+            run_pubsub(&mut srvs, a, b, true, payload, 1, false, dur)
+        }),
+        Kind::GwReqRep => start_gw_pair(path).and_then(|mut srvs| {
             let (a, b) = (srvs[0].addr(), srvs[1].addr());
             run_reqrep(&mut srvs, a, b, true, dur)
         }),

@@ -363,10 +363,10 @@ fn malformed_files_report_positions() {
         ),
         (
             "gateway.conf",
-            "gateway {\n name: A\n tls { cert_file: x }\n}\n",
+            "gateway {\n name: A\n tls {\n  pinned_certs: []\n }\n}\n",
+            4,
             3,
-            2,
-            "\"tls\" is not supported yet",
+            "\"pinned_certs\" is not supported yet",
         ),
     ];
     for (name, text, line, col, msg) in cases {

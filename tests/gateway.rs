@@ -1,8 +1,10 @@
 //! Gateways between natsd clusters on 127.0.0.1: handshake (configured one way, implicit
 //! back), interest-only propagation (local and route-learned interest), pub/sub with
 //! wildcards, request/reply across clusters (async-nats, `_GR_.` replies), queue groups that
-//! prefer the local cluster, no message crossing two gateways, monitoring, and malformed
-//! gateway input closing only that connection.
+//! prefer the local cluster (and fail over to a remote one when the local members unsubscribe
+//! or disconnect, and back), no message crossing two gateways, monitoring, a restarted remote
+//! server converging with no stale interest, and malformed gateway input closing only that
+//! connection.
 
 mod common;
 
@@ -723,6 +725,7 @@ async fn gateway_authorization_and_reject_unknown() {
         vec![natsd::config::RemoteGatewayOpts {
             name: "C1".into(),
             urls: vec![format!("nats://{user}:{pass}@127.0.0.1:{p1}")],
+            tls: None,
         }]
     };
     // Wrong password, and an unknown cluster with the right credentials: refused.
@@ -926,4 +929,331 @@ async fn gateway_message_relayed_over_the_route_to_a_queue_member() {
     assert_eq!(sids, ["1", "1", "1", "1", "1", "2", "2", "2", "2", "2"]);
     assert_eq!(m.sync().await, "");
     shutdown(vec![a1, b1, b2]).await;
+}
+
+#[tokio::test]
+async fn queue_group_fails_over_to_the_remote_cluster_when_local_members_disconnect() {
+    let (a, b) = two_by_two().await;
+    // Two local members (a1 and a2), one remote member (b2).
+    let mut qa1 = Raw::client(&a[0]).await;
+    qa1.send("SUB jobs g 1\r\n").await;
+    qa1.flush().await;
+    let mut qa2 = Raw::client(&a[1]).await;
+    qa2.send("SUB jobs g 1\r\n").await;
+    qa2.flush().await;
+    let mut qb = Raw::client(&b[1]).await;
+    qb.send("SUB jobs g 7\r\n").await;
+    qb.flush().await;
+    for s in &a {
+        wait_remote_interest(s, "C2", "jobs").await;
+    }
+    wait_for("a1's member known to a2 and a2's to a1", || {
+        let ok = a.iter().all(|s| {
+            s.shared()
+                .accounts
+                .global()
+                .sublist
+                .matches(b"jobs")
+                .qsubs
+                .iter()
+                .map(|g| g.total_weight)
+                .sum::<u64>()
+                == 2
+        });
+        async move { ok }
+    })
+    .await;
+    let mut p = Raw::client(&a[0]).await;
+    for _ in 0..20 {
+        p.send("PUB jobs 1\r\nl\r\n").await;
+    }
+    p.flush().await;
+    // Every message to exactly one member, all of them in C1 (a2's share crosses a route:
+    // gather until all 20 are in).
+    let mut local = 0;
+    let end = std::time::Instant::now() + Duration::from_secs(10);
+    while local < 20 {
+        assert!(
+            std::time::Instant::now() < end,
+            "{local} of 20 reached C1's members"
+        );
+        for q in [&mut qa1, &mut qa2] {
+            local += q.sync().await.matches("MSG jobs 1 1").count();
+        }
+    }
+    assert_eq!(local, 20);
+    assert_eq!(qa1.sync().await, "");
+    assert_eq!(qa2.sync().await, "");
+    assert_eq!(qb.sync().await, "");
+    // Both local members disconnect (no UNSUB): the group is served by C2, once per message.
+    drop(qa1);
+    drop(qa2);
+    wait_for("C1 queue members gone", || {
+        let ok = a.iter().all(|s| {
+            s.shared()
+                .accounts
+                .global()
+                .sublist
+                .matches(b"jobs")
+                .qsubs
+                .is_empty()
+        });
+        async move { ok }
+    })
+    .await;
+    for _ in 0..10 {
+        p.send("PUB jobs 1\r\nr\r\n").await;
+    }
+    p.flush().await;
+    for _ in 0..10 {
+        let (s, sid, _, payload) = qb.msg().await;
+        assert_eq!(
+            (s.as_str(), sid.as_str(), &payload[..]),
+            ("jobs", "7", &b"r"[..])
+        );
+    }
+    assert_eq!(qb.sync().await, "");
+    // A member back in C1: the local cluster is preferred again.
+    let mut back = Raw::client(&a[1]).await;
+    back.send("SUB jobs g 3\r\n").await;
+    back.flush().await;
+    wait_for("the new C1 member known to a1", || {
+        let ok = !a[0]
+            .shared()
+            .accounts
+            .global()
+            .sublist
+            .matches(b"jobs")
+            .qsubs
+            .is_empty();
+        async move { ok }
+    })
+    .await;
+    for _ in 0..10 {
+        p.send("PUB jobs 1\r\nb\r\n").await;
+    }
+    p.flush().await;
+    for _ in 0..10 {
+        let (s, sid, _, payload) = back.msg().await;
+        assert_eq!(
+            (s.as_str(), sid.as_str(), &payload[..]),
+            ("jobs", "3", &b"b"[..])
+        );
+    }
+    assert_eq!(back.sync().await, "");
+    assert_eq!(qb.sync().await, "");
+    shutdown(a).await;
+    shutdown(b).await;
+}
+
+/// `/gatewayz?accs=1&acc_name=$G`: `num_subs` of `s`'s outbound to `cluster`.
+async fn outbound_num_subs(s: &Server, cluster: &str) -> Option<u64> {
+    let z = http_json(
+        s.http_addr().expect("monitor"),
+        "/gatewayz?accs=1&acc_name=$G",
+    )
+    .await;
+    z["outbound_gateways"][cluster]["accounts"]
+        .as_array()?
+        .iter()
+        .find(|a| a["name"] == "$G")?["num_subs"]
+        .as_u64()
+}
+
+/// Two distinct free ports (both held until both are chosen).
+fn two_free_ports() -> (u16, u16) {
+    let l1 = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let l2 = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = |l: &std::net::TcpListener| l.local_addr().expect("addr").port();
+    (port(&l1), port(&l2))
+}
+
+#[tokio::test]
+async fn gateway_restart_converges_with_no_stale_interest() {
+    // C2 = b1 (fixed gateway and route ports, so it comes back at the same address) + b2.
+    let (b1_gw, b1_route) = two_free_ports();
+    let b1_opts = || {
+        let mut o = node("b1", "C2", b1_gw, None, vec![]);
+        if let Some(c) = o.cluster.as_mut() {
+            c.port = b1_route;
+        }
+        o
+    };
+    let b1 = start(b1_opts()).await;
+    let b2 = start(node("b2", "C2", 0, Some(b1_route), vec![])).await;
+    // C1 = a1, configured with b1's gateway only.
+    let a1 = start(node("a1", "C1", 0, None, remotes(&[("C2", b1_gw)]))).await;
+    let (a, b) = (vec![a1], vec![b1, b2]);
+    wait_super_cluster(&a, "C2", &b, "C1").await;
+    let [b1, b2]: [Server; 2] = b.try_into().ok().expect("two servers");
+    let a1 = a.into_iter().next().expect("a1");
+
+    // Interest on both sides before the restart.
+    let mut a_stay = Raw::client(&a1).await;
+    a_stay.send("SUB x.stay 1\r\n").await;
+    a_stay.flush().await;
+    let mut a_leave = Raw::client(&a1).await;
+    a_leave.send("SUB x.leave 1\r\n").await;
+    a_leave.flush().await;
+    let mut a_gone = Raw::client(&a1).await;
+    a_gone.send("SUB x.gone 1\r\n").await;
+    a_gone.flush().await;
+    let mut b_keep = Raw::client(&b2).await;
+    b_keep.send("SUB y.keep 1\r\nSUB y.leave 2\r\n").await;
+    b_keep.flush().await;
+    let mut b1_sub = Raw::client(&b1).await;
+    b1_sub.send("SUB y.b1 1\r\n").await;
+    b1_sub.flush().await;
+    for subj in ["y.keep", "y.leave", "y.b1"] {
+        wait_remote_interest(&a1, "C2", subj).await;
+    }
+    for s in [&b1, &b2] {
+        for subj in ["x.stay", "x.leave", "x.gone"] {
+            wait_remote_interest(s, "C1", subj).await;
+        }
+    }
+
+    // b1 stops; while it is down C1's interest changes and one C2 subscription leaves.
+    drop(b1_sub);
+    b1.shutdown().await;
+    a_leave.send("UNSUB 1\r\n").await;
+    a_leave.flush().await;
+    drop(a_gone);
+    let mut a_new = Raw::client(&a1).await;
+    a_new.send("SUB x.new 1\r\n").await;
+    a_new.flush().await;
+    b_keep.send("UNSUB 2\r\n").await;
+    b_keep.flush().await;
+    // (a1's outbound may fail over to b2 meanwhile: either way the interest must be right.)
+
+    // b1 restarts at the same addresses: it rejoins C2 and gateways converge again.
+    let b1 = start(b1_opts()).await;
+    wait_for("b1 back in C2", || {
+        let ok = common::cluster::routes(&b1) == 1 && common::cluster::routes(&b2) == 1;
+        async move { ok }
+    })
+    .await;
+    let (a, b) = (vec![a1], vec![b1, b2]);
+    wait_super_cluster(&a, "C2", &b, "C1").await;
+    let mut b1_new = Raw::client(&b[0]).await;
+    b1_new.send("SUB y.after 1\r\n").await;
+    b1_new.flush().await;
+
+    // C1's interest as seen by both C2 servers' outbounds: x.stay and x.new only.
+    for s in &b {
+        wait_remote_interest(s, "C1", "x.stay").await;
+        wait_remote_interest(s, "C1", "x.new").await;
+        wait_no_remote_interest(s, "C1", "x.leave").await;
+        wait_no_remote_interest(s, "C1", "x.gone").await;
+        wait_for("C1 num_subs 2 on a C2 outbound", || async {
+            outbound_num_subs(s, "C1").await == Some(2)
+        })
+        .await;
+    }
+    // C2's interest as seen by a1: y.keep and y.after only (y.b1 left with b1, y.leave
+    // unsubscribed while b1 was down).
+    wait_remote_interest(&a[0], "C2", "y.keep").await;
+    wait_remote_interest(&a[0], "C2", "y.after").await;
+    wait_no_remote_interest(&a[0], "C2", "y.leave").await;
+    wait_no_remote_interest(&a[0], "C2", "y.b1").await;
+    wait_for("C2 num_subs 2 on a1's outbound", || async {
+        outbound_num_subs(&a[0], "C2").await == Some(2)
+    })
+    .await;
+
+    // Delivery: each message reaches exactly its current subscribers, once.
+    let mut pa = Raw::client(&a[0]).await;
+    pa.send("PUB y.keep 1\r\nk\r\nPUB y.after 1\r\nn\r\nPUB y.leave 1\r\nl\r\nPUB y.b1 1\r\no\r\n")
+        .await;
+    pa.flush().await;
+    for pb in [Raw::client(&b[0]).await, Raw::client(&b[1]).await] {
+        let mut pb = pb;
+        pb.send(
+            "PUB x.stay 1\r\ns\r\nPUB x.new 1\r\nn\r\nPUB x.leave 1\r\nl\r\nPUB x.gone 1\r\ng\r\n",
+        )
+        .await;
+        pb.flush().await;
+    }
+    let (s, _, _, p) = b_keep.msg().await;
+    assert_eq!((s.as_str(), &p[..]), ("y.keep", &b"k"[..]));
+    let (s, _, _, p) = b1_new.msg().await;
+    assert_eq!((s.as_str(), &p[..]), ("y.after", &b"n"[..]));
+    for _ in 0..2 {
+        let (s, _, _, p) = a_stay.msg().await;
+        assert_eq!((s.as_str(), &p[..]), ("x.stay", &b"s"[..]));
+        let (s, _, _, p) = a_new.msg().await;
+        assert_eq!((s.as_str(), &p[..]), ("x.new", &b"n"[..]));
+    }
+    assert_eq!(b_keep.sync().await, "");
+    assert_eq!(b1_new.sync().await, "");
+    assert_eq!(a_stay.sync().await, "");
+    assert_eq!(a_new.sync().await, "");
+    assert_eq!(a_leave.sync().await, "");
+    shutdown(a).await;
+    shutdown(b).await;
+}
+
+/// The value of the `/metrics` sample whose line starts with `prefix` (name and first labels).
+async fn metric(s: &Server, prefix: &str) -> Option<f64> {
+    let (status, body) = common::http_get(s.http_addr().expect("monitor"), "/metrics").await;
+    assert_eq!(status, 200);
+    body.lines()
+        .find(|l| l.starts_with(prefix))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+/// The sum of one sample over `servers` (0 where absent).
+async fn in_total(servers: &[Server], prefix: &str) -> f64 {
+    let mut got = 0.0;
+    for s in servers {
+        got += metric(s, prefix).await.unwrap_or(0.0);
+    }
+    got
+}
+
+#[tokio::test]
+async fn metrics_count_gateway_connections_and_traffic() {
+    let (a, b) = two_by_two().await;
+    let mut sub = Raw::client(&b[0]).await;
+    sub.send("SUB metered 1\r\n").await;
+    sub.flush().await;
+    wait_remote_interest(&a[0], "C2", "metered").await;
+    // ($SYS traffic crosses too: compare with the values before publishing.)
+    let out = "natsd_gateway_out_msgs_total{gateway=\"C2\",direction=\"outbound\"";
+    let out_bytes = "natsd_gateway_out_bytes_total{gateway=\"C2\",direction=\"outbound\"";
+    let a1_id = a[0].id().to_string();
+    let inb = format!(
+        "natsd_gateway_in_msgs_total{{gateway=\"C1\",direction=\"inbound\",remote_id=\"{a1_id}\"}}"
+    );
+    let out0 = metric(&a[0], out).await.expect("out msgs sample");
+    let bytes0 = metric(&a[0], out_bytes).await.expect("out bytes sample");
+    let in0 = in_total(&b, &inb).await;
+    let mut p = Raw::client(&a[0]).await;
+    p.send("PUB metered 5\r\nhello\r\nPUB metered 5\r\nworld\r\nPUB metered 5\r\nagain\r\n")
+        .await;
+    p.flush().await;
+    for _ in 0..3 {
+        sub.msg().await;
+    }
+    assert_eq!(
+        metric(&a[0], "natsd_gateway_connections{direction=\"outbound\"}").await,
+        Some(1.0)
+    );
+    let mut inbound = 0.0;
+    for s in &a {
+        inbound += metric(s, "natsd_gateway_connections{direction=\"inbound\"}")
+            .await
+            .expect("inbound sample");
+    }
+    assert_eq!(inbound, 2.0);
+    let out1 = metric(&a[0], out).await.expect("out msgs sample");
+    let bytes1 = metric(&a[0], out_bytes).await.expect("out bytes sample");
+    assert!(out1 - out0 >= 3.0, "out msgs {out0} -> {out1}");
+    assert!(bytes1 - bytes0 >= 15.0, "out bytes {bytes0} -> {bytes1}");
+    // b1 or b2 received them on its inbound from a1.
+    let in1 = in_total(&b, &inb).await;
+    assert!(in1 - in0 >= 3.0, "in msgs {in0} -> {in1}");
+    shutdown(a).await;
+    shutdown(b).await;
 }

@@ -1,7 +1,9 @@
 //! `natsd topology up|check`: the bundled files parse; `up` on a 3-node file (free fixed
 //! ports) prints the client URLs and "cluster ready", clients on node 1 and node 3 exchange a
 //! message, `check` agrees, and SIGINT stops the launcher and every node; a fixed port already
-//! in use fails clearly; `check` against a cluster missing a node exits non-zero.
+//! in use fails clearly; `check` against a cluster missing a node exits non-zero. A
+//! super-cluster file (3 clusters × 2 nodes, gateways) comes up, `check` verifies routes and
+//! gateways, a message crosses from cluster A to cluster C, and SIGINT stops all six nodes.
 
 mod common;
 
@@ -16,6 +18,15 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const DEADLINE: Duration = Duration::from_secs(30);
+
+/// The launcher tests run one at a time: each picks free ports, releases them and has its
+/// nodes bind them later, and the super-cluster test alone uses 24 ports plus the gateways'
+/// outgoing connections; in parallel, one test's pick could be another's port by then.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 fn tmp_dir(name: &str) -> PathBuf {
     binary::tmp_dir("topology", name)
@@ -114,6 +125,20 @@ impl Launcher {
 
     fn stderr(&self) -> String {
         self.stderr.lock().expect("lock").clone()
+    }
+
+    /// Until the collected stderr contains `text` (its reader thread may still be catching up
+    /// after the launcher exited).
+    fn wait_stderr(&self, text: &str) {
+        let end = Instant::now() + DEADLINE;
+        while !self.stderr().contains(text) {
+            assert!(
+                Instant::now() < end,
+                "no {text:?} on stderr:\n{}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// Read stdout until "cluster ready"; the lines so far.
@@ -225,20 +250,29 @@ fn refuses(port: u16) -> bool {
 fn bundled_files_parse() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let t3 = Topology::load(&root.join("topology/cluster-3.conf")).expect("cluster-3.conf");
-    assert_eq!(t3.cluster, "C1");
-    let names: Vec<&str> = t3.nodes.iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(t3.clusters.len(), 1);
+    assert_eq!(t3.clusters[0].name, "C1");
+    let names: Vec<&str> = t3.nodes().map(|(_, n)| n.name.as_str()).collect();
     assert_eq!(names, ["n1", "n2", "n3"]);
-    assert!(t3.nodes.iter().all(|n| n.fixed_ports().is_some()));
-    assert_eq!(t3.nodes[0].port, Some(4222));
-    assert_eq!(t3.nodes[0].http, Some(8222));
-    assert_eq!(t3.nodes[0].route, Some(6222));
+    assert!(t3.nodes().all(|(_, n)| n.fixed_ports(false).is_some()));
+    let n1 = &t3.clusters[0].nodes[0];
+    assert_eq!(n1.port, Some(4222));
+    assert_eq!(n1.http, Some(8222));
+    assert_eq!(n1.route, Some(6222));
     let t5 = Topology::load(&root.join("topology/cluster-5.conf")).expect("cluster-5.conf");
-    assert_eq!(t5.nodes.len(), 5);
-    assert!(t5.nodes.iter().all(|n| n.fixed_ports().is_some()));
+    assert_eq!(t5.node_count(), 5);
+    assert!(t5.nodes().all(|(_, n)| n.fixed_ports(false).is_some()));
+    let s = Topology::load(&root.join("topology/super-3x2.conf")).expect("super-3x2.conf");
+    assert!(s.super_cluster);
+    let names: Vec<&str> = s.clusters.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["A", "B", "C"]);
+    assert!(s.clusters.iter().all(|c| c.nodes.len() == 2));
+    assert!(s.nodes().all(|(_, n)| n.fixed_ports(true).is_some()));
 }
 
 #[test]
 fn up_serves_a_mesh_check_agrees_and_sigint_stops_every_node() {
+    let _serial = serial();
     let dir = tmp_dir("up");
     let nodes = node_ports(3);
     let file = write_topology(&dir, "c3.conf", "T3", &nodes);
@@ -299,12 +333,108 @@ fn up_serves_a_mesh_check_agrees_and_sigint_stops_every_node() {
             );
         }
     }
-    assert!(up.stderr().contains("all nodes stopped"), "{}", up.stderr());
+    up.wait_stderr("all nodes stopped");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A super-cluster file: per cluster, per node (client, http, route, gateway) ports.
+fn write_super(dir: &Path, file: &str, clusters: &[(&str, Vec<[u16; 4]>)]) -> PathBuf {
+    let mut text = "# test super-cluster\nclusters {\n".to_string();
+    for (name, nodes) in clusters {
+        text.push_str(&format!("  {name} {{\n    nodes {{\n"));
+        for (i, [c, h, r, g]) in nodes.iter().enumerate() {
+            text.push_str(&format!(
+                "      {}{} {{ port: {c}, http: {h}, route: {r}, gateway: {g} }}\n",
+                name.to_ascii_lowercase(),
+                i + 1
+            ));
+        }
+        text.push_str("    }\n  }\n");
+    }
+    text.push_str("}\n");
+    let p = dir.join(file);
+    std::fs::write(&p, text).expect("write topology");
+    p
+}
+
+#[test]
+fn up_serves_a_super_cluster_check_verifies_routes_and_gateways() {
+    let _serial = serial();
+    let dir = tmp_dir("super");
+    let p = free_ports(24);
+    let node = |i: usize| [p[4 * i], p[4 * i + 1], p[4 * i + 2], p[4 * i + 3]];
+    let clusters = [
+        ("A", vec![node(0), node(1)]),
+        ("B", vec![node(2), node(3)]),
+        ("C", vec![node(4), node(5)]),
+    ];
+    let file = write_super(&dir, "s3x2.conf", &clusters);
+    // Only A and B: checked against the full file later, the missing cluster shows.
+    let ab = write_super(&dir, "ab.conf", &clusters[..2]);
+    let mut up = Launcher::start(&file);
+    let out = up.wait_ready();
+    for i in 0..6 {
+        let url = format!("nats://127.0.0.1:{}", node(i)[0]);
+        assert!(
+            out.iter().any(|l| l.contains(&url)),
+            "{url} not printed: {out:#?}"
+        );
+        let gw = format!("gateway nats://127.0.0.1:{}", node(i)[3]);
+        assert!(out.iter().any(|l| l.contains(&gw)), "{gw}: {out:#?}");
+    }
+    assert!(
+        out.iter()
+            .any(|l| l.starts_with("cluster ready: super-cluster A, B, C, 6 nodes")),
+        "{out:#?}"
+    );
+
+    // A subscriber in cluster C (second node), a publisher in cluster A (first node).
+    let mut sub = Raw::connect(node(5)[0]);
+    sub.send("SUB topo.gw 1\r\nPING\r\n");
+    assert_eq!(sub.line(DEADLINE).as_deref(), Some("PONG"));
+    let mut publ = Raw::connect(node(0)[0]);
+    let end = Instant::now() + DEADLINE;
+    let got = loop {
+        // Until the interest has crossed route and gateway, messages are dropped: again.
+        publ.send("PUB topo.gw 2\r\nhi\r\nPING\r\n");
+        assert_eq!(publ.line(DEADLINE).as_deref(), Some("PONG"));
+        if let Some(l) = sub.line(Duration::from_millis(200)) {
+            break l;
+        }
+        assert!(Instant::now() < end, "no message crossed from A to C");
+    };
+    assert_eq!(got, "MSG topo.gw 1 2");
+    assert_eq!(sub.line(DEADLINE).as_deref(), Some("hi"));
+    drop(sub);
+    drop(publ);
+
+    let check = run(&["topology", "check", file.to_str().expect("utf-8")]);
+    let text = String::from_utf8_lossy(&check.stdout);
+    assert!(check.status.success(), "check failed:\n{text}");
+    assert!(text.contains("mesh matches"), "{text}");
+    assert!(text.contains("gateway A to B, C"), "{text}");
+    assert!(text.contains("gateway C to A, B"), "{text}");
+    // The A+B file does not match: each node has gateways to C, which the file lacks.
+    let check = run(&["topology", "check", ab.to_str().expect("utf-8")]);
+    let text = String::from_utf8_lossy(&check.stdout);
+    assert_eq!(check.status.code(), Some(1), "{text}");
+    assert!(text.contains("extra outbound gateway to C"), "{text}");
+
+    let st = up.interrupt();
+    assert!(st.success(), "launcher exit {st}\nstderr:\n{}", up.stderr());
+    for port in &p {
+        assert!(
+            refuses(*port),
+            "port {port} still accepts after the launcher exited"
+        );
+    }
+    up.wait_stderr("all nodes stopped");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn a_fixed_port_in_use_fails_clearly() {
+    let _serial = serial();
     let dir = tmp_dir("busy");
     let taken = TcpListener::bind("127.0.0.1:0").expect("bind");
     let busy = taken.local_addr().expect("addr").port();
@@ -329,6 +459,7 @@ fn a_fixed_port_in_use_fails_clearly() {
 
 #[test]
 fn check_fails_when_a_node_is_missing() {
+    let _serial = serial();
     let dir = tmp_dir("missing");
     let nodes = node_ports(3);
     let three = write_topology(&dir, "three.conf", "M", &nodes);
@@ -367,6 +498,7 @@ fn check_fails_when_a_node_is_missing() {
 
 #[test]
 fn a_node_that_dies_early_stops_the_others() {
+    let _serial = serial();
     let dir = tmp_dir("dies");
     let nodes = node_ports(2);
     let file = write_topology(&dir, "dies.conf", "D", &nodes);

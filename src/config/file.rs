@@ -897,7 +897,7 @@ fn import(m: &Map, at: &Pos) -> Result<Import, ConfigError> {
     Ok(im)
 }
 
-/// A `tls {}` block: the client port's (`client`) or the routes'. The certificate, key and CA
+/// A `tls {}` block: the client port's (`client`), the routes' or the gateways'. The certificate, key and CA
 /// files are loaded here, so `-t` reports a missing file or bad PEM at the block.
 fn tls_block(e: &Entry, client: bool) -> Result<crate::tls::TlsOpts, ConfigError> {
     let v = &e.value;
@@ -1067,11 +1067,11 @@ fn gateway(m: &Map) -> Result<GatewayOpts, ConfigError> {
                         "pass" | "password" => g.password = Some(string(ak, av)?),
                         "token" => g.token = Some(string(ak, av)?),
                         "timeout" => g.auth_timeout = seconds(ak, av)?,
+                        // As nats-server 2.9.10 (same text, at the `authorization` key).
                         "users" => {
-                            return Err(not_supported(
-                                &ae.key,
-                                &ae.key_pos,
-                                "several gateway users",
+                            return Err(ConfigError::at(
+                                &e.key_pos,
+                                "Gateway authorization does not allow multiple users",
                             ))
                         }
                         _ => return Err(refuse(ae, ak)),
@@ -1083,7 +1083,7 @@ fn gateway(m: &Map) -> Result<GatewayOpts, ConfigError> {
                     g.gateways.push(remote_gateway(map(k, item)?, &item.pos)?);
                 }
             }
-            "tls" => return Err(not_supported(&e.key, &e.key_pos, "gateway TLS")),
+            "tls" => g.tls = Some(tls_block(e, false)?),
             _ => return Err(refuse(e, k)),
         }
     }
@@ -1103,6 +1103,7 @@ fn remote_gateway(m: &Map, at: &Pos) -> Result<RemoteGatewayOpts, ConfigError> {
     let mut r = RemoteGatewayOpts {
         name: String::new(),
         urls: Vec::new(),
+        tls: None,
     };
     for (key, e) in options(m) {
         let v = &e.value;
@@ -1111,7 +1112,7 @@ fn remote_gateway(m: &Map, at: &Pos) -> Result<RemoteGatewayOpts, ConfigError> {
             "name" => r.name = string(k, v)?,
             "url" => r.urls.extend(gateway_url(k, v)?),
             "urls" => r.urls.extend(gateway_url(k, v)?),
-            "tls" => return Err(not_supported(&e.key, &e.key_pos, "gateway TLS")),
+            "tls" => r.tls = Some(tls_block(e, false)?),
             _ => return Err(refuse(e, k)),
         }
     }

@@ -110,7 +110,10 @@ fn keys_are_case_insensitive_and_unknown_keys_fail() {
 #[test]
 fn refused_capabilities_name_the_key() {
     for (src, key) in [
-        ("gateway { name: A, tls { cert_file: x } }", "tls"),
+        (
+            "gateway { name: A, tls { cert_file: x, key_file: y, pinned_certs: [] } }",
+            "pinned_certs",
+        ),
         ("leafnodes { port: 7422 }", "leafnodes"),
         ("websocket { port: 8080 }", "websocket"),
         ("mqtt { port: 1883 }", "mqtt"),
@@ -450,4 +453,39 @@ fn syslog_keys() {
     assert!(o.syslog);
     assert_eq!(o.remote_syslog.as_deref(), Some("udp://127.0.0.1:514"));
     assert!(!load("").options.syslog);
+}
+
+#[test]
+fn gateway_tls_blocks() {
+    // The files are loaded at read time: write a real certificate and key.
+    let dir = std::env::temp_dir().join(format!("natsd-gwtls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).expect("cert");
+    let (c, k) = (dir.join("c.pem"), dir.join("k.pem"));
+    std::fs::write(&c, ck.cert.pem()).expect("cert file");
+    std::fs::write(&k, ck.signing_key.serialize_pem()).expect("key file");
+    let (c, k) = (c.display().to_string(), k.display().to_string());
+    let o = load(&format!(
+        "gateway {{\n name: A\n tls {{ cert_file: \"{c}\", key_file: \"{k}\", ca_file: \"{c}\", verify: true, timeout: 3 }}\n \
+         gateways: [ {{ name: B, url: \"nats://127.0.0.1:7223\", tls {{ cert_file: \"{c}\", key_file: \"{k}\", ca_file: \"{c}\" }} }}, {{ name: C, url: \"nats://127.0.0.1:7224\" }} ]\n}}",
+    ))
+    .options;
+    let _ = std::fs::remove_dir_all(&dir);
+    let g = o.gateway.expect("gateway");
+    let t = g.tls.expect("gateway tls");
+    assert_eq!(t.cert_file, std::path::PathBuf::from(&c));
+    assert_eq!(t.ca_file, Some(std::path::PathBuf::from(&c)));
+    assert!(t.verify);
+    assert_eq!(t.timeout, std::time::Duration::from_secs(3));
+    let b = g.gateways[0].tls.as_ref().expect("B's tls");
+    assert_eq!(b.key_file, std::path::PathBuf::from(&k));
+    assert!(g.gateways[1].tls.is_none());
+    let e = err("gateway { name: A, tls { cert_file: x } }");
+    assert!(e.msg.contains("missing 'cert_file' or 'key_file'"), "{e}");
+    // nats-server 2.9.10: "users.conf:4:2: Gateway authorization does not allow multiple users".
+    let e = err(
+        "gateway {\n name: A\n listen: 127.0.0.1:7222\n authorization { users: [ {user: a, password: b} ] }\n}",
+    );
+    assert_eq!((e.line, e.col), (4, 2), "{e}");
+    assert_eq!(e.msg, "Gateway authorization does not allow multiple users");
 }

@@ -110,6 +110,8 @@ pub struct RemoteGatewayOpts {
     pub name: String,
     /// URLs to dial (`nats://[user:pass@]host:port`), tried in turn.
     pub urls: Vec<String>,
+    /// TLS when dialling this cluster (`tls {}` in its entry; else the gateway's).
+    pub tls: Option<crate::tls::TlsOpts>,
 }
 
 /// The `gateway {}` block: this cluster's gateway listener and the remote clusters to dial.
@@ -131,6 +133,8 @@ pub struct GatewayOpts {
     pub token: Option<String>,
     pub auth_timeout: Duration,
     pub gateways: Vec<RemoteGatewayOpts>,
+    /// Gateway TLS (`gateway { tls { … } }`): inbound and outbound connections.
+    pub tls: Option<crate::tls::TlsOpts>,
 }
 
 impl Default for GatewayOpts {
@@ -147,6 +151,7 @@ impl Default for GatewayOpts {
             token: None,
             auth_timeout: DEFAULT_AUTH_TIMEOUT,
             gateways: Vec::new(),
+            tls: None,
         }
     }
 }

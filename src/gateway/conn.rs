@@ -10,6 +10,7 @@ use super::interest::OutInterest;
 use super::reply;
 use super::{Gateway, Inbound, Outbound};
 use crate::account::Account;
+use crate::cluster::tls_stream::TlsStream;
 use crate::cluster::url::RouteUrl;
 use crate::config::COMPAT_VERSION;
 use crate::conn::{writer, CloseReason, Conn, ConnKind};
@@ -23,7 +24,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
@@ -61,14 +62,44 @@ pub async fn run(
         pings_out: 0,
         next_ping: Instant::now() + Duration::from_secs(3600),
         rtt_start: None,
+        writer: None,
     };
-    let (rd, wr) = stream.into_split();
-    let writer = tokio::spawn(writer::run(conn.clone(), wr, g.srv.opts.write_deadline));
-    g.start();
-    g.read_loop(rd).await;
+    let tls = match &g.solicit {
+        None => {
+            g.gw.tls
+                .accept
+                .as_ref()
+                .map(|(a, t)| (Some(a.clone()), None, *t))
+        }
+        Some(sol) => {
+            g.gw.tls
+                .dial_for(&sol.name)
+                .map(|(c, t)| (None, Some(c.clone()), *t))
+        }
+    };
+    match tls {
+        None => {
+            let (rd, wr) = stream.into_split();
+            g.serve(rd, wr).await;
+        }
+        Some((acceptor, connector, timeout)) => {
+            match g.tls_handshake(stream, acceptor, connector, timeout).await {
+                Ok(s) => {
+                    let (rd, wr) = tokio::io::split(s);
+                    g.serve(rd, wr).await;
+                }
+                Err(e) => {
+                    tracing::error!("{} - TLS gateway handshake error: {e}", conn.log_prefix());
+                    conn.close(CloseReason::TlsHandshakeError);
+                }
+            }
+        }
+    }
     let registered = g.out.is_some() || g.inb.is_some();
     g.cleanup();
-    let _ = writer.await;
+    if let Some(writer) = g.writer.take() {
+        let _ = writer.await;
+    }
     let reason = conn.close_reason().map_or("", |x| x.as_str());
     tracing::info!(
         "{} - Gateway connection closed: {reason}",
@@ -92,6 +123,8 @@ struct GwConn {
     next_ping: Instant,
     rtt_start: Option<Instant>,
     trace: bool,
+    /// The writer task, once serving.
+    writer: Option<tokio::task::JoinHandle<()>>,
 }
 
 /// Our gateway INFO (spec §4.2).
@@ -120,6 +153,8 @@ pub fn gateway_info(srv: &ServerShared, gw: &Gateway) -> ServerInfo {
         gateway_url: own,
         gateway_nrp: true,
         gateway_iom: true,
+        tls_required: gw.tls.accept.is_some(),
+        tls_verify: gw.tls.verify,
         ..Default::default()
     }
 }
@@ -147,6 +182,52 @@ impl GwConn {
         self.send(format!("-ERR '{text}'\r\n").as_bytes());
     }
 
+    /// Writer task, our INFO (inbound), the read loop.
+    async fn serve<R, W>(&mut self, rd: R, wr: W)
+    where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        let writer = tokio::spawn(writer::run(
+            self.conn.clone(),
+            wr,
+            self.srv.opts.write_deadline,
+        ));
+        self.start();
+        self.read_loop(rd).await;
+        self.writer = Some(writer);
+    }
+
+    /// Gateway TLS as nats-server 2.9 does it: the handshake first, on both sides, before
+    /// INFO and CONNECT (which then travel inside TLS).
+    async fn tls_handshake(
+        &self,
+        stream: TcpStream,
+        acceptor: Option<tokio_rustls::TlsAcceptor>,
+        connector: Option<tokio_rustls::TlsConnector>,
+        timeout: Duration,
+    ) -> Result<TlsStream, String> {
+        let deadline = timeout.max(Duration::from_millis(500));
+        match (&self.solicit, acceptor, connector) {
+            (None, Some(a), _) => {
+                let s = tokio::time::timeout(deadline, a.accept(stream))
+                    .await
+                    .map_err(|_| "timeout".to_string())?
+                    .map_err(|e| e.to_string())?;
+                Ok(TlsStream::Server(Box::new(s)))
+            }
+            (Some(sol), _, Some(c)) => {
+                let name = crate::tls::server_name(&sol.url.host)?;
+                let s = tokio::time::timeout(deadline, c.connect(name, stream))
+                    .await
+                    .map_err(|_| "timeout".to_string())?
+                    .map_err(|e| e.to_string())?;
+                Ok(TlsStream::Client(Box::new(s)))
+            }
+            _ => Err("no TLS configuration for this side".into()),
+        }
+    }
+
     fn start(&mut self) {
         if self.solicit.is_none() {
             let info = gateway_info(&self.srv, &self.gw);
@@ -158,7 +239,7 @@ impl GwConn {
         self.out.is_some() || self.inb.is_some()
     }
 
-    async fn read_loop(&mut self, mut rd: tokio::net::tcp::OwnedReadHalf) {
+    async fn read_loop<R: AsyncRead + Unpin>(&mut self, mut rd: R) {
         let mut parser = Parser::new(Kind::Route, Limits::route());
         let handshake_deadline =
             Instant::now() + self.gw.opts.auth_timeout.max(Duration::from_millis(100));
@@ -498,7 +579,7 @@ impl GwConn {
             pedantic: false,
             user: s.url.user.clone().unwrap_or_default(),
             pass: s.url.pass.clone().unwrap_or_default(),
-            tls_required: false,
+            tls_required: self.gw.tls.dial_for(&s.name).is_some(),
             headers: false,
             name: self.srv.id.clone(),
             cluster: String::new(),

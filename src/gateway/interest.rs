@@ -16,7 +16,10 @@ use crate::proto::info::{b64_encode, ServerInfo};
 use crate::sublist::{SubEntry, Sublist, SublistResult};
 use crate::util::FastMap;
 use bytes::{Bytes, BytesMut};
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::{Arc, Mutex};
 
 /// nats-server's `gatewayMaxRUnsubBeforeSwitch`: at most this many no-interest subjects are
@@ -92,6 +95,36 @@ pub struct OutInterest {
     total: std::sync::atomic::AtomicUsize,
     /// `None`: the remote has no interest in the account at all (`A-`).
     accs: Mutex<HashMap<String, Option<AccInterest>>>,
+    /// This interest's version, unique across all `OutInterest`s of the process: changed
+    /// (under the `accs` lock) by every mutation, so a cached `check` answer stays valid while
+    /// it is unchanged (`check_cached`).
+    gen: AtomicU64,
+}
+
+/// Source of `OutInterest::gen` values (never reused, so a cache entry can never be mistaken
+/// for one of another outbound that happens to live at the same address).
+static GEN: AtomicU64 = AtomicU64::new(1);
+
+fn next_gen() -> u64 {
+    GEN.fetch_add(1, Relaxed) + 1
+}
+
+/// One remembered `check` answer.
+struct Cached {
+    gen: u64,
+    acc: String,
+    subject: Vec<u8>,
+    plain: bool,
+    res: Option<Arc<SublistResult<GwSub>>>,
+}
+
+/// Per-thread `check` answers, one slot per outbound position (the send loop's index): a
+/// publisher sending the same subject again (the common case) costs an atomic load and two
+/// comparisons instead of the lock, the account lookup and the match.
+const CACHE_SLOTS: usize = 16;
+
+thread_local! {
+    static CHECK_CACHE: RefCell<Vec<Option<Cached>>> = const { RefCell::new(Vec::new()) };
 }
 
 impl OutInterest {
@@ -100,7 +133,67 @@ impl OutInterest {
             iom,
             total: std::sync::atomic::AtomicUsize::new(0),
             accs: Mutex::new(HashMap::new()),
+            gen: AtomicU64::new(next_gen()),
         }
+    }
+
+    /// A new version (called with the `accs` lock held, before mutating).
+    fn bump(&self) {
+        self.gen.store(next_gen(), Release);
+    }
+
+    /// `check`, answered from this thread's cache slot `slot` while this interest is
+    /// unchanged and the account and subject are the same as last time.
+    pub fn check_cached(
+        &self,
+        slot: usize,
+        acc: &str,
+        subject: &[u8],
+    ) -> (bool, Option<Arc<SublistResult<GwSub>>>) {
+        if slot >= CACHE_SLOTS {
+            return self.check(acc, subject);
+        }
+        // Read before computing: a mutation racing with the computation leaves a version
+        // that no longer matches, so the entry is recomputed next time (never served stale).
+        let gen = self.gen.load(Acquire);
+        let hit = CHECK_CACHE.with(|c| {
+            let c = c.borrow();
+            c.get(slot)
+                .and_then(Option::as_ref)
+                .filter(|e| e.gen == gen && e.subject == subject && e.acc == acc)
+                .map(|e| (e.plain, e.res.clone()))
+        });
+        if let Some(h) = hit {
+            return h;
+        }
+        let (plain, res) = self.check(acc, subject);
+        CHECK_CACHE.with(|c| {
+            let mut c = c.borrow_mut();
+            if c.len() <= slot {
+                c.resize_with(slot + 1, || None);
+            }
+            match &mut c[slot] {
+                Some(e) => {
+                    e.gen = gen;
+                    e.acc.clear();
+                    e.acc.push_str(acc);
+                    e.subject.clear();
+                    e.subject.extend_from_slice(subject);
+                    e.plain = plain;
+                    e.res = res.clone();
+                }
+                empty => {
+                    *empty = Some(Cached {
+                        gen,
+                        acc: acc.to_string(),
+                        subject: subject.to_vec(),
+                        plain,
+                        res: res.clone(),
+                    })
+                }
+            }
+        });
+        (plain, res)
     }
 
     fn default_mode(&self) -> Mode {
@@ -138,6 +231,7 @@ impl OutInterest {
     pub fn plus(&self, acc: &str, subject: &[u8], queue: Option<&[u8]>) -> Result<(), String> {
         let default_mode = self.default_mode();
         let mut m = lock(&self.accs);
+        self.bump();
         if full(&m, acc) {
             return Err(format!("too many accounts, {acc:?} ignored"));
         }
@@ -172,8 +266,7 @@ impl OutInterest {
             )
         })?;
         e.subs.insert(key, s);
-        self.total
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.total.fetch_add(1, Relaxed);
         Ok(())
     }
 
@@ -181,6 +274,7 @@ impl OutInterest {
     pub fn minus(&self, acc: &str, subject: &[u8], queue: Option<&[u8]>) {
         let default_mode = self.default_mode();
         let mut m = lock(&self.accs);
+        self.bump();
         if full(&m, acc) {
             return;
         }
@@ -205,14 +299,14 @@ impl OutInterest {
         );
         if let Some(s) = e.subs.remove(&key) {
             let _ = e.sl.remove(subject, queue, &s);
-            self.total
-                .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+            self.total.fetch_sub(1, Relaxed);
         }
     }
 
     /// `A+ acc`: interest in the account again (optimistic).
     pub fn acc_plus(&self, acc: &str) {
         let mut m = lock(&self.accs);
+        self.bump();
         if let Some(None) = m.get(acc) {
             m.remove(acc);
         }
@@ -221,6 +315,7 @@ impl OutInterest {
     /// `A- acc`: no interest at all in the account (meaningful in optimistic mode only).
     pub fn acc_minus(&self, acc: &str) {
         let mut m = lock(&self.accs);
+        self.bump();
         if full(&m, acc) {
             return;
         }
@@ -235,6 +330,7 @@ impl OutInterest {
     /// `gateway_cmd` 2 (start) / 3 (complete) for `acc`.
     pub fn switch(&self, acc: &str, complete: bool) {
         let mut m = lock(&self.accs);
+        self.bump();
         if full(&m, acc) {
             return;
         }
@@ -275,7 +371,7 @@ impl OutInterest {
 
     /// Total remote subscriptions known (for `/gatewayz` `subscriptions`).
     pub fn num_subs(&self) -> usize {
-        self.total.load(std::sync::atomic::Ordering::Relaxed)
+        self.total.load(Relaxed)
     }
 }
 
@@ -354,6 +450,38 @@ impl Gateway {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cached_checks_follow_every_change() {
+        let a = OutInterest::new(true);
+        let b = OutInterest::new(true);
+        let plain = |o: &OutInterest, slot: usize, subj: &str| {
+            o.check_cached(slot, "$G", subj.as_bytes()).0
+        };
+        assert!(!plain(&a, 0, "x"));
+        a.plus("$G", b"x", None).expect("plus");
+        assert!(plain(&a, 0, "x"));
+        assert!(plain(&a, 0, "x"), "a hit gives the same answer");
+        // Same slot, another interest (another outbound at that position): its own answer.
+        assert!(!plain(&b, 0, "x"));
+        assert!(plain(&a, 0, "x"));
+        a.minus("$G", b"x", None);
+        assert!(!plain(&a, 0, "x"));
+        // Queue interest shows in the cached match too, and goes with RS-.
+        a.plus("$G", b"q", Some(b"g")).expect("plus");
+        let (_, r) = a.check_cached(1, "$G", b"q");
+        assert_eq!(r.map(|r| r.qsubs.len()), Some(1));
+        a.minus("$G", b"q", Some(b"g"));
+        let (_, r) = a.check_cached(1, "$G", b"q");
+        assert!(r.is_none_or(|r| r.qsubs.is_empty()));
+        // Another account or subject in the same slot is not confused with the cached one.
+        a.plus("$G", b"y", None).expect("plus");
+        assert!(plain(&a, 2, "y"));
+        assert!(!a.check_cached(2, "ACC", b"y").0);
+        assert!(!plain(&a, 2, "z"));
+        // Slots beyond the cache fall back to the plain check.
+        assert!(plain(&a, CACHE_SLOTS + 3, "y"));
+    }
 
     #[test]
     fn optimistic_then_interest_only() {

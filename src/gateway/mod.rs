@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 /// Remote clusters and URLs per remote kept at most (bounded memory against gossip floods).
 const MAX_REMOTES: usize = 1024;
@@ -87,9 +87,61 @@ pub struct Gateway {
     /// Gateway URLs of the other servers of this cluster (learned from route INFO).
     peer_urls: Mutex<BTreeMap<String, String>>,
     closed: AtomicBool,
+    pub tls: GatewayTls,
+}
+
+/// Gateway TLS, ready to use (`gateway { tls {} }` and per-remote `tls {}`): the handshake
+/// comes first on both sides, before INFO, as nats-server 2.9 does it.
+#[derive(Default)]
+pub struct GatewayTls {
+    /// Inbound connections (the gateway's own `tls {}`), with its handshake timeout.
+    pub accept: Option<(tokio_rustls::TlsAcceptor, Duration)>,
+    /// Outbound connections to clusters without their own `tls {}` (the gateway's).
+    pub dial: Option<(tokio_rustls::TlsConnector, Duration)>,
+    /// Outbound connections to the clusters with their own `tls {}` in `gateways`.
+    pub dial_remote: HashMap<String, (tokio_rustls::TlsConnector, Duration)>,
+    /// `verify` on inbound connections (shown as `tls_verify` in our INFO).
+    pub verify: bool,
+}
+
+impl GatewayTls {
+    pub fn build(opts: &GatewayOpts) -> Result<GatewayTls, String> {
+        let mut t = GatewayTls::default();
+        if let Some(o) = &opts.tls {
+            let server = crate::tls::server_config(o).map_err(|e| format!("gateway tls: {e}"))?;
+            let client = crate::tls::client_config(o).map_err(|e| format!("gateway tls: {e}"))?;
+            t.accept = Some((tokio_rustls::TlsAcceptor::from(server), o.timeout));
+            t.dial = Some((tokio_rustls::TlsConnector::from(client), o.timeout));
+            t.verify = o.verify;
+        }
+        for r in &opts.gateways {
+            if let Some(o) = &r.tls {
+                let client = crate::tls::client_config(o)
+                    .map_err(|e| format!("gateway {:?} tls: {e}", r.name))?;
+                t.dial_remote.insert(
+                    r.name.clone(),
+                    (tokio_rustls::TlsConnector::from(client), o.timeout),
+                );
+            }
+        }
+        Ok(t)
+    }
+
+    /// The connector (and timeout) for dialling cluster `name`, if TLS applies.
+    pub fn dial_for(&self, name: &str) -> Option<&(tokio_rustls::TlsConnector, Duration)> {
+        self.dial_remote.get(name).or(self.dial.as_ref())
+    }
 }
 
 impl Gateway {
+    /// `new` with the TLS configurations built (an unreadable certificate fails here).
+    pub fn with_tls(opts: GatewayOpts, server_id: &str) -> Result<Self, String> {
+        let tls = GatewayTls::build(&opts)?;
+        let mut g = Gateway::new(opts, server_id);
+        g.tls = tls;
+        Ok(g)
+    }
+
     pub fn new(opts: GatewayOpts, server_id: &str) -> Self {
         let mut remotes = BTreeMap::new();
         for r in &opts.gateways {
@@ -116,6 +168,7 @@ impl Gateway {
             replies: Default::default(),
             peer_urls: Mutex::new(BTreeMap::new()),
             closed: AtomicBool::new(false),
+            tls: GatewayTls::default(),
         }
     }
 
@@ -335,11 +388,11 @@ impl Gateway {
         let mut taken: Vec<Bytes> = Vec::new();
         let mut sent = 0;
         // Ordered by RTT: for a queue group the closest remote cluster wins.
-        for o in outs.iter() {
+        for (slot, o) in outs.iter().enumerate() {
             if o.conn.is_closed() {
                 continue;
             }
-            let (plain, res) = o.interest.check(&acc.name, m.subject);
+            let (plain, res) = o.interest.check_cached(slot, &acc.name, m.subject);
             let mut queues: Vec<Bytes> = Vec::new();
             if let Some(res) = &res {
                 for g in &res.qsubs {

@@ -1,6 +1,6 @@
 //! `/metrics`: the server's counters in Prometheus' text exposition format (0.0.4), so no
 //! separate exporter is needed. Names and meanings: `docs/metrics.md`. Reads the same state as
-//! `/varz`, `/routez` and `/topz`; nothing on the message path.
+//! `/varz`, `/routez`, `/gatewayz` and `/topz`; nothing on the message path.
 
 use crate::config::{COMPAT_VERSION, NATSD_VERSION};
 use crate::server::ServerShared;
@@ -259,6 +259,77 @@ pub fn render(srv: &std::sync::Arc<ServerShared>) -> String {
                     v,
                 );
             }
+        }
+    }
+
+    // Gateways: connections by direction, and traffic per gateway connection.
+    let (outbound, inbound) = srv
+        .gateway
+        .as_ref()
+        .map(|g| (g.outbounds(), g.inbounds()))
+        .unwrap_or_default();
+    e.family(
+        "natsd_gateway_connections",
+        Gauge,
+        "Gateway connections currently registered, by direction.",
+    );
+    if srv.gateway.is_some() {
+        e.sample(
+            "natsd_gateway_connections",
+            &[("direction", "outbound")],
+            outbound.len() as f64,
+        );
+        e.sample(
+            "natsd_gateway_connections",
+            &[("direction", "inbound")],
+            inbound.len() as f64,
+        );
+    }
+    // (remote cluster, direction, remote server id, connection)
+    let gw_conns: Vec<(&str, &str, &str, &crate::conn::Conn)> = outbound
+        .iter()
+        .map(|o| (o.name.as_str(), "outbound", o.remote_id.as_str(), &*o.conn))
+        .chain(
+            inbound
+                .iter()
+                .map(|i| (i.name.as_str(), "inbound", i.remote_id.as_str(), &*i.conn)),
+        )
+        .collect();
+    type GwValue = fn(&crate::conn::Conn) -> f64;
+    let per_gateway: [(&str, &str, GwValue); 4] = [
+        (
+            "natsd_gateway_in_msgs_total",
+            "Messages received over this gateway connection.",
+            |c| c.counters.in_msgs.load(Relaxed) as f64,
+        ),
+        (
+            "natsd_gateway_out_msgs_total",
+            "Messages sent over this gateway connection.",
+            |c| c.counters.out_msgs.load(Relaxed) as f64,
+        ),
+        (
+            "natsd_gateway_in_bytes_total",
+            "Payload bytes received over this gateway connection.",
+            |c| c.counters.in_bytes.load(Relaxed) as f64,
+        ),
+        (
+            "natsd_gateway_out_bytes_total",
+            "Payload bytes sent over this gateway connection.",
+            |c| c.counters.out_bytes.load(Relaxed) as f64,
+        ),
+    ];
+    for (name, help, value) in per_gateway {
+        e.family(name, Counter, help);
+        for (gateway, direction, remote_id, conn) in &gw_conns {
+            e.sample(
+                name,
+                &[
+                    ("gateway", gateway),
+                    ("direction", direction),
+                    ("remote_id", remote_id),
+                ],
+                value(conn),
+            );
         }
     }
 

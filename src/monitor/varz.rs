@@ -136,7 +136,7 @@ impl GatewayVarz {
             host: o.host.clone(),
             port: gw.listen_addr.get().map_or(o.port, |a| a.port()),
             auth_timeout: o.auth_timeout.as_secs_f64(),
-            tls_timeout: 2.0,
+            tls_timeout: o.tls.as_ref().map_or(2.0, |t| t.timeout.as_secs_f64()),
             advertise: o.advertise.clone().unwrap_or_default(),
             connect_retries: o.connect_retries,
             gateways: o

@@ -481,10 +481,15 @@ impl Server {
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let id = crate::util::ids::server_id();
         let name = opts.server_name.clone().unwrap_or_else(|| id.clone());
-        let gateway = opts
+        let gateway = match opts
             .gateway
             .clone()
-            .map(|g| Arc::new(crate::gateway::Gateway::new(g, &id)));
+            .map(|g| crate::gateway::Gateway::with_tls(g, &id))
+            .transpose()
+        {
+            Ok(g) => g.map(Arc::new),
+            Err(e) => return Err(io::Error::new(io::ErrorKind::InvalidInput, e)),
+        };
         let shared = Arc::new(ServerShared {
             accounts: Accounts::new(opts.accounts.iter().map(String::as_str)),
             auth: Authenticator::new(&opts),

@@ -1,5 +1,5 @@
-//! `natsd topology check FILE [MONITOR_URL...]`: each node's `/routez` against the file. Also
-//! the mesh comparison `up` waits on, and the small HTTP GET both use (std `TcpStream`, no
+//! `natsd topology check FILE [MONITOR_URL...]`: each node's `/routez` (and in a super-cluster
+//! its `/gatewayz`) against the file. Also the mesh comparison `up` waits on, and the small HTTP GET both use (std `TcpStream`, no
 //! client crate).
 
 use super::file::{Topology, HOST};
@@ -19,6 +19,17 @@ pub struct Observed {
     pub server_name: String,
     /// `routes[].remote_name`, one per route.
     pub remotes: Vec<String>,
+}
+
+/// What one node's `/gatewayz` says.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GatewaysSeen {
+    /// `name`: this node's gateway (cluster) name; empty without gateways.
+    pub name: String,
+    /// The keys of `outbound_gateways`.
+    pub outbound: Vec<String>,
+    /// `inbound_gateways`: per remote cluster, how many inbound connections.
+    pub inbound: Vec<(String, usize)>,
 }
 
 /// `http://host:port`, `host:port` or a bare port → (host, port).
@@ -95,10 +106,36 @@ pub fn fetch_routez(host: &str, port: u16) -> Result<Observed, String> {
     })
 }
 
-/// What is wrong with node `idx`'s view against the file: empty when it answers under its own
-/// name with exactly one route to every other node.
+/// One node's `/gatewayz`.
+pub fn fetch_gatewayz(host: &str, port: u16) -> Result<GatewaysSeen, String> {
+    let body = http_get(host, port, "/gatewayz")?;
+    let v: serde_json::Value =
+        serde_json::from_str(&body).map_err(|e| format!("/gatewayz is not JSON: {e}"))?;
+    let mut g = GatewaysSeen {
+        name: v["name"].as_str().unwrap_or("").to_string(),
+        ..GatewaysSeen::default()
+    };
+    if let Some(o) = v["outbound_gateways"].as_object() {
+        g.outbound = o.keys().cloned().collect();
+    }
+    if let Some(i) = v["inbound_gateways"].as_object() {
+        g.inbound = i
+            .iter()
+            .map(|(k, v)| (k.clone(), v.as_array().map_or(0, Vec::len)))
+            .collect();
+    }
+    Ok(g)
+}
+
+/// What is wrong with node `idx`'s (file order across clusters) routes against the file: empty
+/// when it answers under its own name with exactly one route to every other node of its
+/// cluster.
 pub fn problems(t: &Topology, idx: usize, seen: &Observed) -> Vec<String> {
-    let me = &t.nodes[idx].name;
+    let Some((ci, node)) = t.nodes().nth(idx) else {
+        return vec![format!("no node {idx} in the file")];
+    };
+    let nodes = &t.clusters[ci].nodes;
+    let me = &node.name;
     let mut out = Vec::new();
     if &seen.server_name != me {
         out.push(format!(
@@ -106,7 +143,7 @@ pub fn problems(t: &Topology, idx: usize, seen: &Observed) -> Vec<String> {
             seen.server_name
         ));
     }
-    for n in &t.nodes {
+    for n in nodes {
         if &n.name != me && !seen.remotes.contains(&n.name) {
             out.push(format!("missing route to {}", n.name));
         }
@@ -118,9 +155,11 @@ pub fn problems(t: &Topology, idx: usize, seen: &Observed) -> Vec<String> {
         }
         counted.push(r);
         let count = seen.remotes.iter().filter(|x| *x == r).count();
-        let known = t.nodes.iter().any(|n| &n.name == r);
+        let known = nodes.iter().any(|n| &n.name == r);
         if r == me {
             out.push("extra route to itself".to_string());
+        } else if !known && t.nodes().any(|(_, n)| &n.name == r) {
+            out.push(format!("extra route to {r} (another cluster)"));
         } else if !known {
             let name = if r.is_empty() { "(unnamed)" } else { r };
             out.push(format!("extra route to {name} (not in the file)"));
@@ -129,6 +168,100 @@ pub fn problems(t: &Topology, idx: usize, seen: &Observed) -> Vec<String> {
         }
     }
     out
+}
+
+/// What is wrong with node `idx`'s gateways in a super-cluster: empty when its gateway is its
+/// cluster's name and it has one outbound gateway to every other cluster and none elsewhere.
+/// (Which server of a cluster an outbound reaches is the dialer's choice: inbound connections
+/// are counted per cluster, `inbound_problems`.)
+pub fn gateway_problems(t: &Topology, idx: usize, seen: &GatewaysSeen) -> Vec<String> {
+    let Some((ci, _)) = t.nodes().nth(idx) else {
+        return vec![format!("no node {idx} in the file")];
+    };
+    let mine = &t.clusters[ci].name;
+    let mut out = Vec::new();
+    if seen.name.is_empty() {
+        out.push("no gateway".to_string());
+        return out;
+    }
+    if &seen.name != mine {
+        out.push(format!("gateway {:?}, not {mine:?}", seen.name));
+    }
+    for c in &t.clusters {
+        if &c.name != mine && !seen.outbound.contains(&c.name) {
+            out.push(format!("missing outbound gateway to {}", c.name));
+        }
+    }
+    let foreign = |n: &String| n == mine || !t.clusters.iter().any(|c| &c.name == n);
+    for o in seen.outbound.iter().filter(|o| foreign(o)) {
+        out.push(format!(
+            "extra outbound gateway to {o} (not another cluster of the file)"
+        ));
+    }
+    for (i, k) in seen.inbound.iter().filter(|(i, _)| foreign(i)) {
+        out.push(format!(
+            "extra inbound gateways from {i} ({k}, not another cluster of the file)"
+        ));
+    }
+    out
+}
+
+/// Per cluster X and other cluster Y: the nodes of X together have one inbound gateway from
+/// every node of Y (each node of Y has one outbound to X). `seen[i]`: node i's `/gatewayz`
+/// (file order), None when unknown (then its cluster is not judged).
+pub fn inbound_problems(t: &Topology, seen: &[Option<GatewaysSeen>]) -> Vec<String> {
+    let mut out = Vec::new();
+    let cluster_of: Vec<usize> = t.nodes().map(|(ci, _)| ci).collect();
+    for (ci, c) in t.clusters.iter().enumerate() {
+        let views: Vec<&GatewaysSeen> = (0..cluster_of.len())
+            .filter(|&i| cluster_of[i] == ci)
+            .filter_map(|i| seen.get(i).and_then(Option::as_ref))
+            .collect();
+        if views.len() != c.nodes.len() {
+            continue;
+        }
+        for other in &t.clusters {
+            if other.name == c.name {
+                continue;
+            }
+            let n: usize = views
+                .iter()
+                .flat_map(|v| v.inbound.iter())
+                .filter(|(name, _)| name == &other.name)
+                .map(|(_, k)| k)
+                .sum();
+            if n != other.nodes.len() {
+                out.push(format!(
+                    "cluster {}: {n} inbound gateways from {}, want {} (one per node of {})",
+                    c.name,
+                    other.name,
+                    other.nodes.len(),
+                    other.name
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// Every problem of node `idx` reached at `host:port` (routes, then gateways in a
+/// super-cluster); `Err` when it does not answer.
+pub fn node_problems(
+    t: &Topology,
+    idx: usize,
+    host: &str,
+    port: u16,
+) -> Result<(Observed, Option<GatewaysSeen>, Vec<String>), String> {
+    let seen = fetch_routez(host, port).map_err(|e| format!("/routez: {e}"))?;
+    let mut p = problems(t, idx, &seen);
+    let gw = if t.super_cluster {
+        let g = fetch_gatewayz(host, port).map_err(|e| format!("/gatewayz: {e}"))?;
+        p.extend(gateway_problems(t, idx, &g));
+        Some(g)
+    } else {
+        None
+    };
+    Ok((seen, gw, p))
 }
 
 /// `natsd topology check FILE [MONITOR_URL...]`.
@@ -160,7 +293,7 @@ pub fn main(args: &[String]) -> ExitCode {
     };
     let mut targets = Vec::new();
     if urls.is_empty() {
-        for n in &t.nodes {
+        for (_, n) in t.nodes() {
             let Some(http) = n.http else {
                 eprintln!(
                     "natsd topology: node {} has no fixed `http` port in {file}; give every \
@@ -172,13 +305,13 @@ pub fn main(args: &[String]) -> ExitCode {
             targets.push((HOST.to_string(), http));
         }
     } else {
-        if urls.len() != t.nodes.len() {
+        if urls.len() != t.node_count() {
             return usage_error(
                 CHECK_USAGE,
                 &format!(
                     "{} monitoring URLs for {} nodes (one per node, in the file's order)",
                     urls.len(),
-                    t.nodes.len()
+                    t.node_count()
                 ),
             );
         }
@@ -189,27 +322,34 @@ pub fn main(args: &[String]) -> ExitCode {
             }
         }
     }
-    let width = t.nodes.iter().map(|n| n.name.len()).max().unwrap_or(0);
+    let width = t.nodes().map(|(_, n)| n.name.len()).max().unwrap_or(0);
     let mut bad = 0;
-    for (i, (n, (host, port))) in t.nodes.iter().zip(&targets).enumerate() {
+    let mut views = Vec::new();
+    for (i, ((_, n), (host, port))) in t.nodes().zip(&targets).enumerate() {
         let url = format!("http://{host}:{port}");
         let name = &n.name;
-        match fetch_routez(host, *port) {
+        match node_problems(&t, i, host, *port) {
             Err(e) => {
                 bad += 1;
+                views.push(None);
                 println!("{name:width$}  {url}  unreachable: {e}");
             }
-            Ok(seen) => {
-                let p = problems(&t, i, &seen);
+            Ok((seen, gw, p)) => {
+                views.push(gw.clone());
                 if p.is_empty() {
                     let mut peers: Vec<&str> = seen.remotes.iter().map(String::as_str).collect();
                     peers.sort();
-                    let peers = if peers.is_empty() {
+                    let mut what = if peers.is_empty() {
                         "no routes (a single node)".to_string()
                     } else {
                         format!("routes to {}", peers.join(", "))
                     };
-                    println!("{name:width$}  {url}  ok: {peers}");
+                    if let Some(g) = gw {
+                        let mut out = g.outbound.clone();
+                        out.sort();
+                        what.push_str(&format!("; gateway {} to {}", g.name, out.join(", ")));
+                    }
+                    println!("{name:width$}  {url}  ok: {what}");
                 } else {
                     bad += 1;
                     for line in p {
@@ -219,17 +359,29 @@ pub fn main(args: &[String]) -> ExitCode {
             }
         }
     }
+    let shape = if t.super_cluster {
+        "full meshes and gateways"
+    } else {
+        "full mesh"
+    };
+    let inbound = inbound_problems(&t, &views);
+    for line in &inbound {
+        println!("{line}");
+    }
+    if !inbound.is_empty() && bad == 0 {
+        bad = 1;
+    }
     if bad == 0 {
         println!(
-            "mesh matches {file}: cluster {}, {} nodes, full mesh",
-            t.cluster,
-            t.nodes.len()
+            "mesh matches {file}: {}, {} nodes, {shape}",
+            t.describe(),
+            t.node_count()
         );
         ExitCode::SUCCESS
     } else {
         println!(
             "mesh does not match {file}: {bad} of {} nodes differ",
-            t.nodes.len()
+            t.node_count()
         );
         ExitCode::from(1)
     }
@@ -261,6 +413,54 @@ mod tests {
         assert_eq!(
             problems(&t, 2, &obs("z", &["a", "b"])),
             ["answers as server \"z\", not \"c\""]
+        );
+    }
+
+    #[test]
+    fn diffs_gateways() {
+        let t = Topology::parse(
+            "clusters { A { nodes { a1 {}, a2 {} } }, B { nodes { b1 {}, b2 {} } }, C { nodes { c1 {} } } }",
+        )
+        .expect("parses");
+        let gw = |name: &str, out: &[&str], inb: &[(&str, usize)]| GatewaysSeen {
+            name: name.into(),
+            outbound: out.iter().map(|s| s.to_string()).collect(),
+            inbound: inb.iter().map(|(n, k)| (n.to_string(), *k)).collect(),
+        };
+        assert!(gateway_problems(&t, 0, &gw("A", &["B", "C"], &[("B", 2), ("C", 1)])).is_empty());
+        assert!(gateway_problems(&t, 4, &gw("C", &["A", "B"], &[("A", 2), ("B", 2)])).is_empty());
+        assert_eq!(
+            gateway_problems(&t, 2, &gw("B", &["A", "X"], &[("A", 1), ("B", 1)])),
+            [
+                "missing outbound gateway to C",
+                "extra outbound gateway to X (not another cluster of the file)",
+                "extra inbound gateways from B (1, not another cluster of the file)"
+            ]
+        );
+        assert_eq!(
+            gateway_problems(&t, 0, &GatewaysSeen::default()),
+            ["no gateway"]
+        );
+        // Inbound connections are counted per cluster: B's two nodes reach A somewhere.
+        let views = [
+            Some(gw("A", &["B", "C"], &[("B", 2), ("C", 1)])),
+            Some(gw("A", &["B", "C"], &[])),
+            Some(gw("B", &["A", "C"], &[("A", 1), ("C", 1)])),
+            Some(gw("B", &["A", "C"], &[("A", 1)])),
+            Some(gw("C", &["A", "B"], &[("A", 1), ("B", 2)])),
+        ];
+        assert_eq!(
+            inbound_problems(&t, &views),
+            ["cluster C: 1 inbound gateways from A, want 2 (one per node of A)"]
+        );
+        let mut partial = views.clone();
+        partial[4] = None;
+        assert!(inbound_problems(&t, &partial).is_empty());
+        // Routes are checked within the node's own cluster.
+        assert!(problems(&t, 3, &obs("b2", &["b1"])).is_empty());
+        assert_eq!(
+            problems(&t, 3, &obs("b2", &["b1", "a1"])),
+            ["extra route to a1 (another cluster)"]
         );
     }
 

@@ -10,7 +10,15 @@
 //! ```
 //!
 //! `port` is the client port (`-p`), `http` the monitoring port (`-m`), `route` the cluster
-//! port (`--cluster`). Super-clusters (`clusters`, `gateways`) are refused until gateways exist.
+//! port (`--cluster`). A super-cluster is several such clusters, each node with a `gateway`
+//! port too; every node gets a gateway to every other cluster:
+//!
+//! ```text
+//! clusters {
+//!   A { nodes { a1 { port: 4222, http: 8222, route: 6222, gateway: 7222 }, a2 {} } }
+//!   B { nodes { b1 {}, b2 {} } }
+//! }
+//! ```
 
 use crate::config::conf::{self, ConfigError, Entry, Kind, Map};
 use std::collections::HashMap;
@@ -19,11 +27,20 @@ use std::path::Path;
 /// The host every node listens on.
 pub const HOST: &str = "127.0.0.1";
 
-/// One cluster as the file describes it.
+/// What a topology file describes: one cluster, or several joined by gateways.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Topology {
-    /// The cluster name.
-    pub cluster: String,
+    /// The clusters in file order (one for the `cluster` + `nodes` form).
+    pub clusters: Vec<Cluster>,
+    /// Written with `clusters { … }`: every node also gets a gateway to every other cluster.
+    pub super_cluster: bool,
+}
+
+/// One cluster: its name and nodes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cluster {
+    /// The cluster name (`--cluster_name`, and the gateway name in a super-cluster).
+    pub name: String,
     /// The nodes in file order; the first is the seed of the others.
     pub nodes: Vec<Node>,
 }
@@ -35,6 +52,8 @@ pub struct Node {
     pub port: Option<u16>,
     pub http: Option<u16>,
     pub route: Option<u16>,
+    /// The gateway port (super-clusters only).
+    pub gateway: Option<u16>,
 }
 
 /// A node's ports once every one is known.
@@ -43,6 +62,8 @@ pub struct Ports {
     pub client: u16,
     pub http: u16,
     pub route: u16,
+    /// The gateway port (super-clusters only).
+    pub gateway: Option<u16>,
 }
 
 impl Ports {
@@ -57,15 +78,21 @@ impl Ports {
     pub fn route_url(&self) -> String {
         format!("nats://{HOST}:{}", self.route)
     }
+
+    pub fn gateway_url(&self) -> Option<String> {
+        self.gateway.map(|g| format!("nats://{HOST}:{g}"))
+    }
 }
 
 impl Node {
-    /// The ports when all three are fixed in the file.
-    pub fn fixed_ports(&self) -> Option<Ports> {
+    /// The ports when all of them are fixed in the file (the gateway port only counts in a
+    /// super-cluster, `gateway`).
+    pub fn fixed_ports(&self, gateway: bool) -> Option<Ports> {
         Some(Ports {
             client: self.port?,
             http: self.http?,
             route: self.route?,
+            gateway: if gateway { Some(self.gateway?) } else { None },
         })
     }
 
@@ -75,6 +102,7 @@ impl Node {
             ("client port", self.port),
             ("monitoring port", self.http),
             ("route port", self.route),
+            ("gateway port", self.gateway),
         ]
         .into_iter()
         .filter_map(|(what, p)| p.map(|p| (what, p)))
@@ -95,90 +123,230 @@ impl Topology {
         Topology::from_map(&map, None)
     }
 
+    /// Every node in file order with the index of its cluster.
+    pub fn nodes(&self) -> impl Iterator<Item = (usize, &Node)> {
+        self.clusters
+            .iter()
+            .enumerate()
+            .flat_map(|(ci, c)| c.nodes.iter().map(move |n| (ci, n)))
+    }
+
+    /// How many nodes in all.
+    pub fn node_count(&self) -> usize {
+        self.clusters.iter().map(|c| c.nodes.len()).sum()
+    }
+
+    /// "cluster C1" or "super-cluster A, B, C".
+    pub fn describe(&self) -> String {
+        if self.super_cluster {
+            let names: Vec<&str> = self.clusters.iter().map(|c| c.name.as_str()).collect();
+            format!("super-cluster {}", names.join(", "))
+        } else {
+            let names: Vec<&str> = self.clusters.iter().map(|c| c.name.as_str()).collect();
+            format!("cluster {}", names.join(", "))
+        }
+    }
+
     fn from_map(map: &Map, file: Option<&Path>) -> Result<Topology, ConfigError> {
         let mut cluster = None;
         let mut nodes_entry = None;
+        let mut clusters_entry = None;
         for e in &map.entries {
             if e.used_as_variable {
                 continue;
             }
             match e.key.to_ascii_lowercase().as_str() {
-                "cluster" | "cluster_name" => cluster = Some(string(e)?),
+                "cluster" | "cluster_name" => cluster = Some((string(e)?, e)),
                 "nodes" => nodes_entry = Some(e),
-                "clusters" | "gateways" | "gateway" => {
+                "clusters" => clusters_entry = Some(e),
+                "gateways" | "gateway" => {
                     return Err(ConfigError::at(
                         &e.key_pos,
                         format!(
-                            "{:?}: super-clusters need gateways, which natsd does not have yet; \
-                             a topology file describes one cluster",
-                            e.key
-                        ),
+                        "{:?}: a super-cluster is written as `clusters {{ A {{ nodes {{ … }} }} \
+                             B {{ … }} }}`; every node gets a gateway to every other cluster",
+                        e.key
+                    ),
                     ))
                 }
                 _ => {
                     return Err(ConfigError::at(
                         &e.key_pos,
                         format!(
-                            "unknown field {:?} (a topology file has `cluster` and `nodes`)",
+                            "unknown field {:?} (a topology file has `cluster` and `nodes`, or \
+                             `clusters`)",
                             e.key
                         ),
                     ))
                 }
             }
         }
-        let Some(cluster) = cluster else {
+        let mut ports_seen: HashMap<u16, String> = HashMap::new();
+        let mut names_seen: Vec<String> = Vec::new();
+        if let Some(ce) = clusters_entry {
+            if let Some((_, e)) = cluster {
+                return Err(ConfigError::at(
+                    &e.key_pos,
+                    "`cluster` and `clusters` together: a super-cluster names its clusters \
+                     inside `clusters { NAME { nodes { … } } }`",
+                ));
+            }
+            if let Some(e) = nodes_entry {
+                return Err(ConfigError::at(
+                    &e.key_pos,
+                    "`nodes` beside `clusters`: in a super-cluster the nodes go inside each \
+                     cluster, `clusters { NAME { nodes { … } } }`",
+                ));
+            }
+            let Kind::Map(cm) = &ce.value.kind else {
+                return Err(ConfigError::at(
+                    &ce.value.pos,
+                    format!(
+                        "`clusters` must be a map of cluster name to {{ nodes {{ … }} }}, not {}",
+                        ce.value.kind.type_name()
+                    ),
+                ));
+            };
+            let mut clusters: Vec<Cluster> = Vec::new();
+            for e in &cm.entries {
+                if e.used_as_variable {
+                    continue;
+                }
+                check_cluster_name(&e.key, &e.key_pos)?;
+                if clusters.iter().any(|c| c.name == e.key) {
+                    return Err(ConfigError::at(
+                        &e.key_pos,
+                        format!("cluster {:?} is named twice", e.key),
+                    ));
+                }
+                let Kind::Map(body) = &e.value.kind else {
+                    return Err(ConfigError::at(
+                        &e.value.pos,
+                        format!(
+                            "cluster {:?} must be a map {{ nodes {{ … }} }}, not {}",
+                            e.key,
+                            e.value.kind.type_name()
+                        ),
+                    ));
+                };
+                let mut nodes = None;
+                for f in &body.entries {
+                    if f.used_as_variable {
+                        continue;
+                    }
+                    if f.key.eq_ignore_ascii_case("nodes") {
+                        nodes = Some(nodes_of(f, true, &mut ports_seen, &mut names_seen)?);
+                    } else {
+                        return Err(ConfigError::at(
+                            &f.key_pos,
+                            format!(
+                                "cluster {:?}: unknown field {:?} (a cluster has `nodes`)",
+                                e.key, f.key
+                            ),
+                        ));
+                    }
+                }
+                let Some(nodes) = nodes else {
+                    return Err(ConfigError::at(
+                        &e.key_pos,
+                        format!("cluster {:?} has no nodes: add `nodes {{ … }}`", e.key),
+                    ));
+                };
+                clusters.push(Cluster {
+                    name: e.key.clone(),
+                    nodes,
+                });
+            }
+            if clusters.len() < 2 {
+                return Err(ConfigError::at(
+                    &ce.key_pos,
+                    "`clusters` needs at least two clusters (one cluster is written \
+                     `cluster: NAME` and `nodes { … }`)",
+                ));
+            }
+            return Ok(Topology {
+                clusters,
+                super_cluster: true,
+            });
+        }
+        let Some((cluster, ce)) = cluster else {
             return Err(ConfigError::whole(
                 file,
                 "no cluster name: add `cluster: NAME`",
             ));
         };
-        if cluster.is_empty() || cluster.contains(char::is_whitespace) {
-            return Err(ConfigError::whole(
-                file,
-                format!("bad cluster name {cluster:?} (no spaces, not empty)"),
-            ));
-        }
+        check_cluster_name(&cluster, &ce.value.pos)?;
         let Some(nodes_entry) = nodes_entry else {
             return Err(ConfigError::whole(
                 file,
                 "no nodes: add `nodes { n1 {} n2 {} … }`",
             ));
         };
-        let Kind::Map(nodes_map) = &nodes_entry.value.kind else {
+        let nodes = nodes_of(nodes_entry, false, &mut ports_seen, &mut names_seen)?;
+        Ok(Topology {
+            clusters: vec![Cluster {
+                name: cluster,
+                nodes,
+            }],
+            super_cluster: false,
+        })
+    }
+}
+
+fn check_cluster_name(name: &str, pos: &conf::Pos) -> Result<(), ConfigError> {
+    if name.is_empty() || name.contains(char::is_whitespace) {
+        return Err(ConfigError::at(
+            pos,
+            format!("bad cluster name {name:?} (no spaces, not empty)"),
+        ));
+    }
+    Ok(())
+}
+
+/// A `nodes { … }` map: node names unique across the file, fixed ports distinct across it.
+fn nodes_of(
+    nodes_entry: &Entry,
+    gateway: bool,
+    ports_seen: &mut HashMap<u16, String>,
+    names_seen: &mut Vec<String>,
+) -> Result<Vec<Node>, ConfigError> {
+    let Kind::Map(nodes_map) = &nodes_entry.value.kind else {
+        return Err(ConfigError::at(
+            &nodes_entry.value.pos,
+            format!(
+                "`nodes` must be a map of node name to ports, not {}",
+                nodes_entry.value.kind.type_name()
+            ),
+        ));
+    };
+    let mut nodes = Vec::new();
+    for e in &nodes_map.entries {
+        if e.used_as_variable {
+            continue;
+        }
+        let node = node(e, gateway)?;
+        if names_seen.contains(&node.name) {
             return Err(ConfigError::at(
-                &nodes_entry.value.pos,
-                format!(
-                    "`nodes` must be a map of node name to ports, not {}",
-                    nodes_entry.value.kind.type_name()
-                ),
+                &e.key_pos,
+                format!("node {:?} is named twice", node.name),
             ));
-        };
-        let mut nodes = Vec::new();
-        let mut ports_seen: HashMap<u16, String> = HashMap::new();
-        for e in &nodes_map.entries {
-            let node = node(e)?;
-            if nodes.iter().any(|n: &Node| n.name == node.name) {
+        }
+        names_seen.push(node.name.clone());
+        for (what, p) in node.fixed() {
+            let me = format!("the {what} of {}", node.name);
+            if let Some(other) = ports_seen.insert(p, me.clone()) {
                 return Err(ConfigError::at(
                     &e.key_pos,
-                    format!("node {:?} is named twice", node.name),
+                    format!("port {p} is both {other} and {me}"),
                 ));
             }
-            for (what, p) in node.fixed() {
-                let me = format!("the {what} of {}", node.name);
-                if let Some(other) = ports_seen.insert(p, me.clone()) {
-                    return Err(ConfigError::at(
-                        &e.key_pos,
-                        format!("port {p} is both {other} and {me}"),
-                    ));
-                }
-            }
-            nodes.push(node);
         }
-        if nodes.is_empty() {
-            return Err(ConfigError::at(&nodes_entry.key_pos, "`nodes` is empty"));
-        }
-        Ok(Topology { cluster, nodes })
+        nodes.push(node);
     }
+    if nodes.is_empty() {
+        return Err(ConfigError::at(&nodes_entry.key_pos, "`nodes` is empty"));
+    }
+    Ok(nodes)
 }
 
 fn string(e: &Entry) -> Result<String, ConfigError> {
@@ -213,7 +381,7 @@ fn port(e: &Entry) -> Result<Option<u16>, ConfigError> {
     }
 }
 
-fn node(e: &Entry) -> Result<Node, ConfigError> {
+fn node(e: &Entry, gateway: bool) -> Result<Node, ConfigError> {
     let name = e.key.clone();
     if name.is_empty()
         || !name
@@ -230,6 +398,7 @@ fn node(e: &Entry) -> Result<Node, ConfigError> {
         port: None,
         http: None,
         route: None,
+        gateway: None,
     };
     let fields: &Map = match &e.value.kind {
         Kind::Map(m) => m,
@@ -252,12 +421,24 @@ fn node(e: &Entry) -> Result<Node, ConfigError> {
             "port" | "client" => n.port = port(f)?,
             "http" | "monitor" => n.http = port(f)?,
             "route" | "cluster" => n.route = port(f)?,
+            "gateway" if gateway => n.gateway = port(f)?,
+            "gateway" => {
+                return Err(ConfigError::at(
+                    &f.key_pos,
+                    format!(
+                        "node {:?}: a gateway port needs a super-cluster (`clusters {{ … }}`)",
+                        e.key
+                    ),
+                ))
+            }
             _ => {
                 return Err(ConfigError::at(
                     &f.key_pos,
                     format!(
-                        "node {:?}: unknown field {:?} (a node has `port`, `http`, `route`)",
-                        e.key, f.key
+                        "node {:?}: unknown field {:?} (a node has `port`, `http`, `route`{})",
+                        e.key,
+                        f.key,
+                        if gateway { ", `gateway`" } else { "" }
                     ),
                 ))
             }
@@ -276,19 +457,44 @@ mod tests {
             "cluster: C1\nnodes {\n  n1 { port: 4222, http: 8222, route: 6222 }\n  n2 { port: 0 }\n  n3 {}\n}\n",
         )
         .expect("parses");
-        assert_eq!(t.cluster, "C1");
-        let names: Vec<&str> = t.nodes.iter().map(|n| n.name.as_str()).collect();
+        assert!(!t.super_cluster);
+        assert_eq!(t.clusters.len(), 1);
+        assert_eq!(t.clusters[0].name, "C1");
+        let names: Vec<&str> = t.nodes().map(|(_, n)| n.name.as_str()).collect();
         assert_eq!(names, ["n1", "n2", "n3"]);
+        let nodes = &t.clusters[0].nodes;
         assert_eq!(
-            t.nodes[0].fixed_ports(),
+            nodes[0].fixed_ports(false),
             Some(Ports {
                 client: 4222,
                 http: 8222,
-                route: 6222
+                route: 6222,
+                gateway: None,
             })
         );
-        assert_eq!(t.nodes[1].port, None);
-        assert_eq!(t.nodes[2].fixed_ports(), None);
+        assert_eq!(nodes[1].port, None);
+        assert_eq!(nodes[2].fixed_ports(false), None);
+    }
+
+    #[test]
+    fn parses_a_super_cluster() {
+        let t = Topology::parse(
+            "clusters {\n A { nodes { a1 { port: 1, http: 2, route: 3, gateway: 4 }, a2 {} } }\n \
+             B { nodes { b1 {} } }\n}\n",
+        )
+        .expect("parses");
+        assert!(t.super_cluster);
+        let names: Vec<&str> = t.clusters.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["A", "B"]);
+        let nodes: Vec<(usize, &str)> = t.nodes().map(|(c, n)| (c, n.name.as_str())).collect();
+        assert_eq!(nodes, [(0, "a1"), (0, "a2"), (1, "b1")]);
+        assert_eq!(t.node_count(), 3);
+        assert_eq!(t.clusters[0].nodes[0].gateway, Some(4));
+        assert_eq!(
+            t.clusters[0].nodes[0].fixed_ports(true).map(|p| p.gateway),
+            Some(Some(4))
+        );
+        assert_eq!(t.describe(), "super-cluster A, B");
     }
 
     #[test]
@@ -302,7 +508,25 @@ mod tests {
         );
         assert!(err("cluster: C\nnodes { a { prt: 1 } }").contains("unknown field \"prt\""));
         assert!(err("cluster: C\nnodes { a { port: 70000 } }").contains("out of range"));
-        assert!(err("cluster: C\nnodes { a {} }\ngateways {}").contains("gateways"));
+        assert!(err("cluster: C\nnodes { a {} }\ngateways {}").contains("clusters"));
         assert!(err("cluster: C\nbogus: 1\nnodes { a {} }").contains("unknown field"));
+        assert!(err("cluster: C\nnodes { a { gateway: 5 } }").contains("needs a super-cluster"));
+        assert!(err("clusters { A { nodes { a {} } } }").contains("at least two"));
+        assert!(
+            err("clusters { A { nodes { a {} } }, B { nodes { a {} } } }").contains("named twice")
+        );
+        assert!(err("clusters { A { nodes { a {} } }, B {} }").contains("has no nodes"));
+        assert!(err(
+            "clusters { A { nodes { a { gateway: 9 } } }, B { nodes { b { route: 9 } } } }"
+        )
+        .contains("port 9 is both"));
+        assert!(
+            err("cluster: A\nclusters { A { nodes { a {} } }, B { nodes { b {} } } }")
+                .contains("together")
+        );
+        assert!(
+            err("clusters { A { nodes { a {} }, x: 1 }, B { nodes { b {} } } }")
+                .contains("unknown field \"x\"")
+        );
     }
 }

@@ -1,16 +1,18 @@
 //! `natsd topology up [--timeout SECS] FILE [-- NODE_FLAGS...]`: every node of the file as a
 //! child process of this binary on 127.0.0.1, each log line prefixed with the node's name;
-//! ready when every node's `/routez` shows exactly one route to every other node; then the URLs
+//! ready when every node's `/routez` shows exactly one route to every other node of its
+//! cluster (and, in a super-cluster, its `/gatewayz` a gateway to every other cluster, its
+//! `gateway {}` block written to a config file in a temporary directory); then the URLs
 //! and `cluster ready`, and the nodes run until SIGINT/SIGTERM/SIGHUP, when each gets SIGINT
 //! (through the `kill` command, as `signal.rs`) and is waited for. A node that exits early, a
 //! fixed port that is taken or a mesh not formed in time stops the others, exit 1.
 
-use super::check::{fetch_routez, problems};
+use super::check::{inbound_problems, node_problems};
 use super::file::{Ports, Topology, HOST};
 use super::{usage_error, UP_USAGE};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Receiver, TryRecvError};
 use std::thread::JoinHandle;
@@ -75,10 +77,10 @@ pub fn main(args: &[String]) -> ExitCode {
 }
 
 /// Fixed ports must be free now; the others are picked free (all listeners held until every
-/// port is chosen, so no two nodes get the same one).
+/// port is chosen, so no two nodes get the same one). Gateway ports only in a super-cluster.
 pub fn assign_ports(t: &Topology) -> Result<Vec<Ports>, String> {
     let mut held = Vec::new();
-    for n in &t.nodes {
+    for (_, n) in t.nodes() {
         for (what, p) in n.fixed() {
             match TcpListener::bind((HOST, p)) {
                 Ok(l) => held.push(l),
@@ -97,30 +99,81 @@ pub fn assign_ports(t: &Topology) -> Result<Vec<Ports>, String> {
         held.push(l);
         Ok(p)
     };
+    let mut pick = |p: Option<u16>| -> Result<u16, String> {
+        match p {
+            Some(p) => Ok(p),
+            None => free(),
+        }
+    };
     let mut out = Vec::new();
-    for n in &t.nodes {
+    for (_, n) in t.nodes() {
         out.push(Ports {
-            client: match n.port {
-                Some(p) => p,
-                None => free()?,
-            },
-            http: match n.http {
-                Some(p) => p,
-                None => free()?,
-            },
-            route: match n.route {
-                Some(p) => p,
-                None => free()?,
+            client: pick(n.port)?,
+            http: pick(n.http)?,
+            route: pick(n.route)?,
+            gateway: if t.super_cluster {
+                Some(pick(n.gateway)?)
+            } else {
+                None
             },
         });
     }
     Ok(out)
 }
 
-/// The command line of node `idx`.
-pub fn node_args(t: &Topology, ports: &[Ports], idx: usize, extra: &[String]) -> Vec<String> {
+/// The `gateway {}` block of node `idx` in a super-cluster (None otherwise): its cluster's
+/// name, its gateway port, and every other cluster with the gateway URLs of all its nodes.
+pub fn gateway_conf(t: &Topology, ports: &[Ports], idx: usize) -> Option<String> {
+    if !t.super_cluster {
+        return None;
+    }
+    let (ci, node) = t.nodes().nth(idx)?;
+    let me = ports.get(idx)?;
+    let mut text = format!(
+        "# written by `natsd topology up` for node {} of {}\ngateway {{\n  name: \"{}\"\n  \
+         listen: \"{HOST}:{}\"\n  gateways: [\n",
+        node.name,
+        t.describe(),
+        t.clusters[ci].name,
+        me.gateway?
+    );
+    for (other, c) in t.clusters.iter().enumerate() {
+        if other == ci {
+            continue;
+        }
+        let urls: Vec<String> = t
+            .nodes()
+            .zip(ports)
+            .filter(|((k, _), _)| *k == other)
+            .filter_map(|(_, p)| p.gateway_url())
+            .map(|u| format!("\"{u}\""))
+            .collect();
+        text.push_str(&format!(
+            "    {{ name: \"{}\", urls: [{}] }}\n",
+            c.name,
+            urls.join(", ")
+        ));
+    }
+    text.push_str("  ]\n}\n");
+    Some(text)
+}
+
+/// The command line of node `idx` (`conf`: its config file, with the `gateway {}` block).
+pub fn node_args(
+    t: &Topology,
+    ports: &[Ports],
+    idx: usize,
+    conf: Option<&Path>,
+    extra: &[String],
+) -> Vec<String> {
     let p = ports[idx];
-    let mut a: Vec<String> = vec![
+    let (ci, node) = t.nodes().nth(idx).expect("node index within the topology");
+    let mut a: Vec<String> = Vec::new();
+    if let Some(conf) = conf {
+        a.push("-c".into());
+        a.push(conf.display().to_string());
+    }
+    a.extend([
         "-a".into(),
         HOST.into(),
         "-p".into(),
@@ -128,18 +181,54 @@ pub fn node_args(t: &Topology, ports: &[Ports], idx: usize, extra: &[String]) ->
         "-m".into(),
         p.http.to_string(),
         "-n".into(),
-        t.nodes[idx].name.clone(),
+        node.name.clone(),
         "--cluster".into(),
         p.route_url(),
         "--cluster_name".into(),
-        t.cluster.clone(),
-    ];
-    if idx > 0 {
+        t.clusters[ci].name.clone(),
+    ]);
+    // The seed: the first node of the same cluster.
+    let seed = t.nodes().position(|(k, _)| k == ci).unwrap_or(0);
+    if idx != seed {
         a.push("--routes".into());
-        a.push(format!("nats-route://{HOST}:{}", ports[0].route));
+        a.push(format!("nats-route://{HOST}:{}", ports[seed].route));
     }
     a.extend(extra.iter().cloned());
     a
+}
+
+/// The directory of the nodes' config files (super-clusters), removed when dropped.
+struct ConfDir(Option<PathBuf>);
+
+impl ConfDir {
+    fn write(t: &Topology, ports: &[Ports]) -> Result<(ConfDir, Vec<Option<PathBuf>>), String> {
+        if !t.super_cluster {
+            return Ok((ConfDir(None), vec![None; t.node_count()]));
+        }
+        let dir = std::env::temp_dir().join(format!("natsd-topology-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let guard = ConfDir(Some(dir.clone()));
+        let mut files = Vec::new();
+        for (i, (_, n)) in t.nodes().enumerate() {
+            let Some(text) = gateway_conf(t, ports, i) else {
+                files.push(None);
+                continue;
+            };
+            let f = dir.join(format!("{}.conf", n.name));
+            std::fs::write(&f, text).map_err(|e| format!("cannot write {}: {e}", f.display()))?;
+            files.push(Some(f));
+        }
+        Ok((guard, files))
+    }
+}
+
+impl Drop for ConfDir {
+    fn drop(&mut self) {
+        if let Some(d) = &self.0 {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
 }
 
 /// The running nodes. Dropping it kills whatever is still running (a safety net; `stop` is
@@ -259,23 +348,25 @@ fn pump(from: impl Read + Send + 'static, prefix: String, to_stderr: bool) -> Jo
 fn spawn(
     t: &Topology,
     ports: &[Ports],
+    confs: &[Option<PathBuf>],
     extra: &[String],
     signals: &Receiver<&'static str>,
 ) -> Result<Nodes, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the natsd binary: {e}"))?;
-    let width = t.nodes.iter().map(|n| n.name.len()).max().unwrap_or(0);
+    let width = t.nodes().map(|(_, n)| n.name.len()).max().unwrap_or(0);
     let mut nodes = Nodes {
         names: Vec::new(),
         children: Vec::new(),
         pumps: Vec::new(),
     };
-    for (i, n) in t.nodes.iter().enumerate() {
+    for (i, (_, n)) in t.nodes().enumerate() {
         if signals.try_recv().is_ok() {
             nodes.stop();
             return Err("interrupted while starting the nodes".into());
         }
         let mut cmd = Command::new(&exe);
-        cmd.args(node_args(t, ports, i, extra))
+        let conf = confs.get(i).and_then(|c| c.as_deref());
+        cmd.args(node_args(t, ports, i, conf, extra))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -306,28 +397,40 @@ fn spawn(
 /// Every node's mesh problems (empty: ready).
 fn mesh_problems(t: &Topology, ports: &[Ports]) -> Vec<String> {
     let mut out = Vec::new();
-    for (i, (n, p)) in t.nodes.iter().zip(ports).enumerate() {
-        match fetch_routez(HOST, p.http) {
-            Err(e) => out.push(format!("{}: /routez at {}: {e}", n.name, p.monitor_url())),
-            Ok(seen) => {
-                for pr in problems(t, i, &seen) {
+    let mut views = Vec::new();
+    for (i, ((_, n), p)) in t.nodes().zip(ports).enumerate() {
+        match node_problems(t, i, HOST, p.http) {
+            Err(e) => {
+                views.push(None);
+                out.push(format!("{}: {e} at {}", n.name, p.monitor_url()));
+            }
+            Ok((_, gw, problems)) => {
+                views.push(gw);
+                for pr in problems {
                     out.push(format!("{}: {pr}", n.name));
                 }
             }
         }
     }
+    out.extend(inbound_problems(t, &views));
     out
 }
 
 fn up(t: &Topology, file: &str, timeout: Duration, extra: &[String]) -> Result<(), String> {
     let ports = assign_ports(t)?;
     let signals = signals()?;
-    let mut nodes = spawn(t, &ports, extra, &signals)?;
+    let (_conf_dir, confs) = ConfDir::write(t, &ports)?;
+    let mut nodes = spawn(t, &ports, &confs, extra, &signals)?;
+    let count = t.node_count();
     eprintln!(
-        "natsd topology: started {} node{} of cluster {}, waiting for the full mesh",
-        t.nodes.len(),
-        if t.nodes.len() == 1 { "" } else { "s" },
-        t.cluster
+        "natsd topology: started {count} node{} of {}, waiting for the full mesh{}",
+        if count == 1 { "" } else { "s" },
+        t.describe(),
+        if t.super_cluster {
+            "es and gateways"
+        } else {
+            ""
+        }
     );
     // Wait for the mesh.
     let end = Instant::now() + timeout;
@@ -356,17 +459,21 @@ fn up(t: &Topology, file: &str, timeout: Duration, extra: &[String]) -> Result<(
         }
         std::thread::sleep(POLL);
     }
-    let width = t.nodes.iter().map(|n| n.name.len()).max().unwrap_or(0);
-    for (n, p) in t.nodes.iter().zip(&ports) {
+    let width = t.nodes().map(|(_, n)| n.name.len()).max().unwrap_or(0);
+    for ((ci, n), p) in t.nodes().zip(&ports) {
+        let gw = match p.gateway_url() {
+            Some(g) => format!("  gateway {g} ({})", t.clusters[ci].name),
+            None => String::new(),
+        };
         println!(
-            "{:width$}  {}  monitoring {}  routes {}",
+            "{:width$}  {}  monitoring {}  routes {}{gw}",
             n.name,
             p.client_url(),
             p.monitor_url(),
             p.route_url()
         );
     }
-    let all_fixed = t.nodes.iter().all(|n| n.http.is_some());
+    let all_fixed = t.nodes().all(|(_, n)| n.http.is_some());
     let check = if all_fixed {
         format!("natsd topology check {file}")
     } else {
@@ -377,9 +484,13 @@ fn up(t: &Topology, file: &str, timeout: Duration, extra: &[String]) -> Result<(
     println!("clients: {}", clients.join(","));
     println!("check:   {check}");
     println!(
-        "cluster ready: {}, {} nodes, full mesh (Ctrl-C stops every node)",
-        t.cluster,
-        t.nodes.len()
+        "cluster ready: {}, {count} nodes, {} (Ctrl-C stops every node)",
+        t.describe(),
+        if t.super_cluster {
+            "full meshes and gateways"
+        } else {
+            "full mesh"
+        }
     );
     loop {
         if let Some(sig) = received(&signals) {
@@ -474,22 +585,62 @@ mod tests {
                 client: 4222,
                 http: 8222,
                 route: 6222,
+                gateway: None,
             },
             Ports {
                 client: 4223,
                 http: 8223,
                 route: 6223,
+                gateway: None,
             },
         ];
+        assert_eq!(gateway_conf(&t, &ports, 0), None);
         assert_eq!(
-            node_args(&t, &ports, 0, &[]).join(" "),
+            node_args(&t, &ports, 0, None, &[]).join(" "),
             "-a 127.0.0.1 -p 4222 -m 8222 -n a --cluster nats://127.0.0.1:6222 --cluster_name C1"
         );
         assert_eq!(
-            node_args(&t, &ports, 1, &["-D".into()]).join(" "),
+            node_args(&t, &ports, 1, None, &["-D".into()]).join(" "),
             "-a 127.0.0.1 -p 4223 -m 8223 -n b --cluster nats://127.0.0.1:6223 --cluster_name C1 \
              --routes nats-route://127.0.0.1:6222 -D"
         );
+    }
+
+    #[test]
+    fn super_cluster_command_lines_and_gateways() {
+        let t = Topology::parse(
+            "clusters { A { nodes { a1 {}, a2 {} } }, B { nodes { b1 {}, b2 {} } } }",
+        )
+        .expect("parses");
+        let ports: Vec<Ports> = (0..4u16)
+            .map(|i| Ports {
+                client: 4222 + i,
+                http: 8222 + i,
+                route: 6222 + i,
+                gateway: Some(7222 + i),
+            })
+            .collect();
+        // b2 is seeded to b1, the first node of its own cluster.
+        assert_eq!(
+            node_args(&t, &ports, 3, Some(Path::new("/t/b2.conf")), &[]).join(" "),
+            "-c /t/b2.conf -a 127.0.0.1 -p 4225 -m 8225 -n b2 --cluster nats://127.0.0.1:6225 \
+             --cluster_name B --routes nats-route://127.0.0.1:6224"
+        );
+        assert!(!node_args(&t, &ports, 2, None, &[]).contains(&"--routes".to_string()));
+        let conf = gateway_conf(&t, &ports, 1).expect("a gateway block");
+        assert!(conf.contains("name: \"A\""), "{conf}");
+        assert!(conf.contains("listen: \"127.0.0.1:7223\""), "{conf}");
+        assert!(
+            conf.contains(
+                "{ name: \"B\", urls: [\"nats://127.0.0.1:7224\", \"nats://127.0.0.1:7225\"] }"
+            ),
+            "{conf}"
+        );
+        // The block is one natsd reads.
+        let o = crate::config::file::load_str(&conf);
+        assert!(o.is_ok(), "{conf}: {:?}", o.err());
+        let all = assign_ports(&t).expect("ports");
+        assert!(all.iter().all(|p| p.gateway.is_some()));
     }
 
     #[test]
@@ -500,6 +651,7 @@ mod tests {
             .iter()
             .flat_map(|p| [p.client, p.http, p.route])
             .collect();
+        assert!(ports.iter().all(|p| p.gateway.is_none()));
         all.sort();
         all.dedup();
         assert_eq!(all.len(), 9);

@@ -10,6 +10,7 @@ pub fn remotes(list: &[(&str, u16)]) -> Vec<RemoteGatewayOpts> {
         .map(|(n, p)| RemoteGatewayOpts {
             name: n.to_string(),
             urls: vec![format!("nats://127.0.0.1:{p}")],
+            tls: None,
         })
         .collect()
 }
