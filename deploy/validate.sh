@@ -160,6 +160,30 @@ PY
   printf 'accounts {\n  A { users: [ {user: a, password: "a1"} ] }\n}\nno_auth_user: a\n' \
     >"$OUT/fs/etc/nats-auth/accounts.conf"
   sed -i "s#\"/var/run/nats/#\"$OUT/fs/var/run/nats/#; s#include \"/etc/nats-auth/#include \"$OUT/fs/etc/nats-auth/#" "$conf"
+  # The TLS files the pod mounts: a generated certificate and key stand in for them (natsd -t
+  # loads them, as nats-server -t does).
+  python3 - "$conf" "$OUT" <<'PY' || die "render $1: could not stand in for its TLS files"
+import os, re, shutil, subprocess, sys
+conf, out = sys.argv[1], sys.argv[2]
+s = open(conf).read()
+pat = re.compile(r'("?(cert_file|key_file|ca_file)"?\s*[:=]\s*")(/[^"]+)(")')
+found = list(pat.finditer(s))
+if found:
+    pki = os.path.join(out, "pki")
+    if not os.path.exists(os.path.join(pki, "cert.pem")):
+        os.makedirs(pki, exist_ok=True)
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes",
+                        "-keyout", os.path.join(pki, "key.pem"),
+                        "-out", os.path.join(pki, "cert.pem"),
+                        "-days", "1", "-subj", "/CN=natsd"], check=True, capture_output=True)
+    for m in found:
+        dest = out + "/fs" + m.group(3)
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        src = "key.pem" if m.group(2) == "key_file" else "cert.pem"
+        shutil.copy(os.path.join(pki, src), dest)
+    s = pat.sub(lambda m: m.group(1) + out + "/fs" + m.group(3) + m.group(4), s)
+    open(conf, "w").write(s)
+PY
   local envargs=()
   while IFS= read -r -d '' k && IFS= read -r -d '' v; do envargs+=("$k=$v"); done <"$OUT/$1.env"
   env -i PATH="$PATH" "${envargs[@]}" "$NATSD" -t -c "$conf" >"$OUT/t.txt" 2>&1 \
