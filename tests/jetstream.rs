@@ -1490,3 +1490,38 @@ async fn consumer_checks_come_in_nats_server_order() {
     srv.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test]
+async fn purge_to_sequence_one_is_a_full_purge_as_nats_server() {
+    let dir = tmp_dir("purge1");
+    let (srv, nc, js) = start(&dir).await;
+    for (name, storage) in [
+        ("PF", stream::StorageType::File),
+        ("PM", stream::StorageType::Memory),
+    ] {
+        let subj = format!("{}.x", name.to_lowercase());
+        js.create_stream(stream::Config {
+            name: name.into(),
+            subjects: vec![subj.clone()],
+            storage,
+            ..Default::default()
+        })
+        .await
+        .expect("create");
+        for i in 0..4 {
+            pub_raw(&nc, &subj, &[], &i.to_string()).await;
+        }
+        // Below 3: two go.
+        let v = api(&nc, &format!("$JS.API.STREAM.PURGE.{name}"), r#"{"seq":3}"#).await;
+        assert_eq!(v["purged"], 2, "{v}");
+        // nats-server 2.9's PurgeEx: sequence 1 without filter or keep purges everything.
+        let v = api(&nc, &format!("$JS.API.STREAM.PURGE.{name}"), r#"{"seq":1}"#).await;
+        assert_eq!(v["purged"], 2, "{v}");
+        let v = api(&nc, &format!("$JS.API.STREAM.INFO.{name}"), "").await;
+        assert_eq!(v["state"]["messages"], 0, "{v}");
+        assert_eq!(v["state"]["first_seq"], 5, "{v}");
+    }
+    drop(nc);
+    srv.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -920,11 +920,17 @@ impl JsAccount {
                 return Err((ApiError::bad_request(), T));
             }
         }
+        let filter = req.filter.clone().filter(|f| !f.is_empty());
+        // nats-server 2.9: an unfiltered purge to sequence 1 (or 0) without keep is a full
+        // purge (the stores' contract: below 1 is nothing).
+        let seq = req.seq.filter(|&s| {
+            s > 1 || filter.as_deref().is_some_and(|f| f != ">") || req.keep.is_some()
+        });
         let n = st
             .store
             .purge(&Purge {
-                filter: req.filter.clone().filter(|f| !f.is_empty()),
-                seq: req.seq,
+                filter,
+                seq,
                 keep: req.keep,
             })
             .map_err(|e| (ApiError::new(500, 10068, e.to_string()), T))?;
