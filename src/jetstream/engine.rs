@@ -248,12 +248,14 @@ impl Engine {
                         continue;
                     }
                 };
+                // Ephemerals are kept too (as nats-server): their inactivity clock restarts.
+                let durable = !cm.config.durable_name.is_empty();
                 let mut c = Consumer::new(
                     cm.name.clone(),
                     st.cfg.name.clone(),
                     cm.config,
                     cm.created,
-                    true,
+                    durable,
                     st.store.as_ref(),
                 );
                 match persist::read_json::<ConsumerState>(&cdir.join("state.json")) {
@@ -461,6 +463,9 @@ impl Engine {
                     if let Some(mut c) = st.consumers.remove(&n) {
                         tracing::debug!("JetStream: ephemeral consumer {n:?} inactive, removed");
                         c.deleted(&cx);
+                        if let Some(d) = &st.dir {
+                            persist::remove_dir(&persist::consumer_dir(d, &n));
+                        }
                     }
                 }
                 retire(st, &acked);
@@ -529,7 +534,7 @@ fn save_states(st: &mut Stream, sync: bool) {
         return;
     };
     for c in st.consumers.values_mut() {
-        if !c.durable || !c.dirty {
+        if !c.dirty {
             continue;
         }
         let p = persist::consumer_dir(dir, &c.name).join("state.json");
@@ -544,9 +549,7 @@ fn save_consumer_meta(st: &Stream, c: &Consumer) -> Result<(), String> {
     let Some(dir) = &st.dir else {
         return Ok(());
     };
-    if !c.durable {
-        return Ok(());
-    }
+    // Ephemerals too: nats-server keeps them on disk and recovers them after a restart.
     let cdir = persist::consumer_dir(dir, &c.name);
     persist::write_json(
         &cdir.join("meta.json"),
