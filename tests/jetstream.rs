@@ -1490,3 +1490,106 @@ async fn consumer_checks_come_in_nats_server_order() {
     srv.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test]
+async fn purge_to_sequence_one_is_a_full_purge_as_nats_server() {
+    let dir = tmp_dir("purge1");
+    let (srv, nc, js) = start(&dir).await;
+    for (name, storage) in [
+        ("PF", stream::StorageType::File),
+        ("PM", stream::StorageType::Memory),
+    ] {
+        let subj = format!("{}.x", name.to_lowercase());
+        js.create_stream(stream::Config {
+            name: name.into(),
+            subjects: vec![subj.clone()],
+            storage,
+            ..Default::default()
+        })
+        .await
+        .expect("create");
+        for i in 0..4 {
+            pub_raw(&nc, &subj, &[], &i.to_string()).await;
+        }
+        // Below 3: two go.
+        let v = api(&nc, &format!("$JS.API.STREAM.PURGE.{name}"), r#"{"seq":3}"#).await;
+        assert_eq!(v["purged"], 2, "{v}");
+        // nats-server 2.9's PurgeEx: sequence 1 without filter or keep purges everything.
+        let v = api(&nc, &format!("$JS.API.STREAM.PURGE.{name}"), r#"{"seq":1}"#).await;
+        assert_eq!(v["purged"], 2, "{v}");
+        let v = api(&nc, &format!("$JS.API.STREAM.INFO.{name}"), "").await;
+        assert_eq!(v["state"]["messages"], 0, "{v}");
+        assert_eq!(v["state"]["first_seq"], 5, "{v}");
+    }
+    drop(nc);
+    srv.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn ephemeral_consumers_survive_a_restart_and_their_files_go_when_inactive() {
+    let dir = tmp_dir("ephemeral");
+    let name;
+    {
+        let (srv, nc, js) = start(&dir).await;
+        js.create_stream(stream::Config {
+            name: "E".into(),
+            subjects: vec!["e.*".into()],
+            ..Default::default()
+        })
+        .await
+        .expect("create");
+        for i in 0..4 {
+            publish(&js, "e.a", &i.to_string()).await;
+        }
+        let v = api(
+            &nc,
+            "$JS.API.CONSUMER.CREATE.E",
+            r#"{"stream_name":"E","config":{"ack_policy":"explicit","inactive_threshold":60000000000}}"#,
+        )
+        .await;
+        name = v["name"].as_str().expect("name").to_string();
+        let mut c: consumer::PullConsumer = js
+            .get_stream("E")
+            .await
+            .expect("stream")
+            .get_consumer(&name)
+            .await
+            .expect("consumer");
+        let mut b = c.fetch().max_messages(2).messages().await.expect("fetch");
+        while let Some(m) = b.next().await {
+            m.expect("msg").double_ack().await.expect("ack");
+        }
+        assert_eq!(c.info().await.expect("info").ack_floor.stream_sequence, 2);
+        drop(nc);
+        srv.shutdown().await;
+    }
+    let cdir = dir.join(format!("jetstream/$G/streams/E/obs/{name}"));
+    assert!(cdir.join("meta.json").exists(), "{}", cdir.display());
+    let (srv, nc, _js) = start(&dir).await;
+    let v = api(&nc, &format!("$JS.API.CONSUMER.INFO.E.{name}"), "").await;
+    assert_eq!(v["ack_floor"]["stream_seq"], 2, "{v}");
+    assert_eq!(v["config"]["inactive_threshold"], 60_000_000_000u64, "{v}");
+    assert!(
+        v["config"].get("durable_name").is_none(),
+        "still ephemeral: {v}"
+    );
+    // An inactive ephemeral is removed, files included.
+    let v = api(
+        &nc,
+        "$JS.API.CONSUMER.CREATE.E",
+        r#"{"stream_name":"E","config":{"ack_policy":"explicit","inactive_threshold":200000000}}"#,
+    )
+    .await;
+    let short = v["name"].as_str().expect("name").to_string();
+    let sdir = dir.join(format!("jetstream/$G/streams/E/obs/{short}"));
+    assert!(sdir.exists());
+    common::wait_for("inactive ephemeral's files removed", || {
+        let gone = !sdir.exists();
+        async move { gone }
+    })
+    .await;
+    drop(nc);
+    srv.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -42,6 +42,18 @@ pub struct Engine {
     /// The `$JS.API.>` subscriptions of accounts without JetStream.
     refused: Vec<(Arc<Account>, Arc<Subscription>)>,
     last_save: Instant,
+    /// Acks of publishes stored in this batch of events, sent by [`Engine::finish_batch`]
+    /// once their streams were flushed (one flush per stream per batch, not per message).
+    pending_acks: Vec<PendingAck>,
+}
+
+/// A stored publish whose ack waits for its stream's flush.
+pub struct PendingAck {
+    account: String,
+    stream: String,
+    /// Where the ack goes (none: no reply, or `no_ack`; the flush is still due).
+    reply: Option<String>,
+    ack: String,
 }
 
 /// Totals for `/jsz` and `/varz`.
@@ -148,6 +160,7 @@ impl Engine {
             accounts: BTreeMap::new(),
             refused: Vec::new(),
             last_save: Instant::now(),
+            pending_acks: Vec::new(),
         }
     }
 
@@ -235,12 +248,14 @@ impl Engine {
                         continue;
                     }
                 };
+                // Ephemerals are kept too (as nats-server): their inactivity clock restarts.
+                let durable = !cm.config.durable_name.is_empty();
                 let mut c = Consumer::new(
                     cm.name.clone(),
                     st.cfg.name.clone(),
                     cm.config,
                     cm.created,
-                    true,
+                    durable,
                     st.store.as_ref(),
                 );
                 match persist::read_json::<ConsumerState>(&cdir.join("state.json")) {
@@ -317,7 +332,65 @@ impl Engine {
         cx.send(reply, None, None, err_json(ty, &e, extra).as_bytes());
     }
 
+    /// Handle one event and send the acks it owes (flushing first).
     pub fn handle(&mut self, srv: &Arc<ServerShared>, ev: Event) {
+        self.handle_queued(srv, ev);
+        self.finish_batch(srv);
+    }
+
+    /// Flush every stream that stored publishes since the last call, then send their acks
+    /// in the order the publishes came. A PubAck is never sent before its message was
+    /// flushed; a failed flush turns the acks of that stream into errors.
+    pub fn finish_batch(&mut self, srv: &Arc<ServerShared>) {
+        if self.pending_acks.is_empty() {
+            return;
+        }
+        let pending = std::mem::take(&mut self.pending_acks);
+        let mut failed: Vec<(&str, &str, String)> = Vec::new();
+        let mut flushed: Vec<(&str, &str)> = Vec::new();
+        for p in &pending {
+            let key = (p.account.as_str(), p.stream.as_str());
+            if flushed.contains(&key) {
+                continue;
+            }
+            flushed.push(key);
+            let Some(st) = self
+                .accounts
+                .get(&p.account)
+                .and_then(|ja| ja.streams.get(&p.stream))
+            else {
+                continue; // deleted in the same batch: nothing left to flush
+            };
+            if let Err(e) = st.store.flush() {
+                tracing::error!("JetStream: stream {:?} flush: {e}", p.stream);
+                let mut o = Obj::new();
+                o.field("error", &ApiError::new(503, 10077, e.to_string()))
+                    .raw(
+                        "stream",
+                        &serde_json::to_string(&p.stream).unwrap_or_default(),
+                    )
+                    .field("seq", &0);
+                failed.push((key.0, key.1, o.done()));
+            }
+        }
+        for p in &pending {
+            let Some(reply) = p.reply.as_deref() else {
+                continue;
+            };
+            let Some(ja) = self.accounts.get(&p.account) else {
+                continue;
+            };
+            let ack = failed
+                .iter()
+                .find(|f| f.0 == p.account && f.1 == p.stream)
+                .map_or(p.ack.as_str(), |f| f.2.as_str());
+            let cx = Cx { srv, acc: &ja.acc };
+            cx.send(reply, None, None, ack.as_bytes());
+        }
+    }
+
+    /// Handle one event; acks of stored publishes wait for [`Engine::finish_batch`].
+    pub fn handle_queued(&mut self, srv: &Arc<ServerShared>, ev: Event) {
         if ev.kind == EventKind::NotEnabled {
             Self::not_enabled(srv, &ev);
             return;
@@ -337,7 +410,11 @@ impl Engine {
         };
         match &ev.kind {
             EventKind::Api => ja.api(&g, srv, &ev),
-            EventKind::Publish(s) => ja.publish(&g, srv, s, &ev),
+            EventKind::Publish(s) => {
+                if let Some(p) = ja.publish(&g, srv, s, &ev) {
+                    self.pending_acks.push(p);
+                }
+            }
             EventKind::Ack => ja.ack(srv, &ev),
             EventKind::FlowControl => ja.flow_control(srv, &ev),
             EventKind::NotEnabled => {}
@@ -386,6 +463,9 @@ impl Engine {
                     if let Some(mut c) = st.consumers.remove(&n) {
                         tracing::debug!("JetStream: ephemeral consumer {n:?} inactive, removed");
                         c.deleted(&cx);
+                        if let Some(d) = &st.dir {
+                            persist::remove_dir(&persist::consumer_dir(d, &n));
+                        }
                     }
                 }
                 retire(st, &acked);
@@ -454,7 +534,7 @@ fn save_states(st: &mut Stream, sync: bool) {
         return;
     };
     for c in st.consumers.values_mut() {
-        if !c.durable || !c.dirty {
+        if !c.dirty {
             continue;
         }
         let p = persist::consumer_dir(dir, &c.name).join("state.json");
@@ -469,9 +549,7 @@ fn save_consumer_meta(st: &Stream, c: &Consumer) -> Result<(), String> {
     let Some(dir) = &st.dir else {
         return Ok(());
     };
-    if !c.durable {
-        return Ok(());
-    }
+    // Ephemerals too: nats-server keeps them on disk and recovers them after a restart.
     let cdir = persist::consumer_dir(dir, &c.name);
     persist::write_json(
         &cdir.join("meta.json"),
@@ -845,11 +923,17 @@ impl JsAccount {
                 return Err((ApiError::bad_request(), T));
             }
         }
+        let filter = req.filter.clone().filter(|f| !f.is_empty());
+        // nats-server 2.9: an unfiltered purge to sequence 1 (or 0) without keep is a full
+        // purge (the stores' contract: below 1 is nothing).
+        let seq = req.seq.filter(|&s| {
+            s > 1 || filter.as_deref().is_some_and(|f| f != ">") || req.keep.is_some()
+        });
         let n = st
             .store
             .purge(&Purge {
-                filter: req.filter.clone().filter(|f| !f.is_empty()),
-                seq: req.seq,
+                filter,
+                seq,
                 keep: req.keep,
             })
             .map_err(|e| (ApiError::new(500, 10068, e.to_string()), T))?;
@@ -1251,12 +1335,17 @@ impl JsAccount {
         Ok(o.done())
     }
 
-    fn publish(&mut self, g: &Globals<'_>, srv: &Arc<ServerShared>, stream_name: &str, ev: &Event) {
+    /// Store a publish; a stored one returns its ack, to be sent after the stream's flush.
+    fn publish(
+        &mut self,
+        g: &Globals<'_>,
+        srv: &Arc<ServerShared>,
+        stream_name: &str,
+        ev: &Event,
+    ) -> Option<PendingAck> {
         let acc = self.acc.clone();
         let cx = Cx { srv, acc: &acc };
-        let Some(st) = self.streams.get_mut(stream_name) else {
-            return;
-        };
+        let st = self.streams.get_mut(stream_name)?;
         let now = now_nanos();
         // As nats-server: refused once the usage is over the limit (the message that
         // crosses it is still taken).
@@ -1283,9 +1372,6 @@ impl JsAccount {
         let name_json = serde_json::to_string(&st.cfg.name).unwrap_or_default();
         let ack = match &res {
             Ok(Stored::New(seq)) => {
-                if let Err(e) = st.store.flush() {
-                    tracing::error!("JetStream: stream {stream_name:?} flush: {e}");
-                }
                 format!("{{\"stream\":{name_json}{domain}, \"seq\":{seq}}}")
             }
             Ok(Stored::Duplicate(seq)) => {
@@ -1299,25 +1385,32 @@ impl JsAccount {
                 o.done()
             }
         };
-        if let Some(reply) = ev.reply.as_deref() {
-            if !st.cfg.no_ack {
+        let reply = ev.reply.as_deref().filter(|_| !st.cfg.no_ack);
+        let Ok(Stored::New(seq)) = res else {
+            if let Some(reply) = reply {
                 cx.send(reply, None, None, ack.as_bytes());
             }
+            return None;
+        };
+        let pending = PendingAck {
+            account: acc.name.clone(),
+            stream: stream_name.to_string(),
+            reply: reply.map(str::to_string),
+            ack,
+        };
+        // Interest retention keeps nothing nobody wants.
+        if st.cfg.retention == Retention::Interest
+            && !st.consumers.values().any(|c| c.wants(&ev.subject))
+        {
+            let _ = st.store.remove(seq, false);
+            return Some(pending);
         }
-        if let Ok(Stored::New(seq)) = res {
-            // Interest retention keeps nothing nobody wants.
-            if st.cfg.retention == Retention::Interest
-                && !st.consumers.values().any(|c| c.wants(&ev.subject))
-            {
-                let _ = st.store.remove(seq, false);
-                return;
-            }
-            let mut acked = Vec::new();
-            for c in st.consumers.values_mut() {
-                c.pump(&cx, st.store.as_ref(), &mut acked);
-            }
-            retire(st, &acked);
+        let mut acked = Vec::new();
+        for c in st.consumers.values_mut() {
+            c.pump(&cx, st.store.as_ref(), &mut acked);
         }
+        retire(st, &acked);
+        Some(pending)
     }
 
     fn ack(&mut self, srv: &Arc<ServerShared>, ev: &Event) {

@@ -294,17 +294,19 @@ async fn run(srv: Arc<ServerShared>, js: Arc<JetStream>, mut rx: mpsc::Receiver<
                 Some(ev) => {
                     js.queue.taken(&ev);
                     let mut e = js.engine();
-                    e.handle(&srv, ev);
-                    // Take what else is queued under the same lock (bounded).
+                    e.handle_queued(&srv, ev);
+                    // Take what else is queued under the same lock (bounded), then flush the
+                    // streams written to once and send their acks.
                     for _ in 0..256 {
                         match rx.try_recv() {
                             Ok(ev) => {
                                 js.queue.taken(&ev);
-                                e.handle(&srv, ev);
+                                e.handle_queued(&srv, ev);
                             }
                             Err(_) => break,
                         }
                     }
+                    e.finish_batch(&srv);
                 }
                 None => break,
             }

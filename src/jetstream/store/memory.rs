@@ -339,12 +339,16 @@ impl MsgStore for MemStore {
         n
     }
 
+    /// Nothing to write; a deleted store answers `Closed`, as the file store does.
     fn flush(&self) -> Result<(), StoreError> {
+        if self.lock().closed {
+            return Err(StoreError::Closed);
+        }
         Ok(())
     }
 
     fn sync(&self) -> Result<(), StoreError> {
-        Ok(())
+        self.flush()
     }
 
     fn delete(&self) -> Result<(), StoreError> {

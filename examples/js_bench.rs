@@ -1,0 +1,327 @@
+//! JetStream benchmark: natsd against nats-server side by side, through async-nats.
+//!
+//! ```text
+//! cargo run --release --example js_bench -- \
+//!     --server target/release/natsd --server /usr/sbin/nats-server --rounds 3
+//! ```
+//!
+//! For every round, scenario and server it starts a fresh server (`PATH -a 127.0.0.1 -p <free
+//! port> -js -sd <fresh temp dir>`), creates stream `B` (subjects `b.>`, file or memory
+//! storage), runs the scenario and kills the server (and removes the directory). The server
+//! order alternates between rounds (A B, B A, …). Per scenario it prints the median msgs/s over
+//! rounds and each server's ratio to the first one.
+//!
+//! Scenarios (`--scenario` repeatable or comma-separated; all by default), each for file and
+//! memory storage:
+//! * `pub16_async`, `pub1k_async`: publish with up to 256 acks outstanding, for `--duration`.
+//! * `pub16_sync`, `pub1k_sync`: publish and await each ack before the next.
+//! * `pull16`: 100 000 messages of 16 B stored first, then a durable pull consumer
+//!   (explicit ack) fetches batches of 500 and acks every message; msgs/s of the consume.
+//!
+//! Every wait is bounded (a run fails with an error, never hangs).
+
+use async_nats::jetstream::{self, consumer, stream};
+use bytes::Bytes;
+use futures::StreamExt;
+use std::collections::VecDeque;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+type Res<T> = Result<T, String>;
+
+const WINDOW: usize = 256;
+const PULL_MSGS: u64 = 100_000;
+const PULL_BATCH: usize = 500;
+const T: Duration = Duration::from_secs(10);
+
+struct Server {
+    child: Child,
+    port: u16,
+    dir: PathBuf,
+}
+
+impl Server {
+    fn start(path: &str, n: usize) -> Res<Server> {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(|e| format!("free port: {e}"))?
+            .port();
+        let dir = std::env::temp_dir().join(format!("natsd-jsbench-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let sd = dir.to_str().ok_or("non-utf-8 temp dir")?.to_string();
+        let child = Command::new(path)
+            .args([
+                "-a",
+                "127.0.0.1",
+                "-p",
+                &port.to_string(),
+                "-js",
+                "-sd",
+                &sd,
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("cannot start {path}: {e}"))?;
+        let mut s = Server { child, port, dir };
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let end = Instant::now() + T;
+        loop {
+            if let Ok(Some(st)) = s.child.try_wait() {
+                return Err(format!("{path} exited during start-up: {st}"));
+            }
+            if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+                return Ok(s);
+            }
+            if Instant::now() > end {
+                return Err(format!("{path} did not accept connections"));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    PubAsync(usize),
+    PubSync(usize),
+    Pull(usize),
+}
+
+struct Scenario {
+    name: String,
+    kind: Kind,
+    storage: stream::StorageType,
+}
+
+fn scenarios() -> Vec<Scenario> {
+    let mut v = Vec::new();
+    for (sname, storage) in [
+        ("file", stream::StorageType::File),
+        ("mem", stream::StorageType::Memory),
+    ] {
+        for (n, kind) in [
+            ("pub16_async", Kind::PubAsync(16)),
+            ("pub1k_async", Kind::PubAsync(1024)),
+            ("pub16_sync", Kind::PubSync(16)),
+            ("pub1k_sync", Kind::PubSync(1024)),
+            ("pull16", Kind::Pull(16)),
+        ] {
+            v.push(Scenario {
+                name: format!("{n}_{sname}"),
+                kind,
+                storage,
+            });
+        }
+    }
+    v
+}
+
+async fn setup(
+    srv: &Server,
+    storage: stream::StorageType,
+) -> Res<(async_nats::Client, jetstream::Context)> {
+    let nc = async_nats::connect(format!("127.0.0.1:{}", srv.port))
+        .await
+        .map_err(|e| format!("connect: {e}"))?;
+    let js = jetstream::new(nc.clone());
+    js.create_stream(stream::Config {
+        name: "B".into(),
+        subjects: vec!["b.>".into()],
+        storage,
+        ..Default::default()
+    })
+    .await
+    .map_err(|e| format!("create stream: {e}"))?;
+    Ok((nc, js))
+}
+
+/// Publish with up to `window` acks outstanding until `dur` passed or `max` were sent;
+/// returns (acked, seconds).
+async fn publish(
+    js: &jetstream::Context,
+    size: usize,
+    window: usize,
+    dur: Duration,
+    max: u64,
+) -> Res<(u64, f64)> {
+    let payload = Bytes::from(vec![b'x'; size]);
+    let mut pending = VecDeque::with_capacity(window);
+    let t0 = Instant::now();
+    let mut sent = 0u64;
+    let mut acked = 0u64;
+    loop {
+        let more = sent < max && t0.elapsed() < dur;
+        if more && pending.len() < window {
+            let f = js
+                .publish("b.x", payload.clone())
+                .await
+                .map_err(|e| format!("publish: {e}"))?;
+            pending.push_back(f);
+            sent += 1;
+            continue;
+        }
+        let Some(f) = pending.pop_front() else { break };
+        tokio::time::timeout(T, f)
+            .await
+            .map_err(|_| "ack timed out".to_string())?
+            .map_err(|e| format!("ack: {e}"))?;
+        acked += 1;
+    }
+    Ok((acked, t0.elapsed().as_secs_f64()))
+}
+
+async fn pull(js: &jetstream::Context, size: usize) -> Res<(u64, f64)> {
+    publish(js, size, WINDOW, Duration::from_secs(120), PULL_MSGS).await?;
+    let s = js
+        .get_stream("B")
+        .await
+        .map_err(|e| format!("stream: {e}"))?;
+    let c: consumer::PullConsumer = s
+        .create_consumer(consumer::pull::Config {
+            durable_name: Some("P".into()),
+            ack_policy: consumer::AckPolicy::Explicit,
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| format!("consumer: {e}"))?;
+    let t0 = Instant::now();
+    let mut got = 0u64;
+    while got < PULL_MSGS {
+        let mut b = c
+            .fetch()
+            .max_messages(PULL_BATCH)
+            .expires(T)
+            .messages()
+            .await
+            .map_err(|e| format!("fetch: {e}"))?;
+        let before = got;
+        while let Some(m) = tokio::time::timeout(T, b.next())
+            .await
+            .map_err(|_| "fetch stalled".to_string())?
+        {
+            let m = m.map_err(|e| format!("message: {e}"))?;
+            m.ack().await.map_err(|e| format!("ack: {e}"))?;
+            got += 1;
+        }
+        if got == before {
+            return Err(format!("fetch returned nothing at {got}"));
+        }
+    }
+    Ok((got, t0.elapsed().as_secs_f64()))
+}
+
+async fn run(path: &str, sc: &Scenario, dur: Duration, n: usize) -> Res<f64> {
+    let srv = Server::start(path, n)?;
+    let (nc, js) = setup(&srv, sc.storage).await?;
+    let (msgs, secs) = match sc.kind {
+        Kind::PubAsync(size) => publish(&js, size, WINDOW, dur, u64::MAX).await?,
+        Kind::PubSync(size) => publish(&js, size, 1, dur, u64::MAX).await?,
+        Kind::Pull(size) => pull(&js, size).await?,
+    };
+    drop(nc);
+    drop(srv);
+    Ok(msgs as f64 / secs)
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let mut servers: Vec<String> = Vec::new();
+    let mut rounds = 3usize;
+    let mut dur = Duration::from_secs(3);
+    let mut only: Vec<String> = Vec::new();
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let v = args.next().unwrap_or_default();
+        match a.as_str() {
+            "--server" => servers.push(v),
+            "--rounds" => rounds = v.parse().unwrap_or(3),
+            "--duration" => dur = Duration::from_secs_f64(v.parse().unwrap_or(3.0)),
+            "--scenario" => only.extend(v.split(',').map(str::to_string)),
+            _ => {
+                eprintln!("usage: js_bench --server PATH [--server PATH] [--rounds N] [--duration SECS] [--scenario NAME]");
+                std::process::exit(2);
+            }
+        }
+    }
+    if servers.is_empty() {
+        eprintln!("at least one --server");
+        std::process::exit(2);
+    }
+    let scs: Vec<Scenario> = scenarios()
+        .into_iter()
+        .filter(|s| only.is_empty() || only.iter().any(|o| s.name.starts_with(o.as_str())))
+        .collect();
+    let mut n = 0;
+    println!(
+        "{:<20} {}",
+        "scenario",
+        servers
+            .iter()
+            .map(|s| format!("{:>16}", short(s)))
+            .collect::<String>()
+            + "   ratios to first"
+    );
+    for sc in &scs {
+        let mut res: Vec<Vec<f64>> = vec![Vec::new(); servers.len()];
+        for r in 0..rounds {
+            let mut order: Vec<usize> = (0..servers.len()).collect();
+            if r % 2 == 1 {
+                order.reverse();
+            }
+            for i in order {
+                n += 1;
+                match run(&servers[i], sc, dur, n).await {
+                    Ok(x) => res[i].push(x),
+                    Err(e) => eprintln!("ERROR {} {}: {e}", sc.name, servers[i]),
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+        let meds: Vec<f64> = res.iter_mut().map(|v| median(v)).collect();
+        let mut line = format!("{:<20}", sc.name);
+        for m in &meds {
+            line.push_str(&format!(" {:>15.0}", m));
+        }
+        line.push_str("  ");
+        for m in &meds {
+            line.push_str(&format!(" {:.2}x", m / meds[0]));
+        }
+        for (i, v) in res.iter().enumerate() {
+            line.push_str(&format!("  [{}: {}]", i, fmt_runs(v)));
+        }
+        println!("{line}");
+    }
+}
+
+fn short(p: &str) -> String {
+    p.rsplit('/').next().unwrap_or(p).to_string()
+}
+
+fn fmt_runs(v: &[f64]) -> String {
+    v.iter()
+        .map(|x| format!("{x:.0}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
