@@ -233,15 +233,15 @@ expect_fail() { # message, helm args...
   fi
   grep -qF "$msg" "$OUT/fail.txt" || { cat "$OUT/fail.txt"; die "helm template $*: expected '$msg'"; }
 }
-expect_fail "gateway is not supported by natsd yet" --set config.gateway.enabled=true
-expect_fail "JetStream is not supported by natsd yet" --set config.jetstream.enabled=true
-expect_fail "client TLS is not supported by natsd yet" --set config.nats.tls.enabled=true
-expect_fail "config reload is not supported by natsd yet" --set reloader.enabled=true
+expect_fail "gateway is not in this chart yet" --set config.gateway.enabled=true
+expect_fail "JetStream is not in this chart yet" --set config.jetstream.enabled=true
+expect_fail "client TLS is not in this chart yet" --set config.nats.tls.enabled=true
+expect_fail "the config reloader is not in this chart yet" --set reloader.enabled=true
 expect_fail "leaf nodes are not supported by natsd yet" --set config.leafnodes.enabled=true
 expect_fail "WebSocket is not supported by natsd yet" --set config.websocket.enabled=true
 expect_fail "MQTT is not supported by natsd yet" --set config.mqtt.enabled=true
-expect_fail "HTTPS monitoring is not supported by natsd yet" --set config.monitor.tls.enabled=true
-ok "unsupported features (gateway, JetStream, client TLS, reload, leaf nodes, WebSocket, MQTT, HTTPS monitoring) fail rendering"
+expect_fail "HTTPS monitoring is not in this chart yet" --set config.monitor.tls.enabled=true
+ok "what the chart does not build (gateway, JetStream, client TLS, reloader, HTTPS monitoring) and natsd does not build (leaf nodes, WebSocket, MQTT) fails rendering"
 expect_fail "replicas" --set config.cluster.replicas=0
 expect_fail "seed" --set config.cluster.seed=dns
 expect_fail "config.cluster.tls.secretName is required" --set config.cluster.enabled=true --set config.cluster.tls.enabled=true

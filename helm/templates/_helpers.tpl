@@ -88,14 +88,14 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{/* What natsd does not build yet: rendering fails with a clear message */}}
 {{- define "natsd.unsupported" -}}
 {{- $c := .Values.config -}}
-{{- if $c.gateway.enabled }}{{ fail "config.gateway.enabled: gateway is not supported by natsd yet" }}{{ end -}}
-{{- if $c.jetstream.enabled }}{{ fail "config.jetstream.enabled: JetStream is not supported by natsd yet" }}{{ end -}}
-{{- if $c.nats.tls.enabled }}{{ fail "config.nats.tls.enabled: client TLS is not supported by natsd yet" }}{{ end -}}
+{{- if $c.gateway.enabled }}{{ fail "config.gateway.enabled: gateway is not in this chart yet (natsd supports it; configure it without the chart)" }}{{ end -}}
+{{- if $c.jetstream.enabled }}{{ fail "config.jetstream.enabled: JetStream is not in this chart yet (natsd supports it; configure it without the chart)" }}{{ end -}}
+{{- if $c.nats.tls.enabled }}{{ fail "config.nats.tls.enabled: client TLS is not in this chart yet (natsd supports it; configure it without the chart)" }}{{ end -}}
 {{- if $c.leafnodes.enabled }}{{ fail "config.leafnodes.enabled: leaf nodes are not supported by natsd yet" }}{{ end -}}
 {{- if $c.websocket.enabled }}{{ fail "config.websocket.enabled: WebSocket is not supported by natsd yet" }}{{ end -}}
 {{- if $c.mqtt.enabled }}{{ fail "config.mqtt.enabled: MQTT is not supported by natsd yet" }}{{ end -}}
-{{- if $c.monitor.tls.enabled }}{{ fail "config.monitor.tls.enabled: HTTPS monitoring is not supported by natsd yet" }}{{ end -}}
-{{- if .Values.reloader.enabled }}{{ fail "reloader.enabled: config reload is not supported by natsd yet (use podTemplate.configChecksumAnnotation to roll pods on config changes)" }}{{ end -}}
+{{- if $c.monitor.tls.enabled }}{{ fail "config.monitor.tls.enabled: HTTPS monitoring is not in this chart yet (natsd supports it; configure it without the chart)" }}{{ end -}}
+{{- if .Values.reloader.enabled }}{{ fail "reloader.enabled: the config reloader is not in this chart yet (natsd reloads on SIGHUP; use podTemplate.configChecksumAnnotation to roll pods on config changes)" }}{{ end -}}
 {{- if and .Values.config.cluster.tls.enabled (not .Values.config.cluster.tls.secretName) }}{{ fail "config.cluster.tls.secretName is required when config.cluster.tls.enabled" }}{{ end -}}
 {{- if and .Values.tlsCA.enabled (not (or .Values.tlsCA.secretName .Values.tlsCA.configMapName)) }}{{ fail "tlsCA.secretName or tlsCA.configMapName is required when tlsCA.enabled" }}{{ end -}}
 {{- $r := .Values.config.cluster.routeURLs -}}
