@@ -8,69 +8,12 @@ mod common;
 
 use common::gw::{gw_port, inbound_count, node, outbound_names, remote_interest, remotes};
 use common::natsserver::{self, NatsServer};
+use common::pki::Pki;
 use common::{free_port, http_json, start, wait_for, Raw};
 use natsd::tls::TlsOpts;
 use natsd::{Options, Server};
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::Duration;
-
-/// A CA and a node certificate for 127.0.0.1/localhost, as PEM files in a fresh directory.
-struct Pki {
-    dir: PathBuf,
-}
-
-impl Pki {
-    fn new(tag: &str) -> Pki {
-        let dir = std::env::temp_dir().join(format!(
-            "natsd-gw-tls-{tag}-{}-{}",
-            std::process::id(),
-            free_port()
-        ));
-        std::fs::create_dir_all(&dir).expect("tmp dir");
-        let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("ca params");
-        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        let ca =
-            CertifiedIssuer::self_signed(ca_params, KeyPair::generate().expect("key")).expect("ca");
-        let params = CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])
-            .expect("params");
-        let key = KeyPair::generate().expect("key");
-        let cert = params.signed_by(&key, &ca).expect("cert");
-        std::fs::write(dir.join("ca.pem"), ca.pem()).expect("write");
-        std::fs::write(dir.join("cert.pem"), cert.pem()).expect("write");
-        std::fs::write(dir.join("key.pem"), key.serialize_pem()).expect("write");
-        Pki { dir }
-    }
-
-    fn opts(&self) -> TlsOpts {
-        TlsOpts {
-            cert_file: self.dir.join("cert.pem"),
-            key_file: self.dir.join("key.pem"),
-            ca_file: Some(self.dir.join("ca.pem")),
-            verify: true,
-            insecure: false,
-            timeout: Duration::from_secs(2),
-            ..TlsOpts::default()
-        }
-    }
-
-    /// The `tls {}` block for a nats-server config.
-    fn go_block(&self) -> String {
-        format!(
-            "tls {{ cert_file: \"{}\", key_file: \"{}\", ca_file: \"{}\", verify: true, timeout: 3 }}",
-            self.dir.join("cert.pem").display(),
-            self.dir.join("key.pem").display(),
-            self.dir.join("ca.pem").display()
-        )
-    }
-}
-
-impl Drop for Pki {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
 
 /// A one-node natsd cluster with gateway TLS `tls`, dialling `gateways`.
 fn tls_node(

@@ -4,66 +4,12 @@
 mod common;
 
 use common::cluster::{cluster_opts, node_opts, route_port, routes};
+use common::pki::Pki;
 use common::{start, wait_for, Raw};
 use natsd::config::ClusterOpts;
 use natsd::tls::TlsOpts;
 use natsd::{Options, Server};
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
-use std::path::PathBuf;
 use std::time::Duration;
-
-/// A CA and a node certificate for 127.0.0.1/localhost, as PEM files in a fresh directory.
-struct Pki {
-    dir: PathBuf,
-}
-
-impl Pki {
-    fn new(tag: &str) -> Pki {
-        let dir = std::env::temp_dir().join(format!(
-            "natsd-route-tls-{tag}-{}-{}",
-            std::process::id(),
-            rand_suffix()
-        ));
-        std::fs::create_dir_all(&dir).expect("tmp dir");
-        let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("ca params");
-        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        let ca =
-            CertifiedIssuer::self_signed(ca_params, KeyPair::generate().expect("key")).expect("ca");
-        let params = CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])
-            .expect("params");
-        let key = KeyPair::generate().expect("key");
-        let cert = params.signed_by(&key, &ca).expect("cert");
-        std::fs::write(dir.join("ca.pem"), ca.pem()).expect("write");
-        std::fs::write(dir.join("cert.pem"), cert.pem()).expect("write");
-        std::fs::write(dir.join("key.pem"), key.serialize_pem()).expect("write");
-        Pki { dir }
-    }
-
-    fn opts(&self) -> TlsOpts {
-        TlsOpts {
-            cert_file: self.dir.join("cert.pem"),
-            key_file: self.dir.join("key.pem"),
-            ca_file: Some(self.dir.join("ca.pem")),
-            verify: true,
-            insecure: false,
-            timeout: Duration::from_secs(2),
-            ..TlsOpts::default()
-        }
-    }
-}
-
-impl Drop for Pki {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn rand_suffix() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(0);
-    h.finish()
-}
 
 fn node(name: &str, seed: Option<u16>, tls: Option<TlsOpts>) -> Options {
     Options {

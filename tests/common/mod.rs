@@ -6,6 +6,7 @@ pub mod binary;
 pub mod cluster;
 pub mod gw;
 pub mod natsserver;
+pub mod pki;
 
 use natsd::{Options, Server};
 use std::future::Future;

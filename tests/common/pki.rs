@@ -1,0 +1,66 @@
+//! A throwaway PKI for TLS tests: a CA and a node certificate for 127.0.0.1/localhost, as PEM
+//! files in a fresh directory removed on drop.
+
+use natsd::tls::TlsOpts;
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+pub struct Pki {
+    pub dir: PathBuf,
+}
+
+static NEXT: AtomicU64 = AtomicU64::new(0);
+
+impl Pki {
+    pub fn new(tag: &str) -> Pki {
+        let dir = std::env::temp_dir().join(format!(
+            "natsd-pki-{tag}-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).expect("tmp dir");
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("ca params");
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca =
+            CertifiedIssuer::self_signed(ca_params, KeyPair::generate().expect("key")).expect("ca");
+        let params = CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])
+            .expect("params");
+        let key = KeyPair::generate().expect("key");
+        let cert = params.signed_by(&key, &ca).expect("cert");
+        std::fs::write(dir.join("ca.pem"), ca.pem()).expect("write");
+        std::fs::write(dir.join("cert.pem"), cert.pem()).expect("write");
+        std::fs::write(dir.join("key.pem"), key.serialize_pem()).expect("write");
+        Pki { dir }
+    }
+
+    /// Mutual TLS with this CA (verify on).
+    pub fn opts(&self) -> TlsOpts {
+        TlsOpts {
+            cert_file: self.dir.join("cert.pem"),
+            key_file: self.dir.join("key.pem"),
+            ca_file: Some(self.dir.join("ca.pem")),
+            verify: true,
+            insecure: false,
+            timeout: Duration::from_secs(2),
+            ..TlsOpts::default()
+        }
+    }
+
+    /// The same as a `tls {}` block of a nats-server config.
+    pub fn go_block(&self) -> String {
+        format!(
+            "tls {{ cert_file: \"{}\", key_file: \"{}\", ca_file: \"{}\", verify: true, timeout: 3 }}",
+            self.dir.join("cert.pem").display(),
+            self.dir.join("key.pem").display(),
+            self.dir.join("ca.pem").display()
+        )
+    }
+}
+
+impl Drop for Pki {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
