@@ -52,48 +52,6 @@ fn go_node_in(dir: &std::path::Path, name: &str, cluster: &str, seed: Option<u16
 async fn go_gatewayz(g: &Go) -> serde_json::Value {
     http_json(g.child.http, "/gatewayz").await
 }
-
-async fn raw_at(addr: SocketAddr) -> Raw {
-    let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let mut r = Raw {
-        stream,
-        buf: Vec::new(),
-    };
-    let info = r.line().await;
-    assert!(info.starts_with("INFO "), "{info}");
-    r.send("CONNECT {\"verbose\":false,\"pedantic\":false,\"headers\":true,\"no_responders\":true,\"protocol\":1}\r\nPING\r\n")
-        .await;
-    r.expect("PONG").await;
-    r
-}
-
-/// Publish on `from` until `to` (subscribed to `subject`) gets one: interest has crossed.
-async fn until_delivered(from: &mut Raw, to: &mut Raw, subject: &str) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        from.send(&format!("PUB {subject} 5\r\nprobe\r\n")).await;
-        from.flush().await;
-        let got = to.sync().await;
-        if got.contains(&format!("MSG {subject} ")) {
-            // Probes still in flight travel the same path as a last "fence" message: read
-            // up to the fence, and nothing stray is left behind.
-            from.send(&format!("PUB {subject} 5\r\nfence\r\n")).await;
-            from.flush().await;
-            loop {
-                let (s, _, _, p) = to.msg().await;
-                if s == subject && p == b"fence" {
-                    return;
-                }
-            }
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "interest for {subject} never crossed"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 async fn setup(tag: &str) -> (Vec<Go>, Vec<Server>, std::path::PathBuf) {
     natsserver::assert_installed();
     let dir = std::env::temp_dir().join(format!("natsd-gw-interop-{}-{tag}", std::process::id()));
@@ -154,8 +112,8 @@ async fn natsd_and_nats_server_clusters_exchange_traffic() {
     sub_a.send("SUB from.go.> 1\r\n").await;
     sub_a.flush().await;
     for (i, x) in g.iter().enumerate() {
-        let mut p = raw_at(x.client).await;
-        until_delivered(&mut p, &mut sub_a, &format!("from.go.probe{i}")).await;
+        let mut p = Raw::client_at(x.client).await;
+        common::until_delivered(&mut p, &mut sub_a, &format!("from.go.probe{i}")).await;
         p.send(&format!(
             "HPUB from.go.h{i} rep.{i} 12 14\r\nNATS/1.0\r\n\r\nhi\r\nPUB from.go.p{i} 2\r\nok\r\n"
         ))
@@ -171,7 +129,7 @@ async fn natsd_and_nats_server_clusters_exchange_traffic() {
         assert_eq!(sub_a.sync().await, "");
     }
     // natsd → nats-server: subscriber on G2.
-    let mut sub_g = raw_at(g[1].client).await;
+    let mut sub_g = Raw::client_at(g[1].client).await;
     sub_g.send("SUB from.natsd.* 1\r\n").await;
     sub_g.flush().await;
     for s in &a {
@@ -207,14 +165,14 @@ async fn natsd_and_nats_server_clusters_exchange_traffic() {
     qa.send("SUB jobs workers 1\r\nSUB jobs.probe.a 2\r\n")
         .await;
     qa.flush().await;
-    let mut qg = raw_at(g[0].client).await;
+    let mut qg = Raw::client_at(g[0].client).await;
     qg.send("SUB jobs workers 1\r\nSUB jobs.probe.g 2\r\n")
         .await;
     qg.flush().await;
     let mut pa = Raw::client(&a[1]).await;
-    let mut pg = raw_at(g[1].client).await;
-    until_delivered(&mut pa, &mut qa, "jobs.probe.a").await;
-    until_delivered(&mut pg, &mut qg, "jobs.probe.g").await;
+    let mut pg = Raw::client_at(g[1].client).await;
+    common::until_delivered(&mut pa, &mut qa, "jobs.probe.a").await;
+    common::until_delivered(&mut pg, &mut qg, "jobs.probe.g").await;
     for s in &a {
         wait_for("C2 queue interest", || {
             let ok = remote_interest(s, "C2", "jobs");
@@ -298,7 +256,7 @@ async fn gatewayz_and_varz_shapes_match_nats_server() {
     let mut sa = Raw::client(&a[0]).await;
     sa.send("SUB shape.a 1\r\nSUB shape.q grp 2\r\n").await;
     sa.flush().await;
-    let mut sg = raw_at(g[0].client).await;
+    let mut sg = Raw::client_at(g[0].client).await;
     sg.send("SUB shape.g 1\r\nSUB shape.q grp 2\r\n").await;
     sg.flush().await;
     for s in &a {
@@ -511,11 +469,11 @@ async fn mixed_cluster_learns_gateways_through_nats_server_routes() {
     sub_n.send("SUB back.> 1\r\n").await;
     sub_n.flush().await;
     let mut pn = Raw::client(&n1).await;
-    until_delivered(&mut pn, &mut sub_m, "mixed.from.n1").await;
-    let mut pa = raw_at(g.client).await;
-    until_delivered(&mut pa, &mut sub_m, "mixed.from.a1").await;
+    common::until_delivered(&mut pn, &mut sub_m, "mixed.from.n1").await;
+    let mut pa = Raw::client_at(g.client).await;
+    common::until_delivered(&mut pa, &mut sub_m, "mixed.from.a1").await;
     let mut pm = Raw::client(&m).await;
-    until_delivered(&mut pm, &mut sub_n, "back.from.m").await;
+    common::until_delivered(&mut pm, &mut sub_n, "back.from.m").await;
     // Exactly once each.
     pn.send("PUB mixed.x 1\r\n1\r\n").await;
     pn.flush().await;

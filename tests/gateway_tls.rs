@@ -150,18 +150,9 @@ fn go_tls_node(pki: &Pki, name: &str, cluster: &str) -> Go {
     }
 }
 
-async fn raw_at(addr: SocketAddr) -> Raw {
-    let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let mut r = Raw {
-        stream,
-        buf: Vec::new(),
-    };
-    let info = r.line().await;
-    assert!(info.starts_with("INFO "), "{info}");
-    r.send("CONNECT {\"verbose\":false,\"pedantic\":false,\"protocol\":1}\r\nPING\r\n")
-        .await;
-    r.expect("PONG").await;
-    r
+/// A plain client (no headers) on any server's client port.
+async fn raw_plain_at(addr: SocketAddr) -> Raw {
+    Raw::connected_at(addr, r#"{"verbose":false,"pedantic":false,"protocol":1}"#).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -196,7 +187,7 @@ async fn natsd_and_nats_server_gateway_over_tls() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     // natsd -> nats-server.
-    let mut go_sub = raw_at(go.client).await;
+    let mut go_sub = raw_plain_at(go.client).await;
     go_sub.send("SUB tls.to.go 1\r\nPING\r\n").await;
     go_sub.expect("PONG").await;
     wait_for("nats-server's interest over TLS", || {
@@ -214,7 +205,7 @@ async fn natsd_and_nats_server_gateway_over_tls() {
     let mut sub = Raw::client(&a).await;
     sub.send("SUB tls.to.rust 1\r\n").await;
     sub.flush().await;
-    let mut go_pub = raw_at(go.client).await;
+    let mut go_pub = raw_plain_at(go.client).await;
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {
         go_pub.send("PUB tls.to.rust 2\r\nhi\r\nPING\r\n").await;

@@ -22,52 +22,19 @@ async fn go_routes(g: &Go) -> u64 {
         .as_u64()
         .unwrap_or(0)
 }
-
-async fn raw_at(addr: SocketAddr) -> Raw {
-    let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let mut r = Raw {
-        stream,
-        buf: Vec::new(),
-    };
-    let info = r.line().await;
-    assert!(info.starts_with("INFO "), "{info}");
-    r.send("CONNECT {\"verbose\":false,\"pedantic\":false,\"headers\":true,\"no_responders\":true,\"protocol\":1}\r\nPING\r\n")
-        .await;
-    r.expect("PONG").await;
-    r
-}
-
-/// Publish on `from` until `to` (subscribed to `subject`) gets one: interest has crossed.
-async fn until_delivered(from: &mut Raw, to: &mut Raw, subject: &str) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        from.send(&format!("PUB {subject} 5\r\nprobe\r\n")).await;
-        from.flush().await;
-        let got = to.sync().await;
-        if got.contains(&format!("MSG {subject} ")) {
-            return;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "interest for {subject} never crossed"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 /// Every node's client pair: pub/sub, headers and queue groups across all directions.
 async fn check_traffic(addrs: &[SocketAddr]) {
     // Plain and header messages from every node to a subscriber on every other node.
     for (i, to) in addrs.iter().enumerate() {
-        let mut sub = raw_at(*to).await;
+        let mut sub = Raw::client_at(*to).await;
         sub.send(&format!("SUB x.{i}.> 1\r\n")).await;
         sub.flush().await;
         for (j, from) in addrs.iter().enumerate() {
             if i == j {
                 continue;
             }
-            let mut p = raw_at(*from).await;
-            until_delivered(&mut p, &mut sub, &format!("x.{i}.probe{j}")).await;
+            let mut p = Raw::client_at(*from).await;
+            common::until_delivered(&mut p, &mut sub, &format!("x.{i}.probe{j}")).await;
             p.send(&format!(
                 "HPUB x.{i}.h{j} rep.{j} 12 14\r\nNATS/1.0\r\n\r\nhi\r\n"
             ))
@@ -83,23 +50,23 @@ async fn check_traffic(addrs: &[SocketAddr]) {
     // One queue group with a member on every node: each message exactly once.
     let mut members = Vec::new();
     for a in addrs {
-        let mut m = raw_at(*a).await;
+        let mut m = Raw::client_at(*a).await;
         m.send("SUB jobs workers 1\r\n").await;
         m.flush().await;
         members.push(m);
     }
     for (k, a) in addrs.iter().enumerate() {
-        let mut p = raw_at(*a).await;
+        let mut p = Raw::client_at(*a).await;
         // Wait until every member's interest is visible here: a plain probe sub per member.
         let mut probes = Vec::new();
         for b in addrs {
-            let mut s = raw_at(*b).await;
+            let mut s = Raw::client_at(*b).await;
             s.send("SUB jobs.probe 1\r\n").await;
             s.flush().await;
             probes.push(s);
         }
         for s in &mut probes {
-            until_delivered(&mut p, s, "jobs.probe").await;
+            common::until_delivered(&mut p, s, "jobs.probe").await;
         }
         let n = 300;
         for i in 0..n {

@@ -14,6 +14,10 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+/// The CONNECT real clients send: not verbose, headers and no_responders on, protocol 1.
+pub const CLIENT_CONNECT: &str =
+    r#"{"verbose":false,"pedantic":false,"headers":true,"no_responders":true,"protocol":1}"#;
+
 pub const DEADLINE: Duration = Duration::from_secs(10);
 
 pub async fn start(opts: Options) -> Server {
@@ -109,13 +113,22 @@ impl Raw {
         r
     }
 
+    /// `connected` for any server's client address (nats-server's too).
+    pub async fn connected_at(addr: std::net::SocketAddr, connect: &str) -> Raw {
+        let mut r = Raw::at(addr).await;
+        r.send(&format!("CONNECT {connect}\r\nPING\r\n")).await;
+        r.expect("PONG").await;
+        r
+    }
+
+    /// `client` for any server's client address (nats-server's too).
+    pub async fn client_at(addr: std::net::SocketAddr) -> Raw {
+        Raw::connected_at(addr, CLIENT_CONNECT).await
+    }
+
     /// CONNECT with the settings real clients use (not verbose, headers and no_responders on).
     pub async fn client(srv: &Server) -> Raw {
-        Raw::connected(
-            srv,
-            r#"{"verbose":false,"pedantic":false,"headers":true,"no_responders":true,"protocol":1}"#,
-        )
-        .await
+        Raw::connected(srv, CLIENT_CONNECT).await
     }
 
     pub async fn send(&mut self, s: &str) {
@@ -309,4 +322,32 @@ pub async fn http_json(addr: std::net::SocketAddr, path: &str) -> serde_json::Va
     let (status, body) = http_get(addr, path).await;
     assert_eq!(status, 200, "GET {path}: {body}");
     serde_json::from_str(&body).unwrap_or_else(|e| panic!("GET {path}: {e}: {body}"))
+}
+
+/// Publish probes on `from` until `to` (subscribed to `subject`) gets one — interest has
+/// crossed — then a fence, read up to by `to`, so no stray probe is left behind.
+pub async fn until_delivered(from: &mut Raw, to: &mut Raw, subject: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        from.send(&format!("PUB {subject} 5\r\nprobe\r\n")).await;
+        from.flush().await;
+        let got = to.sync().await;
+        if got.contains(&format!("MSG {subject} ")) {
+            // Probes still in flight travel the same path as a last "fence" message: read
+            // up to the fence, and nothing stray is left behind.
+            from.send(&format!("PUB {subject} 5\r\nfence\r\n")).await;
+            from.flush().await;
+            loop {
+                let (s, _, _, p) = to.msg().await;
+                if s == subject && p == b"fence" {
+                    return;
+                }
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "interest for {subject} never crossed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
