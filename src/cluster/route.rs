@@ -11,7 +11,7 @@ use crate::account::{Account, SubRef, Subscription};
 use crate::conn::{writer, CloseReason, Conn, ConnKind};
 use crate::deliver::{Fanout, Msg, Origin};
 use crate::proto::info::{RouteConnectInfo, ServerInfo};
-use crate::proto::parser::{Kind, Limits, Op, Parser, RoutedMsg};
+use crate::proto::parser::{Kind, Limits, Op, Parser, RoutedMsg, Stop};
 use crate::server::ServerShared;
 use crate::util::FastMap;
 use bytes::{Buf, Bytes, BytesMut};
@@ -251,30 +251,19 @@ impl Route {
                 return;
             }
             conn.touch(SystemTime::now());
-            let mut consumed = 0;
-            let mut close = None;
-            while consumed < buf.len() {
-                match parser.parse(&buf[consumed..]) {
-                    Ok(Some((op, n))) => {
-                        consumed += n;
-                        if let Err(reason) = self.handle(op) {
-                            close = Some(reason);
-                            break;
-                        }
-                    }
-                    Ok(None) => break,
-                    Err(e) => {
-                        let rest = &buf[consumed..];
-                        let snippet = String::from_utf8_lossy(&rest[..rest.len().min(32)]);
-                        tracing::error!(
-                            "{} - Route parser ERROR: {e}: proto: {snippet:?}",
-                            conn.log_prefix()
-                        );
-                        close = Some(CloseReason::ProtocolViolation);
-                        break;
-                    }
+            let (consumed, stop) = parser.parse_all(&buf, |op| self.handle(op));
+            let close = stop.map(|stop| match stop {
+                Stop::Handler(reason) => reason,
+                Stop::Parse(e) => {
+                    let rest = &buf[consumed..];
+                    let snippet = String::from_utf8_lossy(&rest[..rest.len().min(32)]);
+                    tracing::error!(
+                        "{} - Route parser ERROR: {e}: proto: {snippet:?}",
+                        conn.log_prefix()
+                    );
+                    CloseReason::ProtocolViolation
                 }
-            }
+            });
             buf.advance(consumed);
             self.end_batch().await;
             if let Some(r) = close {

@@ -91,6 +91,19 @@ Common Options:
 /// Flags of capabilities that are not built yet: accepted by nats-server, refused here clearly.
 const NOT_YET: &[(&str, &str)] = &[];
 
+/// `-m`/`-ms`: -1 picks a free port (`Some(0)`), 0 turns the listener off.
+fn monitor_port(flag: &str, v: &str, what: &str) -> Result<Option<u16>, String> {
+    let p: i32 = v
+        .parse()
+        .map_err(|_| format!("invalid value {v:?} for flag -{flag}: parse error"))?;
+    match p {
+        -1 => Ok(Some(0)),
+        0 => Ok(None),
+        1..=65535 => Ok(Some(p as u16)),
+        _ => Err(format!("invalid {what} port {p}")),
+    }
+}
+
 fn parse_bool(flag: &str, v: Option<&str>) -> Result<bool, String> {
     match v {
         None => Ok(true),
@@ -268,30 +281,8 @@ fn flags(args: &[String], mut o: Options) -> Result<Flags, String> {
                     None => pending_store_dir = Some(d),
                 }
             }
-            "m" | "http_port" => {
-                let v = value()?;
-                let p: i32 = v
-                    .parse()
-                    .map_err(|_| format!("invalid value {v:?} for flag -{name}: parse error"))?;
-                o.http_port = match p {
-                    -1 => Some(0),
-                    0 => None,
-                    1..=65535 => Some(p as u16),
-                    _ => return Err(format!("invalid http port {p}")),
-                };
-            }
-            "ms" | "https_port" => {
-                let v = value()?;
-                let p: i32 = v
-                    .parse()
-                    .map_err(|_| format!("invalid value {v:?} for flag -{name}: parse error"))?;
-                o.https_port = match p {
-                    -1 => Some(0),
-                    0 => None,
-                    1..=65535 => Some(p as u16),
-                    _ => return Err(format!("invalid https port {p}")),
-                };
-            }
+            "m" | "http_port" => o.http_port = monitor_port(name, &value()?, "http")?,
+            "ms" | "https_port" => o.https_port = monitor_port(name, &value()?, "https")?,
             "tlscert" => tls.cert = Some(PathBuf::from(value()?)),
             "tlskey" => tls.key = Some(PathBuf::from(value()?)),
             "tlscacert" => tls.ca = Some(PathBuf::from(value()?)),

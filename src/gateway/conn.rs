@@ -17,7 +17,7 @@ use crate::conn::{writer, CloseReason, Conn, ConnKind};
 use crate::deliver::{Fanout, Msg, Origin};
 use crate::proto::encode;
 use crate::proto::info::{b64_decode, RouteConnectInfo, ServerInfo};
-use crate::proto::parser::{Kind, Limits, Op, Parser, RoutedMsg};
+use crate::proto::parser::{Kind, Limits, Op, Parser, RoutedMsg, Stop};
 use crate::server::ServerShared;
 use bytes::{Buf, Bytes, BytesMut};
 use std::net::SocketAddr;
@@ -274,35 +274,24 @@ impl GwConn {
                 return;
             }
             conn.touch(SystemTime::now());
-            let mut consumed = 0;
-            let mut close = None;
-            while consumed < buf.len() {
-                match parser.parse(&buf[consumed..]) {
-                    Ok(Some((op, n))) => {
-                        consumed += n;
-                        if let Err(reason) = self.handle(op) {
-                            close = Some(reason);
-                            break;
-                        }
-                    }
-                    Ok(None) => break,
-                    Err(e) => {
-                        let rest = &buf[consumed..];
-                        let snippet = String::from_utf8_lossy(&rest[..rest.len().min(32)]);
-                        tracing::error!(
-                            "{} - Gateway parser ERROR: {e}: proto: {snippet:?}",
-                            conn.log_prefix()
-                        );
-                        close = Some(if self.solicit.is_none() && self.remote_name.is_empty() {
-                            self.send_err("Authorization Violation");
-                            CloseReason::AuthenticationViolation
-                        } else {
-                            CloseReason::ProtocolViolation
-                        });
-                        break;
+            let (consumed, stop) = parser.parse_all(&buf, |op| self.handle(op));
+            let close = stop.map(|stop| match stop {
+                Stop::Handler(reason) => reason,
+                Stop::Parse(e) => {
+                    let rest = &buf[consumed..];
+                    let snippet = String::from_utf8_lossy(&rest[..rest.len().min(32)]);
+                    tracing::error!(
+                        "{} - Gateway parser ERROR: {e}: proto: {snippet:?}",
+                        conn.log_prefix()
+                    );
+                    if self.solicit.is_none() && self.remote_name.is_empty() {
+                        self.send_err("Authorization Violation");
+                        CloseReason::AuthenticationViolation
+                    } else {
+                        CloseReason::ProtocolViolation
                     }
                 }
-            }
+            });
             buf.advance(consumed);
             self.fan.end_batch(&self.conn).await;
             if let Some(r) = close {

@@ -382,6 +382,15 @@ pub struct Parser {
     need: usize,
 }
 
+/// Why [`Parser::parse_all`] stopped before the end of its input.
+#[derive(Debug)]
+pub enum Stop<E> {
+    /// The op handler failed with this.
+    Handler(E),
+    /// Malformed input.
+    Parse(ParseError),
+}
+
 impl Parser {
     pub fn new(kind: Kind, limits: Limits) -> Self {
         Parser {
@@ -432,6 +441,30 @@ impl Parser {
             self.reset();
         }
         r
+    }
+
+    /// Parse every complete op in `buf` and hand each to `handle`, until no complete op is
+    /// left, `handle` fails or the input is malformed. Returns the bytes consumed and why it
+    /// stopped early, if it did (after a parse error the bad input starts at that offset).
+    pub fn parse_all<'a, E>(
+        &mut self,
+        buf: &'a [u8],
+        mut handle: impl FnMut(Op<'a>) -> Result<(), E>,
+    ) -> (usize, Option<Stop<E>>) {
+        let mut consumed = 0;
+        while consumed < buf.len() {
+            match self.parse(&buf[consumed..]) {
+                Ok(Some((op, n))) => {
+                    consumed += n;
+                    if let Err(e) = handle(op) {
+                        return (consumed, Some(Stop::Handler(e)));
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => return (consumed, Some(Stop::Parse(e))),
+            }
+        }
+        (consumed, None)
     }
 
     fn parse_inner<'a>(&mut self, buf: &'a [u8]) -> Result<Option<(Op<'a>, usize)>, ParseError> {
