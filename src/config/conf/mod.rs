@@ -1,7 +1,7 @@
 //! The NATS config language (nats-server's `conf` package): text in, a tree of positioned
 //! `Value`s out. Owns the syntax — keys and separators, maps, arrays, comments, the string
 //! forms, numbers with size units, booleans, dates, `include` and `$VARIABLES` — and nothing
-//! about what keys mean: `config/file.rs` maps the tree onto `Options`.
+//! about what keys mean: `config/file/` maps the tree onto `Options`.
 //!
 //! `lexer.rs` is the character cursor and the classification of bare words; `parser.rs` is the
 //! recursive-descent grammar, variable scopes and includes. Every value and key carries the

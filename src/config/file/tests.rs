@@ -1,4 +1,4 @@
-//! Unit tests of the config file mapping (`file.rs`).
+//! Unit tests of the config file mapping (`config/file/`).
 
 use super::*;
 

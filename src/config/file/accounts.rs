@@ -1,0 +1,340 @@
+//! `authorization {}` and `accounts {}`: users, permissions, and accounts with their
+//! exports and imports (nats-server's checks and texts; see `docs/config.md`).
+
+use super::*;
+
+pub(super) fn authorization(m: &Map, opts: &mut Options) -> Result<(), ConfigError> {
+    let mut default_perms = None;
+    let mut users = Vec::new();
+    for (key, e) in options(m) {
+        let v = &e.value;
+        let k = key.as_str();
+        match k {
+            "user" | "username" => opts.username = Some(string(k, v)?),
+            "pass" | "password" => opts.password = Some(string(k, v)?),
+            "token" => opts.auth_token = Some(string(k, v)?),
+            "timeout" => opts.auth_timeout = seconds(k, v)?,
+            "users" => users = user_list(k, v, None)?,
+            "default_permissions" => default_perms = Some(permissions(map(k, v)?)?),
+            _ => return Err(refuse(e, k)),
+        }
+    }
+    for u in &mut users {
+        if u.permissions.is_none() {
+            u.permissions.clone_from(&default_perms);
+        }
+    }
+    opts.users.extend(users);
+    Ok(())
+}
+
+fn user_list(key: &str, v: &Value, account: Option<&str>) -> Result<Vec<User>, ConfigError> {
+    array(key, v)?
+        .iter()
+        .map(|u| user(map("users", u)?, &u.pos, account))
+        .collect()
+}
+
+fn user(m: &Map, at: &Pos, account: Option<&str>) -> Result<User, ConfigError> {
+    let mut u = User {
+        account: account.map(str::to_string),
+        ..User::default()
+    };
+    let mut named = false;
+    for (key, e) in options(m) {
+        let v = &e.value;
+        let k = key.as_str();
+        match k {
+            "user" | "username" => {
+                u.username = string(k, v)?;
+                named = true;
+            }
+            "pass" | "password" => u.password = string(k, v)?,
+            "permissions" | "permission" => u.permissions = Some(permissions(map(k, v)?)?),
+            "account" if account.is_none() => u.account = Some(string(k, v)?),
+            _ => return Err(refuse(e, k)),
+        }
+    }
+    if !named {
+        return Err(ConfigError::at(at, "user entry without a \"user\""));
+    }
+    Ok(u)
+}
+
+fn permissions(m: &Map) -> Result<Permissions, ConfigError> {
+    let mut p = Permissions::default();
+    for (key, e) in options(m) {
+        let v = &e.value;
+        let k = key.as_str();
+        match k {
+            "publish" | "pub" => p.publish = Some(subject_permission(k, v)?),
+            "subscribe" | "sub" => p.subscribe = Some(subject_permission(k, v)?),
+            _ if not_yet(k).is_some() => return Err(refuse(e, k)),
+            _ => {
+                return Err(ConfigError::at(
+                    &e.key_pos,
+                    format!("Unknown field {:?} parsing permissions", e.key),
+                ))
+            }
+        }
+    }
+    Ok(p)
+}
+
+/// `"subj"`, `["a", "b"]` (both: allow) or `{ allow: …, deny: … }`.
+fn subject_permission(key: &str, v: &Value) -> Result<SubjectPermission, ConfigError> {
+    match &v.kind {
+        Kind::Map(m) => {
+            let mut sp = SubjectPermission::default();
+            for (k, e) in options(m) {
+                match k.as_str() {
+                    "allow" => sp.allow = strings(&k, &e.value)?,
+                    "deny" => sp.deny = strings(&k, &e.value)?,
+                    _ => {
+                        return Err(ConfigError::at(
+                            &e.key_pos,
+                            format!(
+                                "Unknown field name {:?} parsing subject permissions, only 'allow' \
+                                 or 'deny' are permitted",
+                                e.key
+                            ),
+                        ))
+                    }
+                }
+            }
+            Ok(sp)
+        }
+        _ => Ok(SubjectPermission {
+            allow: strings(key, v)?,
+            deny: Vec::new(),
+        }),
+    }
+}
+
+pub(super) fn accounts(m: &Map, opts: &mut Options) -> Result<(), ConfigError> {
+    // Where each export and import was written, for the cross-account checks at the end.
+    let mut at: Vec<(String, bool, usize, Pos)> = Vec::new();
+    for e in m.entries.iter().filter(|e| !e.used_as_variable) {
+        let name = e.key.clone();
+        let acc = map(&name, &e.value)?;
+        let mut users = Vec::new();
+        let mut default_perms = None;
+        let mut links = AccountLinks::default();
+        for (key, ae) in options(acc) {
+            let k = key.as_str();
+            match k {
+                "users" => users = user_list(k, &ae.value, Some(&name))?,
+                "jetstream" if jetstream_off(&ae.value) => {}
+                "jetstream" => opts.jetstream_accounts.push(name.clone()),
+                "default_permissions" => default_perms = Some(permissions(map(k, &ae.value)?)?),
+                "exports" | "imports" => {
+                    let Kind::Array(items) = &ae.value.kind else {
+                        let what = if k == "exports" { "Exports" } else { "Imports" };
+                        return Err(ConfigError::at(
+                            &ae.key_pos,
+                            format!("{what} should be an array, got {}", go_type(&ae.value.kind)),
+                        ));
+                    };
+                    for item in items {
+                        let im = map(k, item)?;
+                        if k == "exports" {
+                            at.push((name.clone(), false, links.exports.len(), item.pos.clone()));
+                            links.exports.push(export(im, &item.pos)?);
+                        } else {
+                            at.push((name.clone(), true, links.imports.len(), item.pos.clone()));
+                            links.imports.push(import(im, &item.pos)?);
+                        }
+                    }
+                }
+                _ => return Err(refuse(ae, k)),
+            }
+        }
+        if !links.exports.is_empty() || !links.imports.is_empty() {
+            opts.links.insert(name.clone(), links);
+        }
+        for u in &mut users {
+            if u.permissions.is_none() {
+                u.permissions.clone_from(&default_perms);
+            }
+        }
+        if !opts.accounts.contains(&name) {
+            opts.accounts.push(name);
+        }
+        opts.users.extend(users);
+    }
+    if let Err(e) = crate::config::links::validate(&opts.accounts, &opts.links) {
+        let pos = at.iter().find(|(a, is_import, i, _)| {
+            *a == e.account
+                && if *is_import {
+                    e.import == Some(*i)
+                } else {
+                    e.export == Some(*i)
+                }
+        });
+        return Err(match pos {
+            Some((.., p)) => ConfigError::at(p, e.msg),
+            None => ConfigError::at(&Pos::default(), e.msg),
+        });
+    }
+    Ok(())
+}
+
+/// A value's type as nats-server's messages name it (Go's `%T`).
+fn go_type(k: &Kind) -> &'static str {
+    match k {
+        Kind::Map(_) => "map[string]interface {}",
+        Kind::String(_) => "string",
+        Kind::Integer { .. } => "int64",
+        Kind::Float(_) => "float64",
+        Kind::Bool(_) => "bool",
+        _ => k.type_name(),
+    }
+}
+
+/// One entry of an account's `exports`: `{stream: "subj"}` or `{service: "subj"}`, with
+/// optional `accounts`, `response_type` and `response_threshold` (services).
+fn export(m: &Map, at: &Pos) -> Result<Export, ConfigError> {
+    let mut kind: Option<(LinkKind, String)> = None;
+    let mut ex = Export {
+        kind: LinkKind::Stream,
+        subject: String::new(),
+        accounts: None,
+        response_type: ResponseType::Singleton,
+        response_threshold: None,
+    };
+    let mut response_at: Option<Pos> = None;
+    for (key, e) in options(m) {
+        let v = &e.value;
+        let k = key.as_str();
+        match k {
+            "stream" | "service" => {
+                let subject = string(k, v)?;
+                let this = if k == "stream" {
+                    LinkKind::Stream
+                } else {
+                    LinkKind::Service
+                };
+                if let Some((seen, _)) = &kind {
+                    return Err(ConfigError::at(
+                        &e.key_pos,
+                        format!(
+                            "Detected {k} {subject:?} but already saw a {}",
+                            seen.as_str()
+                        ),
+                    ));
+                }
+                kind = Some((this, subject));
+            }
+            "accounts" => ex.accounts = Some(strings(k, v)?),
+            "response" | "response_type" => {
+                response_at.get_or_insert(e.key_pos.clone());
+                let t = string(k, v)?;
+                ex.response_type = match t.to_ascii_lowercase().as_str() {
+                    "single" | "singleton" => ResponseType::Singleton,
+                    "stream" => ResponseType::Stream,
+                    "chunk" | "chunked" => ResponseType::Chunked,
+                    _ => {
+                        return Err(ConfigError::at(
+                            &e.key_pos,
+                            format!("Unknown response type: {t:?}"),
+                        ))
+                    }
+                };
+            }
+            "threshold" | "response_threshold" | "response_max_time" | "response_time" => {
+                response_at.get_or_insert(e.key_pos.clone());
+                let d = match &v.kind {
+                    Kind::String(s) => parse_go_duration(s).ok_or_else(|| {
+                        ConfigError::at(
+                            &e.key_pos,
+                            format!(
+                                "Expected response threshold to be a parseable time duration, \
+                                 got {s:?}"
+                            ),
+                        )
+                    })?,
+                    _ => {
+                        return Err(ConfigError::at(
+                            &e.key_pos,
+                            "Expected response threshold to be a parseable time duration, got \
+                             int64",
+                        ))
+                    }
+                };
+                ex.response_threshold = Some(d);
+            }
+            _ => return Err(unknown(e)),
+        }
+    }
+    let Some((k, subject)) = kind else {
+        return Err(ConfigError::at(at, "Expect a stream or a service subject"));
+    };
+    if k == LinkKind::Stream {
+        if let Some(p) = response_at {
+            return Err(ConfigError::at(
+                &p,
+                "Detected response directive on non-service",
+            ));
+        }
+    }
+    ex.kind = k;
+    ex.subject = subject;
+    Ok(ex)
+}
+
+/// One entry of an account's `imports`: `{stream: {account: A, subject: "x.>"}, prefix: "p"}`
+/// or `to: "mapped"`; `{service: {account: A, subject: "req"}, to: "local"}`.
+fn import(m: &Map, at: &Pos) -> Result<Import, ConfigError> {
+    let mut im = Import {
+        kind: LinkKind::Stream,
+        account: String::new(),
+        subject: String::new(),
+        prefix: None,
+        to: None,
+    };
+    let mut seen = false;
+    for (key, e) in options(m) {
+        let v = &e.value;
+        let k = key.as_str();
+        match k {
+            "stream" | "service" => {
+                if seen {
+                    return Err(ConfigError::at(
+                        &e.key_pos,
+                        format!("Detected {k} but already saw a {}", im.kind.as_str()),
+                    ));
+                }
+                seen = true;
+                im.kind = if k == "stream" {
+                    LinkKind::Stream
+                } else {
+                    LinkKind::Service
+                };
+                for (sk, se) in options(map(k, v)?) {
+                    match sk.as_str() {
+                        "account" => im.account = string(&sk, &se.value)?,
+                        "subject" => im.subject = string(&sk, &se.value)?,
+                        _ => return Err(unknown(se)),
+                    }
+                }
+                if im.account.is_empty() || im.subject.is_empty() {
+                    return Err(ConfigError::at(
+                        &e.key_pos,
+                        "Expect an account name and a subject",
+                    ));
+                }
+            }
+            "prefix" => im.prefix = Some(string(k, v)?),
+            "to" => im.to = Some(string(k, v)?),
+            _ => return Err(unknown(e)),
+        }
+    }
+    if !seen {
+        return Err(ConfigError::at(at, "Expect a stream or a service import"));
+    }
+    if im.kind == LinkKind::Service {
+        // nats-server accepts and ignores a service import's prefix.
+        im.prefix = None;
+    }
+    Ok(im)
+}

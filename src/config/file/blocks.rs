@@ -1,0 +1,301 @@
+//! The listener blocks: `tls {}` (client port, routes, gateways), `cluster {}`, `gateway {}`
+//! and `jetstream {}`.
+
+use super::*;
+
+/// `jetstream: enabled` / `true` / `{ store_dir, max_memory_store, max_file_store, domain,
+/// sync_interval, enabled }` (nats-server 2.9's keys; `store` and `max_mem` are its aliases).
+pub(super) fn jetstream(
+    k: &str,
+    v: &Value,
+    warnings: &mut Vec<ConfigError>,
+) -> Result<Option<crate::config::JetStreamOpts>, ConfigError> {
+    let mut js = crate::config::JetStreamOpts::default();
+    let mut enabled = true;
+    match &v.kind {
+        Kind::Bool(true) => return Ok(Some(js)),
+        Kind::String(s) if matches!(s.to_ascii_lowercase().as_str(), "enabled" | "enable") => {
+            return Ok(Some(js))
+        }
+        Kind::Map(m) => {
+            for (key, e) in options(m) {
+                let kk = key.as_str();
+                match kk {
+                    "enabled" | "enable" => enabled = boolean(kk, &e.value)?,
+                    "store_dir" | "store" | "storedir" => {
+                        js.store_dir = Some(string(kk, &e.value)?.into())
+                    }
+                    "max_memory_store" | "max_mem_store" | "max_mem" => {
+                        // 0: the default (75% of memory), as nats-server.
+                        js.max_memory_store = Some(integer(kk, &e.value)?).filter(|v| *v > 0)
+                    }
+                    "max_file_store" | "max_file" => {
+                        js.max_file_store = Some(integer(kk, &e.value)?).filter(|v| *v > 0)
+                    }
+                    "domain" => js.domain = Some(string(kk, &e.value)?),
+                    "sync_interval" | "sync" => match &e.value.kind {
+                        Kind::String(s) if s.eq_ignore_ascii_case("always") => {
+                            js.sync_always = true
+                        }
+                        _ => js.sync_interval = Some(duration(kk, &e.value, warnings)?),
+                    },
+                    _ => return Err(refuse(e, kk)),
+                }
+            }
+            return Ok(enabled.then_some(js));
+        }
+        _ => {}
+    }
+    Err(wrong_type(k, v, "a boolean, \"enabled\" or a map"))
+}
+
+/// `jetstream: false` / `disabled` / `{ enabled: false }` asks for nothing natsd lacks.
+pub(super) fn jetstream_off(v: &Value) -> bool {
+    match &v.kind {
+        Kind::Bool(b) => !b,
+        Kind::String(s) => matches!(s.to_ascii_lowercase().as_str(), "disabled" | "disable"),
+        Kind::Map(m) => {
+            m.len() == 1
+                && options(m)
+                    .all(|(k, e)| k == "enabled" && matches!(e.value.kind, Kind::Bool(false)))
+        }
+        _ => false,
+    }
+}
+
+/// A `tls {}` block: the client port's (`client`), the routes' or the gateways'. The certificate, key and CA
+/// files are loaded here, so `-t` reports a missing file or bad PEM at the block.
+pub(super) fn tls_block(e: &Entry, client: bool) -> Result<crate::tls::TlsOpts, ConfigError> {
+    let v = &e.value;
+    let mut t = crate::tls::TlsOpts::default();
+    let mut have_cert = false;
+    let mut have_key = false;
+    for (tk, te) in options(map(&e.key, v)?) {
+        let tv = &te.value;
+        let tk = tk.as_str();
+        match tk {
+            "cert_file" => {
+                t.cert_file = string(tk, tv)?.into();
+                have_cert = true;
+            }
+            "key_file" => {
+                t.key_file = string(tk, tv)?.into();
+                have_key = true;
+            }
+            "ca_file" => t.ca_file = Some(string(tk, tv)?.into()),
+            "verify" => t.verify = boolean(tk, tv)?,
+            // On the client port nats-server accepts and ignores it (it only matters when
+            // dialling); natsd says so rather than pretend.
+            "insecure" if client => {
+                return Err(ConfigError::at(
+                    &te.key_pos,
+                    "\"insecure\" has no meaning for the client port's tls block (natsd refuses \
+                     it; it only skips verification when dialling routes)",
+                ))
+            }
+            "insecure" => t.insecure = boolean(tk, tv)?,
+            "timeout" => t.timeout = seconds(tk, tv)?,
+            "cipher_suites" => {
+                for c in array(tk, tv)? {
+                    let name = string(tk, c)?;
+                    crate::tls::cipher_suite(&name).map_err(|m| ConfigError::at(&c.pos, m))?;
+                    t.cipher_suites.push(name);
+                }
+            }
+            "curve_preferences" => {
+                for c in array(tk, tv)? {
+                    let name = string(tk, c)?;
+                    crate::tls::curve(&name).map_err(|m| ConfigError::at(&c.pos, m))?;
+                    t.curve_preferences.push(name);
+                }
+            }
+            "verify_and_map" | "verify_cert_and_check_known_urls" => {
+                return Err(not_supported(
+                    &te.key,
+                    &te.key_pos,
+                    "certificate-to-user mapping",
+                ))
+            }
+            _ => return Err(not_supported(&te.key, &te.key_pos, "this TLS option")),
+        }
+    }
+    if !have_cert || !have_key {
+        return Err(ConfigError::at(
+            &v.pos,
+            "missing 'cert_file' or 'key_file' in TLS configuration",
+        ));
+    }
+    // Load the files now: a missing file or bad PEM is an error at the block (nats-server:
+    // `file:2:1: error parsing X509 certificate/key pair: …`).
+    crate::tls::server_config(&t).map_err(|m| ConfigError::at(&e.key_pos, m))?;
+    Ok(t)
+}
+
+pub(super) fn cluster(
+    m: &Map,
+    warnings: &mut Vec<ConfigError>,
+) -> Result<ClusterOpts, ConfigError> {
+    let mut c = ClusterOpts::default();
+    const DEFAULT_ROUTE_PORT: u16 = 6222;
+    for (key, e) in options(m) {
+        let v = &e.value;
+        let k = key.as_str();
+        match k {
+            "name" => {
+                let name = string(k, v)?;
+                if name.contains(' ') {
+                    return Err(ConfigError::at(
+                        &v.pos,
+                        "cluster name cannot contain spaces",
+                    ));
+                }
+                c.name = Some(name);
+            }
+            "listen" => {
+                let (host, p) = host_port(k, v, DEFAULT_ROUTE_PORT)?;
+                if let Some(h) = host {
+                    c.host = h;
+                }
+                c.port = p;
+            }
+            "host" | "net" => c.host = string(k, v)?,
+            "port" => c.port = port(k, integer(k, v)?, DEFAULT_ROUTE_PORT, &v.pos)?,
+            "routes" => {
+                c.routes = strings(k, v)?;
+                for r in &c.routes {
+                    crate::cluster::url::RouteUrl::parse(r).map_err(|e| {
+                        ConfigError::at(&v.pos, format!("invalid value for \"routes\": {e}"))
+                    })?;
+                }
+            }
+            "advertise" | "cluster_advertise" => c.advertise = Some(string(k, v)?),
+            "no_advertise" => c.no_advertise = boolean(k, v)?,
+            "connect_retries" => c.connect_retries = count(k, v, u32::MAX as u64)? as u32,
+            "ping_interval" => c.ping_interval = Some(duration(k, v, warnings)?),
+            "ping_max" => c.ping_max = Some(count(k, v, u32::MAX as u64)? as u32),
+            "authorization" => {
+                for (ak, ae) in options(map(k, v)?) {
+                    let av = &ae.value;
+                    let ak = ak.as_str();
+                    match ak {
+                        "user" | "username" => c.username = Some(string(ak, av)?),
+                        "pass" | "password" => c.password = Some(string(ak, av)?),
+                        "token" => c.token = Some(string(ak, av)?),
+                        "timeout" => c.auth_timeout = seconds(ak, av)?,
+                        "users" => {
+                            return Err(not_supported(&ae.key, &ae.key_pos, "several route users"))
+                        }
+                        _ => return Err(refuse(ae, ak)),
+                    }
+                }
+            }
+            "tls" => c.tls = Some(tls_block(e, false)?),
+            "permissions" => return Err(not_supported(&e.key, &e.key_pos, "route permissions")),
+            "accounts" => return Err(not_supported(&e.key, &e.key_pos, "pinned accounts")),
+            _ => return Err(refuse(e, k)),
+        }
+    }
+    Ok(c)
+}
+
+pub(super) fn gateway(m: &Map) -> Result<GatewayOpts, ConfigError> {
+    let mut g = GatewayOpts::default();
+    const DEFAULT_GATEWAY_PORT: u16 = 7222;
+    for (key, e) in options(m) {
+        let v = &e.value;
+        let k = key.as_str();
+        match k {
+            "name" => {
+                let name = string(k, v)?;
+                if name.contains(' ') {
+                    return Err(ConfigError::at(
+                        &v.pos,
+                        "gateway name cannot contain spaces",
+                    ));
+                }
+                g.name = name;
+            }
+            "listen" => {
+                let (host, p) = host_port(k, v, DEFAULT_GATEWAY_PORT)?;
+                if let Some(h) = host {
+                    g.host = h;
+                }
+                g.port = p;
+            }
+            "host" | "net" => g.host = string(k, v)?,
+            "port" => g.port = port(k, integer(k, v)?, DEFAULT_GATEWAY_PORT, &v.pos)?,
+            "advertise" | "gateway_advertise" => g.advertise = Some(string(k, v)?),
+            "connect_retries" => g.connect_retries = count(k, v, u32::MAX as u64)? as u32,
+            "reject_unknown" | "reject_unknown_cluster" => g.reject_unknown = boolean(k, v)?,
+            "authorization" => {
+                for (ak, ae) in options(map(k, v)?) {
+                    let av = &ae.value;
+                    let ak = ak.as_str();
+                    match ak {
+                        "user" | "username" => g.username = Some(string(ak, av)?),
+                        "pass" | "password" => g.password = Some(string(ak, av)?),
+                        "token" => g.token = Some(string(ak, av)?),
+                        "timeout" => g.auth_timeout = seconds(ak, av)?,
+                        // As nats-server 2.9.10 (same text, at the `authorization` key).
+                        "users" => {
+                            return Err(ConfigError::at(
+                                &e.key_pos,
+                                "Gateway authorization does not allow multiple users",
+                            ))
+                        }
+                        _ => return Err(refuse(ae, ak)),
+                    }
+                }
+            }
+            "gateways" => {
+                for item in array(k, v)? {
+                    g.gateways.push(remote_gateway(map(k, item)?, &item.pos)?);
+                }
+            }
+            "tls" => g.tls = Some(tls_block(e, false)?),
+            _ => return Err(refuse(e, k)),
+        }
+    }
+    Ok(g)
+}
+
+fn gateway_url(key: &str, v: &Value) -> Result<Vec<String>, ConfigError> {
+    let urls = strings(key, v)?;
+    for u in &urls {
+        crate::cluster::url::RouteUrl::parse(u)
+            .map_err(|e| ConfigError::at(&v.pos, format!("invalid value for {key:?}: {e}")))?;
+    }
+    Ok(urls)
+}
+
+fn remote_gateway(m: &Map, at: &Pos) -> Result<RemoteGatewayOpts, ConfigError> {
+    let mut r = RemoteGatewayOpts {
+        name: String::new(),
+        urls: Vec::new(),
+        tls: None,
+    };
+    for (key, e) in options(m) {
+        let v = &e.value;
+        let k = key.as_str();
+        match k {
+            "name" => r.name = string(k, v)?,
+            "url" => r.urls.extend(gateway_url(k, v)?),
+            "urls" => r.urls.extend(gateway_url(k, v)?),
+            "tls" => r.tls = Some(tls_block(e, false)?),
+            _ => return Err(refuse(e, k)),
+        }
+    }
+    if r.name.is_empty() {
+        return Err(ConfigError::at(
+            at,
+            "gateway in the gateways list has no name",
+        ));
+    }
+    if r.urls.is_empty() {
+        return Err(ConfigError::at(
+            at,
+            format!("gateway {:?} has no URL", r.name),
+        ));
+    }
+    Ok(r)
+}
