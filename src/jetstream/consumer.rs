@@ -761,7 +761,7 @@ impl Consumer {
             }
         }
         // No-wait requests end when nothing more is there.
-        if !self.is_push() {
+        if !self.is_push() && self.waiting.iter().any(|r| r.no_wait) {
             let empty = self.peek(store).is_none();
             let mut keep = VecDeque::new();
             while let Some(r) = self.waiting.pop_front() {

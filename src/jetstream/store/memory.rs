@@ -300,6 +300,20 @@ impl MsgStore for MemStore {
                 .count() as u64;
         }
         if filter.is_none() || filter == Some(">") || filter == Some("") {
+            let (n, first, last) = (g.msgs.len() as u64, g.first, g.last);
+            if n == 0 || start > last {
+                return 0;
+            }
+            if start <= first {
+                return n;
+            }
+            // No gaps: the count is arithmetic (the common case of a consumer walking on).
+            if n == last - first + 1 {
+                return last - start + 1;
+            }
+            if start - first < last - start {
+                return n - g.msgs.range(..start).count() as u64;
+            }
             return g.msgs.range(start..).count() as u64;
         }
         g.seqs_matching(filter, start).len() as u64

@@ -1206,6 +1206,18 @@ impl Inner {
             return 0;
         }
         let first = self.first_seq();
+        if norm(filter).is_none() && !last_per_subject {
+            // No gaps: the count is arithmetic (the common case of a consumer walking on).
+            if start > self.last_seq {
+                return 0;
+            }
+            if start <= first {
+                return self.msgs;
+            }
+            if self.msgs == self.last_seq - first + 1 {
+                return self.last_seq - start + 1;
+            }
+        }
         let (mask, n) = match norm(filter) {
             None => (vec![true; self.subjects.infos.len()], usize::MAX),
             Some(f) => self.subjects.mask(f),

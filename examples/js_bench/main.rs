@@ -18,7 +18,12 @@
 //! * `pull16`: 100 000 messages of 16 B stored first, then a durable pull consumer
 //!   (explicit ack) fetches batches of 500 and acks every message; msgs/s of the consume.
 //!
+//! * `raw_…`: the same five through a lean blocking client (`raw.rs`, the protocol by hand on
+//!   one socket), so that the client library does not dominate the figure.
+//!
 //! Every wait is bounded (a run fails with an error, never hangs).
+
+mod raw;
 
 use async_nats::jetstream::{self, consumer, stream};
 use bytes::Bytes;
@@ -93,11 +98,12 @@ impl Drop for Server {
     }
 }
 
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 enum Kind {
     PubAsync(usize),
     PubSync(usize),
     Pull(usize),
+    Raw(Box<Kind>),
 }
 
 struct Scenario {
@@ -121,7 +127,12 @@ fn scenarios() -> Vec<Scenario> {
         ] {
             v.push(Scenario {
                 name: format!("{n}_{sname}"),
-                kind,
+                kind: kind.clone(),
+                storage,
+            });
+            v.push(Scenario {
+                name: format!("raw_{n}_{sname}"),
+                kind: Kind::Raw(Box::new(kind)),
                 storage,
             });
         }
@@ -225,11 +236,33 @@ async fn pull(js: &jetstream::Context, size: usize) -> Res<(u64, f64)> {
 
 async fn run(path: &str, sc: &Scenario, dur: Duration, n: usize) -> Res<f64> {
     let srv = Server::start(path, n)?;
+    if let Kind::Raw(k) = &sc.kind {
+        let (k, port) = ((**k).clone(), srv.port);
+        let storage = match sc.storage {
+            stream::StorageType::File => "file",
+            stream::StorageType::Memory => "memory",
+        };
+        let (msgs, secs) = tokio::task::spawn_blocking(move || -> Res<(u64, f64)> {
+            let mut c = raw::Raw::connect(port)?;
+            raw::create_stream(&mut c, storage)?;
+            match k {
+                Kind::PubAsync(size) => raw::publish(&mut c, size, WINDOW, dur, u64::MAX),
+                Kind::PubSync(size) => raw::publish(&mut c, size, 1, dur, u64::MAX),
+                Kind::Pull(size) => raw::pull(&mut c, size, PULL_MSGS, PULL_BATCH),
+                Kind::Raw(_) => Err("nested raw scenario".into()),
+            }
+        })
+        .await
+        .map_err(|e| format!("raw client: {e}"))??;
+        drop(srv);
+        return Ok(msgs as f64 / secs);
+    }
     let (nc, js) = setup(&srv, sc.storage).await?;
     let (msgs, secs) = match sc.kind {
         Kind::PubAsync(size) => publish(&js, size, WINDOW, dur, u64::MAX).await?,
         Kind::PubSync(size) => publish(&js, size, 1, dur, u64::MAX).await?,
         Kind::Pull(size) => pull(&js, size).await?,
+        Kind::Raw(_) => return Err("raw scenarios are run above".into()),
     };
     drop(nc);
     drop(srv);
