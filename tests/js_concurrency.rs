@@ -8,21 +8,12 @@ mod common;
 use async_nats::jetstream::{self, consumer, stream};
 use bytes::Bytes;
 use futures::StreamExt;
-use natsd::config::JetStreamOpts;
-use natsd::Options;
 use std::collections::HashSet;
-use std::path::PathBuf;
 use std::time::Duration;
 
 const T: Duration = Duration::from_secs(20);
 const PUBLISHERS: usize = 4;
 const PER_PUBLISHER: usize = 1500;
-
-fn tmp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("natsd-jsconc-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
-}
 
 async fn publisher(url: String, id: usize) -> Vec<u64> {
     let nc = async_nats::connect(url).await.expect("connect");
@@ -51,18 +42,7 @@ async fn publisher(url: String, id: usize) -> Vec<u64> {
 }
 
 async fn run(storage: stream::StorageType, name: &str) {
-    let dir = tmp_dir(name);
-    let srv = common::start(Options {
-        jetstream: Some(JetStreamOpts {
-            store_dir: Some(dir.clone()),
-            ..Default::default()
-        }),
-        ..Options::local()
-    })
-    .await;
-    let nc = async_nats::connect(srv.client_url())
-        .await
-        .expect("connect");
+    let (srv, nc, dir) = common::start_js(&format!("jsconc-{name}")).await;
     let js = jetstream::new(nc.clone());
     let st = js
         .create_stream(stream::Config {
