@@ -33,6 +33,8 @@ pub struct JsAccount {
     pub api_total: u64,
     pub api_errors: u64,
     subs: Vec<Arc<Subscription>>,
+    /// Streams that mirror or source others (by name), with their copy cursors.
+    pub follows: BTreeMap<String, super::mirror::Follows>,
 }
 
 pub struct Engine {
@@ -202,6 +204,7 @@ impl Engine {
             api_total: 0,
             api_errors: 0,
             subs,
+            follows: BTreeMap::new(),
         };
         let root = self.config.store_dir.join(&acc.name).join("streams");
         for sname in persist::subdirs(&root) {
@@ -274,6 +277,17 @@ impl Engine {
                 st.store.state().msgs,
                 st.consumers.len()
             );
+            match super::mirror::parse(&st.cfg) {
+                Ok(Some(mut f)) => {
+                    f.recover(&st);
+                    ja.follows.insert(sname.clone(), f);
+                }
+                Ok(None) => {}
+                Err(e) => tracing::warn!(
+                    "JetStream: stream {sname:?}: mirror/sources not restored: {}",
+                    e.description
+                ),
+            }
             ja.streams.insert(sname, st);
         }
         self.accounts.insert(acc.name.clone(), ja);
@@ -452,6 +466,8 @@ impl Engine {
         }
         for ja in self.accounts.values_mut() {
             let cx = Cx::new(srv, &ja.acc);
+            // Mirrors and sources copy first: their consumers below get the copies now.
+            super::mirror::pump(&mut ja.streams, &mut ja.follows);
             for st in ja.streams.values_mut() {
                 if st.store.expire(now_ns) > 0 {
                     tracing::trace!("stream {:?}: aged messages removed", st.cfg.name);
@@ -812,6 +828,9 @@ impl JsAccount {
         let mut o = Obj::typed(T);
         st.info_fields(&mut o, None);
         o.field("did_create", &true);
+        if let Ok(Some(f)) = super::mirror::parse(&st.cfg) {
+            self.follows.insert(name.to_string(), f);
+        }
         self.streams.insert(name.to_string(), st);
         tracing::debug!(
             "JetStream: stream {name:?} created in account {:?}",
@@ -853,6 +872,7 @@ impl JsAccount {
             return Err(e(ApiError::stream_not_found()));
         };
         stream::check_update(&st.cfg, &cfg).map_err(e)?;
+        super::mirror::check_update(&st.cfg, &cfg).map_err(e)?;
         st.store
             .update_limits(stream::limits_of(&cfg))
             .map_err(|er| e(ApiError::stream_config(er.to_string())))?;
@@ -867,6 +887,17 @@ impl JsAccount {
         st.cfg = cfg;
         unsubscribe_stream(srv, &acc, st);
         subscribe_stream(srv, &acc, g.tx, st);
+        match super::mirror::parse(&st.cfg) {
+            Ok(Some(mut f)) => {
+                if let Some(old) = self.follows.remove(name) {
+                    f.carry_over(old);
+                }
+                self.follows.insert(name.to_string(), f);
+            }
+            _ => {
+                self.follows.remove(name);
+            }
+        }
         let mut o = Obj::typed(T);
         st.info_fields(&mut o, None);
         Ok(o.done())
@@ -882,6 +913,9 @@ impl JsAccount {
         let mut o = Obj::typed(T);
         o.field("total", &0).field("offset", &0).field("limit", &0);
         st.info_fields(&mut o, req.subjects_filter.as_deref());
+        if let Some(f) = self.follows.get(name) {
+            f.info_fields(&mut o, &self.streams);
+        }
         Ok(o.done())
     }
 
@@ -892,6 +926,7 @@ impl JsAccount {
             .remove(name)
             .ok_or((ApiError::stream_not_found(), T))?;
         unsubscribe_stream(cx.srv, &self.acc, &mut st);
+        self.follows.remove(name);
         for c in st.consumers.values_mut() {
             c.deleted(cx);
         }

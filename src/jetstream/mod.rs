@@ -11,6 +11,7 @@
 
 pub mod consumer;
 pub mod engine;
+pub mod mirror;
 pub mod monitor;
 pub mod persist;
 pub mod store;
