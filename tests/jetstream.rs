@@ -1593,3 +1593,162 @@ async fn ephemeral_consumers_survive_a_restart_and_their_files_go_when_inactive(
     srv.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Gaps the nats-py suite found (`docs/client-suites-nats-py.md`), as nats-server 2.9.10
+/// answers them: consumer filters that cover the stream's subjects, `discard_new_per_subject`,
+/// `mirror_direct` without a mirror, and `republish`.
+#[tokio::test]
+async fn filters_discard_new_per_subject_mirror_direct_and_republish() {
+    let dir = tmp_dir("natspy");
+    let (srv, nc, _js) = start(&dir).await;
+    let create = |name: &str, cfg: Value| {
+        let nc = nc.clone();
+        let subject = format!("$JS.API.STREAM.CREATE.{name}");
+        async move { api(&nc, &subject, &cfg.to_string()).await }
+    };
+
+    // A filter may lie within a stream subject or cover some of them.
+    create("S", json!({"name":"S","subjects":["a","b","c.>"]})).await;
+    for (filter, ok) in [
+        (">", true),
+        ("*", true),
+        ("c.*", true),
+        ("*.d", false),
+        ("a.>", false),
+        ("c", false),
+    ] {
+        let body = json!({"stream_name":"S","config":{"durable_name":"D","filter_subject":filter,"ack_policy":"explicit"}});
+        let v = api(
+            &nc,
+            "$JS.API.CONSUMER.DURABLE.CREATE.S.D",
+            &body.to_string(),
+        )
+        .await;
+        if ok {
+            assert_eq!(v["config"]["filter_subject"], filter, "{filter}: {v}");
+            api(&nc, "$JS.API.CONSUMER.DELETE.S.D", "").await;
+        } else {
+            assert_eq!(err_of(&v).1, 10093, "{filter}: {v}");
+        }
+    }
+
+    // discard_new_per_subject: echoed, checked, and a full subject refuses new messages.
+    let v = create(
+        "D1",
+        json!({"name":"D1","subjects":["d.>"],"discard":"new","discard_new_per_subject":true,"max_msgs_per_subject":1}),
+    )
+    .await;
+    assert_eq!(v["config"]["discard_new_per_subject"], true, "{v}");
+    let v = create(
+        "D4",
+        json!({"name":"D4","discard":"new","max_msgs_per_subject":1}),
+    )
+    .await;
+    assert!(v["config"].get("discard_new_per_subject").is_none(), "{v}");
+    for (cfg, want) in [
+        (
+            json!({"name":"D2","discard":"new","discard_new_per_subject":true}),
+            "discard new per subject requires max msgs per subject > 0",
+        ),
+        (
+            json!({"name":"D3","discard_new_per_subject":true,"max_msgs_per_subject":5}),
+            "discard new per subject requires discard new policy to be set",
+        ),
+        (
+            json!({"name":"M1","mirror_direct":true}),
+            "stream has no mirror but does have mirror direct",
+        ),
+        (
+            json!({"name":"R4","subjects":["w.>"],"republish":{"src":">","dest":"w.x.>"}}),
+            "stream configuration for republish destination forms a cycle",
+        ),
+        (
+            json!({"name":"R6","subjects":["u.>"],"republish":{"src":"u.*","dest":"up.>"}}),
+            "stream configuration for republish not valid",
+        ),
+        (
+            json!({"name":"R7","subjects":["s.>"],"republish":{"src":"s.*.*","dest":"sp.*.*"}}),
+            "stream configuration for republish not valid",
+        ),
+        (
+            json!({"name":"R3","subjects":["z.>"],"republish":{"src":"y.>","dest":"zp.>"}}),
+            "stream configuration for republish source is not valid subset of subjects",
+        ),
+    ] {
+        let name = cfg["name"].as_str().unwrap_or_default().to_string();
+        let v = create(&name, cfg).await;
+        assert_eq!(err_of(&v), (500, 10052, want.to_string()), "{name}: {v}");
+    }
+    assert_eq!(pub_raw(&nc, "d.a", &[], "x").await["seq"], 1);
+    let v = pub_raw(&nc, "d.a", &[], "x").await;
+    assert_eq!(
+        err_of(&v),
+        (503, 10077, "maximum messages per subject exceeded".into()),
+        "{v}"
+    );
+    assert_eq!(pub_raw(&nc, "d.b", &[], "x").await["seq"], 2);
+
+    // republish: mapped subject, stream headers after the message's own, and the
+    // subject's previous sequence; headers_only sends the size instead of the payload.
+    let v = create(
+        "R1",
+        json!({"name":"R1","subjects":["r.>"],"republish":{"dest":"rp.>"}}),
+    )
+    .await;
+    assert_eq!(
+        v["config"]["republish"],
+        json!({"src":">","dest":"rp.>"}),
+        "{v}"
+    );
+    create(
+        "R2",
+        json!({"name":"R2","subjects":["q.*"],"republish":{"src":"q.*","dest":"qp.$1","headers_only":true}}),
+    )
+    .await;
+    let mut sub = nc.subscribe("rp.>").await.expect("sub");
+    let mut sub2 = nc.subscribe("qp.*").await.expect("sub");
+    nc.flush().await.expect("flush");
+    pub_raw(&nc, "r.x", &[], "one").await;
+    pub_raw(&nc, "r.y", &[("Foo", "bar")], "two").await;
+    pub_raw(&nc, "r.x", &[], "three").await;
+    pub_raw(&nc, "q.k", &[("Foo", "bar")], "1234567").await;
+    let m = next_of(&mut sub).await;
+    assert_eq!(
+        (m.subject.as_str(), &m.payload[..]),
+        ("rp.r.x", &b"one"[..])
+    );
+    let h = m.headers.expect("headers");
+    for (k, v) in [
+        ("Nats-Stream", "R1"),
+        ("Nats-Subject", "r.x"),
+        ("Nats-Sequence", "1"),
+        ("Nats-Last-Sequence", "0"),
+    ] {
+        assert_eq!(h.get(k).map(|v| v.as_str()), Some(v), "{k}");
+    }
+    let m = next_of(&mut sub).await;
+    let h = m.headers.expect("headers");
+    assert_eq!(h.get("Foo").map(|v| v.as_str()), Some("bar"));
+    assert_eq!(h.get("Nats-Sequence").map(|v| v.as_str()), Some("2"));
+    let m = next_of(&mut sub).await;
+    let h = m.headers.expect("headers");
+    assert_eq!(h.get("Nats-Sequence").map(|v| v.as_str()), Some("3"));
+    assert_eq!(h.get("Nats-Last-Sequence").map(|v| v.as_str()), Some("1"));
+    let m = next_of(&mut sub2).await;
+    assert_eq!(m.subject.as_str(), "qp.k");
+    assert!(m.payload.is_empty());
+    let h = m.headers.expect("headers");
+    assert_eq!(h.get("Nats-Msg-Size").map(|v| v.as_str()), Some("7"));
+    assert_eq!(h.get("Foo").map(|v| v.as_str()), Some("bar"));
+
+    drop(nc);
+    srv.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+async fn next_of(sub: &mut async_nats::Subscriber) -> async_nats::Message {
+    tokio::time::timeout(T, sub.next())
+        .await
+        .expect("message in time")
+        .expect("message")
+}

@@ -306,11 +306,13 @@ pub fn check(c: &ConsumerConfig, s: &StreamConfig) -> Result<(), ApiError> {
     }
     if !c.filter_subject.is_empty() {
         let f = c.filter_subject.as_bytes();
+        // As nats-server 2.9: the filter lies within one of the stream's subjects, or
+        // covers one of them (`>` or `foo.*` on a stream of `foo.A`, `foo.B`).
         if !crate::subject::is_valid_subject(f)
-            || !s
-                .subjects
-                .iter()
-                .any(|x| crate::subject::subset_match(f, x.as_bytes()))
+            || !s.subjects.iter().any(|x| {
+                crate::subject::subset_match(f, x.as_bytes())
+                    || crate::subject::subset_match(x.as_bytes(), f)
+            })
         {
             return Err(ApiError::new(
                 400,

@@ -237,6 +237,7 @@ impl Engine {
                 last_msg_id: String::new(),
                 consumers: BTreeMap::new(),
                 dir: Some(dir.clone()),
+                republished: Vec::new(),
             };
             st.rebuild_dedupe(now_nanos());
             for cname in persist::subdirs(&dir.join("obs")) {
@@ -800,6 +801,7 @@ impl JsAccount {
             last_msg_id: String::new(),
             consumers: BTreeMap::new(),
             dir,
+            republished: Vec::new(),
         };
         subscribe_stream(srv, &self.acc, g.tx, &mut st);
         let mut o = Obj::typed(T);
@@ -1392,6 +1394,9 @@ impl JsAccount {
             }
             return None;
         };
+        for r in st.take_republished() {
+            cx.send(&r.subject, None, Some(&r.header), &r.payload);
+        }
         let pending = PendingAck {
             account: acc.name.clone(),
             stream: stream_name.to_string(),
