@@ -1752,3 +1752,53 @@ async fn next_of(sub: &mut async_nats::Subscriber) -> async_nats::Message {
         .expect("message in time")
         .expect("message")
 }
+
+/// A pull request whose inbox has no subscriber is dropped, not served: the message stays
+/// pending for the next request (nats-server 2.9.10; nats-py `test_pull_subscribe_limits`).
+#[tokio::test]
+async fn pull_request_without_interest_is_not_served() {
+    let dir = tmp_dir("pullint");
+    let (srv, nc, _js) = start(&dir).await;
+    api(
+        &nc,
+        "$JS.API.STREAM.CREATE.PI",
+        r#"{"name":"PI","subjects":["pi"]}"#,
+    )
+    .await;
+    api(
+        &nc,
+        "$JS.API.CONSUMER.DURABLE.CREATE.PI.C",
+        r#"{"stream_name":"PI","config":{"durable_name":"C","ack_policy":"explicit"}}"#,
+    )
+    .await;
+    assert_eq!(pub_raw(&nc, "pi", &[], "m").await["seq"], 1);
+    nc.publish_with_reply(
+        "$JS.API.CONSUMER.MSG.NEXT.PI.C",
+        "nobody.listens",
+        Bytes::from_static(br#"{"batch":1,"expires":5000000000}"#),
+    )
+    .await
+    .expect("pull");
+    // Requests are applied in order: the info answers after the pull was handled.
+    let v = api(&nc, "$JS.API.CONSUMER.INFO.PI.C", "").await;
+    assert_eq!(
+        (v["num_pending"].as_i64(), v["num_ack_pending"].as_i64()),
+        (Some(1), Some(0)),
+        "{v}"
+    );
+    assert_eq!(v["num_waiting"], 0, "{v}");
+    // A request someone listens to gets it (on its stream subject, hence no muxed request).
+    let mut inbox = nc.subscribe("my.inbox").await.expect("sub");
+    nc.publish_with_reply(
+        "$JS.API.CONSUMER.MSG.NEXT.PI.C",
+        "my.inbox",
+        Bytes::from_static(b"1"),
+    )
+    .await
+    .expect("pull");
+    let m = next_of(&mut inbox).await;
+    assert_eq!((m.subject.as_str(), &m.payload[..]), ("pi", &b"m"[..]));
+    drop(nc);
+    srv.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

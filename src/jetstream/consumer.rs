@@ -696,6 +696,12 @@ impl Consumer {
                 let Some(req) = self.waiting.front_mut() else {
                     break;
                 };
+                // As nats-server: a request whose inbox nobody listens to (any more) is
+                // dropped rather than served into the void. Checked once per request.
+                if req.delivered == 0 && !cx.has_interest(&req.reply) {
+                    self.waiting.pop_front();
+                    continue;
+                }
                 if req.max_bytes > 0 && size > req.max_bytes {
                     if req.delivered == 0 {
                         let h = status_header("409 Message Size Exceeds MaxBytes", &[]);
