@@ -76,8 +76,10 @@ status=0
 for s in "${suites[@]}"; do
   exe=$(ls -t target/debug/deps/"$s"-* | grep -v '\.d$' | head -1)
   log="$OUT/$which-$s.log"
+  # client::connect_domain dials demo.nats.io: test traffic stays on loopback, so never run it.
+  skip=(); [ "$s" = client_tests ] && skip=(--skip client::connect_domain)
   echo "== $s against $which ($log)"
-  PATH="$bin:$PATH" "$exe" --test-threads "$THREADS" "$@" >"$log" 2>&1 || status=1
+  PATH="$bin:$PATH" "$exe" --test-threads "$THREADS" "${skip[@]}" "$@" >"$log" 2>&1 || status=1
   grep -E '^test result:' "$log" || tail -3 "$log"
 done
 exit $status
