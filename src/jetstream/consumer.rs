@@ -143,6 +143,10 @@ pub struct Consumer {
     fc_n: u64,
     last_send: Instant,
     pub last_active: Instant,
+    /// When a message was last delivered / an ack last moved something: consumer info's
+    /// `delivered.last_active` / `ack_floor.last_active` (absent until then, as nats-server).
+    delivered_at: Option<Instant>,
+    acked_at: Option<Instant>,
     replay: Option<(Instant, i64)>,
     /// State changed since it was last saved.
     pub dirty: bool,
@@ -321,7 +325,8 @@ pub fn check(c: &ConsumerConfig, s: &StreamConfig) -> Result<(), ApiError> {
             ));
         }
     }
-    if !push && c.ack_policy == AckPolicy::None {
+    // nats-server 2.9.10 takes ack none on a pull consumer except on a work-queue stream.
+    if !push && c.ack_policy == AckPolicy::None && s.retention == Retention::Workqueue {
         return Err(ApiError::new(
             400,
             10084,
@@ -456,6 +461,8 @@ impl Consumer {
             fc_n: 0,
             last_send: now,
             last_active: now,
+            delivered_at: None,
+            acked_at: None,
             replay: None,
             dirty: true,
         }
@@ -514,9 +521,14 @@ impl Consumer {
             None => Obj::new(),
         };
         let (fc, fs) = self.ack_floor();
-        let seqs = |c: u64, s: u64| {
+        let (wall, mono) = (now_nanos(), Instant::now());
+        let seqs = |c: u64, s: u64, at: Option<Instant>| {
             let mut x = Obj::new();
             x.field("consumer_seq", &c).field("stream_seq", &s);
+            if let Some(at) = at {
+                let ago = mono.saturating_duration_since(at).as_nanos() as i64;
+                x.field("last_active", &time_str(wall - ago));
+            }
             x.done()
         };
         let last_stream = match self.lps.front() {
@@ -527,8 +539,11 @@ impl Consumer {
             .field("name", &self.name)
             .field("created", &time_str(self.created))
             .field("config", &self.cfg)
-            .raw("delivered", &seqs(self.dseq - 1, last_stream))
-            .raw("ack_floor", &seqs(fc, fs))
+            .raw(
+                "delivered",
+                &seqs(self.dseq - 1, last_stream, self.delivered_at),
+            )
+            .raw("ack_floor", &seqs(fc, fs, self.acked_at))
             .field("num_ack_pending", &self.pending.len())
             .field(
                 "num_redelivered",
@@ -728,6 +743,7 @@ impl Consumer {
             cx.deliver(&to, &m.subject, Some(&ack), hdr.as_deref(), payload);
             self.last_send = now;
             self.last_active = now;
+            self.delivered_at = Some(now);
             if ack_none {
                 acked.push(m.seq);
             } else {
@@ -838,6 +854,7 @@ impl Consumer {
                 }
                 if !done.is_empty() {
                     self.dirty = true;
+                    self.acked_at = Some(now);
                 }
                 done
             }
@@ -928,7 +945,8 @@ impl Consumer {
                 self.cfg.max_bytes
             ));
         }
-        if hb > 0 && expires > 0 && hb * 2 > expires {
+        // A heartbeat needs an expiry at least twice as long (none at all: too large too).
+        if hb > 0 && (expires <= 0 || hb * 2 > expires) {
             return refuse("400 Bad Request - heartbeat value too large");
         }
         if self.waiting.len() as i64 >= self.cfg.max_waiting.max(1) {

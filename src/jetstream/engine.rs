@@ -114,7 +114,13 @@ struct ListReq {
 struct InfoReq {
     #[serde(default)]
     subjects_filter: Option<String>,
+    /// Where the `subjects` page starts (in subject order).
+    #[serde(default)]
+    offset: usize,
 }
+
+/// The most subjects one STREAM.INFO answer lists (nats-server's `JSMaxSubjectDetails`).
+const MAX_SUBJECT_DETAILS: usize = 100_000;
 
 #[derive(Deserialize, Default)]
 struct PurgeReq {
@@ -875,8 +881,30 @@ impl JsAccount {
             .get(name)
             .ok_or((ApiError::stream_not_found(), T))?;
         let mut o = Obj::typed(T);
-        o.field("total", &0).field("offset", &0).field("limit", &0);
-        st.info_fields(&mut o, req.subjects_filter.as_deref());
+        // With a subjects filter that matches: the subjects in pages of 100 000, sorted, from
+        // `offset`, with `total`/`offset`/`limit` (as nats-server 2.9.10); otherwise zeros.
+        let subs = match req.subjects_filter.as_deref().filter(|f| !f.is_empty()) {
+            Some(f) => st.store.subjects(Some(f)),
+            None => Default::default(),
+        };
+        if subs.is_empty() {
+            o.field("total", &0).field("offset", &0).field("limit", &0);
+            st.info_fields(&mut o, None);
+        } else {
+            o.field("total", &subs.len())
+                .field("offset", &req.offset)
+                .field("limit", &MAX_SUBJECT_DETAILS);
+            if req.offset == 0 && subs.len() <= MAX_SUBJECT_DETAILS {
+                st.info_fields(&mut o, Some(&subs));
+            } else {
+                let page: std::collections::BTreeMap<String, u64> = subs
+                    .into_iter()
+                    .skip(req.offset)
+                    .take(MAX_SUBJECT_DETAILS)
+                    .collect();
+                st.info_fields(&mut o, Some(&page));
+            }
+        }
         Ok(o.done())
     }
 

@@ -531,7 +531,9 @@ impl Stream {
     }
 
     /// The stream's `state` JSON as nats-server writes it (`subjects` when asked for).
-    pub fn state_json(&self, subjects_filter: Option<&str>) -> String {
+    /// The `state` object; `subjects`: the per-subject counts to list (a STREAM.INFO
+    /// `subjects_filter` page), left out when empty.
+    pub fn state_json(&self, subjects: Option<&BTreeMap<String, u64>>) -> String {
         let st = self.store.state();
         let mut o = Obj::new();
         o.field("messages", &st.msgs)
@@ -543,11 +545,8 @@ impl Stream {
         if st.num_subjects > 0 {
             o.field("num_subjects", &st.num_subjects);
         }
-        if let Some(f) = subjects_filter.filter(|f| !f.is_empty()) {
-            let subs = self.store.subjects(Some(f));
-            if !subs.is_empty() {
-                o.field("subjects", &subs);
-            }
+        if let Some(subs) = subjects.filter(|s| !s.is_empty()) {
+            o.field("subjects", subs);
         }
         if st.num_deleted > 0 {
             o.field("num_deleted", &st.num_deleted);
@@ -557,10 +556,10 @@ impl Stream {
     }
 
     /// `{"config":…,"created":…,"state":…}` fields into `o`.
-    pub fn info_fields(&self, o: &mut Obj, subjects_filter: Option<&str>) {
+    pub fn info_fields(&self, o: &mut Obj, subjects: Option<&BTreeMap<String, u64>>) {
         o.field("config", &self.cfg)
             .field("created", &time_str(self.created))
-            .raw("state", &self.state_json(subjects_filter));
+            .raw("state", &self.state_json(subjects));
     }
 
     /// The message as a `$JS.API.STREAM.MSG.GET` answer's `message`.
