@@ -152,6 +152,10 @@ pub struct Consumer {
     fc_n: u64,
     last_send: Instant,
     pub last_active: Instant,
+    /// When a message was last delivered / an ack last moved something: consumer info's
+    /// `delivered.last_active` / `ack_floor.last_active` (absent until then, as nats-server).
+    delivered_at: Option<Instant>,
+    acked_at: Option<Instant>,
     replay: Option<(Instant, i64)>,
     /// State changed since it was last saved.
     pub dirty: bool,
@@ -315,11 +319,13 @@ pub fn check(c: &ConsumerConfig, s: &StreamConfig) -> Result<(), ApiError> {
     }
     if !c.filter_subject.is_empty() {
         let f = c.filter_subject.as_bytes();
+        // As nats-server 2.9: the filter lies within one of the stream's subjects, or
+        // covers one of them (`>` or `foo.*` on a stream of `foo.A`, `foo.B`).
         if !crate::subject::is_valid_subject(f)
-            || !s
-                .subjects
-                .iter()
-                .any(|x| crate::subject::subset_match(f, x.as_bytes()))
+            || !s.subjects.iter().any(|x| {
+                crate::subject::subset_match(f, x.as_bytes())
+                    || crate::subject::subset_match(x.as_bytes(), f)
+            })
         {
             return Err(ApiError::new(
                 400,
@@ -328,7 +334,8 @@ pub fn check(c: &ConsumerConfig, s: &StreamConfig) -> Result<(), ApiError> {
             ));
         }
     }
-    if !push && c.ack_policy == AckPolicy::None {
+    // nats-server 2.9.10 takes ack none on a pull consumer except on a work-queue stream.
+    if !push && c.ack_policy == AckPolicy::None && s.retention == Retention::Workqueue {
         return Err(ApiError::new(
             400,
             10084,
@@ -463,6 +470,8 @@ impl Consumer {
             fc_n: 0,
             last_send: now,
             last_active: now,
+            delivered_at: None,
+            acked_at: None,
             replay: None,
             dirty: true,
         }
@@ -521,9 +530,14 @@ impl Consumer {
             None => Obj::new(),
         };
         let (fc, fs) = self.ack_floor();
-        let seqs = |c: u64, s: u64| {
+        let (wall, mono) = (now_nanos(), Instant::now());
+        let seqs = |c: u64, s: u64, at: Option<Instant>| {
             let mut x = Obj::new();
             x.field("consumer_seq", &c).field("stream_seq", &s);
+            if let Some(at) = at {
+                let ago = mono.saturating_duration_since(at).as_nanos() as i64;
+                x.field("last_active", &time_str(wall - ago));
+            }
             x.done()
         };
         let last_stream = match self.lps.front() {
@@ -534,8 +548,11 @@ impl Consumer {
             .field("name", &self.name)
             .field("created", &time_str(self.created))
             .field("config", &self.cfg)
-            .raw("delivered", &seqs(self.dseq - 1, last_stream))
-            .raw("ack_floor", &seqs(fc, fs))
+            .raw(
+                "delivered",
+                &seqs(self.dseq - 1, last_stream, self.delivered_at),
+            )
+            .raw("ack_floor", &seqs(fc, fs, self.acked_at))
             .field("num_ack_pending", &self.pending.len())
             .field(
                 "num_redelivered",
@@ -703,6 +720,12 @@ impl Consumer {
                 let Some(req) = self.waiting.front_mut() else {
                     break;
                 };
+                // As nats-server: a request whose inbox nobody listens to (any more) is
+                // dropped rather than served into the void. Checked once per request.
+                if req.delivered == 0 && !cx.has_interest(&req.reply) {
+                    self.waiting.pop_front();
+                    continue;
+                }
                 if req.max_bytes > 0 && size > req.max_bytes {
                     if req.delivered == 0 {
                         let h = status_header("409 Message Size Exceeds MaxBytes", &[]);
@@ -729,6 +752,7 @@ impl Consumer {
             cx.deliver(&to, &m.subject, Some(&ack), hdr.as_deref(), payload);
             self.last_send = now;
             self.last_active = now;
+            self.delivered_at = Some(now);
             if ack_none {
                 acked.push(m.seq);
             } else {
@@ -839,6 +863,7 @@ impl Consumer {
                 }
                 if !done.is_empty() {
                     self.dirty = true;
+                    self.acked_at = Some(now);
                 }
                 done
             }
@@ -929,7 +954,8 @@ impl Consumer {
                 self.cfg.max_bytes
             ));
         }
-        if hb > 0 && expires > 0 && hb * 2 > expires {
+        // A heartbeat needs an expiry at least twice as long (none at all: too large too).
+        if hb > 0 && (expires <= 0 || hb * 2 > expires) {
             return refuse("400 Bad Request - heartbeat value too large");
         }
         if self.waiting.len() as i64 >= self.cfg.max_waiting.max(1) {

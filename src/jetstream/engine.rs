@@ -116,7 +116,13 @@ struct ListReq {
 struct InfoReq {
     #[serde(default)]
     subjects_filter: Option<String>,
+    /// Where the `subjects` page starts (in subject order).
+    #[serde(default)]
+    offset: usize,
 }
+
+/// The most subjects one STREAM.INFO answer lists (nats-server's `JSMaxSubjectDetails`).
+const MAX_SUBJECT_DETAILS: usize = 100_000;
 
 #[derive(Deserialize, Default)]
 struct PurgeReq {
@@ -240,6 +246,7 @@ impl Engine {
                 last_msg_id: String::new(),
                 consumers: BTreeMap::new(),
                 dir: Some(dir.clone()),
+                republished: Vec::new(),
             };
             st.rebuild_dedupe(now_nanos());
             for cname in persist::subdirs(&dir.join("obs")) {
@@ -467,7 +474,7 @@ impl Engine {
         for ja in self.accounts.values_mut() {
             let cx = Cx::new(srv, &ja.acc);
             // Mirrors and sources copy first: their consumers below get the copies now.
-            super::mirror::pump(&mut ja.streams, &mut ja.follows);
+            super::mirror::pump(&cx, &mut ja.streams, &mut ja.follows);
             for st in ja.streams.values_mut() {
                 if st.store.expire(now_ns) > 0 {
                     tracing::trace!("stream {:?}: aged messages removed", st.cfg.name);
@@ -823,6 +830,7 @@ impl JsAccount {
             last_msg_id: String::new(),
             consumers: BTreeMap::new(),
             dir,
+            republished: Vec::new(),
         };
         subscribe_stream(srv, &self.acc, g.tx, &mut st);
         let mut o = Obj::typed(T);
@@ -911,8 +919,30 @@ impl JsAccount {
             .get(name)
             .ok_or((ApiError::stream_not_found(), T))?;
         let mut o = Obj::typed(T);
-        o.field("total", &0).field("offset", &0).field("limit", &0);
-        st.info_fields(&mut o, req.subjects_filter.as_deref());
+        // With a subjects filter that matches: the subjects in pages of 100 000, sorted, from
+        // `offset`, with `total`/`offset`/`limit` (as nats-server 2.9.10); otherwise zeros.
+        let subs = match req.subjects_filter.as_deref().filter(|f| !f.is_empty()) {
+            Some(f) => st.store.subjects(Some(f)),
+            None => Default::default(),
+        };
+        if subs.is_empty() {
+            o.field("total", &0).field("offset", &0).field("limit", &0);
+            st.info_fields(&mut o, None);
+        } else {
+            o.field("total", &subs.len())
+                .field("offset", &req.offset)
+                .field("limit", &MAX_SUBJECT_DETAILS);
+            if req.offset == 0 && subs.len() <= MAX_SUBJECT_DETAILS {
+                st.info_fields(&mut o, Some(&subs));
+            } else {
+                let page: std::collections::BTreeMap<String, u64> = subs
+                    .into_iter()
+                    .skip(req.offset)
+                    .take(MAX_SUBJECT_DETAILS)
+                    .collect();
+                st.info_fields(&mut o, Some(&page));
+            }
+        }
         if let Some(f) = self.follows.get(name) {
             f.info_fields(&mut o, &self.streams);
         }
@@ -1434,6 +1464,9 @@ impl JsAccount {
             }
             return None;
         };
+        for r in st.take_republished() {
+            cx.send(&r.subject, None, Some(&r.header), &r.payload);
+        }
         let reply = reply.is_some().then(|| ev.reply.take()).flatten();
         let pending = PendingAck {
             account: ev.acc.clone(),

@@ -9,6 +9,7 @@
 //! it. After a restart the cursors come back from the stored messages: a mirror's last
 //! sequence, a source's newest `Nats-Stream-Source` header.
 
+use super::consumer::Cx;
 use super::stream::Stream;
 use super::types::{header, now_nanos, parse_time, with_headers, ApiError, Obj, StreamConfig};
 use serde_json::Value;
@@ -261,6 +262,7 @@ pub fn normalize(cfg: &mut StreamConfig) {
 /// Copy what the following streams of one account are missing from their origins. Returns
 /// whether anything was copied (their consumers then have work).
 pub fn pump(
+    cx: &Cx<'_>,
     streams: &mut BTreeMap<String, Stream>,
     follows: &mut BTreeMap<String, Follows>,
 ) -> bool {
@@ -314,6 +316,10 @@ pub fn pump(
                     // refused publish would be.
                     let _ = st.accept(&m.subject, Some(&hdr), &m.data, now);
                 }
+            }
+            // A sourcing stream's own republish applies to what it takes in.
+            for r in st.take_republished() {
+                cx.send(&r.subject, None, Some(&r.header), &r.payload);
             }
             if let Err(e) = st.store.flush() {
                 tracing::error!("JetStream: stream {name:?} flush: {e}");

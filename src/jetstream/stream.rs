@@ -7,6 +7,7 @@ use super::store::{Discard, MsgStore, StoreLimits, StoredMsg};
 use super::types::*;
 use crate::account::Subscription;
 use crate::subject::{is_valid_subject, overlaps, subset_match};
+use bytes::Bytes;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -30,6 +31,100 @@ pub struct Stream {
     pub consumers: BTreeMap<String, Consumer>,
     /// Where metadata lives (file streams); `None` for memory streams.
     pub dir: Option<PathBuf>,
+    /// `republish` messages waiting to be published (see `take_republished`).
+    pub republished: Vec<Republished>,
+}
+
+/// One message a stream's `republish` sends out.
+pub struct Republished {
+    pub subject: String,
+    pub header: Vec<u8>,
+    pub payload: Bytes,
+}
+
+/// A subject mapping as nats-server 2.9 builds one for `republish`: the destination may not
+/// hold `*`; it holds a `>` exactly when the source does (the rest of the subject), and
+/// `$N` / `{{wildcard(N)}}` tokens for the source's N-th `*`.
+pub struct Transform {
+    src: Vec<String>,
+    dest: Vec<DestToken>,
+}
+
+enum DestToken {
+    Literal(String),
+    Wildcard(usize),
+    Rest,
+}
+
+impl Transform {
+    pub fn new(src: &str, dest: &str) -> Option<Transform> {
+        if !is_valid_subject(src.as_bytes()) || !is_valid_subject(dest.as_bytes()) {
+            return None;
+        }
+        let src: Vec<String> = src.split('.').map(str::to_string).collect();
+        let pwcs = src.iter().filter(|t| *t == "*").count();
+        let src_fwc = src.last().is_some_and(|t| t == ">");
+        let mut out = Vec::new();
+        for t in dest.split('.') {
+            out.push(match t {
+                "*" => return None,
+                ">" => DestToken::Rest,
+                _ => match wildcard_index(t) {
+                    Some(n) if n >= 1 && n <= pwcs => DestToken::Wildcard(n),
+                    Some(_) => return None,
+                    None => DestToken::Literal(t.to_string()),
+                },
+            });
+        }
+        let dest_fwc = matches!(out.last(), Some(DestToken::Rest));
+        if src_fwc != dest_fwc {
+            return None;
+        }
+        Some(Transform { src, dest: out })
+    }
+
+    /// The mapped subject, or `None` when `subject` does not match the source.
+    pub fn apply(&self, subject: &str) -> Option<String> {
+        let toks: Vec<&str> = subject.split('.').collect();
+        let mut wild = Vec::new();
+        let mut rest: &[&str] = &[];
+        for (i, s) in self.src.iter().enumerate() {
+            match s.as_str() {
+                ">" => {
+                    rest = toks.get(i..).filter(|r| !r.is_empty())?;
+                    break;
+                }
+                "*" => wild.push(*toks.get(i)?),
+                lit => {
+                    if toks.get(i) != Some(&lit) {
+                        return None;
+                    }
+                }
+            }
+            if i + 1 == self.src.len() && toks.len() != self.src.len() {
+                return None;
+            }
+        }
+        let mut out: Vec<&str> = Vec::new();
+        for d in &self.dest {
+            match d {
+                DestToken::Literal(l) => out.push(l),
+                DestToken::Wildcard(n) => out.push(wild.get(n - 1)?),
+                DestToken::Rest => out.extend_from_slice(rest),
+            }
+        }
+        Some(out.join("."))
+    }
+}
+
+/// `$N` or `{{wildcard(N)}}` (spaces allowed inside the braces) → N.
+fn wildcard_index(t: &str) -> Option<usize> {
+    if let Some(n) = t.strip_prefix('$') {
+        return n.parse().ok();
+    }
+    let inner = t.strip_prefix("{{")?.strip_suffix("}}")?.trim();
+    let args = inner.strip_prefix("wildcard(")?.strip_suffix(')')?;
+    args.trim().parse().ok()
 }
 
 /// nats-server's `setStreamConfigDefaults`.
@@ -63,6 +158,11 @@ pub fn apply_defaults(c: &mut StreamConfig) {
     super::mirror::normalize(c);
     if c.subjects.is_empty() && c.mirror.is_none() && c.sources.is_none() {
         c.subjects = vec![c.name.clone()];
+    }
+    if let Some(rp) = c.republish.as_mut() {
+        if rp.src.is_empty() {
+            rp.src = ">".to_string();
+        }
     }
 }
 
@@ -105,10 +205,47 @@ pub fn check(c: &StreamConfig, max_payload: usize) -> Result<(), ApiError> {
         ));
     }
     super::mirror::parse(c)?;
-    if c.republish.as_ref().is_some_and(|r| !r.is_null()) {
+    if c.mirror_direct && c.mirror.as_ref().is_none_or(|m| m.is_null()) {
         return Err(ApiError::stream_config(
-            "stream republish is not supported by natsd yet",
+            "stream has no mirror but does have mirror direct",
         ));
+    }
+    if c.discard_new_per_subject {
+        if c.discard != DiscardPolicy::New {
+            return Err(ApiError::stream_config(
+                "discard new per subject requires discard new policy to be set",
+            ));
+        }
+        if c.max_msgs_per_subject <= 0 {
+            return Err(ApiError::stream_config(
+                "discard new per subject requires max msgs per subject > 0",
+            ));
+        }
+    }
+    if let Some(rp) = &c.republish {
+        if c.subjects
+            .iter()
+            .any(|s| overlaps(rp.dest.as_bytes(), s.as_bytes()))
+        {
+            return Err(ApiError::stream_config(
+                "stream configuration for republish destination forms a cycle",
+            ));
+        }
+        if Transform::new(&rp.src, &rp.dest).is_none() {
+            return Err(ApiError::stream_config(
+                "stream configuration for republish not valid",
+            ));
+        }
+        let src = rp.src.as_bytes();
+        if !c
+            .subjects
+            .iter()
+            .any(|s| subset_match(src, s.as_bytes()) || subset_match(s.as_bytes(), src))
+        {
+            return Err(ApiError::stream_config(
+                "stream configuration for republish source is not valid subset of subjects",
+            ));
+        }
     }
     let mut seen = std::collections::HashSet::new();
     for s in &c.subjects {
@@ -264,6 +401,25 @@ impl Stream {
                 ));
             }
         }
+        if self.cfg.discard_new_per_subject
+            && self.cfg.discard == DiscardPolicy::New
+            && self.cfg.max_msgs_per_subject > 0
+        {
+            let n = self.store.subjects(Some(subject)).get(subject).copied();
+            if n.unwrap_or(0) as i64 >= self.cfg.max_msgs_per_subject {
+                return Err(ApiError::new(
+                    503,
+                    10077,
+                    "maximum messages per subject exceeded",
+                ));
+            }
+        }
+        // The subject's previous sequence, for a republish's Nats-Last-Sequence.
+        let republish_to = self.cfg.republish.as_ref().and_then(|rp| {
+            let to = Transform::new(&rp.src, &rp.dest)?.apply(subject)?;
+            let last = self.store.load_last(Some(subject)).map_or(0, |m| m.seq);
+            Some((to, last, rp.headers_only))
+        });
         let seq = self
             .store
             .store(subject, hdr, data, now)
@@ -302,7 +458,40 @@ impl Stream {
                 }
             }
         }
+        if let Some((to, last, headers_only)) = republish_to {
+            let mut h = match hdr {
+                Some(h) if h.ends_with(b"\r\n\r\n") => h[..h.len() - 2].to_vec(),
+                _ => b"NATS/1.0\r\n".to_vec(),
+            };
+            let name = &self.cfg.name;
+            h.extend_from_slice(
+                format!(
+                    "Nats-Stream: {name}\r\nNats-Subject: {subject}\r\nNats-Sequence: {seq}\r\nNats-Last-Sequence: {last}\r\n"
+                )
+                .as_bytes(),
+            );
+            if headers_only {
+                h.extend_from_slice(format!("Nats-Msg-Size: {}\r\n", data.len()).as_bytes());
+            }
+            h.extend_from_slice(b"\r\n");
+            let payload = if headers_only {
+                Bytes::new()
+            } else {
+                Bytes::copy_from_slice(data)
+            };
+            self.republished.push(Republished {
+                subject: to,
+                header: h,
+                payload,
+            });
+        }
         Ok(Stored::New(seq))
+    }
+
+    /// The republish messages of the publishes accepted since the last call, for the
+    /// owner to publish.
+    pub fn take_republished(&mut self) -> Vec<Republished> {
+        std::mem::take(&mut self.republished)
     }
 
     pub fn expire_dedupe(&mut self, now: i64) {
@@ -338,7 +527,9 @@ impl Stream {
     }
 
     /// The stream's `state` JSON as nats-server writes it (`subjects` when asked for).
-    pub fn state_json(&self, subjects_filter: Option<&str>) -> String {
+    /// The `state` object; `subjects`: the per-subject counts to list (a STREAM.INFO
+    /// `subjects_filter` page), left out when empty.
+    pub fn state_json(&self, subjects: Option<&BTreeMap<String, u64>>) -> String {
         let st = self.store.state();
         let mut o = Obj::new();
         o.field("messages", &st.msgs)
@@ -350,11 +541,8 @@ impl Stream {
         if st.num_subjects > 0 {
             o.field("num_subjects", &st.num_subjects);
         }
-        if let Some(f) = subjects_filter.filter(|f| !f.is_empty()) {
-            let subs = self.store.subjects(Some(f));
-            if !subs.is_empty() {
-                o.field("subjects", &subs);
-            }
+        if let Some(subs) = subjects.filter(|s| !s.is_empty()) {
+            o.field("subjects", subs);
         }
         if st.num_deleted > 0 {
             o.field("num_deleted", &st.num_deleted);
@@ -364,10 +552,10 @@ impl Stream {
     }
 
     /// `{"config":…,"created":…,"state":…}` fields into `o`.
-    pub fn info_fields(&self, o: &mut Obj, subjects_filter: Option<&str>) {
+    pub fn info_fields(&self, o: &mut Obj, subjects: Option<&BTreeMap<String, u64>>) {
         o.field("config", &self.cfg)
             .field("created", &time_str(self.created))
-            .raw("state", &self.state_json(subjects_filter));
+            .raw("state", &self.state_json(subjects));
     }
 
     /// The message as a `$JS.API.STREAM.MSG.GET` answer's `message`.

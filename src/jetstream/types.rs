@@ -91,11 +91,13 @@ pub struct StreamConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sources: Option<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub republish: Option<serde_json::Value>,
+    pub republish: Option<RePublish>,
     #[serde(default, deserialize_with = "nd")]
     pub allow_direct: bool,
     #[serde(default, deserialize_with = "nd")]
     pub mirror_direct: bool,
+    #[serde(default, deserialize_with = "nd", skip_serializing_if = "is_false")]
+    pub discard_new_per_subject: bool,
     #[serde(default, deserialize_with = "nd")]
     pub sealed: bool,
     #[serde(default, deserialize_with = "nd")]
@@ -104,6 +106,20 @@ pub struct StreamConfig {
     pub deny_purge: bool,
     #[serde(default, deserialize_with = "nd")]
     pub allow_rollup_hdrs: bool,
+}
+
+/// A stream's `republish`: every stored message whose subject matches `src` is also
+/// published on `dest` (mapped), with `Nats-Stream`/`Nats-Subject`/`Nats-Sequence`/
+/// `Nats-Last-Sequence` headers (and only the headers plus `Nats-Msg-Size` with
+/// `headers_only`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct RePublish {
+    #[serde(default, deserialize_with = "nd")]
+    pub src: String,
+    #[serde(default, deserialize_with = "nd")]
+    pub dest: String,
+    #[serde(default, deserialize_with = "nd", skip_serializing_if = "is_false")]
+    pub headers_only: bool,
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
