@@ -116,6 +116,9 @@ struct ListReq {
 struct InfoReq {
     #[serde(default)]
     subjects_filter: Option<String>,
+    /// List the deleted sequences in the state.
+    #[serde(default)]
+    deleted_details: bool,
     /// Where the `subjects` page starts (in subject order).
     #[serde(default)]
     offset: usize,
@@ -927,20 +930,20 @@ impl JsAccount {
         };
         if subs.is_empty() {
             o.field("total", &0).field("offset", &0).field("limit", &0);
-            st.info_fields(&mut o, None);
+            st.info_fields_with(&mut o, None, req.deleted_details);
         } else {
             o.field("total", &subs.len())
                 .field("offset", &req.offset)
                 .field("limit", &MAX_SUBJECT_DETAILS);
             if req.offset == 0 && subs.len() <= MAX_SUBJECT_DETAILS {
-                st.info_fields(&mut o, Some(&subs));
+                st.info_fields_with(&mut o, Some(&subs), req.deleted_details);
             } else {
                 let page: std::collections::BTreeMap<String, u64> = subs
                     .into_iter()
                     .skip(req.offset)
                     .take(MAX_SUBJECT_DETAILS)
                     .collect();
-                st.info_fields(&mut o, Some(&page));
+                st.info_fields_with(&mut o, Some(&page), req.deleted_details);
             }
         }
         if let Some(f) = self.follows.get(name) {

@@ -529,7 +529,7 @@ impl Stream {
     /// The stream's `state` JSON as nats-server writes it (`subjects` when asked for).
     /// The `state` object; `subjects`: the per-subject counts to list (a STREAM.INFO
     /// `subjects_filter` page), left out when empty.
-    pub fn state_json(&self, subjects: Option<&BTreeMap<String, u64>>) -> String {
+    pub fn state_json(&self, subjects: Option<&BTreeMap<String, u64>>, deleted: bool) -> String {
         let st = self.store.state();
         let mut o = Obj::new();
         o.field("messages", &st.msgs)
@@ -546,6 +546,9 @@ impl Stream {
         }
         if st.num_deleted > 0 {
             o.field("num_deleted", &st.num_deleted);
+            if deleted {
+                o.field("deleted", &self.deleted_seqs(&st));
+            }
         }
         o.field("consumer_count", &self.consumers.len());
         o.done()
@@ -553,9 +556,41 @@ impl Stream {
 
     /// `{"config":…,"created":…,"state":…}` fields into `o`.
     pub fn info_fields(&self, o: &mut Obj, subjects: Option<&BTreeMap<String, u64>>) {
+        self.info_fields_with(o, subjects, false);
+    }
+
+    /// [`Stream::info_fields`], with the sequences of deleted messages listed in the state
+    /// when `deleted` (STREAM.INFO's `deleted_details`).
+    pub fn info_fields_with(
+        &self,
+        o: &mut Obj,
+        subjects: Option<&BTreeMap<String, u64>>,
+        deleted: bool,
+    ) {
         o.field("config", &self.cfg)
             .field("created", &time_str(self.created))
-            .raw("state", &self.state_json(subjects));
+            .raw("state", &self.state_json(subjects, deleted));
+    }
+
+    /// The missing sequences between the first and last message (at most `num_deleted`,
+    /// found by walking the stored ones).
+    fn deleted_seqs(&self, st: &super::store::StreamState) -> Vec<u64> {
+        let mut out = Vec::new();
+        let mut next = st.first_seq;
+        while (out.len() as u64) < st.num_deleted && next <= st.last_seq {
+            match self.store.load_next(None, next) {
+                Ok(m) => {
+                    out.extend(next..m.seq);
+                    next = m.seq + 1;
+                }
+                Err(_) => {
+                    out.extend(next..=st.last_seq);
+                    break;
+                }
+            }
+        }
+        out.truncate(st.num_deleted as usize);
+        out
     }
 
     /// The message as a `$JS.API.STREAM.MSG.GET` answer's `message`.
