@@ -159,6 +159,33 @@ pub struct Consumer {
     replay: Option<(Instant, i64)>,
     /// State changed since it was last saved.
     pub dirty: bool,
+    /// `rate_limit_bps` of a push consumer, once its burst is known.
+    rate: Option<RateLimit>,
+}
+
+/// A token bucket in bytes: nats-server's consumer rate limiter (`rate_limit_bps` / 8 bytes
+/// per second, a burst of the stream's `max_msg_size` or else the server's `max_payload`).
+struct RateLimit {
+    per_sec: f64,
+    burst: f64,
+    tokens: f64,
+    last: Instant,
+}
+
+impl RateLimit {
+    /// Take `size` bytes now if the bucket holds them (a message bigger than the burst goes
+    /// when the bucket is full).
+    fn take(&mut self, size: f64, now: Instant) -> bool {
+        let dt = now.saturating_duration_since(self.last).as_secs_f64();
+        self.tokens = (self.tokens + dt * self.per_sec).min(self.burst);
+        self.last = now;
+        if self.tokens >= size || self.tokens >= self.burst {
+            self.tokens -= size;
+            true
+        } else {
+            false
+        }
+    }
 }
 
 /// nats-server's `setConsumerConfigDefaults`.
@@ -474,7 +501,19 @@ impl Consumer {
             acked_at: None,
             replay: None,
             dirty: true,
+            rate: None,
         }
+    }
+
+    /// Start the `rate_limit_bps` limiter of a push consumer with `burst` bytes (the
+    /// stream's `max_msg_size` if set, else the server's `max_payload`).
+    pub fn set_rate_burst(&mut self, burst: u64) {
+        self.rate = (self.is_push() && self.cfg.rate_limit_bps > 0).then(|| RateLimit {
+            per_sec: self.cfg.rate_limit_bps as f64 / 8.0,
+            burst: burst.max(1) as f64,
+            tokens: burst.max(1) as f64,
+            last: Instant::now(),
+        });
     }
 
     pub fn is_push(&self) -> bool {
@@ -702,6 +741,12 @@ impl Consumer {
                 1
             };
             let size = m.size() as i64;
+            // Over the rate limit: the timer pumps again.
+            if let Some(rl) = self.rate.as_mut() {
+                if !rl.take(size as f64, now) {
+                    break;
+                }
+            }
             let (hdr, payload): (Option<Vec<u8>>, &[u8]) = if self.cfg.headers_only {
                 (
                     Some(with_headers(

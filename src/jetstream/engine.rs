@@ -49,6 +49,15 @@ pub struct Engine {
     pending_acks: Vec<PendingAck>,
 }
 
+/// The burst of a consumer's rate limiter: the stream's `max_msg_size`, else `max_payload`.
+fn rate_burst(cfg: &StreamConfig, srv: &ServerShared) -> u64 {
+    if cfg.max_msg_size > 0 {
+        cfg.max_msg_size as u64
+    } else {
+        srv.opts.max_payload as u64
+    }
+}
+
 /// A stored publish whose ack waits for its stream's flush.
 pub struct PendingAck {
     account: Arc<str>,
@@ -271,6 +280,7 @@ impl Engine {
                     durable,
                     st.store.as_ref(),
                 );
+                c.set_rate_burst(rate_burst(&st.cfg, srv));
                 match persist::read_json::<ConsumerState>(&cdir.join("state.json")) {
                     Ok(s) => c.restore(&s, st.store.as_ref()),
                     Err(e) => {
@@ -1314,7 +1324,7 @@ impl JsAccount {
                 "maximum consumers limit reached",
             )));
         }
-        let c = Consumer::new(
+        let mut c = Consumer::new(
             name.clone(),
             stream_name.to_string(),
             cfg,
@@ -1322,6 +1332,7 @@ impl JsAccount {
             durable,
             st.store.as_ref(),
         );
+        c.set_rate_burst(rate_burst(&st.cfg, cx.srv));
         save_consumer_meta(st, &c).map_err(|er| e(ApiError::consumer_create(er)))?;
         let out = c.info_json(st.store.as_ref(), Some(T), Some(cx));
         st.consumers.insert(name.clone(), c);
