@@ -6,23 +6,13 @@
 mod common;
 
 use async_nats::jetstream::{self, consumer, stream};
-use bytes::Bytes;
 use futures::StreamExt;
 use serde_json::Value;
 use std::time::Duration;
 
 const T: Duration = Duration::from_secs(10);
 
-async fn api(nc: &async_nats::Client, subject: &str, body: &str) -> Value {
-    let m = tokio::time::timeout(
-        T,
-        nc.request(subject.to_string(), Bytes::from(body.to_string())),
-    )
-    .await
-    .expect("answer in time")
-    .expect("request");
-    serde_json::from_slice(&m.payload).expect("JSON answer")
-}
+use common::js_api as api;
 
 /// Stream info once `messages` are there (copies are asynchronous).
 async fn info_with(nc: &async_nats::Client, stream: &str, messages: u64) -> Value {

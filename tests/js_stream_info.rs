@@ -3,20 +3,8 @@
 
 mod common;
 
-use bytes::Bytes;
-use serde_json::Value;
-use std::time::Duration;
 
-async fn api(nc: &async_nats::Client, subject: &str, body: &str) -> Value {
-    let m = tokio::time::timeout(
-        Duration::from_secs(5),
-        nc.request(subject.to_string(), Bytes::from(body.to_string())),
-    )
-    .await
-    .expect("answer in time")
-    .expect("request");
-    serde_json::from_slice(&m.payload).expect("JSON answer")
-}
+use common::js_api as api;
 
 #[tokio::test]
 async fn deleted_details_lists_the_deleted_sequences() {

@@ -28,6 +28,19 @@ pub async fn start_default() -> Server {
     start(Options::local()).await
 }
 
+/// A request (a `$JS.API` call, or a publish into a stream) and its JSON answer, within 10 s.
+#[allow(dead_code)]
+pub async fn js_api(nc: &async_nats::Client, subject: &str, body: &str) -> serde_json::Value {
+    let m = tokio::time::timeout(
+        Duration::from_secs(10),
+        nc.request(subject.to_string(), bytes::Bytes::from(body.to_string())),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("{subject}: no answer in time"))
+    .unwrap_or_else(|e| panic!("{subject}: {e}"));
+    serde_json::from_slice(&m.payload).unwrap_or_else(|e| panic!("{subject}: not JSON: {e}"))
+}
+
 /// A local server with JetStream in a fresh directory named after `name` (and this test
 /// process), and a client: (server, client, store directory to remove at the end).
 #[allow(dead_code)]
