@@ -1800,3 +1800,44 @@ async fn pull_request_without_interest_is_not_served() {
     srv.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Stream `bytes` count messages as nats-server's stores do: the file store's record framing
+/// (30 bytes, 34 with a header), the memory store's 16; the same after a restart.
+#[tokio::test]
+async fn stream_bytes_as_nats_server_stores_count_them() {
+    let dir = tmp_dir("bytes");
+    let (srv, nc, _js) = start(&dir).await;
+    api(
+        &nc,
+        "$JS.API.STREAM.CREATE.F",
+        r#"{"name":"F","subjects":["world","w2"]}"#,
+    )
+    .await;
+    api(
+        &nc,
+        "$JS.API.STREAM.CREATE.M",
+        r#"{"name":"M","subjects":["mem"],"storage":"memory"}"#,
+    )
+    .await;
+    let bytes = |name: &'static str| {
+        let nc = nc.clone();
+        async move {
+            let v = api(&nc, &format!("$JS.API.STREAM.INFO.{name}"), "").await;
+            v["state"]["bytes"].as_u64()
+        }
+    };
+    pub_raw(&nc, "world", &[], "Hello world!").await;
+    assert_eq!(bytes("F").await, Some(47));
+    pub_raw(&nc, "w2", &[("foo", "bar")], "Hello world!").await;
+    assert_eq!(bytes("F").await, Some(117));
+    pub_raw(&nc, "mem", &[("foo", "bar")], "Hello world!").await;
+    assert_eq!(bytes("M").await, Some(53));
+    drop(nc);
+    srv.shutdown().await;
+    let (srv, nc, _js) = start(&dir).await;
+    let v = api(&nc, "$JS.API.STREAM.INFO.F", "").await;
+    assert_eq!(v["state"]["bytes"].as_u64(), Some(117), "{v}");
+    drop(nc);
+    srv.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -59,6 +59,14 @@ fn done(s: Box<dyn MsgStore>) {
     s.delete().expect("delete");
 }
 
+/// What one header-less message counts for in the stores `make` builds.
+fn size_in(make: Make<'_>, subject: &str, data: &[u8]) -> u64 {
+    let s = make(limits());
+    let n = s.msg_size(subject, None, data);
+    done(s);
+    n
+}
+
 pub fn empty_store(make: Make<'_>) {
     let s = make(limits());
     assert_eq!(s.state(), StreamState::default());
@@ -89,9 +97,9 @@ pub fn store_and_load(make: Make<'_>) {
     assert!(m.data.is_empty());
     assert_eq!(s.load(0), Err(StoreError::NotFound));
     assert_eq!(s.load(4), Err(StoreError::NotFound));
-    let bytes = msg_size("a.b", None, b"one")
-        + msg_size("a.c", Some(HDR), b"two")
-        + msg_size("a.b", Some(b""), b"");
+    let bytes = s.msg_size("a.b", None, b"one")
+        + s.msg_size("a.c", Some(HDR), b"two")
+        + s.msg_size("a.b", Some(b""), b"");
     assert_eq!(
         s.state(),
         StreamState {
@@ -413,7 +421,7 @@ pub fn max_msgs(make: Make<'_>) {
 }
 
 pub fn max_bytes(make: Make<'_>) {
-    let one = msg_size("b", None, b"0123456789");
+    let one = size_in(make, "b", b"0123456789");
     let s = make(StoreLimits {
         max_bytes: (one * 3) as i64,
         ..limits()
@@ -489,7 +497,7 @@ pub fn max_msgs_per_subject(make: Make<'_>) {
 
 pub fn combined_limits(make: Make<'_>) {
     // Per subject first, then the stream-wide count, then bytes.
-    let one = msg_size("c.a", None, b"d");
+    let one = size_in(make, "c.a", b"d");
     let s = make(StoreLimits {
         max_msgs: 4,
         max_bytes: (one * 3) as i64,
@@ -537,7 +545,7 @@ pub fn update_limits(make: Make<'_>) {
     })
     .expect("update");
     assert_eq!(seqs_of(&*s, None), vec![5, 8, 9, 10]);
-    let one = msg_size("u.b", None, b"d");
+    let one = size_in(make, "u.b", b"d");
     s.update_limits(StoreLimits {
         max_bytes: (one * 2) as i64,
         discard: Discard::New,

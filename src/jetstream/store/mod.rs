@@ -35,9 +35,19 @@ impl StoredMsg {
     }
 }
 
-/// The size a message counts for against `max_bytes`.
+/// The size a message counts for against `max_bytes` in a memory store (nats-server's
+/// `memStoreMsgSize`).
 pub fn msg_size(subject: &str, header: Option<&[u8]>, data: &[u8]) -> u64 {
     (subject.len() + header.map_or(0, <[u8]>::len) + data.len() + 16) as u64
+}
+
+/// The size a message counts for in a file store, as nats-server's `fileStoreMsgSize`
+/// (its record: length, sequence, time, subject length, subject, [header length, header],
+/// data, hash), so stream and account `bytes` match nats-server's.
+pub fn file_msg_size(subject: &str, header: Option<&[u8]>, data: &[u8]) -> u64 {
+    let hdr = header.map_or(0, <[u8]>::len);
+    let framing = if hdr == 0 { 22 + 8 } else { 22 + 4 + 8 };
+    (framing + subject.len() + hdr + data.len()) as u64
 }
 
 /// What a stream's `state` reports.
@@ -132,6 +142,11 @@ impl std::error::Error for StoreError {}
 /// One stream's message store. Subject filters may hold wildcards (`*`, `>`); `None` means
 /// every subject.
 pub trait MsgStore: Send + Sync {
+    /// What one message counts for in `bytes` and against `max_bytes` in this store.
+    fn msg_size(&self, subject: &str, header: Option<&[u8]>, data: &[u8]) -> u64 {
+        msg_size(subject, header, data)
+    }
+
     /// Append a message at `ts` (unix nanos); the new sequence is last_seq + 1. Enforces the
     /// limits: with discard old, the oldest messages (per subject for `max_msgs_per_subject`)
     /// are removed to make room; with discard new, `MaxMsgs`/`MaxBytes` and nothing stored

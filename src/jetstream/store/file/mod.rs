@@ -34,7 +34,8 @@ mod sync;
 use sync::Syncer;
 
 use super::{
-    msg_size, Discard, MsgStore, Purge, StoreError, StoreLimits, StoredMsg, StreamState, SyncPolicy,
+    file_msg_size, Discard, MsgStore, Purge, StoreError, StoreLimits, StoredMsg, StreamState,
+    SyncPolicy,
 };
 use crate::subject::{has_wildcard, pattern_matches};
 use bytes::Bytes;
@@ -73,16 +74,30 @@ impl Default for FileStoreOptions {
 struct Slot {
     seg: u32,
     off: u32,
-    len: u32,
+    /// The record's length, with `HAS_HDR` set when the message has a non-empty header
+    /// (records are far below 2 GiB; the flag keeps a slot at 24 bytes).
+    len_hdr: u32,
     subj: u32,
     ts: i64,
 }
 
+const HAS_HDR: u32 = 1 << 31;
+
 impl Slot {
-    /// What the message counts for against `max_bytes` (record length minus framing, plus
-    /// the 16 bytes of overhead `msg_size` adds).
+    fn len_hdr(rec_len: u32, hdr_len: usize) -> u32 {
+        rec_len | if hdr_len > 0 { HAS_HDR } else { 0 }
+    }
+
+    /// The record's length in its segment.
+    fn len(&self) -> u32 {
+        self.len_hdr & !HAS_HDR
+    }
+
+    /// What the message counts for against `max_bytes`: nats-server's `fileStoreMsgSize`
+    /// (subject + header + data + its record framing) from our record's length.
     fn size(&self) -> u64 {
-        (self.len as u64 - OVERHEAD as u64) + 16
+        let body = (self.len() as u64).saturating_sub(OVERHEAD as u64);
+        body + if self.len_hdr & HAS_HDR != 0 { 34 } else { 30 }
     }
 }
 
@@ -697,7 +712,7 @@ impl Inner {
                 "message of {rec_len} bytes is over the file store's record limit of {MAX_RECORD}"
             )));
         }
-        let size = msg_size(subject, header, data);
+        let size = file_msg_size(subject, header, data);
         if self.limits.discard == Discard::New {
             if self.limits.max_msgs > 0 && self.msgs + 1 > self.limits.max_msgs as u64 {
                 return Err(StoreError::MaxMsgs);
@@ -721,7 +736,7 @@ impl Inner {
             Slot {
                 seg,
                 off: off as u32,
-                len: rec_len as u32,
+                len_hdr: Slot::len_hdr(rec_len as u32, header.map_or(0, <[u8]>::len)),
                 subj,
                 ts,
             },
@@ -795,7 +810,7 @@ impl Inner {
         self.subjects.remove(slot.subj, seq);
         if let Some(s) = self.segs.get_mut(&slot.seg) {
             s.live = s.live.saturating_sub(1);
-            s.live_bytes = s.live_bytes.saturating_sub(slot.len as u64);
+            s.live_bytes = s.live_bytes.saturating_sub(slot.len() as u64);
             s.has_dead = true;
         }
         self.touched.insert(slot.seg);
@@ -930,7 +945,7 @@ impl Inner {
     /// Read and check the record of a live message.
     fn read_record(&mut self, slot: &Slot) -> Result<Vec<u8>, StoreError> {
         let off = slot.off as u64;
-        let len = slot.len as usize;
+        let len = slot.len() as usize;
         let mut rec = vec![0u8; len];
         let path = match self.segs.get(&slot.seg) {
             Some(s) => s.path.clone(),
@@ -992,7 +1007,7 @@ impl Inner {
         };
         let h = RecHdr::parse(&rec).ok_or_else(|| bad("short record"))?;
         h.check().map_err(bad)?;
-        if h.kind != record::KIND_MSG || h.seq != seq || h.len != slot.len {
+        if h.kind != record::KIND_MSG || h.seq != seq || h.len != slot.len() {
             return Err(bad("record does not match the index"));
         }
         let (s, hl, _) = h.parts();
@@ -1065,7 +1080,7 @@ impl Inner {
         if erase {
             // The tombstone (or floor) goes to the OS first, then the bytes are overwritten.
             self.write_out()?;
-            let rec = record::encode_erased(slot.len as usize, seq);
+            let rec = record::encode_erased(slot.len() as usize, seq);
             self.ahead.forget_segment(slot.seg);
             let path = match self.segs.get(&slot.seg) {
                 Some(s) => s.path.clone(),
@@ -1337,6 +1352,10 @@ impl Inner {
 }
 
 impl MsgStore for FileStore {
+    fn msg_size(&self, subject: &str, header: Option<&[u8]>, data: &[u8]) -> u64 {
+        file_msg_size(subject, header, data)
+    }
+
     fn store(
         &self,
         subject: &str,

@@ -63,7 +63,7 @@ impl Scan {
                     Slot {
                         seg,
                         off: off as u32,
-                        len: h.len,
+                        len_hdr: Slot::len_hdr(h.len, h.hdr_len as usize),
                         subj,
                         ts: h.ts,
                     },
@@ -265,7 +265,7 @@ impl Inner {
             bytes += slot.size();
             if let Some(s) = segs.get_mut(&slot.seg) {
                 s.live += 1;
-                s.live_bytes += slot.len as u64;
+                s.live_bytes += slot.len() as u64;
                 s.max_ts = s.max_ts.max(slot.ts);
             }
         }
