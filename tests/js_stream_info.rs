@@ -3,7 +3,6 @@
 
 mod common;
 
-
 use common::js_api as api;
 
 #[tokio::test]

@@ -2,6 +2,10 @@
 //! delivery into subscribers' outbound buffers. Runs one task per connection (the read loop);
 //! the writer task lives in `conn`. Talks to the rest of the server only through the account
 //! (sublist) and `ServerShared`.
+//!
+//! Files: this one has `serve`, the read loop, op dispatch, PUB and delivery, the ping timer;
+//! `tls.rs` the client port TLS handshake, `connect.rs` CONNECT and authentication, `subs.rs`
+//! SUB/UNSUB and cleanup, `reload.rs` re-checks after a config reload, `trace.rs` `-V` tracing.
 
 use crate::account::{Account, SubRef, Subscription};
 use crate::auth::{CompiledPerms, Credentials};
@@ -23,10 +27,15 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
-/// nats-server's `-ERR` texts for clients.
+mod connect;
 mod reload;
+mod subs;
+mod tls;
 mod trace;
 
+use tls::serve_tls;
+
+/// nats-server's `-ERR` texts for clients.
 pub mod errs {
     pub const UNKNOWN_OP: &str = "Unknown Protocol Operation";
     pub const INVALID_SUBJECT: &str = "Invalid Subject";
@@ -64,148 +73,6 @@ pub async fn serve(srv: Arc<ServerShared>, stream: TcpStream, addr: SocketAddr) 
     if c.register() {
         c.read_loop(rd).await;
     }
-    c.finish();
-    let _ = writer.await;
-}
-
-/// Client port TLS as nats-server 2.9: INFO (`tls_required`) in the clear, the
-/// `maximum connections` check, then the client's handshake under `tls.timeout`; a client
-/// that does not start TLS fails the handshake (no `-ERR` reaches it) and is closed with
-/// `TLS Handshake Failure`. With `allow_non_tls` the first byte decides: a TLS record (0x16)
-/// means TLS, anything else (or nothing within the timeout) plaintext.
-async fn serve_tls(
-    srv: Arc<ServerShared>,
-    conn: Arc<Conn>,
-    opts: Arc<crate::config::Options>,
-    mut stream: TcpStream,
-    acceptor: tokio_rustls::TlsAcceptor,
-) {
-    use tokio::io::AsyncWriteExt;
-    let timeout = opts
-        .tls
-        .as_ref()
-        .map_or(Duration::from_secs(2), |t| t.timeout);
-    let allow_non_tls = opts.allow_non_tls;
-    let write_deadline = opts.write_deadline;
-    let mut c = Client::new(srv.clone(), conn.clone(), opts);
-    // Lines before the handshake go straight to the socket: there is no writer yet.
-    let mut early = c.info_line();
-    c.trace_out(&early);
-    tracing::debug!("{} - Client connection created", conn.log_prefix());
-    let registered = c.register_quietly();
-    if !registered {
-        let err = format!("-ERR '{}'\r\n", errs::MAX_CONNECTIONS);
-        c.trace_out(err.as_bytes());
-        early.extend_from_slice(err.as_bytes());
-    }
-    let wrote = tokio::time::timeout(write_deadline, stream.write_all(&early)).await;
-    if !matches!(wrote, Ok(Ok(()))) {
-        conn.close(CloseReason::WriteError);
-    }
-    if !registered {
-        c.max_connections_exceeded();
-    }
-    if conn.is_closed() {
-        let _ = stream.shutdown().await;
-        c.finish();
-        return;
-    }
-    // The first byte tells a TLS ClientHello (0x16) from anything else, without consuming it.
-    let deadline = Instant::now() + timeout;
-    let mut first = [0u8; 1];
-    let peeked = tokio::select! {
-        _ = conn.closed() => {
-            c.finish();
-            return;
-        }
-        r = tokio::time::timeout_at(deadline, stream.peek(&mut first)) => r,
-    };
-    let tls_record = match peeked {
-        Ok(Ok(n)) if n > 0 => Some(first[0] == 0x16),
-        Ok(Ok(_)) => {
-            // EOF before any byte.
-            if !allow_non_tls {
-                tracing::error!("{} - TLS handshake error: EOF", conn.log_prefix());
-                conn.close(CloseReason::TlsHandshakeError);
-            } else {
-                conn.close(CloseReason::ClientClosed);
-            }
-            c.finish();
-            return;
-        }
-        Ok(Err(e)) => {
-            tracing::debug!("{} - read error: {e}", conn.log_prefix());
-            conn.close(CloseReason::ReadError);
-            c.finish();
-            return;
-        }
-        Err(_) => None,
-    };
-    if allow_non_tls && tls_record != Some(true) {
-        // Plaintext (anything but a TLS record, or nothing within the TLS timeout), as
-        // nats-server's `allow_non_tls`.
-        let (rd, wr) = stream.into_split();
-        let writer = tokio::spawn(writer::run(conn.clone(), wr, write_deadline));
-        c.read_loop(rd).await;
-        c.finish();
-        let _ = writer.await;
-        return;
-    }
-    tracing::debug!(
-        "{} - Starting TLS client connection handshake",
-        conn.log_prefix()
-    );
-    if tls_record == Some(false) {
-        // Go's words; and like Go, no alert goes back to a client that does not speak TLS.
-        tracing::error!(
-            "{} - TLS handshake error: tls: first record does not look like a TLS handshake",
-            conn.log_prefix()
-        );
-        conn.close(CloseReason::TlsHandshakeError);
-        // Take in what was sent (Go's handshake read did), so the close is a FIN, not a reset.
-        let mut sink = [0u8; 4096];
-        let _ = stream.try_read(&mut sink);
-        c.finish();
-        return;
-    }
-    let hs = tokio::select! {
-        _ = conn.closed() => None,
-        r = tokio::time::timeout_at(deadline, acceptor.accept(stream)) => Some(r),
-    };
-    let stream = match hs {
-        None => {
-            c.finish();
-            return;
-        }
-        Some(Ok(Ok(s))) => s,
-        Some(Ok(Err(e))) => {
-            tracing::error!("{} - TLS handshake error: {e}", conn.log_prefix());
-            conn.close(CloseReason::TlsHandshakeError);
-            c.finish();
-            return;
-        }
-        Some(Err(_)) => {
-            tracing::error!("{} - TLS handshake error: i/o timeout", conn.log_prefix());
-            tracing::error!("{} - TLS handshake timeout", conn.log_prefix());
-            conn.close(CloseReason::TlsHandshakeError);
-            c.finish();
-            return;
-        }
-    };
-    let (version, suite) = crate::tls::negotiated(stream.get_ref().1);
-    tracing::debug!("{} - TLS handshake complete", conn.log_prefix());
-    tracing::debug!(
-        "{} - TLS version {version}, cipher suite {suite}",
-        conn.log_prefix()
-    );
-    {
-        let mut m = conn.meta();
-        m.tls_version = version;
-        m.tls_cipher_suite = suite;
-    }
-    let (rd, wr) = tokio::io::split(stream);
-    let writer = tokio::spawn(writer::run(conn.clone(), wr, write_deadline));
-    c.read_loop(rd).await;
     c.finish();
     let _ = writer.await;
 }
@@ -593,93 +460,6 @@ impl Client {
         }
     }
 
-    fn on_connect(&mut self, json: &[u8]) -> Flow {
-        // Bad JSON closes without an -ERR, as nats-server does; the reason goes to the log.
-        let ci = match ConnectInfo::from_json(json) {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::error!("{} - {e}", self.conn.log_prefix());
-                return Flow::Close(CloseReason::ProtocolViolation);
-            }
-        };
-        if !(0..=1).contains(&ci.protocol) {
-            self.send_err(errs::INVALID_PROTOCOL);
-            tracing::error!("{} - invalid client protocol", self.conn.log_prefix());
-            return Flow::Close(CloseReason::BadClientProtocolVersion);
-        }
-        if self.connected {
-            // nats-server tolerates a second CONNECT; options are updated, identity is not.
-            self.verbose = ci.verbose;
-            self.pedantic = ci.pedantic;
-            self.send_ok();
-            return Flow::Continue;
-        }
-        fn nonempty(s: &str) -> Option<&str> {
-            (!s.is_empty()).then_some(s)
-        }
-        let creds = Credentials {
-            user: nonempty(&ci.user),
-            pass: nonempty(&ci.pass),
-            token: nonempty(&ci.auth_token),
-        };
-        let Some(id) = self.srv.auth.authenticate(creds) else {
-            if ci.user.is_empty() {
-                tracing::error!("{} - authentication error", self.conn.log_prefix());
-            } else {
-                tracing::error!(
-                    "{} - authentication error - User {:?}",
-                    self.conn.log_prefix(),
-                    ci.user
-                );
-            }
-            self.send_err(errs::AUTH_VIOLATION);
-            return Flow::Close(CloseReason::AuthenticationViolation);
-        };
-        let Some(acc) = self.srv.accounts.get(&id.account) else {
-            self.send_err(errs::AUTH_VIOLATION);
-            return Flow::Close(CloseReason::AuthenticationViolation);
-        };
-        if ci.no_responders && !ci.headers {
-            self.send_err(errs::NO_RESPONDERS_NEEDS_HEADERS);
-            tracing::error!(
-                "{} - {}",
-                self.conn.log_prefix(),
-                errs::NO_RESPONDERS_NEEDS_HEADERS
-            );
-            return Flow::Close(CloseReason::ProtocolViolation);
-        }
-        self.verbose = ci.verbose;
-        self.pedantic = ci.pedantic;
-        self.echo = ci.echo;
-        self.headers = ci.headers;
-        self.no_responders = ci.no_responders;
-        self.conn.headers.store(ci.headers, Relaxed);
-        self.conn.async_info.store(ci.protocol >= 1, Relaxed);
-        self.perms = id.perms;
-        self.creds = Some(StoredCreds {
-            user: creds.user.map(str::to_string),
-            pass: creds.pass.map(str::to_string),
-            token: creds.token.map(str::to_string),
-        });
-        acc.num_conns.fetch_add(1, Relaxed);
-        self.acc = acc;
-        {
-            let mut m = self.conn.meta();
-            m.name = ci.name;
-            m.lang = ci.lang;
-            m.version = ci.version;
-            m.user = id.user;
-            m.account = self.acc.name.clone();
-        }
-        self.connected = true;
-        // nats-server re-arms the ping timer at CONNECT to measure RTT soon.
-        let first = self.opts.ping_interval.min(Duration::from_secs(2));
-        let jitter = first.mul_f64(self.fan.rng.random_range(0.0..0.2));
-        self.next_ping = Instant::now() + first + jitter;
-        self.send_ok();
-        Flow::Continue
-    }
-
     fn lookup(&mut self, subject: &[u8]) -> Arc<SublistResult<SubRef>> {
         let gen = self.acc.sublist.generation();
         if let Some((g, r)) = self.l1.get(subject) {
@@ -779,176 +559,5 @@ impl Client {
             self.fan.to_sub(&s, &m);
             self.retire_finished();
         }
-    }
-
-    /// Remove a local subscription from the account and tell the routes.
-    pub(super) fn unsubscribe(&mut self, sub: &Arc<Subscription>) {
-        if self.acc.retire(sub) {
-            self.srv.interest_changed_deferred(
-                &self.acc,
-                &sub.subject,
-                sub.queue.as_ref(),
-                -1,
-                self.fan.kicks(),
-            );
-            if self.acc.links.get().is_some() {
-                crate::imports::client_unsubscribed(&self.srv, &self.acc, sub);
-            }
-        }
-    }
-
-    /// Retire subscriptions that reached their auto-unsubscribe max during delivery.
-    fn retire_finished(&mut self) {
-        if self.fan.retired.is_empty() {
-            return;
-        }
-        for sub in std::mem::take(&mut self.fan.retired) {
-            // Local subscribers live in this account's sublist: that is where we found them.
-            self.unsubscribe(&sub);
-        }
-    }
-
-    fn on_sub(&mut self, subject: &[u8], queue: Option<&[u8]>, sid: &[u8]) -> Flow {
-        if !subject::is_valid_subject(subject)
-            || queue.is_some_and(|q| !subject::is_valid_queue_name(q))
-        {
-            self.send_err(errs::INVALID_SUBJECT);
-            return Flow::Continue;
-        }
-        let deny = match &self.perms {
-            Some(p) => {
-                if !p.can_subscribe(subject) {
-                    let s = String::from_utf8_lossy(subject);
-                    let text = match queue {
-                        Some(q) => format!(
-                            "Permissions Violation for Subscription to \"{s}\" using queue \"{}\"",
-                            String::from_utf8_lossy(q)
-                        ),
-                        None => format!("Permissions Violation for Subscription to \"{s}\""),
-                    };
-                    tracing::error!(
-                        "{} - Subscription Violation - User {:?}, Subject {s:?}, SID {}",
-                        self.conn.log_prefix(),
-                        self.conn.meta().user,
-                        String::from_utf8_lossy(sid)
-                    );
-                    self.send_err(&text);
-                    return Flow::Continue;
-                }
-                p.deny_filter(subject)
-            }
-            None => None,
-        };
-        let max_subs = self.opts.max_subscriptions;
-        let sub = {
-            let mut subs = self.conn.subs();
-            if subs.contains_key(sid) {
-                // nats-server keeps the first subscription for a sid.
-                drop(subs);
-                self.send_ok();
-                return Flow::Continue;
-            }
-            if max_subs > 0 && subs.len() >= max_subs {
-                drop(subs);
-                tracing::error!(
-                    "{} - Maximum Subscriptions Exceeded (max {max_subs})",
-                    self.conn.log_prefix()
-                );
-                self.send_err(errs::MAX_SUBS);
-                return Flow::Continue;
-            }
-            // Subject, sid and queue share one allocation.
-            let q = queue.unwrap_or_default();
-            let mut k = BytesMut::with_capacity(subject.len() + sid.len() + q.len());
-            k.extend_from_slice(subject);
-            k.extend_from_slice(sid);
-            k.extend_from_slice(q);
-            let k = k.freeze();
-            let (ns, nsid) = (subject.len(), subject.len() + sid.len());
-            let sub = Arc::new(Subscription {
-                conn: self.conn.clone(),
-                subject: k.slice(..ns),
-                queue: queue.map(|_| k.slice(nsid..)),
-                sid: k.slice(ns..nsid),
-                max: AtomicU64::new(0),
-                delivered: AtomicU64::new(0),
-                deny,
-                weight: 1,
-                handler: None,
-            });
-            subs.insert(sub.sid.clone(), sub.clone());
-            sub
-        };
-        if self
-            .acc
-            .sublist
-            .insert(subject, queue, SubRef(sub.clone()))
-            .is_err()
-        {
-            self.conn.subs().remove(sid);
-            self.send_err(errs::INVALID_SUBJECT);
-            return Flow::Continue;
-        }
-        self.srv.interest_changed_deferred(
-            &self.acc,
-            &sub.subject,
-            sub.queue.as_ref(),
-            1,
-            self.fan.kicks(),
-        );
-        if self.acc.links.get().is_some() {
-            crate::imports::client_subscribed(&self.srv, &self.acc, &sub);
-        }
-        self.send_ok();
-        Flow::Continue
-    }
-
-    fn on_unsub(&mut self, sid: &[u8], max: Option<u64>) -> Flow {
-        let sub = self.conn.subs().get(sid).cloned();
-        if let Some(sub) = sub {
-            match max {
-                Some(m) if m > 0 && sub.delivered.load(Relaxed) < m => {
-                    sub.max.store(m, Relaxed);
-                }
-                _ => {
-                    self.unsubscribe(&sub);
-                }
-            }
-        }
-        self.send_ok();
-        Flow::Continue
-    }
-
-    /// Remove every subscription of this connection from its account.
-    fn cleanup(&mut self) {
-        let subs: Vec<_> = self.conn.subs().drain().map(|(_, s)| s).collect();
-        for s in subs {
-            let removed = self
-                .acc
-                .sublist
-                .remove(&s.subject, s.queue.as_deref(), &SubRef(s.clone()))
-                .is_ok();
-            if removed {
-                self.srv.interest_changed_deferred(
-                    &self.acc,
-                    &s.subject,
-                    s.queue.as_ref(),
-                    -1,
-                    self.fan.kicks(),
-                );
-            }
-        }
-        if self.acc.links.get().is_some() {
-            crate::imports::client_closed(&self.srv, &self.acc, self.conn.cid);
-        }
-        // Wake the routes that got RS- lines (there is no batch end after this).
-        for c in self.fan.kicks().drain(..) {
-            c.out.kick();
-        }
-        if self.connected {
-            self.acc.num_conns.fetch_sub(1, Relaxed);
-        }
-        self.l1.clear();
-        self.fan.clear();
     }
 }

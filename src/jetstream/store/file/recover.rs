@@ -2,7 +2,9 @@
 //! torn or corrupt tail with a warning), rebuild the index and per-subject state.
 
 use super::record::{self, RecHdr, HDR, MAGIC, MAGIC_PREFIX, OVERHEAD};
-use super::{io_err, parse_seg_name, Inner, Seg, Slot, Subjects, Writer};
+use super::subjects::Subjects;
+use super::write::Writer;
+use super::{io_err, parse_seg_name, Inner, Seg, Slot};
 use crate::jetstream::store::{StoreError, StoreLimits, SyncPolicy};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::{File, OpenOptions};

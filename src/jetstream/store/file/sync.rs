@@ -1,6 +1,7 @@
 //! The process-wide background syncer of file stores with a sync interval.
 
-use super::{fsync_files, Inner};
+use super::write::fsync_files;
+use super::Inner;
 use crate::jetstream::store::StoreError;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::Instant;

@@ -1,0 +1,146 @@
+//! Client port TLS: INFO in the clear, the first-byte peek with `allow_non_tls`, the
+//! rustls handshake under `tls.timeout`, then the read loop over the TLS halves.
+
+use super::*;
+
+/// Client port TLS as nats-server 2.9: INFO (`tls_required`) in the clear, the
+/// `maximum connections` check, then the client's handshake under `tls.timeout`; a client
+/// that does not start TLS fails the handshake (no `-ERR` reaches it) and is closed with
+/// `TLS Handshake Failure`. With `allow_non_tls` the first byte decides: a TLS record (0x16)
+/// means TLS, anything else (or nothing within the timeout) plaintext.
+pub(super) async fn serve_tls(
+    srv: Arc<ServerShared>,
+    conn: Arc<Conn>,
+    opts: Arc<crate::config::Options>,
+    mut stream: TcpStream,
+    acceptor: tokio_rustls::TlsAcceptor,
+) {
+    use tokio::io::AsyncWriteExt;
+    let timeout = opts
+        .tls
+        .as_ref()
+        .map_or(Duration::from_secs(2), |t| t.timeout);
+    let allow_non_tls = opts.allow_non_tls;
+    let write_deadline = opts.write_deadline;
+    let mut c = Client::new(srv.clone(), conn.clone(), opts);
+    // Lines before the handshake go straight to the socket: there is no writer yet.
+    let mut early = c.info_line();
+    c.trace_out(&early);
+    tracing::debug!("{} - Client connection created", conn.log_prefix());
+    let registered = c.register_quietly();
+    if !registered {
+        let err = format!("-ERR '{}'\r\n", errs::MAX_CONNECTIONS);
+        c.trace_out(err.as_bytes());
+        early.extend_from_slice(err.as_bytes());
+    }
+    let wrote = tokio::time::timeout(write_deadline, stream.write_all(&early)).await;
+    if !matches!(wrote, Ok(Ok(()))) {
+        conn.close(CloseReason::WriteError);
+    }
+    if !registered {
+        c.max_connections_exceeded();
+    }
+    if conn.is_closed() {
+        let _ = stream.shutdown().await;
+        c.finish();
+        return;
+    }
+    // The first byte tells a TLS ClientHello (0x16) from anything else, without consuming it.
+    let deadline = Instant::now() + timeout;
+    let mut first = [0u8; 1];
+    let peeked = tokio::select! {
+        _ = conn.closed() => {
+            c.finish();
+            return;
+        }
+        r = tokio::time::timeout_at(deadline, stream.peek(&mut first)) => r,
+    };
+    let tls_record = match peeked {
+        Ok(Ok(n)) if n > 0 => Some(first[0] == 0x16),
+        Ok(Ok(_)) => {
+            // EOF before any byte.
+            if !allow_non_tls {
+                tracing::error!("{} - TLS handshake error: EOF", conn.log_prefix());
+                conn.close(CloseReason::TlsHandshakeError);
+            } else {
+                conn.close(CloseReason::ClientClosed);
+            }
+            c.finish();
+            return;
+        }
+        Ok(Err(e)) => {
+            tracing::debug!("{} - read error: {e}", conn.log_prefix());
+            conn.close(CloseReason::ReadError);
+            c.finish();
+            return;
+        }
+        Err(_) => None,
+    };
+    if allow_non_tls && tls_record != Some(true) {
+        // Plaintext (anything but a TLS record, or nothing within the TLS timeout), as
+        // nats-server's `allow_non_tls`.
+        let (rd, wr) = stream.into_split();
+        let writer = tokio::spawn(writer::run(conn.clone(), wr, write_deadline));
+        c.read_loop(rd).await;
+        c.finish();
+        let _ = writer.await;
+        return;
+    }
+    tracing::debug!(
+        "{} - Starting TLS client connection handshake",
+        conn.log_prefix()
+    );
+    if tls_record == Some(false) {
+        // Go's words; and like Go, no alert goes back to a client that does not speak TLS.
+        tracing::error!(
+            "{} - TLS handshake error: tls: first record does not look like a TLS handshake",
+            conn.log_prefix()
+        );
+        conn.close(CloseReason::TlsHandshakeError);
+        // Take in what was sent (Go's handshake read did), so the close is a FIN, not a reset.
+        let mut sink = [0u8; 4096];
+        let _ = stream.try_read(&mut sink);
+        c.finish();
+        return;
+    }
+    let hs = tokio::select! {
+        _ = conn.closed() => None,
+        r = tokio::time::timeout_at(deadline, acceptor.accept(stream)) => Some(r),
+    };
+    let stream = match hs {
+        None => {
+            c.finish();
+            return;
+        }
+        Some(Ok(Ok(s))) => s,
+        Some(Ok(Err(e))) => {
+            tracing::error!("{} - TLS handshake error: {e}", conn.log_prefix());
+            conn.close(CloseReason::TlsHandshakeError);
+            c.finish();
+            return;
+        }
+        Some(Err(_)) => {
+            tracing::error!("{} - TLS handshake error: i/o timeout", conn.log_prefix());
+            tracing::error!("{} - TLS handshake timeout", conn.log_prefix());
+            conn.close(CloseReason::TlsHandshakeError);
+            c.finish();
+            return;
+        }
+    };
+    let (version, suite) = crate::tls::negotiated(stream.get_ref().1);
+    tracing::debug!("{} - TLS handshake complete", conn.log_prefix());
+    tracing::debug!(
+        "{} - TLS version {version}, cipher suite {suite}",
+        conn.log_prefix()
+    );
+    {
+        let mut m = conn.meta();
+        m.tls_version = version;
+        m.tls_cipher_suite = suite;
+    }
+    let (rd, wr) = tokio::io::split(stream);
+    let writer = tokio::spawn(writer::run(conn.clone(), wr, write_deadline));
+    c.read_loop(rd).await;
+    c.finish();
+    let _ = writer.await;
+}
