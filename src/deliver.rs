@@ -70,6 +70,22 @@ pub struct Fanout {
     depth: u8,
     /// Where the message an internal handler is running for came from.
     handler_origin: Origin,
+    /// Deliver to this server's own subscribers only (no routes, no gateways): a message
+    /// whose wire subject is not the one it was matched for.
+    local_only: bool,
+    /// Work an internal handler left for the end of the batch, once per key (JetStream's
+    /// flush and PubAcks after a burst of publishes handled in place).
+    hooks: Vec<(usize, BatchHook)>,
+}
+
+/// See [`Fanout::defer_once`].
+pub type BatchHook = Box<dyn FnOnce(&mut Fanout) + Send + Sync>;
+
+impl Drop for Fanout {
+    /// A batch dropped without its end (an error path) still runs its deferred work.
+    fn drop(&mut self) {
+        self.run_hooks();
+    }
 }
 
 /// How many internal hops (relay → relay …) one message may take.
@@ -93,6 +109,30 @@ impl Fanout {
             internal: Vec::new(),
             depth: 0,
             handler_origin: Origin::Route,
+            local_only: false,
+            hooks: Vec::new(),
+        }
+    }
+
+    /// The server this fan-out delivers for.
+    pub fn server(&self) -> &Arc<ServerShared> {
+        &self.srv
+    }
+
+    /// Run `f` when this batch ends (before writers are woken), unless a hook with the same
+    /// `key` is already waiting.
+    pub fn defer_once(&mut self, key: usize, f: BatchHook) {
+        if !self.hooks.iter().any(|(k, _)| *k == key) {
+            self.hooks.push((key, f));
+        }
+    }
+
+    /// Run the deferred hooks (they may publish through this fan-out, and defer again).
+    pub fn run_hooks(&mut self) {
+        while !self.hooks.is_empty() {
+            for (_, h) in std::mem::take(&mut self.hooks) {
+                h(self);
+            }
         }
     }
 
@@ -206,7 +246,7 @@ impl Fanout {
                     }
                 }
                 ConnKind::Route => {
-                    if !from_route && !s.conn.is_closed() {
+                    if !from_route && !self.local_only && !s.conn.is_closed() {
                         self.route_target(&s.conn);
                     }
                 }
@@ -249,7 +289,7 @@ impl Fanout {
                         }
                     }
                     ConnKind::Route => {
-                        if from_route {
+                        if from_route || self.local_only {
                             continue;
                         }
                         let t = self.route_target(&s.conn);
@@ -270,12 +310,27 @@ impl Fanout {
         if !self.internal.is_empty() {
             delivered += self.run_internal(m, origin);
         }
-        if let Origin::Client { .. } = origin {
+        if let (Origin::Client { .. }, false) = (origin, self.local_only) {
             if let Some(gw) = self.srv.gateway.clone() {
                 delivered += gw.send(self, acc, r, m);
             }
         }
         delivered
+    }
+
+    /// [`Fanout::publish`] to this server's own subscribers only: routes and gateways are
+    /// skipped (a queue group's remote members too).
+    pub fn publish_local(
+        &mut self,
+        acc: &Account,
+        r: &SublistResult<SubRef>,
+        m: &Msg<'_>,
+        origin: Origin,
+    ) -> u64 {
+        self.local_only = true;
+        let n = self.publish(acc, r, m, origin, None);
+        self.local_only = false;
+        n
     }
 
     /// Run the handlers of the internal subscriptions the last match found.
@@ -348,6 +403,7 @@ impl Fanout {
     /// After a batch: publish the counters (server-wide and `own`'s), wake destinations once
     /// each, slow down for stalled ones.
     pub async fn end_batch(&mut self, own: &Arc<Conn>) {
+        self.run_hooks();
         if self.in_msgs > 0 {
             own.counters.in_msgs.fetch_add(self.in_msgs, Relaxed);
             own.counters.in_bytes.fetch_add(self.in_bytes, Relaxed);
@@ -393,6 +449,7 @@ impl Fanout {
 
     /// Drop references held for the batch (on close).
     pub fn clear(&mut self) {
+        self.run_hooks();
         self.to_kick.clear();
         self.stalled.clear();
         self.routes.clear();

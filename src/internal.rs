@@ -82,6 +82,7 @@ impl Fanout {
     /// End a batch outside a connection's read loop: retire auto-unsubscribed subscriptions,
     /// wake writers (no producer stall: the server never waits on a slow consumer).
     pub fn finish_sync(&mut self, srv: &ServerShared) {
+        self.run_hooks();
         for sub in std::mem::take(&mut self.retired) {
             if let Some(acc) = sub_account(srv, &sub) {
                 if acc.retire(&sub) {

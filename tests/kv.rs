@@ -6,26 +6,12 @@ mod common;
 use async_nats::jetstream::{self, kv};
 use bytes::Bytes;
 use futures::StreamExt;
-use natsd::config::JetStreamOpts;
-use natsd::Options;
 use std::time::Duration;
 
 const T: Duration = Duration::from_secs(5);
 
 async fn start(name: &str) -> (natsd::Server, jetstream::Context, std::path::PathBuf) {
-    let dir = std::env::temp_dir().join(format!("natsd-kv-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let srv = common::start(Options {
-        jetstream: Some(JetStreamOpts {
-            store_dir: Some(dir.clone()),
-            ..Default::default()
-        }),
-        ..Options::local()
-    })
-    .await;
-    let nc = async_nats::connect(srv.client_url())
-        .await
-        .expect("connect");
+    let (srv, nc, dir) = common::start_js(&format!("kv-{name}")).await;
     (srv, jetstream::new(nc), dir)
 }
 

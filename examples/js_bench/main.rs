@@ -32,6 +32,7 @@ use std::collections::VecDeque;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 type Res<T> = Result<T, String>;
@@ -40,6 +41,26 @@ const WINDOW: usize = 256;
 const PULL_MSGS: u64 = 100_000;
 const PULL_BATCH: usize = 500;
 const T: Duration = Duration::from_secs(10);
+
+/// The running server's process id (for [`server_cpu`]).
+static SERVER_PID: AtomicU32 = AtomicU32::new(0);
+
+/// CPU seconds (user + system) the running server has used so far, from /proc (0 where
+/// that cannot be read). Insensitive to how busy the rest of the machine is, unlike msgs/s.
+fn server_cpu() -> f64 {
+    let pid = SERVER_PID.load(Relaxed);
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0.0;
+    };
+    // Fields after the command name (which may hold spaces) end with ')'.
+    let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+        return 0.0;
+    };
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / 100.0
+}
 
 struct Server {
     child: Child,
@@ -167,10 +188,11 @@ async fn publish(
     window: usize,
     dur: Duration,
     max: u64,
-) -> Res<(u64, f64)> {
+) -> Res<(u64, f64, f64)> {
     let payload = Bytes::from(vec![b'x'; size]);
     let mut pending = VecDeque::with_capacity(window);
     let t0 = Instant::now();
+    let c0 = server_cpu();
     let mut sent = 0u64;
     let mut acked = 0u64;
     loop {
@@ -191,10 +213,10 @@ async fn publish(
             .map_err(|e| format!("ack: {e}"))?;
         acked += 1;
     }
-    Ok((acked, t0.elapsed().as_secs_f64()))
+    Ok((acked, t0.elapsed().as_secs_f64(), server_cpu() - c0))
 }
 
-async fn pull(js: &jetstream::Context, size: usize) -> Res<(u64, f64)> {
+async fn pull(js: &jetstream::Context, size: usize) -> Res<(u64, f64, f64)> {
     publish(js, size, WINDOW, Duration::from_secs(120), PULL_MSGS).await?;
     let s = js
         .get_stream("B")
@@ -209,6 +231,7 @@ async fn pull(js: &jetstream::Context, size: usize) -> Res<(u64, f64)> {
         .await
         .map_err(|e| format!("consumer: {e}"))?;
     let t0 = Instant::now();
+    let c0 = server_cpu();
     let mut got = 0u64;
     while got < PULL_MSGS {
         let mut b = c
@@ -231,18 +254,20 @@ async fn pull(js: &jetstream::Context, size: usize) -> Res<(u64, f64)> {
             return Err(format!("fetch returned nothing at {got}"));
         }
     }
-    Ok((got, t0.elapsed().as_secs_f64()))
+    Ok((got, t0.elapsed().as_secs_f64(), server_cpu() - c0))
 }
 
-async fn run(path: &str, sc: &Scenario, dur: Duration, n: usize) -> Res<f64> {
+/// One run: (msgs/s, server CPU µs per message).
+async fn run(path: &str, sc: &Scenario, dur: Duration, n: usize) -> Res<(f64, f64)> {
     let srv = Server::start(path, n)?;
+    SERVER_PID.store(srv.child.id(), Relaxed);
     if let Kind::Raw(k) = &sc.kind {
         let (k, port) = ((**k).clone(), srv.port);
         let storage = match sc.storage {
             stream::StorageType::File => "file",
             stream::StorageType::Memory => "memory",
         };
-        let (msgs, secs) = tokio::task::spawn_blocking(move || -> Res<(u64, f64)> {
+        let (msgs, secs, cpu) = tokio::task::spawn_blocking(move || -> Res<(u64, f64, f64)> {
             let mut c = raw::Raw::connect(port)?;
             raw::create_stream(&mut c, storage)?;
             match k {
@@ -255,10 +280,10 @@ async fn run(path: &str, sc: &Scenario, dur: Duration, n: usize) -> Res<f64> {
         .await
         .map_err(|e| format!("raw client: {e}"))??;
         drop(srv);
-        return Ok(msgs as f64 / secs);
+        return Ok((msgs as f64 / secs, cpu * 1e6 / msgs as f64));
     }
     let (nc, js) = setup(&srv, sc.storage).await?;
-    let (msgs, secs) = match sc.kind {
+    let (msgs, secs, cpu) = match sc.kind {
         Kind::PubAsync(size) => publish(&js, size, WINDOW, dur, u64::MAX).await?,
         Kind::PubSync(size) => publish(&js, size, 1, dur, u64::MAX).await?,
         Kind::Pull(size) => pull(&js, size).await?,
@@ -266,7 +291,7 @@ async fn run(path: &str, sc: &Scenario, dur: Duration, n: usize) -> Res<f64> {
     };
     drop(nc);
     drop(srv);
-    Ok(msgs as f64 / secs)
+    Ok((msgs as f64 / secs, cpu * 1e6 / msgs as f64))
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -318,6 +343,7 @@ async fn main() {
     );
     for sc in &scs {
         let mut res: Vec<Vec<f64>> = vec![Vec::new(); servers.len()];
+        let mut cpu: Vec<Vec<f64>> = vec![Vec::new(); servers.len()];
         for r in 0..rounds {
             let mut order: Vec<usize> = (0..servers.len()).collect();
             if r % 2 == 1 {
@@ -326,7 +352,10 @@ async fn main() {
             for i in order {
                 n += 1;
                 match run(&servers[i], sc, dur, n).await {
-                    Ok(x) => res[i].push(x),
+                    Ok((x, c)) => {
+                        res[i].push(x);
+                        cpu[i].push(c);
+                    }
                     Err(e) => eprintln!("ERROR {} {}: {e}", sc.name, servers[i]),
                 }
                 tokio::time::sleep(Duration::from_millis(200)).await;
@@ -343,6 +372,18 @@ async fn main() {
         }
         for (i, v) in res.iter().enumerate() {
             line.push_str(&format!("  [{}: {}]", i, fmt_runs(v)));
+        }
+        println!("{line}");
+        // The server's CPU per message: lower is better; unlike msgs/s it hardly depends
+        // on what else the machine is doing.
+        let cmeds: Vec<f64> = cpu.iter_mut().map(|v| median(v)).collect();
+        let mut line = format!("{:<20}", "  cpu µs/msg");
+        for m in &cmeds {
+            line.push_str(&format!(" {:>15.2}", m));
+        }
+        line.push_str("  ");
+        for m in &cmeds {
+            line.push_str(&format!(" {:.2}x", m / cmeds[0]));
         }
         println!("{line}");
     }

@@ -193,9 +193,10 @@ pub fn publish(
     window: usize,
     dur: Duration,
     max: u64,
-) -> Res<(u64, f64)> {
+) -> Res<(u64, f64, f64)> {
     let payload = vec![b'x'; size];
     let t0 = Instant::now();
+    let c0 = super::server_cpu();
     let (mut sent, mut acked) = (0u64, 0u64);
     loop {
         let more = sent < max && t0.elapsed() < dur;
@@ -217,12 +218,12 @@ pub fn publish(
             }
         }
     }
-    Ok((acked, t0.elapsed().as_secs_f64()))
+    Ok((acked, t0.elapsed().as_secs_f64(), super::server_cpu() - c0))
 }
 
 /// Store `n` messages of `size`, then consume them with a durable explicit-ack pull consumer
 /// in batches of `batch`, acking every message (acks go out with the next write).
-pub fn pull(c: &mut Raw, size: usize, n: u64, batch: usize) -> Res<(u64, f64)> {
+pub fn pull(c: &mut Raw, size: usize, n: u64, batch: usize) -> Res<(u64, f64, f64)> {
     publish(c, size, 256, Duration::from_secs(120), n)?;
     let r = c.request(
         "$JS.API.CONSUMER.DURABLE.CREATE.B.P",
@@ -233,6 +234,7 @@ pub fn pull(c: &mut Raw, size: usize, n: u64, batch: usize) -> Res<(u64, f64)> {
     }
     let req = format!("{{\"batch\":{batch},\"expires\":10000000000}}");
     let t0 = Instant::now();
+    let c0 = super::server_cpu();
     let mut got = 0u64;
     while got < n {
         c.publish(
@@ -260,5 +262,5 @@ pub fn pull(c: &mut Raw, size: usize, n: u64, batch: usize) -> Res<(u64, f64)> {
         }
         c.flush()?;
     }
-    Ok((got, t0.elapsed().as_secs_f64()))
+    Ok((got, t0.elapsed().as_secs_f64(), super::server_cpu() - c0))
 }

@@ -8,6 +8,7 @@ use super::types::*;
 use crate::account::Account;
 use crate::deliver::{Fanout, Msg};
 use crate::server::ServerShared;
+use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,13 +26,29 @@ const FC_BYTES: u64 = 2 * 1024 * 1024;
 /// Messages delivered per consumer in one go (the timer continues).
 const PUMP_BUDGET: usize = 4096;
 
-/// Where the server publishes from: the server and the account.
+/// Where the server publishes from: the server and the account. Everything sent through
+/// one `Cx` shares one fan-out batch: writers are woken once, when it is dropped.
 pub struct Cx<'a> {
     pub srv: &'a Arc<ServerShared>,
     pub acc: &'a Arc<Account>,
+    fan: RefCell<Fanout>,
 }
 
-impl Cx<'_> {
+impl Drop for Cx<'_> {
+    fn drop(&mut self) {
+        self.fan.get_mut().finish_sync(self.srv);
+    }
+}
+
+impl<'a> Cx<'a> {
+    pub fn new(srv: &'a Arc<ServerShared>, acc: &'a Arc<Account>) -> Cx<'a> {
+        Cx {
+            srv,
+            acc,
+            fan: RefCell::new(Fanout::new(srv.clone())),
+        }
+    }
+
     /// Publish to subscribers of `to` with `subject` on the wire (a push consumer's deliver
     /// subject or a pull request's inbox: the message keeps its stream subject). Local
     /// subscribers only: routes would match the wire subject, not `to`.
@@ -47,25 +64,15 @@ impl Cx<'_> {
             return self.send(to, reply, hdr, payload);
         }
         let r = self.acc.sublist.matches(to.as_bytes());
-        let mut fan = Fanout::new(self.srv.clone());
         let m = Msg {
             subject: subject.as_bytes(),
             reply: reply.map(str::as_bytes),
             header: hdr,
             payload,
         };
-        let local = crate::sublist::SublistResult {
-            psubs: r
-                .psubs
-                .iter()
-                .filter(|s| s.0.conn.kind != crate::conn::ConnKind::Route)
-                .cloned()
-                .collect(),
-            qsubs: r.qsubs.clone(),
-        };
-        let n = fan.publish(self.acc, &local, &m, self.srv.internal_origin(), None);
-        fan.finish_sync(self.srv);
-        n
+        self.fan
+            .borrow_mut()
+            .publish_local(self.acc, &r, &m, self.srv.internal_origin())
     }
 
     /// An ordinary internal publish (replies, statuses).
@@ -82,7 +89,9 @@ impl Cx<'_> {
             header: hdr,
             payload,
         };
-        self.srv.publish_internal(self.acc, &m)
+        self.fan
+            .borrow_mut()
+            .publish_in(self.acc, &m, self.srv.internal_origin())
     }
 
     /// Does anyone listen on `subject` (a push consumer's deliver subject)?

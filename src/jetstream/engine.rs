@@ -33,6 +33,8 @@ pub struct JsAccount {
     pub api_total: u64,
     pub api_errors: u64,
     subs: Vec<Arc<Subscription>>,
+    /// Streams that mirror or source others (by name), with their copy cursors.
+    pub follows: BTreeMap<String, super::mirror::Follows>,
 }
 
 pub struct Engine {
@@ -49,8 +51,8 @@ pub struct Engine {
 
 /// A stored publish whose ack waits for its stream's flush.
 pub struct PendingAck {
-    account: String,
-    stream: String,
+    account: Arc<str>,
+    stream: Arc<str>,
     /// Where the ack goes (none: no reply, or `no_ack`; the flush is still due).
     reply: Option<String>,
     ack: String,
@@ -208,6 +210,7 @@ impl Engine {
             api_total: 0,
             api_errors: 0,
             subs,
+            follows: BTreeMap::new(),
         };
         let root = self.config.store_dir.join(&acc.name).join("streams");
         for sname in persist::subdirs(&root) {
@@ -281,6 +284,17 @@ impl Engine {
                 st.store.state().msgs,
                 st.consumers.len()
             );
+            match super::mirror::parse(&st.cfg) {
+                Ok(Some(mut f)) => {
+                    f.recover(&st);
+                    ja.follows.insert(sname.clone(), f);
+                }
+                Ok(None) => {}
+                Err(e) => tracing::warn!(
+                    "JetStream: stream {sname:?}: mirror/sources not restored: {}",
+                    e.description
+                ),
+            }
             ja.streams.insert(sname, st);
         }
         self.accounts.insert(acc.name.clone(), ja);
@@ -335,7 +349,7 @@ impl Engine {
             _ => return,
         };
         let e = ApiError::new(503, 10039, "JetStream not enabled for account");
-        let cx = Cx { srv, acc: &acc };
+        let cx = Cx::new(srv, &acc);
         cx.send(reply, None, None, err_json(ty, &e, extra).as_bytes());
     }
 
@@ -356,15 +370,15 @@ impl Engine {
         let mut failed: Vec<(&str, &str, String)> = Vec::new();
         let mut flushed: Vec<(&str, &str)> = Vec::new();
         for p in &pending {
-            let key = (p.account.as_str(), p.stream.as_str());
+            let key = (&*p.account, &*p.stream);
             if flushed.contains(&key) {
                 continue;
             }
             flushed.push(key);
             let Some(st) = self
                 .accounts
-                .get(&p.account)
-                .and_then(|ja| ja.streams.get(&p.stream))
+                .get(&*p.account)
+                .and_then(|ja| ja.streams.get(&*p.stream))
             else {
                 continue; // deleted in the same batch: nothing left to flush
             };
@@ -374,30 +388,36 @@ impl Engine {
                 o.field("error", &ApiError::new(503, 10077, e.to_string()))
                     .raw(
                         "stream",
-                        &serde_json::to_string(&p.stream).unwrap_or_default(),
+                        &serde_json::to_string(&*p.stream).unwrap_or_default(),
                     )
                     .field("seq", &0);
                 failed.push((key.0, key.1, o.done()));
             }
         }
+        // One fan-out batch per account in a row: the publishers' writers wake once.
+        let mut cx: Option<Cx<'_>> = None;
         for p in &pending {
             let Some(reply) = p.reply.as_deref() else {
                 continue;
             };
-            let Some(ja) = self.accounts.get(&p.account) else {
+            let Some(ja) = self.accounts.get(&*p.account) else {
                 continue;
             };
             let ack = failed
                 .iter()
-                .find(|f| f.0 == p.account && f.1 == p.stream)
+                .find(|f| f.0 == &*p.account && f.1 == &*p.stream)
                 .map_or(p.ack.as_str(), |f| f.2.as_str());
-            let cx = Cx { srv, acc: &ja.acc };
-            cx.send(reply, None, None, ack.as_bytes());
+            if cx.as_ref().is_none_or(|c| !Arc::ptr_eq(c.acc, &ja.acc)) {
+                cx = Some(Cx::new(srv, &ja.acc));
+            }
+            if let Some(cx) = &cx {
+                cx.send(reply, None, None, ack.as_bytes());
+            }
         }
     }
 
     /// Handle one event; acks of stored publishes wait for [`Engine::finish_batch`].
-    pub fn handle_queued(&mut self, srv: &Arc<ServerShared>, ev: Event) {
+    pub fn handle_queued(&mut self, srv: &Arc<ServerShared>, mut ev: Event) {
         if ev.kind == EventKind::NotEnabled {
             Self::not_enabled(srv, &ev);
             return;
@@ -418,7 +438,8 @@ impl Engine {
         match &ev.kind {
             EventKind::Api => ja.api(&g, srv, &ev),
             EventKind::Publish(s) => {
-                if let Some(p) = ja.publish(&g, srv, s, &ev) {
+                let s = s.clone();
+                if let Some(p) = ja.publish(&g, srv, &s, &mut ev) {
                     self.pending_acks.push(p);
                 }
             }
@@ -451,7 +472,9 @@ impl Engine {
             self.last_save = now;
         }
         for ja in self.accounts.values_mut() {
-            let cx = Cx { srv, acc: &ja.acc };
+            let cx = Cx::new(srv, &ja.acc);
+            // Mirrors and sources copy first: their consumers below get the copies now.
+            super::mirror::pump(&cx, &mut ja.streams, &mut ja.follows);
             for st in ja.streams.values_mut() {
                 if st.store.expire(now_ns) > 0 {
                     tracing::trace!("stream {:?}: aged messages removed", st.cfg.name);
@@ -613,7 +636,7 @@ impl JsAccount {
         let t: Vec<&str> = rest.split('.').collect();
         let p = &ev.payload[..];
         let cx_acc = self.acc.clone();
-        let cx = Cx { srv, acc: &cx_acc };
+        let cx = Cx::new(srv, &cx_acc);
         if let ["DIRECT", "GET", s, subj @ ..] = t.as_slice() {
             self.direct_get(&cx, reply, s, &subj.join("."), p);
             return;
@@ -813,6 +836,9 @@ impl JsAccount {
         let mut o = Obj::typed(T);
         st.info_fields(&mut o, None);
         o.field("did_create", &true);
+        if let Ok(Some(f)) = super::mirror::parse(&st.cfg) {
+            self.follows.insert(name.to_string(), f);
+        }
         self.streams.insert(name.to_string(), st);
         tracing::debug!(
             "JetStream: stream {name:?} created in account {:?}",
@@ -854,6 +880,7 @@ impl JsAccount {
             return Err(e(ApiError::stream_not_found()));
         };
         stream::check_update(&st.cfg, &cfg).map_err(e)?;
+        super::mirror::check_update(&st.cfg, &cfg).map_err(e)?;
         st.store
             .update_limits(stream::limits_of(&cfg))
             .map_err(|er| e(ApiError::stream_config(er.to_string())))?;
@@ -868,6 +895,17 @@ impl JsAccount {
         st.cfg = cfg;
         unsubscribe_stream(srv, &acc, st);
         subscribe_stream(srv, &acc, g.tx, st);
+        match super::mirror::parse(&st.cfg) {
+            Ok(Some(mut f)) => {
+                if let Some(old) = self.follows.remove(name) {
+                    f.carry_over(old);
+                }
+                self.follows.insert(name.to_string(), f);
+            }
+            _ => {
+                self.follows.remove(name);
+            }
+        }
         let mut o = Obj::typed(T);
         st.info_fields(&mut o, None);
         Ok(o.done())
@@ -905,6 +943,9 @@ impl JsAccount {
                 st.info_fields(&mut o, Some(&page));
             }
         }
+        if let Some(f) = self.follows.get(name) {
+            f.info_fields(&mut o, &self.streams);
+        }
         Ok(o.done())
     }
 
@@ -915,6 +956,7 @@ impl JsAccount {
             .remove(name)
             .ok_or((ApiError::stream_not_found(), T))?;
         unsubscribe_stream(cx.srv, &self.acc, &mut st);
+        self.follows.remove(name);
         for c in st.consumers.values_mut() {
             c.deleted(cx);
         }
@@ -1370,12 +1412,12 @@ impl JsAccount {
         &mut self,
         g: &Globals<'_>,
         srv: &Arc<ServerShared>,
-        stream_name: &str,
-        ev: &Event,
+        stream_name: &Arc<str>,
+        ev: &mut Event,
     ) -> Option<PendingAck> {
         let acc = self.acc.clone();
-        let cx = Cx { srv, acc: &acc };
-        let st = self.streams.get_mut(stream_name)?;
+        let cx = Cx::new(srv, &acc);
+        let st = self.streams.get_mut(&**stream_name)?;
         let now = now_nanos();
         // As nats-server: refused once the usage is over the limit (the message that
         // crosses it is still taken).
@@ -1425,10 +1467,11 @@ impl JsAccount {
         for r in st.take_republished() {
             cx.send(&r.subject, None, Some(&r.header), &r.payload);
         }
+        let reply = reply.is_some().then(|| ev.reply.take()).flatten();
         let pending = PendingAck {
-            account: acc.name.clone(),
-            stream: stream_name.to_string(),
-            reply: reply.map(str::to_string),
+            account: ev.acc.clone(),
+            stream: stream_name.clone(),
+            reply,
             ack,
         };
         // Interest retention keeps nothing nobody wants.
@@ -1457,7 +1500,7 @@ impl JsAccount {
             return;
         };
         let acc = self.acc.clone();
-        let cx = Cx { srv, acc: &acc };
+        let cx = Cx::new(srv, &acc);
         let Some(st) = self.streams.get_mut(s) else {
             return;
         };
@@ -1485,7 +1528,7 @@ impl JsAccount {
             return;
         }
         let acc = self.acc.clone();
-        let cx = Cx { srv, acc: &acc };
+        let cx = Cx::new(srv, &acc);
         let Some(st) = self.streams.get_mut(t[2]) else {
             return;
         };

@@ -11,6 +11,7 @@
 
 pub mod consumer;
 pub mod engine;
+pub mod mirror;
 pub mod monitor;
 pub mod persist;
 pub mod store;
@@ -18,13 +19,14 @@ pub mod stream;
 pub mod types;
 
 use crate::account::{Account, Handler, Subscription};
-use crate::deliver::Msg;
+use crate::deliver::{Fanout, Msg};
 use crate::server::ServerShared;
 use bytes::Bytes;
 use engine::Engine;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::Duration;
 use store::SyncPolicy;
 use tokio::sync::mpsc;
@@ -121,11 +123,18 @@ pub enum EventKind {
     NotEnabled,
 }
 
-/// The bounded way into the JetStream task.
+/// The bounded way into the JetStream task, and the way around it: a publish or an ack
+/// that finds the engine idle (nothing queued, lock free) is handled in place, on the
+/// publisher's task, without the hop to the JetStream task. Order is kept: in place only
+/// when no earlier event waits.
 #[derive(Clone)]
 pub struct Queue {
     tx: mpsc::Sender<Event>,
     bytes: Arc<AtomicUsize>,
+    /// Events queued and not yet handled (taken off the channel is not enough: the task
+    /// may not have applied it yet).
+    pending: Arc<AtomicUsize>,
+    js: Arc<OnceLock<Weak<JetStream>>>,
 }
 
 impl Queue {
@@ -134,6 +143,8 @@ impl Queue {
         let q = Queue {
             tx,
             bytes: Arc::new(AtomicUsize::new(0)),
+            pending: Arc::new(AtomicUsize::new(0)),
+            js: Arc::new(OnceLock::new()),
         };
         (q, rx)
     }
@@ -146,15 +157,54 @@ impl Queue {
             tracing::warn!("JetStream event dropped: {QUEUE_BYTES} bytes already queued");
             return;
         }
+        self.pending.fetch_add(1, AcqRel);
         if self.tx.try_send(ev).is_err() {
             self.bytes.fetch_sub(n, Relaxed);
+            self.pending.fetch_sub(1, AcqRel);
             tracing::warn!("JetStream event dropped: queue full or JetStream stopped");
+        }
+    }
+
+    /// Handle `ev` in place when nothing is queued and the engine is free; otherwise queue
+    /// it. A stored publish's flush and PubAck wait for the end of `fan`'s batch, so a
+    /// burst of publishes costs one write and wakes its publisher once.
+    fn handle_or_push(&self, fan: &mut Fanout, ev: Event) {
+        let Some(js) = self.js.get().and_then(Weak::upgrade) else {
+            return self.push(ev);
+        };
+        if self.pending.load(Acquire) != 0 {
+            return self.push(ev);
+        }
+        let Ok(mut e) = js.engine.try_lock() else {
+            return self.push(ev);
+        };
+        // Re-checked under the lock: the task decrements only after applying an event
+        // while it holds the lock, so zero here means nothing earlier is unapplied.
+        if self.pending.load(Acquire) != 0 {
+            drop(e);
+            return self.push(ev);
+        }
+        let publish = matches!(ev.kind, EventKind::Publish(_));
+        let srv = fan.server().clone();
+        e.handle_queued(&srv, ev);
+        drop(e);
+        if publish {
+            let key = Arc::as_ptr(&js) as usize;
+            fan.defer_once(
+                key,
+                Box::new(move |fan: &mut Fanout| js.engine().finish_batch(fan.server())),
+            );
         }
     }
 
     /// The task took `ev` off the queue.
     fn taken(&self, ev: &Event) {
         self.bytes.fetch_sub(ev.size(), Relaxed);
+    }
+
+    /// The task applied a queued event (called with the engine locked).
+    fn handled(&self) {
+        self.pending.fetch_sub(1, AcqRel);
     }
 }
 
@@ -185,6 +235,7 @@ impl JetStream {
             engine: Mutex::new(Engine::new(config.clone(), queue.clone())),
             queue,
         });
+        let _ = js.queue.js.set(Arc::downgrade(&js));
         tracing::info!("Starting JetStream");
         tracing::info!("  Store Directory: \"{}\"", config.store_dir.display());
         tracing::info!("  Max Memory:      {}", config.max_memory);
@@ -236,7 +287,7 @@ fn js_accounts(srv: &ServerShared) -> Vec<Arc<Account>> {
 
 /// A handler that copies each message into the channel as `kind`.
 pub fn handler(tx: Queue, acc: Arc<str>, kind: EventKind, domain: Option<String>) -> Handler {
-    Arc::new(move |_, m: &Msg<'_>| {
+    Arc::new(move |fan: &mut Fanout, m: &Msg<'_>| {
         let Ok(subject) = std::str::from_utf8(m.subject) else {
             return;
         };
@@ -261,7 +312,10 @@ pub fn handler(tx: Queue, acc: Arc<str>, kind: EventKind, domain: Option<String>
             header: m.header.map(Bytes::copy_from_slice),
             payload: Bytes::copy_from_slice(m.payload),
         };
-        tx.push(ev);
+        match ev.kind {
+            EventKind::Publish(_) | EventKind::Ack => tx.handle_or_push(fan, ev),
+            _ => tx.push(ev),
+        }
     })
 }
 
@@ -289,12 +343,19 @@ async fn run(srv: Arc<ServerShared>, js: Arc<JetStream>, mut rx: mpsc::Receiver<
     loop {
         tokio::select! {
             _ = srv.shutdown_signal() => break,
-            _ = tick.tick() => js.engine().tick(&srv),
+            _ = tick.tick() => {
+                let mut e = js.engine();
+                e.tick(&srv);
+                // Acks of publishes handled in place are sent at their batch's end; this
+                // is only a backstop.
+                e.finish_batch(&srv);
+            }
             ev = rx.recv() => match ev {
                 Some(ev) => {
                     js.queue.taken(&ev);
                     let mut e = js.engine();
                     e.handle_queued(&srv, ev);
+                    js.queue.handled();
                     // Take what else is queued under the same lock (bounded), then flush the
                     // streams written to once and send their acks.
                     for _ in 0..256 {
@@ -302,6 +363,7 @@ async fn run(srv: Arc<ServerShared>, js: Arc<JetStream>, mut rx: mpsc::Receiver<
                             Ok(ev) => {
                                 js.queue.taken(&ev);
                                 e.handle_queued(&srv, ev);
+                                js.queue.handled();
                             }
                             Err(_) => break,
                         }

@@ -147,13 +147,15 @@ pub fn apply_defaults(c: &mut StreamConfig) {
     if c.num_replicas == 0 {
         c.num_replicas = 1;
     }
-    if c.duplicate_window == 0 {
+    // A mirror has no duplicate window (nats-server leaves it out).
+    if c.duplicate_window == 0 && c.mirror.as_ref().is_none_or(|m| m.is_null()) {
         c.duplicate_window = if c.max_age != 0 && c.max_age < DEFAULT_DUPLICATE_WINDOW {
             c.max_age
         } else {
             DEFAULT_DUPLICATE_WINDOW
         };
     }
+    super::mirror::normalize(c);
     if c.subjects.is_empty() && c.mirror.is_none() && c.sources.is_none() {
         c.subjects = vec![c.name.clone()];
     }
@@ -202,13 +204,7 @@ pub fn check(c: &StreamConfig, max_payload: usize) -> Result<(), ApiError> {
             "roll-ups require the purge permission",
         ));
     }
-    if c.mirror.as_ref().is_some_and(|m| !m.is_null())
-        || c.sources.as_ref().is_some_and(|s| !s.is_null())
-    {
-        return Err(ApiError::stream_config(
-            "stream mirrors and sources are not supported by natsd yet",
-        ));
-    }
+    super::mirror::parse(c)?;
     if c.mirror_direct && c.mirror.as_ref().is_none_or(|m| m.is_null()) {
         return Err(ApiError::stream_config(
             "stream has no mirror but does have mirror direct",

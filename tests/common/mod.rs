@@ -28,6 +28,26 @@ pub async fn start_default() -> Server {
     start(Options::local()).await
 }
 
+/// A local server with JetStream in a fresh directory named after `name` (and this test
+/// process), and a client: (server, client, store directory to remove at the end).
+#[allow(dead_code)]
+pub async fn start_js(name: &str) -> (Server, async_nats::Client, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("natsd-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let srv = start(Options {
+        jetstream: Some(natsd::config::JetStreamOpts {
+            store_dir: Some(dir.clone()),
+            ..Default::default()
+        }),
+        ..Options::local()
+    })
+    .await;
+    let nc = async_nats::connect(srv.client_url())
+        .await
+        .expect("connect");
+    (srv, nc, dir)
+}
+
 /// A port that was free a moment ago (the listener is closed before returning).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

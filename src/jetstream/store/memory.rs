@@ -83,18 +83,23 @@ impl Inner {
         }
     }
 
-    fn enforce(&mut self) {
+    /// Apply the limits: to every subject (`None`, limits changed) or to the one just
+    /// stored (`Some`: only its count can have grown).
+    fn enforce(&mut self, stored: Option<&str>) {
         let l = self.limits.clone();
         if l.max_msgs_per_subject > 0 {
-            let over: Vec<u64> = self
-                .by_subject
-                .values()
-                .filter(|s| s.len() as i64 > l.max_msgs_per_subject)
-                .flat_map(|s| {
-                    let n = s.len() - l.max_msgs_per_subject as usize;
-                    s.iter().take(n).copied().collect::<Vec<_>>()
-                })
-                .collect();
+            let over_of = |s: &BTreeSet<u64>| {
+                let n = s.len().saturating_sub(l.max_msgs_per_subject as usize);
+                s.iter().take(n).copied().collect::<Vec<_>>()
+            };
+            let over: Vec<u64> = match stored {
+                Some(subject) => self
+                    .by_subject
+                    .get(subject)
+                    .map(over_of)
+                    .unwrap_or_default(),
+                None => self.by_subject.values().flat_map(over_of).collect(),
+            };
             for s in over {
                 self.remove_seq(s);
             }
@@ -153,17 +158,22 @@ impl MsgStore for MemStore {
             data: bytes::Bytes::copy_from_slice(data),
         };
         g.msgs.insert(seq, m);
-        g.by_subject
-            .entry(subject.to_string())
-            .or_default()
-            .insert(seq);
+        match g.by_subject.get_mut(subject) {
+            Some(set) => {
+                set.insert(seq);
+            }
+            None => {
+                g.by_subject
+                    .insert(subject.to_string(), BTreeSet::from([seq]));
+            }
+        }
         g.bytes += size;
         g.last = seq;
         g.last_ts = ts;
         if g.first == 0 || g.msgs.len() == 1 {
             g.first = seq;
         }
-        g.enforce();
+        g.enforce(Some(subject));
         Ok(seq)
     }
 
@@ -330,7 +340,7 @@ impl MsgStore for MemStore {
     fn update_limits(&self, limits: StoreLimits) -> Result<(), StoreError> {
         let mut g = self.lock();
         g.limits = limits;
-        g.enforce();
+        g.enforce(None);
         Ok(())
     }
 

@@ -1,0 +1,357 @@
+//! Stream mirrors and sources on one server: nats-server 2.9's `mirror` and `sources` for
+//! origins in the same account (`external` origins — other accounts or domains — are refused).
+//!
+//! A following stream copies its origins' messages on the engine's timer, up to [`BUDGET`]
+//! per origin per tick (nats-server's copies are asynchronous too). A mirror keeps the
+//! origin's sequences and timestamps: a gap in the origin (deleted messages) stays a gap.
+//! A source appends through the stream's own publish checks (limits, dedupe, rollups) with
+//! the header `Nats-Stream-Source: <origin> <origin sequence>`, as nats-server 2.9.10 writes
+//! it. After a restart the cursors come back from the stored messages: a mirror's last
+//! sequence, a source's newest `Nats-Stream-Source` header.
+
+use super::consumer::Cx;
+use super::stream::Stream;
+use super::types::{header, now_nanos, parse_time, with_headers, ApiError, Obj, StreamConfig};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use tokio::time::Instant;
+
+/// Messages copied per origin per tick.
+const BUDGET: usize = 10_000;
+/// How far back a restart looks for a source's newest copied message.
+const RECOVER_SCAN: u64 = 100_000;
+/// The header a source's copies carry.
+pub const SOURCE_HEADER: &str = "Nats-Stream-Source";
+
+/// Where a following stream copies from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Origin {
+    pub name: String,
+    pub start_seq: u64,
+    pub start_time: Option<i64>,
+    pub filter: Option<String>,
+}
+
+/// One origin and how far the copy got.
+pub struct Follow {
+    pub origin: Origin,
+    /// The next origin sequence to copy; 0 until the first copy picks the start.
+    pub next: u64,
+    /// When a message was last copied (the info's `active`).
+    pub active: Option<Instant>,
+    pub since: Instant,
+}
+
+/// What one stream follows: its mirror, or its sources.
+pub struct Follows {
+    pub mirror: bool,
+    pub list: Vec<Follow>,
+}
+
+fn set(v: &Option<Value>) -> Option<&Value> {
+    v.as_ref().filter(|v| !v.is_null())
+}
+
+fn origin(v: &Value) -> Result<Origin, ApiError> {
+    let bad = || ApiError::stream_config("stream mirror and source entries must be objects");
+    let o = v.as_object().ok_or_else(bad)?;
+    if o.get("external").is_some_and(|e| !e.is_null()) {
+        return Err(ApiError::stream_config(
+            "stream mirrors and sources from other accounts or domains (external) are not supported by natsd yet",
+        ));
+    }
+    let name = o.get("name").and_then(Value::as_str).unwrap_or("");
+    let start_time = match o.get("opt_start_time").and_then(Value::as_str) {
+        Some(t) => Some(
+            parse_time(t)
+                .ok_or_else(|| ApiError::stream_config(format!("invalid opt_start_time {t:?}")))?,
+        ),
+        None => None,
+    };
+    Ok(Origin {
+        name: name.to_string(),
+        start_seq: o.get("opt_start_seq").and_then(Value::as_u64).unwrap_or(0),
+        start_time,
+        filter: o
+            .get("filter_subject")
+            .and_then(Value::as_str)
+            .filter(|f| !f.is_empty() && *f != ">")
+            .map(str::to_string),
+    })
+}
+
+/// The origins `cfg` names (none: not a following stream), with nats-server's checks.
+pub fn parse(cfg: &StreamConfig) -> Result<Option<Follows>, ApiError> {
+    let mirror = set(&cfg.mirror);
+    let sources = set(&cfg.sources);
+    if let Some(m) = mirror {
+        if !cfg.subjects.is_empty() {
+            return Err(ApiError::new(
+                400,
+                10034,
+                "stream mirrors can not contain subjects",
+            ));
+        }
+        if sources
+            .and_then(Value::as_array)
+            .is_some_and(|s| !s.is_empty())
+        {
+            return Err(ApiError::new(
+                400,
+                10031,
+                "stream mirrors can not also contain other sources",
+            ));
+        }
+        let o = origin(m)?;
+        if o.name == cfg.name {
+            return Err(ApiError::stream_config("detected cycle"));
+        }
+        return Ok(Some(Follows::new(true, vec![o])));
+    }
+    let Some(s) = sources else {
+        return Ok(None);
+    };
+    let list = s
+        .as_array()
+        .ok_or_else(|| ApiError::stream_config("stream sources must be a list"))?;
+    let mut origins = Vec::with_capacity(list.len());
+    for v in list {
+        let o = origin(v)?;
+        if o.name == cfg.name {
+            return Err(ApiError::stream_config("detected cycle"));
+        }
+        origins.push(o);
+    }
+    if origins.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(Follows::new(false, origins)))
+}
+
+/// A stream update may change sources but never a mirror (nats-server 2.9: 10055).
+pub fn check_update(old: &StreamConfig, new: &StreamConfig) -> Result<(), ApiError> {
+    if set(&old.mirror) != set(&new.mirror) {
+        return Err(ApiError::new(
+            400,
+            10055,
+            "stream mirror configuration can not be updated",
+        ));
+    }
+    Ok(())
+}
+
+impl Follows {
+    fn new(mirror: bool, origins: Vec<Origin>) -> Follows {
+        let now = Instant::now();
+        Follows {
+            mirror,
+            list: origins
+                .into_iter()
+                .map(|origin| Follow {
+                    origin,
+                    next: 0,
+                    active: None,
+                    since: now,
+                })
+                .collect(),
+        }
+    }
+
+    /// Keep the cursors of origins that stay (a sources update).
+    pub fn carry_over(&mut self, old: Follows) {
+        for f in &mut self.list {
+            if let Some(o) = old.list.iter().find(|o| o.origin == f.origin) {
+                f.next = o.next;
+                f.active = o.active;
+                f.since = o.since;
+            }
+        }
+    }
+
+    /// Pick the cursors up from what `st` (the following stream) already holds.
+    pub fn recover(&mut self, st: &Stream) {
+        let s = st.store.state();
+        if s.last_seq == 0 || s.msgs == 0 {
+            if self.mirror && s.last_seq > 0 {
+                self.list[0].next = s.last_seq + 1;
+            }
+            return;
+        }
+        if self.mirror {
+            self.list[0].next = s.last_seq + 1;
+            return;
+        }
+        let floor = s.first_seq.max(s.last_seq.saturating_sub(RECOVER_SCAN));
+        let mut seq = s.last_seq;
+        while seq >= floor && self.list.iter().any(|f| f.next == 0) {
+            if let Ok(m) = st.store.load(seq) {
+                let from = header(m.header.as_deref(), SOURCE_HEADER)
+                    .and_then(|v| v.rsplit_once(' '))
+                    .and_then(|(n, q)| q.parse::<u64>().ok().map(|q| (n, q)));
+                if let Some((name, q)) = from {
+                    if let Some(f) = self
+                        .list
+                        .iter_mut()
+                        .find(|f| f.next == 0 && f.origin.name == name)
+                    {
+                        f.next = q + 1;
+                    }
+                }
+            }
+            if seq == 0 {
+                break;
+            }
+            seq -= 1;
+        }
+    }
+
+    /// The info's `mirror` or `sources` field.
+    pub fn info_fields<'a>(&'a self, o: &mut Obj, streams: &BTreeMap<String, Stream>) {
+        let now = Instant::now();
+        let entry = |f: &'a Follow| -> SourceInfo<'a> {
+            let lag = streams.get(&f.origin.name).map_or(0, |s| {
+                let last = s.store.state().last_seq;
+                last.saturating_sub(f.next.max(1) - 1)
+            });
+            let active = now
+                .duration_since(f.active.unwrap_or(f.since))
+                .as_nanos()
+                .min(i64::MAX as u128) as i64;
+            SourceInfo {
+                name: &f.origin.name,
+                lag,
+                active,
+            }
+        };
+        if self.mirror {
+            if let Some(f) = self.list.first() {
+                o.field("mirror", &entry(f));
+            }
+        } else {
+            let v: Vec<SourceInfo<'_>> = self.list.iter().map(entry).collect();
+            o.field("sources", &v);
+        }
+    }
+}
+
+/// One origin in stream info, in nats-server's field order.
+#[derive(serde::Serialize)]
+struct SourceInfo<'a> {
+    name: &'a str,
+    lag: u64,
+    /// Nanoseconds since the last copy (or since the stream was set up).
+    active: i64,
+}
+
+/// nats-server echoes every mirror and source entry with its `name`, even an empty one.
+pub fn normalize(cfg: &mut StreamConfig) {
+    let named = |v: &mut Value| {
+        if let Some(o) = v.as_object_mut() {
+            o.entry("name")
+                .or_insert_with(|| Value::String(String::new()));
+        }
+    };
+    if let Some(m) = cfg.mirror.as_mut() {
+        named(m);
+    }
+    if let Some(Value::Array(list)) = cfg.sources.as_mut() {
+        list.iter_mut().for_each(named);
+    }
+}
+
+/// Copy what the following streams of one account are missing from their origins. Returns
+/// whether anything was copied (their consumers then have work).
+pub fn pump(
+    cx: &Cx<'_>,
+    streams: &mut BTreeMap<String, Stream>,
+    follows: &mut BTreeMap<String, Follows>,
+) -> bool {
+    let mut copied = false;
+    for (name, fl) in follows.iter_mut() {
+        for f in &mut fl.list {
+            let Some(origin) = streams.get(&f.origin.name) else {
+                continue; // not there (yet): nats-server waits for it too
+            };
+            if f.next == 0 {
+                f.next = if f.origin.start_seq > 0 {
+                    f.origin.start_seq
+                } else if let Some(t) = f.origin.start_time {
+                    origin.store.seq_for_time(t)
+                } else {
+                    1
+                };
+            }
+            let mut batch = Vec::new();
+            while batch.len() < BUDGET {
+                match origin.store.load_next(f.origin.filter.as_deref(), f.next) {
+                    Ok(m) => {
+                        f.next = m.seq + 1;
+                        batch.push(m);
+                    }
+                    Err(_) => break,
+                }
+            }
+            if batch.is_empty() {
+                continue;
+            }
+            let Some(st) = streams.get_mut(name) else {
+                break;
+            };
+            let now = now_nanos();
+            for m in batch {
+                if fl.mirror {
+                    skip_to(st, m.seq);
+                    if let Err(e) = st
+                        .store
+                        .store(&m.subject, m.header.as_deref(), &m.data, m.ts)
+                    {
+                        tracing::warn!("JetStream: mirror {name:?} of {:?}: {e}", f.origin.name);
+                    }
+                } else {
+                    let hdr = with_headers(
+                        m.header.as_deref(),
+                        &[(SOURCE_HEADER, &format!("{} {}", f.origin.name, m.seq))],
+                    );
+                    // Refusals (limits with discard new, duplicates) drop the copy, as a
+                    // refused publish would be.
+                    let _ = st.accept(&m.subject, Some(&hdr), &m.data, now);
+                }
+            }
+            // A sourcing stream's own republish applies to what it takes in.
+            for r in st.take_republished() {
+                cx.send(&r.subject, None, Some(&r.header), &r.payload);
+            }
+            if let Err(e) = st.store.flush() {
+                tracing::error!("JetStream: stream {name:?} flush: {e}");
+            }
+            f.active = Some(Instant::now());
+            copied = true;
+        }
+    }
+    copied
+}
+
+/// Make the mirror's next sequence `seq` (the origin has a gap before it).
+fn skip_to(st: &mut Stream, seq: u64) {
+    let s = st.store.state();
+    if s.last_seq + 1 >= seq {
+        return;
+    }
+    if s.msgs == 0 {
+        let _ = st.store.purge(&super::store::Purge {
+            filter: None,
+            seq: Some(seq),
+            keep: None,
+        });
+        return;
+    }
+    // Mid-stream: a placeholder per missing sequence, removed at once.
+    for _ in s.last_seq + 1..seq {
+        match st.store.store("_", None, b"", now_nanos()) {
+            Ok(q) => {
+                let _ = st.store.remove(q, false);
+            }
+            Err(_) => break,
+        }
+    }
+}
