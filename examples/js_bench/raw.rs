@@ -3,6 +3,7 @@
 //! the server rather than the client library.
 
 use std::io::{BufRead, BufReader, Read, Write};
+
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
@@ -11,12 +12,16 @@ use super::Res;
 /// How long any single read may block before the run fails.
 const READ_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// One delivered message: its subject, reply and payload (headers are kept with the
-/// payload's byte count but not split out: a status message has an empty payload).
+/// One delivered message, its buffers reused from one message to the next (no allocation
+/// per message once they have grown).
+#[derive(Default)]
 pub struct Delivered {
-    pub reply: Option<String>,
+    /// The reply subject (empty: none).
+    pub reply: String,
+    /// The status of a header-only status message (`404 No Messages`, …), if any.
     pub status: Option<String>,
     pub payload: Vec<u8>,
+    buf: Vec<u8>,
 }
 
 pub struct Raw {
@@ -75,10 +80,8 @@ impl Raw {
             self.out.push(b' ');
             self.out.extend_from_slice(r.as_bytes());
         }
-        self.out.push(b' ');
-        self.out
-            .extend_from_slice(payload.len().to_string().as_bytes());
-        self.out.extend_from_slice(b"\r\n");
+        // The length without a temporary string.
+        let _ = write!(self.out, " {}\r\n", payload.len());
         self.out.extend_from_slice(payload);
         self.out.extend_from_slice(b"\r\n");
     }
@@ -99,8 +102,8 @@ impl Raw {
         !self.r.buffer().is_empty()
     }
 
-    /// The next MSG or HMSG (answering PINGs; failing on -ERR).
-    pub fn next(&mut self) -> Res<Delivered> {
+    /// The next MSG or HMSG into `d` (answering PINGs; failing on -ERR).
+    pub fn next(&mut self, d: &mut Delivered) -> Res<()> {
         loop {
             self.read_line()?;
             let l = self.line.trim_end();
@@ -115,35 +118,41 @@ impl Raw {
             if l.starts_with("-ERR") {
                 return Err(format!("server: {l}"));
             }
-            let t: Vec<&str> = l.split(' ').collect();
-            let (reply, hdr, total) = match (t.first().copied(), t.len()) {
-                (Some("MSG"), 4) => (None, 0, t[3]),
-                (Some("MSG"), 5) => (Some(t[3]), 0, t[4]),
-                (Some("HMSG"), 5) => (None, parse(t[3])?, t[4]),
-                (Some("HMSG"), 6) => (Some(t[3]), parse(t[4])?, t[5]),
+            let mut t = [""; 6];
+            let mut n = 0;
+            for tok in l.split(' ') {
+                if n == t.len() {
+                    return Err(format!("unexpected line {l:?}"));
+                }
+                t[n] = tok;
+                n += 1;
+            }
+            let (reply, hdr, total) = match (t[0], n) {
+                ("MSG", 4) => ("", 0, t[3]),
+                ("MSG", 5) => (t[3], 0, t[4]),
+                ("HMSG", 5) => ("", parse(t[3])?, t[4]),
+                ("HMSG", 6) => (t[3], parse(t[4])?, t[5]),
                 _ => return Err(format!("unexpected line {l:?}")),
             };
             let total = parse(total)?;
-            let reply = reply.map(str::to_string);
-            let mut buf = vec![0u8; total + 2];
+            d.reply.clear();
+            d.reply.push_str(reply);
+            d.buf.resize(total + 2, 0);
             self.r
-                .read_exact(&mut buf)
+                .read_exact(&mut d.buf)
                 .map_err(|e| format!("read payload: {e}"))?;
-            buf.truncate(total);
-            let status = (hdr > 0).then(|| {
-                let h = String::from_utf8_lossy(&buf[..hdr]);
+            d.status = (hdr > 0).then(|| {
+                let h = String::from_utf8_lossy(&d.buf[..hdr]);
                 h.lines()
                     .next()
                     .and_then(|l| l.strip_prefix("NATS/1.0"))
                     .map(|s| s.trim().to_string())
                     .unwrap_or_default()
             });
-            let payload = buf.split_off(hdr);
-            return Ok(Delivered {
-                reply,
-                status: status.filter(|s| !s.is_empty()),
-                payload,
-            });
+            d.status = d.status.take().filter(|s| !s.is_empty());
+            d.payload.clear();
+            d.payload.extend_from_slice(&d.buf[hdr..total]);
+            return Ok(());
         }
     }
 
@@ -151,7 +160,8 @@ impl Raw {
     pub fn request(&mut self, subject: &str, body: &[u8]) -> Res<Vec<u8>> {
         self.publish(subject, Some("_I.req"), body);
         self.flush()?;
-        let m = self.next()?;
+        let mut m = Delivered::default();
+        self.next(&mut m)?;
         if let Some(s) = m.status {
             return Err(format!("{subject}: status {s}"));
         }
@@ -198,6 +208,7 @@ pub fn publish(
     let t0 = Instant::now();
     let c0 = super::server_cpu();
     let (mut sent, mut acked) = (0u64, 0u64);
+    let mut m = Delivered::default();
     loop {
         let more = sent < max && t0.elapsed() < dur;
         while more && sent - acked < window as u64 && sent < max {
@@ -210,7 +221,7 @@ pub fn publish(
         }
         // Read what has arrived (at least one ack), then top the window up again.
         loop {
-            let m = c.next()?;
+            c.next(&mut m)?;
             check_ack(&m)?;
             acked += 1;
             if acked == sent || !c.buffered() {
@@ -236,6 +247,7 @@ pub fn pull(c: &mut Raw, size: usize, n: u64, batch: usize) -> Res<(u64, f64, f6
     let t0 = Instant::now();
     let c0 = super::server_cpu();
     let mut got = 0u64;
+    let mut m = Delivered::default();
     while got < n {
         c.publish(
             "$JS.API.CONSUMER.MSG.NEXT.B.P",
@@ -246,14 +258,14 @@ pub fn pull(c: &mut Raw, size: usize, n: u64, batch: usize) -> Res<(u64, f64, f6
         let want = (n - got).min(batch as u64);
         let mut this = 0u64;
         while this < want {
-            let m = c.next()?;
-            if let Some(s) = m.status {
+            c.next(&mut m)?;
+            if let Some(s) = &m.status {
                 return Err(format!("pull status {s} at {got}"));
             }
-            let Some(reply) = m.reply else {
+            if m.reply.is_empty() {
                 return Err("message without an ack subject".into());
-            };
-            c.publish(&reply, None, b"");
+            }
+            c.publish(&m.reply, None, b"");
             this += 1;
             got += 1;
             if !c.buffered() {
