@@ -1,0 +1,227 @@
+//! The consumer half of the `$JS.API`: create (both subject forms, durable and ephemeral,
+//! with nats-server's checks in its order), info, delete, list/names.
+
+use super::*;
+
+impl JsAccount {
+    pub(super) fn consumer_create(
+        &mut self,
+        cx: &Cx<'_>,
+        stream_name: &str,
+        name_tok: Option<&str>,
+        filter_tok: &str,
+        durable_endpoint: bool,
+        p: &[u8],
+    ) -> Res {
+        const T: &str = "consumer_create_response";
+        let e = |e| (e, T);
+        if p.iter().all(u8::is_ascii_whitespace) {
+            return Err(e(ApiError::invalid_json()));
+        }
+        let req: CreateConsumerReq = body(p).map_err(e)?;
+        if req.stream_name != stream_name {
+            return Err(e(ApiError::stream_mismatch()));
+        }
+        let mut cfg = req.config;
+        let mismatch = || {
+            e(ApiError::new(
+                400,
+                10017,
+                "consumer name in subject does not match durable name in request",
+            ))
+        };
+        let name = match name_tok {
+            None => {
+                if !cfg.durable_name.is_empty() {
+                    return Err(e(ApiError::new(
+                        400,
+                        10020,
+                        "consumer expected to be ephemeral but a durable name was set in request",
+                    )));
+                }
+                if cfg.name.is_empty() {
+                    random_name()
+                } else {
+                    cfg.name.clone()
+                }
+            }
+            Some(n) if durable_endpoint => {
+                if cfg.durable_name != n {
+                    return Err(mismatch());
+                }
+                n.to_string()
+            }
+            Some(n) => {
+                if (!cfg.durable_name.is_empty() && cfg.durable_name != n)
+                    || (!cfg.name.is_empty() && cfg.name != n)
+                {
+                    return Err(mismatch());
+                }
+                if !filter_tok.is_empty() && cfg.filter_subject != filter_tok {
+                    return Err(e(ApiError::new(
+                        400,
+                        10131,
+                        "Consumer create request did not match filtered subject from create subject",
+                    )));
+                }
+                cfg.name = n.to_string();
+                n.to_string()
+            }
+        };
+        if !valid_name(&name) {
+            return Err(e(ApiError::new(
+                400,
+                10127,
+                "consumer name can not contain path separators",
+            )));
+        }
+        let durable = !cfg.durable_name.is_empty();
+        let st = self
+            .streams
+            .get_mut(stream_name)
+            .ok_or(e(ApiError::stream_not_found()))?;
+        consumer::apply_defaults(&mut cfg, !durable);
+        if let Some(c) = st.consumers.get(&name) {
+            if c.cfg != cfg {
+                consumer::check_update(&c.cfg, &cfg).map_err(e)?;
+            }
+        }
+        consumer::check(&cfg, &st.cfg).map_err(e)?;
+        if st.cfg.retention == Retention::Workqueue {
+            for (n, c) in &st.consumers {
+                if *n == name {
+                    continue;
+                }
+                if c.cfg.filter_subject.is_empty() || cfg.filter_subject.is_empty() {
+                    return Err(e(ApiError::new(
+                        400,
+                        10099,
+                        "multiple non-filtered consumers not allowed on workqueue stream",
+                    )));
+                }
+                if crate::subject::overlaps(
+                    c.cfg.filter_subject.as_bytes(),
+                    cfg.filter_subject.as_bytes(),
+                ) {
+                    return Err(e(ApiError::new(
+                        400,
+                        10100,
+                        "filtered consumer not unique on workqueue stream",
+                    )));
+                }
+            }
+        }
+        if let Some(c) = st.consumers.get_mut(&name) {
+            if c.cfg != cfg {
+                consumer::check_update(&c.cfg, &cfg).map_err(e)?;
+                c.cfg = cfg;
+                c.dirty = true;
+            }
+            let c = &st.consumers[&name];
+            save_consumer_meta(st, c).map_err(|er| e(ApiError::consumer_create(er)))?;
+            return Ok(c.info_json(st.store.as_ref(), Some(T), Some(cx)));
+        }
+        if st.cfg.max_consumers > 0 && st.consumers.len() as i64 >= st.cfg.max_consumers {
+            return Err(e(ApiError::new(
+                400,
+                10026,
+                "maximum consumers limit reached",
+            )));
+        }
+        let mut c = Consumer::new(
+            name.clone(),
+            stream_name.to_string(),
+            cfg,
+            now_nanos(),
+            durable,
+            st.store.as_ref(),
+        );
+        c.set_rate_burst(rate_burst(&st.cfg, cx.srv));
+        save_consumer_meta(st, &c).map_err(|er| e(ApiError::consumer_create(er)))?;
+        let out = c.info_json(st.store.as_ref(), Some(T), Some(cx));
+        st.consumers.insert(name.clone(), c);
+        let mut acked = Vec::new();
+        if let Some(c) = st.consumers.get_mut(&name) {
+            c.pump(cx, st.store.as_ref(), &mut acked);
+        }
+        retire(st, &acked);
+        Ok(out)
+    }
+
+    pub(super) fn consumer_info(&self, cx: &Cx<'_>, s: &str, c: &str) -> Res {
+        const T: &str = "consumer_info_response";
+        let st = self
+            .streams
+            .get(s)
+            .ok_or((ApiError::stream_not_found(), T))?;
+        let con = st
+            .consumers
+            .get(c)
+            .ok_or((ApiError::consumer_not_found(), T))?;
+        Ok(con.info_json(st.store.as_ref(), Some(T), Some(cx)))
+    }
+
+    pub(super) fn consumer_delete(&mut self, cx: &Cx<'_>, s: &str, c: &str) -> Res {
+        const T: &str = "consumer_delete_response";
+        let st = self
+            .streams
+            .get_mut(s)
+            .ok_or((ApiError::stream_not_found(), T))?;
+        let mut con = st
+            .consumers
+            .remove(c)
+            .ok_or((ApiError::consumer_not_found(), T))?;
+        con.deleted(cx);
+        if let Some(d) = &st.dir {
+            persist::remove_dir(&persist::consumer_dir(d, c));
+        }
+        // Messages only this consumer held back may go now.
+        if st.cfg.retention == Retention::Interest {
+            let all: Vec<u64> = {
+                let mut v = Vec::new();
+                let mut seq = 0;
+                while let Ok(m) = st.store.load_next(None, seq) {
+                    v.push(m.seq);
+                    seq = m.seq + 1;
+                    if v.len() >= 100_000 {
+                        break;
+                    }
+                }
+                v
+            };
+            retire(st, &all);
+        }
+        let mut o = Obj::typed(T);
+        o.field("success", &true);
+        Ok(o.done())
+    }
+
+    pub(super) fn consumer_list(&self, cx: &Cx<'_>, s: &str, p: &[u8], names: bool) -> Res {
+        let t = if names {
+            "consumer_names_response"
+        } else {
+            "consumer_list_response"
+        };
+        let req: ListReq = body(p).map_err(|e| (e, t))?;
+        let st = self
+            .streams
+            .get(s)
+            .ok_or((ApiError::stream_not_found(), t))?;
+        let limit = if names { NAMES_LIMIT } else { LIST_LIMIT };
+        let page = st.consumers.values().skip(req.offset).take(limit);
+        let mut o = Obj::typed(t);
+        o.field("total", &st.consumers.len())
+            .field("offset", &req.offset)
+            .field("limit", &limit);
+        if names {
+            let v: Vec<&str> = page.map(|c| c.name.as_str()).collect();
+            o.field("consumers", &(!v.is_empty()).then_some(v));
+        } else {
+            let v: Vec<String> = page
+                .map(|c| c.info_json(st.store.as_ref(), None, Some(cx)))
+                .collect();
+            o.raw("consumers", &format!("[{}]", v.join(",")));
+        }
+        Ok(o.done())
+    }
+}
