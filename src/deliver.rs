@@ -120,10 +120,10 @@ impl Fanout {
     }
 
     /// Run `f` when this batch ends (before writers are woken), unless a hook with the same
-    /// `key` is already waiting.
-    pub fn defer_once(&mut self, key: usize, f: BatchHook) {
+    /// `key` is already waiting (then `f` is dropped unboxed: no allocation per message).
+    pub fn defer_once(&mut self, key: usize, f: impl FnOnce(&mut Fanout) + Send + Sync + 'static) {
         if !self.hooks.iter().any(|(k, _)| *k == key) {
-            self.hooks.push((key, f));
+            self.hooks.push((key, Box::new(f)));
         }
     }
 

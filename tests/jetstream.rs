@@ -12,20 +12,12 @@ use natsd::config::JetStreamOpts;
 use natsd::{Options, Server};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-static N: AtomicUsize = AtomicUsize::new(0);
 const T: Duration = Duration::from_secs(5);
 
 fn tmp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "natsd-js-{name}-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_dir_all(&d);
-    d
+    common::js_dir(&format!("js-{name}"))
 }
 
 fn js_opts(dir: &Path) -> Options {
@@ -48,18 +40,7 @@ async fn start(dir: &Path) -> (Server, async_nats::Client, jetstream::Context) {
     (srv, nc, js)
 }
 
-/// A raw `$JS.API` request and its JSON answer.
-async fn api(nc: &async_nats::Client, subject: &str, body: &str) -> Value {
-    let m = tokio::time::timeout(
-        T,
-        nc.request(subject.to_string(), Bytes::from(body.to_string())),
-    )
-    .await
-    .unwrap_or_else(|_| panic!("{subject}: timed out"))
-    .unwrap_or_else(|e| panic!("{subject}: {e}"));
-    serde_json::from_slice(&m.payload)
-        .unwrap_or_else(|e| panic!("{subject}: {e}: {:?}", String::from_utf8_lossy(&m.payload)))
-}
+use common::js_api as api;
 
 fn err_of(v: &Value) -> (i64, i64, String) {
     let e = &v["error"];

@@ -7,38 +7,18 @@ mod common;
 use async_nats::jetstream::{self, consumer, stream};
 use bytes::Bytes;
 use futures::StreamExt;
-use natsd::config::JetStreamOpts;
-use natsd::{Options, Server};
-use serde_json::Value;
+use natsd::Server;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-static N: AtomicUsize = AtomicUsize::new(0);
 const T: Duration = Duration::from_secs(5);
 
 fn tmp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "natsd-jscs-{name}-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_dir_all(&d);
-    d
+    common::js_dir(&format!("jscs-{name}"))
 }
 
 async fn start(dir: &Path) -> (Server, async_nats::Client, jetstream::Context) {
-    let srv = common::start(Options {
-        jetstream: Some(JetStreamOpts {
-            store_dir: Some(dir.to_path_buf()),
-            ..Default::default()
-        }),
-        ..Options::local()
-    })
-    .await;
-    let nc = async_nats::connect(srv.client_url())
-        .await
-        .expect("connect");
+    let (srv, nc) = common::start_js_in(dir).await;
     let js = jetstream::new(nc.clone());
     (srv, nc, js)
 }
@@ -49,17 +29,7 @@ async fn stop(srv: Server, nc: async_nats::Client, dir: &Path) {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-async fn api(nc: &async_nats::Client, subject: &str, body: &str) -> Value {
-    let m = tokio::time::timeout(
-        T,
-        nc.request(subject.to_string(), Bytes::from(body.to_string())),
-    )
-    .await
-    .unwrap_or_else(|_| panic!("{subject}: timed out"))
-    .unwrap_or_else(|e| panic!("{subject}: {e}"));
-    serde_json::from_slice(&m.payload)
-        .unwrap_or_else(|e| panic!("{subject}: {e}: {:?}", String::from_utf8_lossy(&m.payload)))
-}
+use common::js_api as api;
 
 async fn next_msg(sub: &mut async_nats::Subscriber) -> async_nats::Message {
     tokio::time::timeout(T, sub.next())

@@ -254,20 +254,9 @@ async fn sources_append_with_their_origin_header_and_resume_after_restart() {
     assert_eq!(ack.sequence, 4);
 
     // Restart: the copy resumes where it was, nothing twice.
-    let url_dir = dir.clone();
     drop(nc);
     drop(srv);
-    let srv = common::start(natsd::Options {
-        jetstream: Some(natsd::config::JetStreamOpts {
-            store_dir: Some(url_dir),
-            ..Default::default()
-        }),
-        ..natsd::Options::local()
-    })
-    .await;
-    let nc = async_nats::connect(srv.client_url())
-        .await
-        .expect("connect");
+    let (srv, nc) = common::start_js_in(&dir).await;
     let js = jetstream::new(nc.clone());
     js.publish("a", "after".into())
         .await

@@ -171,14 +171,13 @@ impl Follows {
     /// Pick the cursors up from what `st` (the following stream) already holds.
     pub fn recover(&mut self, st: &Stream) {
         let s = st.store.state();
-        if s.last_seq == 0 || s.msgs == 0 {
-            if self.mirror && s.last_seq > 0 {
+        if self.mirror {
+            if s.last_seq > 0 {
                 self.list[0].next = s.last_seq + 1;
             }
             return;
         }
-        if self.mirror {
-            self.list[0].next = s.last_seq + 1;
+        if s.msgs == 0 {
             return;
         }
         let floor = s.first_seq.max(s.last_seq.saturating_sub(RECOVER_SCAN));

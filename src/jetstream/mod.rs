@@ -185,15 +185,13 @@ impl Queue {
             return self.push(ev);
         }
         let publish = matches!(ev.kind, EventKind::Publish(_));
-        let srv = fan.server().clone();
-        e.handle_queued(&srv, ev);
+        e.handle_queued(fan.server(), ev);
         drop(e);
         if publish {
             let key = Arc::as_ptr(&js) as usize;
-            fan.defer_once(
-                key,
-                Box::new(move |fan: &mut Fanout| js.engine().finish_batch(fan.server())),
-            );
+            fan.defer_once(key, move |fan: &mut Fanout| {
+                js.engine().finish_batch(fan.server())
+            });
         }
     }
 

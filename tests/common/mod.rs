@@ -41,15 +41,22 @@ pub async fn js_api(nc: &async_nats::Client, subject: &str, body: &str) -> serde
     serde_json::from_slice(&m.payload).unwrap_or_else(|e| panic!("{subject}: not JSON: {e}"))
 }
 
-/// A local server with JetStream in a fresh directory named after `name` (and this test
-/// process), and a client: (server, client, store directory to remove at the end).
+/// A fresh, empty JetStream store directory named after `name`, unique in this test process.
 #[allow(dead_code)]
-pub async fn start_js(name: &str) -> (Server, async_nats::Client, std::path::PathBuf) {
-    let dir = std::env::temp_dir().join(format!("natsd-{name}-{}", std::process::id()));
+pub fn js_dir(name: &str) -> std::path::PathBuf {
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("natsd-{name}-{}-{n}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// A local server with JetStream storing in `dir` (restarts reuse it), and a client.
+#[allow(dead_code)]
+pub async fn start_js_in(dir: &std::path::Path) -> (Server, async_nats::Client) {
     let srv = start(Options {
         jetstream: Some(natsd::config::JetStreamOpts {
-            store_dir: Some(dir.clone()),
+            store_dir: Some(dir.to_path_buf()),
             ..Default::default()
         }),
         ..Options::local()
@@ -58,6 +65,15 @@ pub async fn start_js(name: &str) -> (Server, async_nats::Client, std::path::Pat
     let nc = async_nats::connect(srv.client_url())
         .await
         .expect("connect");
+    (srv, nc)
+}
+
+/// A local server with JetStream in a fresh directory named after `name`, and a client:
+/// (server, client, store directory to remove at the end).
+#[allow(dead_code)]
+pub async fn start_js(name: &str) -> (Server, async_nats::Client, std::path::PathBuf) {
+    let dir = js_dir(name);
+    let (srv, nc) = start_js_in(&dir).await;
     (srv, nc, dir)
 }
 
