@@ -4,6 +4,14 @@ use natsd::config::flags::{self, CliError, Command};
 use natsd::{Options, Server};
 use std::process::ExitCode;
 
+/// mimalloc instead of glibc's malloc. glibc grows a thread's (non-main) arena one page at a
+/// time, one `mprotect` per page. A memory stream storing 1 KiB messages hits that every few
+/// messages: it was ~20 % of natsd's CPU in that benchmark (docs/benchmarks.md). mimalloc has
+/// per-thread heaps and no such growth step. Transparent huge pages stay off (`no_thp`): on these
+/// VMs, zeroing fresh 2 MiB pages cost more than the faults they save.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     // Kept for config reload: the file is read again and these flags applied over it.
     let args: Vec<String> = std::env::args().skip(1).collect();
