@@ -262,6 +262,7 @@ impl Engine {
                 consumers: BTreeMap::new(),
                 dir: Some(dir.clone()),
                 republished: Vec::new(),
+                ack_prefix: String::new(),
             };
             st.rebuild_dedupe(now_nanos());
             for cname in persist::subdirs(&dir.join("obs")) {
@@ -769,29 +770,28 @@ impl JsAccount {
         } else {
             st.accept(&ev.subject, ev.header.as_deref(), &ev.payload, now)
         };
-        let domain = g
-            .config
-            .domain
-            .as_ref()
-            .map(|d| {
-                format!(
-                    ", \"domain\":{}",
-                    serde_json::to_string(d).unwrap_or_default()
-                )
-            })
-            .unwrap_or_default();
-        let name_json = serde_json::to_string(&st.cfg.name).unwrap_or_default();
+        if st.ack_prefix.is_empty() {
+            // `{"stream":<name>[, "domain":<domain>], "seq":` — the stream's name never changes.
+            let json = |s: &str| serde_json::to_string(s).unwrap_or_default();
+            let domain = g.config.domain.as_deref().map(json);
+            st.ack_prefix = format!(
+                "{{\"stream\":{}{}, \"seq\":",
+                json(&st.cfg.name),
+                domain
+                    .map(|d| format!(", \"domain\":{d}"))
+                    .unwrap_or_default()
+            );
+        }
         let ack = match &res {
-            Ok(Stored::New(seq)) => {
-                format!("{{\"stream\":{name_json}{domain}, \"seq\":{seq}}}")
-            }
-            Ok(Stored::Duplicate(seq)) => {
-                format!("{{\"stream\":{name_json}{domain}, \"seq\":{seq},\"duplicate\": true}}")
-            }
+            Ok(Stored::New(seq)) => format!("{}{seq}}}", st.ack_prefix),
+            Ok(Stored::Duplicate(seq)) => format!("{}{seq},\"duplicate\": true}}", st.ack_prefix),
             Err(e) => {
                 let mut o = Obj::new();
                 o.field("error", e)
-                    .raw("stream", &name_json)
+                    .raw(
+                        "stream",
+                        &serde_json::to_string(&st.cfg.name).unwrap_or_default(),
+                    )
                     .field("seq", &0);
                 o.done()
             }

@@ -33,6 +33,8 @@ pub struct Stream {
     pub dir: Option<PathBuf>,
     /// `republish` messages waiting to be published (see `take_republished`).
     pub republished: Vec<Republished>,
+    /// A PubAck's text up to its sequence, built at the first publish (engine `publish`).
+    pub ack_prefix: String,
 }
 
 /// One message a stream's `republish` sends out.
@@ -359,13 +361,13 @@ impl Stream {
                 return Err(ApiError::new(400, 10060, "expected stream does not match"));
             }
         }
-        let state = self.store.state();
         if let Some(v) = header(hdr, "Nats-Expected-Last-Sequence") {
-            if v.parse::<u64>().ok() != Some(state.last_seq) {
+            let last_seq = self.store.state().last_seq;
+            if v.parse::<u64>().ok() != Some(last_seq) {
                 return Err(ApiError::new(
                     400,
                     10071,
-                    format!("wrong last sequence: {}", state.last_seq),
+                    format!("wrong last sequence: {last_seq}"),
                 ));
             }
         }

@@ -110,6 +110,7 @@ impl JsAccount {
             consumers: BTreeMap::new(),
             dir,
             republished: Vec::new(),
+            ack_prefix: String::new(),
         };
         subscribe_stream(srv, &self.acc, g.tx, &mut st);
         let mut o = Obj::typed(T);

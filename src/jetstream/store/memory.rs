@@ -3,14 +3,62 @@
 
 use super::{Discard, MsgStore, Purge, StoreError, StoreLimits, StoredMsg, StreamState};
 use crate::subject::{has_wildcard, pattern_matches};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use crate::util::FastMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Mutex, MutexGuard};
+
+/// One subject's sequences, ascending. Sequences only grow, so storing appends and the usual
+/// removals (limits, acks in order) take the front: both O(1), with no node per message as a
+/// `BTreeSet` would allocate. A removal in the middle is a binary search and a shift.
+#[derive(Default)]
+struct SeqList(VecDeque<u64>);
+
+impl SeqList {
+    fn push(&mut self, seq: u64) {
+        match self.0.back() {
+            Some(&last) if last >= seq => {
+                let i = self.0.partition_point(|&s| s < seq);
+                if self.0.get(i) != Some(&seq) {
+                    self.0.insert(i, seq);
+                }
+            }
+            _ => self.0.push_back(seq),
+        }
+    }
+
+    fn remove(&mut self, seq: u64) {
+        if self.0.front() == Some(&seq) {
+            self.0.pop_front();
+        } else if let Ok(i) = self.0.binary_search(&seq) {
+            self.0.remove(i);
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn last(&self) -> Option<u64> {
+        self.0.back().copied()
+    }
+
+    /// The sequences from `start` on.
+    fn from(&self, start: u64) -> impl Iterator<Item = u64> + '_ {
+        self.0
+            .range(self.0.partition_point(|&s| s < start)..)
+            .copied()
+    }
+}
 
 #[derive(Default)]
 struct Inner {
     msgs: BTreeMap<u64, StoredMsg>,
     /// Subject → the sequences of its messages.
-    by_subject: HashMap<String, BTreeSet<u64>>,
+    by_subject: FastMap<String, SeqList>,
     bytes: u64,
     /// First sequence (0 before any message; last + 1 when emptied).
     first: u64,
@@ -60,7 +108,7 @@ impl Inner {
         };
         self.bytes = self.bytes.saturating_sub(m.size());
         if let Some(set) = self.by_subject.get_mut(&m.subject) {
-            set.remove(&seq);
+            set.remove(seq);
             if set.is_empty() {
                 self.by_subject.remove(&m.subject);
             }
@@ -88,9 +136,9 @@ impl Inner {
     fn enforce(&mut self, stored: Option<&str>) {
         let l = self.limits.clone();
         if l.max_msgs_per_subject > 0 {
-            let over_of = |s: &BTreeSet<u64>| {
+            let over_of = |s: &SeqList| {
                 let n = s.len().saturating_sub(l.max_msgs_per_subject as usize);
-                s.iter().take(n).copied().collect::<Vec<_>>()
+                s.from(0).take(n).collect::<Vec<_>>()
             };
             let over: Vec<u64> = match stored {
                 Some(subject) => self
@@ -117,7 +165,7 @@ impl Inner {
             return self
                 .by_subject
                 .get(s)
-                .map(|set| set.range(from..).copied().collect())
+                .map(|set| set.from(from).collect())
                 .unwrap_or_default();
         }
         self.msgs
@@ -159,12 +207,11 @@ impl MsgStore for MemStore {
         };
         g.msgs.insert(seq, m);
         match g.by_subject.get_mut(subject) {
-            Some(set) => {
-                set.insert(seq);
-            }
+            Some(set) => set.push(seq),
             None => {
-                g.by_subject
-                    .insert(subject.to_string(), BTreeSet::from([seq]));
+                let mut set = SeqList::default();
+                set.push(seq);
+                g.by_subject.insert(subject.to_string(), set);
             }
         }
         g.bytes += size;
@@ -191,7 +238,7 @@ impl MsgStore for MemStore {
             let seq = g
                 .by_subject
                 .get(s)
-                .and_then(|set| set.range(start..).next().copied())
+                .and_then(|set| set.from(start).next())
                 .ok_or(StoreError::NotFound)?;
             return g.msgs.get(&seq).cloned().ok_or(StoreError::NotFound);
         }
@@ -208,7 +255,7 @@ impl MsgStore for MemStore {
             let seq = g
                 .by_subject
                 .get(s)
-                .and_then(|set| set.iter().next_back().copied())
+                .and_then(SeqList::last)
                 .ok_or(StoreError::NotFound)?;
             return g.msgs.get(&seq).cloned().ok_or(StoreError::NotFound);
         }
@@ -304,9 +351,7 @@ impl MsgStore for MemStore {
             return g
                 .by_subject
                 .iter()
-                .filter(|(s, set)| {
-                    matches(filter, s) && set.iter().next_back().is_some_and(|&l| l >= start)
-                })
+                .filter(|(s, set)| matches(filter, s) && set.last().is_some_and(|l| l >= start))
                 .count() as u64;
         }
         if filter.is_none() || filter == Some(">") || filter == Some("") {
@@ -392,6 +437,42 @@ mod tests {
 
     fn st(l: StoreLimits) -> MemStore {
         MemStore::new(l)
+    }
+
+    #[test]
+    fn seq_list_keeps_order_through_any_push_and_remove() {
+        let mut l = SeqList::default();
+        for s in [3, 5, 9, 4, 1, 9] {
+            l.push(s);
+        }
+        assert_eq!(l.from(0).collect::<Vec<_>>(), [1, 3, 4, 5, 9]);
+        l.remove(4); // middle
+        l.remove(1); // front
+        l.remove(7); // absent
+        assert_eq!(l.from(0).collect::<Vec<_>>(), [3, 5, 9]);
+        assert_eq!(l.from(4).collect::<Vec<_>>(), [5, 9]);
+        assert_eq!(l.from(10).count(), 0);
+        assert_eq!((l.len(), l.last()), (3, Some(9)));
+    }
+
+    #[test]
+    fn per_subject_limit_after_interior_deletes() {
+        let s = st(StoreLimits {
+            max_msgs_per_subject: 2,
+            ..Default::default()
+        });
+        for i in 0..6 {
+            s.store(if i % 2 == 0 { "k.a" } else { "k.b" }, None, b"v", i)
+                .unwrap();
+        }
+        // k.a holds 3 and 5, k.b holds 4 and 6; delete 5 then add k.a twice more.
+        assert!(s.remove(5, false).unwrap());
+        s.store("k.a", None, b"v", 7).unwrap();
+        s.store("k.a", None, b"v", 8).unwrap();
+        assert_eq!(s.subjects(Some("k.a")).get("k.a"), Some(&2));
+        assert_eq!(s.load_next(Some("k.a"), 0).unwrap().seq, 7);
+        assert_eq!(s.load_last(Some("k.b")).unwrap().seq, 6);
+        assert_eq!(s.num_pending(Some("k.a"), 8, false), 1);
     }
 
     #[test]
