@@ -768,7 +768,12 @@ impl JsAccount {
         let res = if over {
             Err(ApiError::new(503, 10023, "insufficient resources"))
         } else {
-            st.accept(&ev.subject, ev.header.as_deref(), &ev.payload, now)
+            st.accept(
+                &ev.subject,
+                ev.header.take(),
+                std::mem::take(&mut ev.payload),
+                now,
+            )
         };
         if st.ack_prefix.is_empty() {
             // `{"stream":<name>[, "domain":<domain>], "seq":` — the stream's name never changes.

@@ -313,7 +313,7 @@ pub fn pump(
                     );
                     // Refusals (limits with discard new, duplicates) drop the copy, as a
                     // refused publish would be.
-                    let _ = st.accept(&m.subject, Some(&hdr), &m.data, now);
+                    let _ = st.accept(&m.subject, Some(hdr.into()), m.data, now);
                 }
             }
             // A sourcing stream's own republish applies to what it takes in.

@@ -330,10 +330,11 @@ impl Stream {
     pub fn accept(
         &mut self,
         subject: &str,
-        hdr: Option<&[u8]>,
-        data: &[u8],
+        header_buf: Option<Bytes>,
+        data_buf: Bytes,
         now: i64,
     ) -> Result<Stored, ApiError> {
+        let hdr = header_buf.as_deref();
         if self.cfg.sealed {
             return Err(ApiError::new(
                 400,
@@ -341,7 +342,7 @@ impl Stream {
                 "invalid operation on sealed stream",
             ));
         }
-        let size = hdr.map_or(0, <[u8]>::len) + data.len();
+        let size = hdr.map_or(0, <[u8]>::len) + data_buf.len();
         if self.cfg.max_msg_size > 0 && size > self.cfg.max_msg_size as usize {
             return Err(ApiError::new(
                 400,
@@ -422,9 +423,14 @@ impl Stream {
             let last = self.store.load_last(Some(subject)).map_or(0, |m| m.seq);
             Some((to, last, rp.headers_only))
         });
+        // The store keeps the payload; a republish shares it.
+        let republish_payload = match &republish_to {
+            Some((_, _, false)) => Some(data_buf.clone()),
+            _ => None,
+        };
         let seq = self
             .store
-            .store(subject, hdr, data, now)
+            .store_owned(subject, header_buf.clone(), data_buf, now)
             .map_err(|e| match e {
                 super::store::StoreError::MaxMsgs | super::store::StoreError::MaxBytes => {
                     ApiError::new(503, 10077, e.to_string())
@@ -473,14 +479,16 @@ impl Stream {
                 .as_bytes(),
             );
             if headers_only {
-                h.extend_from_slice(format!("Nats-Msg-Size: {}\r\n", data.len()).as_bytes());
+                h.extend_from_slice(
+                    format!(
+                        "Nats-Msg-Size: {size}\r\n",
+                        size = size - hdr.map_or(0, <[u8]>::len)
+                    )
+                    .as_bytes(),
+                );
             }
             h.extend_from_slice(b"\r\n");
-            let payload = if headers_only {
-                Bytes::new()
-            } else {
-                Bytes::copy_from_slice(data)
-            };
+            let payload = republish_payload.unwrap_or_default();
             self.republished.push(Republished {
                 subject: to,
                 header: h,

@@ -160,6 +160,54 @@ impl Inner {
         }
     }
 
+    /// Store one message (`size` as [`super::msg_size`] counts it); `bufs` gives its header
+    /// and payload once it is certain to be kept.
+    fn append(
+        &mut self,
+        subject: &str,
+        size: u64,
+        ts: i64,
+        bufs: impl FnOnce() -> (Option<bytes::Bytes>, bytes::Bytes),
+    ) -> Result<u64, StoreError> {
+        if self.closed {
+            return Err(StoreError::Closed);
+        }
+        if self.limits.discard == Discard::New {
+            if self.limits.max_msgs > 0 && self.msgs.len() as i64 >= self.limits.max_msgs {
+                return Err(StoreError::MaxMsgs);
+            }
+            if self.limits.max_bytes > 0 && (self.bytes + size) as i64 > self.limits.max_bytes {
+                return Err(StoreError::MaxBytes);
+            }
+        }
+        let seq = self.last + 1;
+        let (header, data) = bufs();
+        let m = StoredMsg {
+            subject: subject.to_string(),
+            seq,
+            ts,
+            header,
+            data,
+        };
+        self.msgs.insert(seq, m);
+        match self.by_subject.get_mut(subject) {
+            Some(set) => set.push(seq),
+            None => {
+                let mut set = SeqList::default();
+                set.push(seq);
+                self.by_subject.insert(subject.to_string(), set);
+            }
+        }
+        self.bytes += size;
+        self.last = seq;
+        self.last_ts = ts;
+        if self.first == 0 || self.msgs.len() == 1 {
+            self.first = seq;
+        }
+        self.enforce(Some(subject));
+        Ok(seq)
+    }
+
     fn seqs_matching(&self, filter: Option<&str>, from: u64) -> Vec<u64> {
         if let Some(s) = literal(filter) {
             return self
@@ -184,44 +232,24 @@ impl MsgStore for MemStore {
         data: &[u8],
         ts: i64,
     ) -> Result<u64, StoreError> {
-        let mut g = self.lock();
-        if g.closed {
-            return Err(StoreError::Closed);
-        }
         let size = super::msg_size(subject, header, data);
-        if g.limits.discard == Discard::New {
-            if g.limits.max_msgs > 0 && g.msgs.len() as i64 >= g.limits.max_msgs {
-                return Err(StoreError::MaxMsgs);
-            }
-            if g.limits.max_bytes > 0 && (g.bytes + size) as i64 > g.limits.max_bytes {
-                return Err(StoreError::MaxBytes);
-            }
-        }
-        let seq = g.last + 1;
-        let m = StoredMsg {
-            subject: subject.to_string(),
-            seq,
-            ts,
-            header: header.map(bytes::Bytes::copy_from_slice),
-            data: bytes::Bytes::copy_from_slice(data),
-        };
-        g.msgs.insert(seq, m);
-        match g.by_subject.get_mut(subject) {
-            Some(set) => set.push(seq),
-            None => {
-                let mut set = SeqList::default();
-                set.push(seq);
-                g.by_subject.insert(subject.to_string(), set);
-            }
-        }
-        g.bytes += size;
-        g.last = seq;
-        g.last_ts = ts;
-        if g.first == 0 || g.msgs.len() == 1 {
-            g.first = seq;
-        }
-        g.enforce(Some(subject));
-        Ok(seq)
+        self.lock().append(subject, size, ts, || {
+            (
+                header.map(bytes::Bytes::copy_from_slice),
+                bytes::Bytes::copy_from_slice(data),
+            )
+        })
+    }
+
+    fn store_owned(
+        &self,
+        subject: &str,
+        header: Option<bytes::Bytes>,
+        data: bytes::Bytes,
+        ts: i64,
+    ) -> Result<u64, StoreError> {
+        let size = super::msg_size(subject, header.as_deref(), &data);
+        self.lock().append(subject, size, ts, || (header, data))
     }
 
     fn load(&self, seq: u64) -> Result<StoredMsg, StoreError> {

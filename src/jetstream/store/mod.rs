@@ -159,6 +159,18 @@ pub trait MsgStore: Send + Sync {
         ts: i64,
     ) -> Result<u64, StoreError>;
 
+    /// [`MsgStore::store`] of buffers the caller hands over: a store that keeps messages in
+    /// memory keeps these (exactly sized, not slices of a larger buffer) instead of copying.
+    fn store_owned(
+        &self,
+        subject: &str,
+        header: Option<Bytes>,
+        data: Bytes,
+        ts: i64,
+    ) -> Result<u64, StoreError> {
+        self.store(subject, header.as_deref(), &data, ts)
+    }
+
     /// The message at `seq`.
     fn load(&self, seq: u64) -> Result<StoredMsg, StoreError>;
 
