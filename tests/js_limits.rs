@@ -576,3 +576,76 @@ async fn reload_applies_new_account_limits() {
     assert_eq!(info(&a).await["limits"]["max_streams"], 2);
     finish(srv, a, &dir).await;
 }
+
+/// Create a mirror or source stream from its JSON config.
+async fn follower(nc: &async_nats::Client, cfg: &str) {
+    let name = serde_json::from_str::<Value>(cfg).expect("config JSON")["name"].clone();
+    let subject = format!("$JS.API.STREAM.CREATE.{}", name.as_str().unwrap_or(""));
+    let v = js_api(nc, &subject, cfg).await;
+    assert_eq!(v["did_create"], true, "{v}");
+}
+
+#[tokio::test]
+async fn mirrors_and_sources_wait_for_room_and_lose_nothing() {
+    let (srv, a, dir) = setup("lim-mirror", "{ max_mem: 2KB }").await;
+    assert_eq!(create(&a, "O", "").await["did_create"], true);
+    for _ in 0..30 {
+        assert!(js_api(&a, "o.x", &"x".repeat(100)).await["seq"].is_u64());
+    }
+    follower(
+        &a,
+        r#"{"name":"M","storage":"memory","mirror":{"name":"O"}}"#,
+    )
+    .await;
+    let state = |s: &'static str| {
+        let a = a.clone();
+        async move { js_api(&a, &format!("$JS.API.STREAM.INFO.{s}"), "").await["state"].clone() }
+    };
+    // 17 copies of 119 bytes fit in 2048; the mirror stops there, without gaps.
+    common::wait_for("the mirror to fill the account", || async {
+        state("M").await["messages"] == 17
+    })
+    .await;
+    let v = info(&a).await;
+    assert_eq!(v["memory"], 17 * 119, "{v}");
+    assert_eq!(state("M").await["last_seq"], 17);
+    // More room (a reload): the mirror catches up with everything.
+    let changed = srv
+        .reload(opts(&dir, "{ max_mem: 8KB }"))
+        .expect("reloaded");
+    assert!(changed.iter().any(|c| c == "accounts"), "{changed:?}");
+    common::wait_for("the mirror to catch up", || async {
+        state("M").await["messages"] == 30
+    })
+    .await;
+    // A source waits the same way once the account is full.
+    follower(
+        &a,
+        r#"{"name":"S","storage":"memory","sources":[{"name":"O"}]}"#,
+    )
+    .await;
+    common::wait_for("the source to fill the account", || async {
+        let n = state("S").await["messages"].as_u64().unwrap_or(0);
+        let m = info(&a).await["memory"].as_u64().unwrap_or(0);
+        n > 0 && m + 200 > 8192
+    })
+    .await;
+    let v = info(&a).await;
+    assert!(v["memory"].as_u64() <= Some(8192), "{v}");
+    let s = state("S").await;
+    assert!(s["messages"].as_u64() < Some(30), "{s}");
+    assert_eq!(
+        s["num_deleted"],
+        Value::Null,
+        "no sequence used up by waiting: {s}"
+    );
+    // Room again (the mirror goes): the source takes the rest, in order, none lost.
+    let v = js_api(&a, "$JS.API.STREAM.DELETE.M", "").await;
+    assert_eq!(v["success"], true, "{v}");
+    common::wait_for("the source to catch up", || async {
+        state("S").await["messages"] == 30
+    })
+    .await;
+    assert_eq!(state("S").await["last_seq"], 30);
+    finish(srv, a, &dir).await;
+}

@@ -501,7 +501,7 @@ impl Engine {
         for ja in self.accounts.values_mut() {
             let cx = Cx::new(srv, &ja.acc);
             // Mirrors and sources copy first: their consumers below get the copies now.
-            super::mirror::pump(&cx, &mut ja.streams, &mut ja.follows);
+            super::mirror::pump(&cx, &mut ja.streams, &mut ja.follows, &ja.limits);
             for st in ja.streams.values_mut() {
                 if st.store.expire(now_ns) > 0 {
                     tracing::trace!("stream {:?}: aged messages removed", st.cfg.name);

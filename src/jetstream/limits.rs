@@ -208,6 +208,30 @@ pub fn take_back_if_over(
     Err(account_exceeded())
 }
 
+/// Whether a copy (a mirror's or a source's, headers as they will be stored) fits next to
+/// what `st` holds in `room` (see [`room`]). Checked before storing: a refused copy is
+/// retried later, so it must not use up a sequence each time.
+pub fn copy_fits(
+    st: &Stream,
+    room: Option<i64>,
+    subject: &str,
+    hdr: Option<&[u8]>,
+    data: &[u8],
+) -> bool {
+    let Some(room) = room else {
+        return true;
+    };
+    let body = subject.len() + data.len();
+    // As the stores count a message (docs/nats-server-behaviour.md §14 "Monitoring").
+    let size = match (st.cfg.storage, hdr.map_or(0, <[u8]>::len)) {
+        (Storage::Memory, h) => body + h + 16,
+        (Storage::File, 0) => body + 30,
+        (Storage::File, h) => body + h + 34,
+    };
+    let held = st.store.state().bytes.saturating_add(size as u64);
+    i64::try_from(held).is_ok_and(|h| h <= room)
+}
+
 /// nats-server's `sufficientResources` (start-up, and natsd's reload): the accounts'
 /// memory (storage) limits together must fit the server's.
 pub fn check_sufficient<'a>(
