@@ -754,7 +754,7 @@ impl JsAccount {
             let hdr = ev.header.as_deref();
             match st.accept(&ev.subject, hdr, &ev.payload, now) {
                 Ok(Stored::New(seq)) => {
-                    super::limits::take_back_if_over(st, room, seq, hdr, prev_id)
+                    super::limits::take_back_if_over(&acc.name, st, room, seq, hdr, prev_id)
                         .map(|()| Stored::New(seq))
                 }
                 other => other,

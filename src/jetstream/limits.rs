@@ -17,7 +17,12 @@ use super::stream::Stream;
 use super::types::*;
 use super::JsConfig;
 pub use crate::config::JsAccountLimits as Limits;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// How often the "limits exceeded" warning may repeat for one account.
+const WARN_EVERY: Duration = Duration::from_secs(10);
 
 /// The answer to a publish that took the account over its memory or storage limit.
 pub fn account_exceeded() -> ApiError {
@@ -182,6 +187,7 @@ pub fn room(
 /// message back as nats-server 2.9.10 does (its sequence stays used, a gap), with its
 /// duplicate id and republish, and return the error for the PubAck.
 pub fn take_back_if_over(
+    account: &str,
     st: &mut Stream,
     room: i64,
     seq: u64,
@@ -192,6 +198,7 @@ pub fn take_back_if_over(
     if held <= room {
         return Ok(());
     }
+    warn_exceeded(account);
     if let Err(e) = st.store.remove(seq, false) {
         tracing::error!(
             "JetStream: stream {:?}: message {seq} over the account limit not removed: {e}",
@@ -206,6 +213,26 @@ pub fn take_back_if_over(
     st.last_msg_id = prev_msg_id;
     st.republished.clear();
     Err(account_exceeded())
+}
+
+/// nats-server's rate-limited `JetStream resource limits exceeded for account: "A"`: at most
+/// once per account every [`WARN_EVERY`].
+fn warn_exceeded(account: &str) {
+    static LAST: OnceLock<Mutex<HashMap<String, Instant>>> = OnceLock::new();
+    let now = Instant::now();
+    let mut last = LAST
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if last
+        .get(account)
+        .is_some_and(|t| now.duration_since(*t) < WARN_EVERY)
+    {
+        return;
+    }
+    last.insert(account.to_string(), now);
+    drop(last);
+    tracing::warn!("JetStream resource limits exceeded for account: {account:?}");
 }
 
 /// Whether a copy (a mirror's or a source's, headers as they will be stored) fits next to
