@@ -736,8 +736,7 @@ impl JsAccount {
     ) -> Option<PendingAck> {
         let acc = self.acc.clone();
         let cx = Cx::new(srv, &acc);
-        let storage = self.streams.get(&**stream_name)?.cfg.storage;
-        let room = super::limits::room(&self.limits, &self.streams, stream_name, storage);
+        let room = super::limits::room(&self.limits, &self.streams, stream_name);
         let st = self.streams.get_mut(&**stream_name)?;
         let now = now_nanos();
         // As nats-server: refused once the usage is over the limit (the message that

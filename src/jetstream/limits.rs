@@ -157,16 +157,20 @@ pub fn consumers_per_stream(l: &Limits, stream_max: i64) -> i64 {
     }
 }
 
-/// Room for a publish into `name` (of `storage`): the bytes that stream may hold before the
-/// account is over its limit (the account's memory/storage limit and, as nats-server
-/// 2.9.10 also compares the account's total with it, `*_max_stream_bytes`), given what the
-/// account's other streams hold. `None`: no limit (nothing summed, nothing to check).
-pub fn room(
-    l: &Limits,
-    streams: &BTreeMap<String, Stream>,
-    name: &str,
-    storage: Storage,
-) -> Option<i64> {
+/// Room for a publish into stream `name`: the bytes it may hold before the account is over
+/// its limit for the stream's storage (the account's memory/storage limit and, as
+/// nats-server 2.9.10 also compares the account's total with it, `*_max_stream_bytes`),
+/// given what the account's other streams hold. `None`: no such limit (an account without
+/// byte limits pays one check per publish, nothing summed).
+pub fn room(l: &Limits, streams: &BTreeMap<String, Stream>, name: &str) -> Option<i64> {
+    if l.max_memory < 0
+        && l.max_store < 0
+        && l.memory_max_stream_bytes <= 0
+        && l.store_max_stream_bytes <= 0
+    {
+        return None;
+    }
+    let storage = streams.get(name)?.cfg.storage;
     let per_stream = max_stream_bytes(l, storage);
     let max = max_bytes(l, storage);
     let limit = match (max >= 0, per_stream > 0) {

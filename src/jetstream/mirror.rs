@@ -294,10 +294,7 @@ pub fn pump(
             if batch.is_empty() {
                 continue;
             }
-            let Some(storage) = streams.get(name).map(|s| s.cfg.storage) else {
-                break;
-            };
-            let room = super::limits::room(limits, streams, name, storage);
+            let room = super::limits::room(limits, streams, name);
             let Some(st) = streams.get_mut(name) else {
                 break;
             };
