@@ -649,3 +649,32 @@ async fn mirrors_and_sources_wait_for_room_and_lose_nothing() {
     assert_eq!(state("S").await["last_seq"], 30);
     finish(srv, a, &dir).await;
 }
+
+#[tokio::test]
+async fn the_servers_limit_counts_every_accounts_reservations() {
+    let dir = js_dir("lim-server");
+    let mut o = opts(&dir, ": enabled");
+    if let Some(js) = o.jetstream.as_mut() {
+        js.max_memory_store = Some(2048);
+    }
+    let srv = start(o).await;
+    let (a, u) = (user(&srv, "a").await, user(&srv, "u").await);
+    let mem = |b: i64| format!(r#""storage":"memory","max_bytes":{b}"#);
+    let no_memory = err(500, 10028, "insufficient memory resources available");
+    assert_eq!(create(&a, "M1", &mem(1500)).await["did_create"], true);
+    // Reserved, not used: nothing is stored yet and another account is refused.
+    assert_eq!(err_of(&create(&u, "M2", &mem(1000)).await), no_memory);
+    assert_eq!(create(&u, "M2", &mem(500)).await["did_create"], true);
+    assert_eq!(err_of(&update(&a, "M1", &mem(1600)).await), no_memory);
+    assert_eq!(
+        update(&a, "M1", &mem(1548)).await["config"]["max_bytes"],
+        1548
+    );
+    // Full: even a stream without max_bytes (one byte) does not fit.
+    assert_eq!(
+        err_of(&create(&u, "M3", r#""storage":"memory""#).await),
+        no_memory
+    );
+    drop(u);
+    finish(srv, a, &dir).await;
+}

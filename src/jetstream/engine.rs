@@ -454,10 +454,15 @@ impl Engine {
         } else {
             None
         };
+        let reserved = match ev.kind {
+            EventKind::Api => self.reserved(),
+            _ => (0, 0),
+        };
         let g = Globals {
             config: &self.config,
             tx: &self.tx,
             usage,
+            reserved,
         };
         let Some(ja) = self.accounts.get_mut(&*ev.acc) else {
             return;
@@ -591,6 +596,8 @@ pub struct Globals<'a> {
     pub tx: &'a Queue,
     /// (memory, file) bytes in use, when limits are configured.
     pub usage: Option<(u64, u64)>,
+    /// (memory, file) reserved by every account's streams (API requests only).
+    pub reserved: (i64, i64),
 }
 
 fn save_states(st: &mut Stream, sync: bool) {

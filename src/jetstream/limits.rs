@@ -65,11 +65,22 @@ fn reserved(streams: &BTreeMap<String, Stream>, storage: Storage, name: &str) ->
         .sum()
 }
 
-/// nats-server's `checkBytesLimits`: `add` more bytes (below 0: 1) over `reserved`.
-fn check_bytes(l: &Limits, storage: Storage, reserved: i64, add: i64) -> Result<(), ApiError> {
+/// nats-server's `checkBytesLimits`: `add` more bytes (below 0: 1) over the account's
+/// `reserved`, then over every account's reservations within the server's limit (`server`:
+/// reserved, limit; see [`Globals::server_bytes`]).
+fn check_bytes(
+    l: &Limits,
+    storage: Storage,
+    reserved: i64,
+    add: i64,
+    server: (i64, i64),
+) -> Result<(), ApiError> {
     let add = if add < 0 { 1 } else { add };
     let max = max_bytes(l, storage);
     if max >= 0 && reserved.saturating_add(add) > max {
+        return Err(insufficient(storage));
+    }
+    if server.0.saturating_add(add) > server.1 {
         return Err(insufficient(storage));
     }
     Ok(())
@@ -82,6 +93,7 @@ pub fn check_create(
     l: &Limits,
     streams: &BTreeMap<String, Stream>,
     cfg: &StreamConfig,
+    server: (i64, i64),
 ) -> Result<(), ApiError> {
     if l.max_streams > 0 && streams.len() as i64 >= l.max_streams {
         return Err(ApiError::new(
@@ -94,7 +106,7 @@ pub fn check_create(
         return Err(too_many_consumers());
     }
     let r = reserved(streams, cfg.storage, &cfg.name);
-    check_bytes(l, cfg.storage, r, cfg.max_bytes)
+    check_bytes(l, cfg.storage, r, cfg.max_bytes, server)
 }
 
 /// With the configuration checks (create and update): `max_bytes_required` and the largest
@@ -126,13 +138,14 @@ pub fn check_update(
     streams: &BTreeMap<String, Stream>,
     old: &StreamConfig,
     new: &StreamConfig,
+    server: (i64, i64),
 ) -> Result<(), ApiError> {
     if new.max_consumers > 0 && l.max_consumers > 0 && new.max_consumers > l.max_consumers {
         return Err(too_many_consumers());
     }
     let grow = new.max_bytes.saturating_sub(old.max_bytes).max(0);
     let r = reserved(streams, new.storage, &new.name).saturating_add(old.max_bytes);
-    check_bytes(l, new.storage, r, grow)
+    check_bytes(l, new.storage, r, grow, server)
 }
 
 /// A consumer without `max_ack_pending` (acked) gets the account's when it is below the
@@ -289,7 +302,30 @@ pub fn as_reserved(limit: i64) -> u64 {
     u64::try_from(limit).unwrap_or(u64::MAX)
 }
 
+impl Globals<'_> {
+    /// (what every account's streams of `storage` reserve, the server's limit for it).
+    pub fn server_bytes(&self, storage: Storage) -> (i64, i64) {
+        match storage {
+            Storage::Memory => (self.reserved.0, self.config.max_memory),
+            Storage::File => (self.reserved.1, self.config.max_storage),
+        }
+    }
+}
+
 impl Engine {
+    /// Every account's reservations (its streams' `max_bytes`): (memory, file).
+    pub(super) fn reserved(&self) -> (i64, i64) {
+        let mut r = (0i64, 0i64);
+        for s in self.accounts.values().flat_map(|ja| ja.streams.values()) {
+            let b = s.cfg.max_bytes.max(0);
+            match s.cfg.storage {
+                Storage::Memory => r.0 = r.0.saturating_add(b),
+                Storage::File => r.1 = r.1.saturating_add(b),
+            }
+        }
+        r
+    }
+
     /// New limits for the JetStream accounts (a config reload); an account missing from
     /// `by_account` is unlimited.
     pub fn set_limits(&mut self, by_account: &BTreeMap<String, Limits>) {
@@ -356,18 +392,25 @@ mod tests {
         }
     }
 
+    const FREE: (i64, i64) = (0, i64::MAX);
+
     #[test]
     fn bytes_against_reservations() {
         let l = lim();
-        assert!(check_bytes(&l, Storage::Memory, 6_144, 4_096).is_ok());
-        let e = check_bytes(&l, Storage::Memory, 6_144, 4_097).expect_err("over");
+        assert!(check_bytes(&l, Storage::Memory, 6_144, 4_096, FREE).is_ok());
+        let e = check_bytes(&l, Storage::Memory, 6_144, 4_097, FREE).expect_err("over");
         assert_eq!((e.code, e.err_code), (500, 10028));
         // No max_bytes asks for one byte.
-        assert!(check_bytes(&l, Storage::Memory, 10_240, -1).is_err());
-        assert!(check_bytes(&l, Storage::Memory, 10_239, -1).is_ok());
-        let e = check_bytes(&l, Storage::File, 20_480, 1).expect_err("over");
+        assert!(check_bytes(&l, Storage::Memory, 10_240, -1, FREE).is_err());
+        assert!(check_bytes(&l, Storage::Memory, 10_239, -1, FREE).is_ok());
+        let e = check_bytes(&l, Storage::File, 20_480, 1, FREE).expect_err("over");
         assert_eq!((e.code, e.err_code), (500, 10047));
-        assert!(check_bytes(&Limits::default(), Storage::File, i64::MAX, 5).is_ok());
+        assert!(check_bytes(&Limits::default(), Storage::File, i64::MAX, 5, FREE).is_ok());
+        // The server's own limit against every account's reservations.
+        let none = Limits::default();
+        assert!(check_bytes(&none, Storage::Memory, 0, 1000, (1048, 2048)).is_ok());
+        let e = check_bytes(&none, Storage::Memory, 0, 1000, (1049, 2048)).expect_err("over");
+        assert_eq!((e.code, e.err_code), (500, 10028));
     }
 
     #[test]

@@ -43,7 +43,8 @@ impl JsAccount {
         }
         // As nats-server: the account's stream count and reservations come before the
         // configuration checks, its per-stream limits with them.
-        limits::check_create(&self.limits, &self.streams, &cfg).map_err(e)?;
+        let server = g.server_bytes(cfg.storage);
+        limits::check_create(&self.limits, &self.streams, &cfg, server).map_err(e)?;
         stream::check(&cfg, srv.opts.max_payload).map_err(e)?;
         limits::check_config(&self.limits, &cfg).map_err(e)?;
         if let Some(s) = self.streams.get(name) {
@@ -64,22 +65,6 @@ impl JsAccount {
                 10065,
                 "subjects overlap with an existing stream",
             )));
-        }
-        if let Some((mem, file)) = g.usage {
-            let (used, max) = match cfg.storage {
-                Storage::Memory => (mem, g.config.max_memory),
-                Storage::File => (file, g.config.max_storage),
-            };
-            if cfg.max_bytes > 0 && used as i64 + cfg.max_bytes > max {
-                return Err(e(match cfg.storage {
-                    Storage::Memory => {
-                        ApiError::new(500, 10028, "insufficient memory resources available")
-                    }
-                    Storage::File => {
-                        ApiError::new(500, 10047, "insufficient storage resources available")
-                    }
-                }));
-            }
         }
         let limits = stream::limits_of(&cfg);
         let (store, dir): (Box<dyn MsgStore>, Option<PathBuf>) = match cfg.storage {
@@ -166,7 +151,8 @@ impl JsAccount {
         };
         stream::check_update(old, &cfg).map_err(e)?;
         crate::jetstream::mirror::check_update(old, &cfg).map_err(e)?;
-        limits::check_update(&self.limits, &self.streams, old, &cfg).map_err(e)?;
+        let server = g.server_bytes(cfg.storage);
+        limits::check_update(&self.limits, &self.streams, old, &cfg, server).map_err(e)?;
         let Some(st) = self.streams.get_mut(name) else {
             return Err(e(ApiError::stream_not_found()));
         };
