@@ -7,8 +7,9 @@
 //!
 //! Two measures, as nats-server: stream creates and updates are checked against the
 //! account's *reservations* (the `max_bytes` of its streams of that storage; a stream
-//! without `max_bytes` asks for 1 byte), publishes against its *usage* (the bytes its
-//! stores hold). Usage is never counted apart: it is the sum of the stores' own byte
+//! without `max_bytes` asks for 1 byte) and then every account's against the server's
+//! `max_memory_store`/`max_file_store`; publishes against the account's *usage* (the bytes
+//! its stores hold). Usage is never counted apart: it is the sum of the stores' own byte
 //! counts, so purges, deletes, age limits and restarts are followed by construction.
 //! Does not know about subscriptions, the event queue or the wire.
 
