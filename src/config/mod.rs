@@ -7,6 +7,7 @@ pub mod flags;
 pub mod links;
 pub mod reload;
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -238,6 +239,39 @@ pub struct Options {
     pub jetstream: Option<JetStreamOpts>,
     /// Accounts with `jetstream: enabled`; empty: every account but the system account.
     pub jetstream_accounts: Vec<String>,
+    /// The limits of the accounts in `jetstream_accounts` (from their `jetstream { … }` map;
+    /// an account missing here is unlimited).
+    pub jetstream_limits: BTreeMap<String, JsAccountLimits>,
+}
+
+/// An account's `jetstream { max_mem, max_file, max_streams, max_consumers, max_ack_pending,
+/// memory_max_stream_bytes, store_max_stream_bytes, max_bytes_required }` (nats-server's
+/// `JetStreamAccountLimits`): -1 is unlimited.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JsAccountLimits {
+    pub max_memory: i64,
+    pub max_store: i64,
+    pub max_streams: i64,
+    pub max_consumers: i64,
+    pub max_ack_pending: i64,
+    pub memory_max_stream_bytes: i64,
+    pub store_max_stream_bytes: i64,
+    pub max_bytes_required: bool,
+}
+
+impl Default for JsAccountLimits {
+    fn default() -> Self {
+        JsAccountLimits {
+            max_memory: -1,
+            max_store: -1,
+            max_streams: -1,
+            max_consumers: -1,
+            max_ack_pending: -1,
+            memory_max_stream_bytes: -1,
+            store_max_stream_bytes: -1,
+            max_bytes_required: false,
+        }
+    }
 }
 
 /// The `jetstream {}` block (nats-server's `JetStreamConfig`).
@@ -304,6 +338,7 @@ impl Default for Options {
             https_port: None,
             jetstream: None,
             jetstream_accounts: Vec::new(),
+            jetstream_limits: BTreeMap::new(),
         }
     }
 }

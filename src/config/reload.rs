@@ -5,7 +5,8 @@
 //! Reloadable (nats-server 2.9's set, plus a few nats-server 2.9.10 refuses but natsd applies
 //! safely: `max_subscriptions`, `max_pending`, `no_auth_user`, `lame_duck_*`): logging
 //! (`debug`, `trace`, `logtime`, `log_file`), authorization (single user, token, users and
-//! their permissions, accounts' users, `no_auth_user`, `auth_timeout`), limits, ping settings,
+//! their permissions, accounts' users, `no_auth_user`, `auth_timeout`), limits (also accounts'
+//! JetStream limits), ping settings,
 //! `write_deadline`, and the cluster's `routes`. Anything else is refused with nats-server's
 //! message: `config reload not supported for <Option>: old=…, new=…`.
 
@@ -28,6 +29,8 @@ pub struct Plan {
     pub routes_removed: Vec<String>,
     /// The client `tls {}` block changed: the server rebuilds its acceptor (new connections).
     pub tls: bool,
+    /// Accounts' JetStream limits changed (the accounts with JetStream did not).
+    pub js_limits: bool,
 }
 
 impl Plan {
@@ -111,6 +114,7 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
         https_port,
         jetstream,
         jetstream_accounts,
+        jetstream_limits,
     } = new;
 
     // Refusals, in the order of nats-server's Options struct.
@@ -218,7 +222,8 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
         ));
     }
 
-    // JetStream is not reloadable in natsd (nats-server can toggle it; natsd refuses).
+    // JetStream is not reloadable in natsd (nats-server can toggle it, also per account;
+    // natsd refuses). Accounts' limits are (below).
     if jetstream != &old.jetstream || jetstream_accounts != &old.jetstream_accounts {
         return Err(refuse(
             "JetStream",
@@ -264,6 +269,11 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
         ch.push("authorization users".into());
         ch.push("accounts".into());
     }
+    // An account's JetStream limits apply at once (nats-server logs it as `accounts`).
+    let js_limits = jetstream_limits != &old.jetstream_limits;
+    if js_limits && !ch.iter().any(|c| c == "accounts") {
+        ch.push("accounts".into());
+    }
     if server_tags != &old.server_tags {
         ch.push("tags".into());
     }
@@ -282,6 +292,7 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
     if no_auth_user != &old.no_auth_user {
         ch.push(format!("no_auth_user = {}", opt_str(no_auth_user)));
     }
+    plan.js_limits = js_limits;
     plan.auth = users_changed
         || accounts != &old.accounts
         || username != &old.username
@@ -454,6 +465,28 @@ mod tests {
         assert!(p.is_empty());
         assert!(!p.auth);
         assert_eq!(p.log_file, None);
+    }
+
+    #[test]
+    fn account_jetstream_limits_reload_accounts_with_jetstream_do_not() {
+        let old = Options {
+            jetstream_accounts: vec!["A".into()],
+            ..Options::default()
+        };
+        let mut new = old.clone();
+        new.jetstream_limits.insert(
+            "A".into(),
+            crate::config::JsAccountLimits {
+                max_streams: 2,
+                ..Default::default()
+            },
+        );
+        let p = diff(&old, &new).expect("plan");
+        assert!(p.js_limits);
+        assert_eq!(p.changed, ["accounts"]);
+        new.jetstream_accounts.push("B".into());
+        let e = diff(&old, &new).expect_err("refused");
+        assert!(e.contains("JetStream"), "{e}");
     }
 
     #[test]

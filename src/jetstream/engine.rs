@@ -38,6 +38,8 @@ pub struct JsAccount {
     subs: Vec<Arc<Subscription>>,
     /// Streams that mirror or source others (by name), with their copy cursors.
     pub follows: BTreeMap<String, super::mirror::Follows>,
+    /// The account's JetStream limits (see `limits.rs`).
+    pub limits: super::limits::Limits,
 }
 
 pub struct Engine {
@@ -81,6 +83,9 @@ pub struct Totals {
     pub bytes: u64,
     pub api_total: u64,
     pub api_errors: u64,
+    /// The streams' `max_bytes` by storage (nats-server's reservations).
+    pub reserved_memory: u64,
+    pub reserved_storage: u64,
 }
 
 type Res = Result<String, (ApiError, &'static str)>;
@@ -226,6 +231,12 @@ impl Engine {
             api_errors: 0,
             subs,
             follows: BTreeMap::new(),
+            limits: srv
+                .opts
+                .jetstream_limits
+                .get(&acc.name)
+                .copied()
+                .unwrap_or_default(),
         };
         let root = self.config.store_dir.join(&acc.name).join("streams");
         for sname in persist::subdirs(&root) {
@@ -444,10 +455,15 @@ impl Engine {
         } else {
             None
         };
+        let reserved = match ev.kind {
+            EventKind::Api => self.reserved(),
+            _ => (0, 0),
+        };
         let g = Globals {
             config: &self.config,
             tx: &self.tx,
             usage,
+            reserved,
         };
         let Some(ja) = self.accounts.get_mut(&*ev.acc) else {
             return;
@@ -491,7 +507,7 @@ impl Engine {
         for ja in self.accounts.values_mut() {
             let cx = Cx::new(srv, &ja.acc);
             // Mirrors and sources copy first: their consumers below get the copies now.
-            super::mirror::pump(&cx, &mut ja.streams, &mut ja.follows);
+            super::mirror::pump(&cx, &mut ja.streams, &mut ja.follows, &ja.limits);
             for st in ja.streams.values_mut() {
                 if st.store.expire(now_ns) > 0 {
                     tracing::trace!("stream {:?}: aged messages removed", st.cfg.name);
@@ -558,9 +574,16 @@ impl Engine {
                 t.consumers += s.consumers.len();
                 t.messages += st.msgs;
                 t.bytes += st.bytes;
+                let reserved = s.cfg.max_bytes.max(0) as u64;
                 match s.cfg.storage {
-                    Storage::Memory => t.memory += st.bytes,
-                    Storage::File => t.storage += st.bytes,
+                    Storage::Memory => {
+                        t.memory += st.bytes;
+                        t.reserved_memory += reserved;
+                    }
+                    Storage::File => {
+                        t.storage += st.bytes;
+                        t.reserved_storage += reserved;
+                    }
                 }
             }
         }
@@ -574,6 +597,8 @@ pub struct Globals<'a> {
     pub tx: &'a Queue,
     /// (memory, file) bytes in use, when limits are configured.
     pub usage: Option<(u64, u64)>,
+    /// (memory, file) reserved by every account's streams (API requests only).
+    pub reserved: (i64, i64),
 }
 
 fn save_states(st: &mut Stream, sync: bool) {
@@ -709,44 +734,6 @@ impl JsAccount {
         cx.send(reply, None, None, out.as_bytes());
     }
 
-    fn account_info(&self, g: &Globals<'_>) -> String {
-        let (mut mem, mut file, mut consumers) = (0u64, 0u64, 0usize);
-        for s in self.streams.values() {
-            let b = s.store.state().bytes;
-            consumers += s.consumers.len();
-            match s.cfg.storage {
-                Storage::Memory => mem += b,
-                Storage::File => file += b,
-            }
-        }
-        let mut limits = Obj::new();
-        limits
-            .field("max_memory", &-1)
-            .field("max_storage", &-1)
-            .field("max_streams", &-1)
-            .field("max_consumers", &-1)
-            .field("max_ack_pending", &-1)
-            .field("memory_max_stream_bytes", &-1)
-            .field("storage_max_stream_bytes", &-1)
-            .field("max_bytes_required", &false);
-        let mut api = Obj::new();
-        api.field("total", &self.api_total)
-            .field("errors", &self.api_errors);
-        let mut o = Obj::typed("account_info_response");
-        o.field("memory", &mem)
-            .field("storage", &file)
-            .field("reserved_memory", &0)
-            .field("reserved_storage", &0)
-            .field("streams", &self.streams.len())
-            .field("consumers", &consumers)
-            .raw("limits", &limits.done());
-        if let Some(d) = &g.config.domain {
-            o.field("domain", d);
-        }
-        o.raw("api", &api.done());
-        o.done()
-    }
-
     /// Store a publish; a stored one returns its ack, to be sent after the stream's flush.
     fn publish(
         &mut self,
@@ -757,6 +744,7 @@ impl JsAccount {
     ) -> Option<PendingAck> {
         let acc = self.acc.clone();
         let cx = Cx::new(srv, &acc);
+        let room = super::limits::room(&self.limits, &self.streams, stream_name);
         let st = self.streams.get_mut(&**stream_name)?;
         let now = now_nanos();
         // As nats-server: refused once the usage is over the limit (the message that
@@ -767,6 +755,22 @@ impl JsAccount {
         });
         let res = if over {
             Err(ApiError::new(503, 10023, "insufficient resources"))
+        } else if let Some(room) = room {
+            // Over the account's limit once stored: taken back (nats-server 2.9.10).
+            let prev_id = st.last_msg_id.clone();
+            let hdr = ev.header.clone();
+            match st.accept(&ev.subject, hdr.clone(), ev.payload.clone(), now) {
+                Ok(Stored::New(seq)) => super::limits::take_back_if_over(
+                    &acc.name,
+                    st,
+                    room,
+                    seq,
+                    hdr.as_deref(),
+                    prev_id,
+                )
+                .map(|()| Stored::New(seq)),
+                other => other,
+            }
         } else {
             st.accept(
                 &ev.subject,

@@ -264,6 +264,7 @@ pub fn pump(
     cx: &Cx<'_>,
     streams: &mut BTreeMap<String, Stream>,
     follows: &mut BTreeMap<String, Follows>,
+    limits: &super::limits::Limits,
 ) -> bool {
     let mut copied = false;
     for (name, fl) in follows.iter_mut() {
@@ -293,27 +294,39 @@ pub fn pump(
             if batch.is_empty() {
                 continue;
             }
+            let room = super::limits::room(limits, streams, name);
             let Some(st) = streams.get_mut(name) else {
                 break;
             };
             let now = now_nanos();
             for m in batch {
+                let hdr = (!fl.mirror).then(|| {
+                    with_headers(
+                        m.header.as_deref(),
+                        &[(SOURCE_HEADER, &format!("{} {}", f.origin.name, m.seq))],
+                    )
+                });
+                let h = if fl.mirror {
+                    m.header.as_deref()
+                } else {
+                    hdr.as_deref()
+                };
+                // Over the account's limit: copying stops here and resumes once there is
+                // room (nothing is dropped).
+                if !super::limits::copy_fits(st, room, &m.subject, h, &m.data) {
+                    tracing::debug!("JetStream: stream {name:?} waits: account over its limit");
+                    f.next = m.seq;
+                    break;
+                }
                 if fl.mirror {
                     skip_to(st, m.seq);
-                    if let Err(e) = st
-                        .store
-                        .store(&m.subject, m.header.as_deref(), &m.data, m.ts)
-                    {
+                    if let Err(e) = st.store.store(&m.subject, h, &m.data, m.ts) {
                         tracing::warn!("JetStream: mirror {name:?} of {:?}: {e}", f.origin.name);
                     }
                 } else {
-                    let hdr = with_headers(
-                        m.header.as_deref(),
-                        &[(SOURCE_HEADER, &format!("{} {}", f.origin.name, m.seq))],
-                    );
                     // Refusals (limits with discard new, duplicates) drop the copy, as a
                     // refused publish would be.
-                    let _ = st.accept(&m.subject, Some(hdr.into()), m.data, now);
+                    let _ = st.accept(&m.subject, hdr.map(Into::into), m.data, now);
                 }
             }
             // A sourcing stream's own republish applies to what it takes in.

@@ -11,6 +11,7 @@
 
 pub mod consumer;
 pub mod engine;
+pub mod limits;
 pub mod mirror;
 pub mod monitor;
 pub mod persist;
@@ -242,6 +243,15 @@ impl JetStream {
             tracing::info!("  Domain:          {d}");
         }
         let accounts = js_accounts(srv);
+        let limits = accounts
+            .iter()
+            .filter_map(|a| srv.opts.jetstream_limits.get(&a.name));
+        limits::check_sufficient(&config, limits).map_err(|e| {
+            format!(
+                "Can't start JetStream: Error enabling jetstream on configured accounts: {} ({})",
+                e.description, e.err_code
+            )
+        })?;
         {
             let mut e = js.engine();
             for acc in srv.accounts.all() {

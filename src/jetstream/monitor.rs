@@ -184,6 +184,8 @@ pub fn varz(js: &JetStream) -> Varz {
         stats: Stats {
             memory: t.memory,
             storage: t.storage,
+            reserved_memory: t.reserved_memory,
+            reserved_storage: t.reserved_storage,
             accounts: e.accounts.len(),
             api: Api {
                 total: t.api_total,
@@ -272,8 +274,8 @@ pub fn jsz(js: &JetStream, server_id: &str, leader: &str, q: &JszQuery) -> Jsz {
                 id: name.clone(),
                 memory: mem,
                 storage: file,
-                reserved_memory: u64::MAX,
-                reserved_storage: u64::MAX,
+                reserved_memory: super::limits::as_reserved(ja.limits.max_memory),
+                reserved_storage: super::limits::as_reserved(ja.limits.max_store),
                 accounts: 0,
                 ha_assets: 0,
                 api: Api {
@@ -291,8 +293,8 @@ pub fn jsz(js: &JetStream, server_id: &str, leader: &str, q: &JszQuery) -> Jsz {
         config: config(js),
         memory: t.memory,
         storage: t.storage,
-        reserved_memory: 0,
-        reserved_storage: 0,
+        reserved_memory: t.reserved_memory,
+        reserved_storage: t.reserved_storage,
         accounts: e.accounts.len(),
         ha_assets: 0,
         api: Api {

@@ -277,6 +277,11 @@ pub fn check(c: &StreamConfig, max_payload: usize) -> Result<(), ApiError> {
 
 /// nats-server's `stream update` rules beyond `check`.
 pub fn check_update(old: &StreamConfig, new: &StreamConfig) -> Result<(), ApiError> {
+    if new.max_consumers != old.max_consumers {
+        return Err(ApiError::stream_config(
+            "stream configuration update can not change MaxConsumers",
+        ));
+    }
     if new.storage != old.storage {
         return Err(ApiError::stream_config(
             "stream configuration update can not change storage type",

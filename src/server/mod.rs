@@ -123,6 +123,17 @@ impl ServerShared {
                 .open(f)
                 .map_err(|e| format!("error opening log file {}: {e}", f.display()))?;
         }
+        // … and accounts' new JetStream limits must fit the server's.
+        let js = self.jetstream.get().filter(|_| plan.js_limits);
+        if let Some(js) = js {
+            let limits = new.jetstream_limits.values();
+            crate::jetstream::limits::check_sufficient(&js.config, limits).map_err(|e| {
+                format!(
+                    "config reload not supported for JetStream account limits: {} ({})",
+                    e.description, e.err_code
+                )
+            })?;
+        }
         if new.debug != old.debug || new.trace != old.trace {
             crate::logging::set_levels(new.debug, new.trace);
         }
@@ -133,6 +144,9 @@ impl ServerShared {
         *self.live.write().unwrap_or_else(|e| e.into_inner()) = new.clone();
         if plan.auth {
             self.auth.replace(&new);
+        }
+        if let Some(js) = js {
+            js.engine().set_limits(&new.jetstream_limits);
         }
         if let Some(t) = tls {
             *self.client_tls.write().unwrap_or_else(|e| e.into_inner()) = t;

@@ -79,3 +79,40 @@ async def test_key_value(js_server):
     assert seen == b"1"
     assert await kv.keys() == ["z"]
     await nc.close()
+
+
+@bounded(20)
+async def test_account_limits(start_server, tmp_path):
+    """As nats-py's upstream test_account_limits: an account's `jetstream { … }` limits are
+    what js.account_info() reports, and streams/consumers beyond them are refused with
+    nats-server 2.9.10's codes (10027, 10026)."""
+    conf = tmp_path / "limits.conf"
+    conf.write_text(
+        f'jetstream {{ store_dir: "{tmp_path}" }}\n'
+        "accounts { A { jetstream { max_mem: 64MB, max_file: 128MB, max_streams: 2,"
+        " max_consumers: 1 }\n users [{user: a, password: a}] } }\n"
+    )
+    srv = start_server("-c", str(conf))
+    nc = await connect(srv.url, user="a", password="a")
+    try:
+        js = nc.jetstream()
+        info = await js.account_info()
+        assert info.limits.max_memory == 64 * 1024 * 1024
+        assert info.limits.max_storage == 128 * 1024 * 1024
+        assert info.limits.max_streams == 2
+        assert info.limits.max_consumers == 1
+        assert info.limits.max_ack_pending == -1
+        await js.add_stream(name="S1", subjects=["s1"])
+        await js.add_stream(name="S2", subjects=["s2"])
+        with pytest.raises(nats.js.errors.BadRequestError) as e:
+            await js.add_stream(name="S3", subjects=["s3"])
+        assert e.value.err_code == 10027
+        assert e.value.description == "maximum number of streams reached"
+        await js.add_consumer("S1", durable_name="d1", ack_policy="explicit")
+        with pytest.raises(nats.js.errors.BadRequestError) as e:
+            await js.add_consumer("S1", durable_name="d2", ack_policy="explicit")
+        assert e.value.err_code == 10026
+        info = await js.account_info()
+        assert (info.streams, info.consumers) == (2, 1)
+    finally:
+        await nc.close()

@@ -124,8 +124,12 @@ pub(super) fn accounts(m: &Map, opts: &mut Options) -> Result<(), ConfigError> {
             let k = key.as_str();
             match k {
                 "users" => users = user_list(k, &ae.value, Some(&name))?,
-                "jetstream" if jetstream_off(&ae.value) => {}
-                "jetstream" => opts.jetstream_accounts.push(name.clone()),
+                "jetstream" => {
+                    if let Some(l) = account_jetstream(&ae.value)? {
+                        opts.jetstream_accounts.push(name.clone());
+                        opts.jetstream_limits.insert(name.clone(), l);
+                    }
+                }
                 "default_permissions" => default_perms = Some(permissions(map(k, &ae.value)?)?),
                 "exports" | "imports" => {
                     let Kind::Array(items) = &ae.value.kind else {

@@ -49,6 +49,96 @@ pub(super) fn jetstream(
     Err(wrong_type(k, v, "a boolean, \"enabled\" or a map"))
 }
 
+/// An account's `jetstream`: `true`/`enabled` (no limits), `false`/`disabled` (`None`), or a
+/// map of limits with nats-server 2.9's keys and aliases and its error texts (sizes are
+/// integers, units like `1GB` allowed, quoted strings refused; `max_bytes_required` a boolean).
+pub(super) fn account_jetstream(
+    v: &Value,
+) -> Result<Option<crate::config::JsAccountLimits>, ConfigError> {
+    let mut l = crate::config::JsAccountLimits::default();
+    match &v.kind {
+        Kind::Bool(b) => Ok(b.then_some(l)),
+        Kind::String(s) => match s.to_ascii_lowercase().as_str() {
+            "enabled" | "enable" => Ok(Some(l)),
+            "disabled" | "disable" => Ok(None),
+            _ => Err(ConfigError::at(
+                &v.pos,
+                format!("Expected 'enabled' or 'disabled' for string value, got '{s}'"),
+            )),
+        },
+        Kind::Map(m) => {
+            for (key, e) in options(m) {
+                let size = || match &e.value.kind {
+                    Kind::Integer { value, .. } => Ok(*value),
+                    other => Err(ConfigError::at(
+                        &e.value.pos,
+                        format!(
+                            "Expected a parseable size for {:?}, got {}",
+                            e.key,
+                            go_value(other)
+                        ),
+                    )),
+                };
+                match key.as_str() {
+                    "max_memory" | "max_mem" | "mem" | "memory" => l.max_memory = size()?,
+                    "max_store" | "max_file" | "max_disk" | "store" | "disk" => {
+                        l.max_store = size()?
+                    }
+                    "max_streams" | "streams" => l.max_streams = size()?,
+                    "max_consumers" | "consumers" => l.max_consumers = size()?,
+                    "max_ack_pending" => l.max_ack_pending = size()?,
+                    "mem_max_stream_bytes" | "memory_max_stream_bytes" => {
+                        l.memory_max_stream_bytes = size()?
+                    }
+                    "disk_max_stream_bytes" | "store_max_stream_bytes" => {
+                        l.store_max_stream_bytes = size()?
+                    }
+                    "max_bytes_required" | "max_stream_bytes" | "max_bytes" => {
+                        l.max_bytes_required = match &e.value.kind {
+                            Kind::Bool(b) => *b,
+                            other => {
+                                return Err(ConfigError::at(
+                                    &e.value.pos,
+                                    format!(
+                                        "Expected a parseable bool for {:?}, got {}",
+                                        e.key,
+                                        go_value(other)
+                                    ),
+                                ))
+                            }
+                        }
+                    }
+                    _ => return Err(unknown(e)),
+                }
+            }
+            Ok(Some(l))
+        }
+        other => Err(ConfigError::at(
+            &v.pos,
+            format!(
+                "Expected map, bool or string to define JetStream, got {}",
+                match other {
+                    Kind::Integer { .. } => "int64",
+                    Kind::Float(_) => "float64",
+                    Kind::Array(_) => "[]interface {}",
+                    _ => other.type_name(),
+                }
+            ),
+        )),
+    }
+}
+
+/// A scalar as Go's `%v` prints it.
+fn go_value(k: &Kind) -> String {
+    match k {
+        Kind::String(s) | Kind::DateTime(s) => s.clone(),
+        Kind::Integer { value, .. } => value.to_string(),
+        Kind::Float(f) => f.to_string(),
+        Kind::Bool(b) => b.to_string(),
+        _ => k.type_name().to_string(),
+    }
+}
+
 /// `jetstream: false` / `disabled` / `{ enabled: false }` asks for nothing natsd lacks.
 pub(super) fn jetstream_off(v: &Value) -> bool {
     match &v.kind {

@@ -23,7 +23,7 @@ mod accounts;
 mod blocks;
 
 use accounts::{accounts, authorization};
-use blocks::{cluster, gateway, jetstream, jetstream_off, tls_block};
+use blocks::{account_jetstream, cluster, gateway, jetstream, jetstream_off, tls_block};
 
 /// Options read from a file, and the warnings found on the way.
 #[derive(Debug)]

@@ -169,6 +169,67 @@ fn jetstream_block_and_switches() {
 }
 
 #[test]
+fn account_jetstream_limits_as_nats_server() {
+    let o = load(
+        "jetstream: enabled\naccounts {\n A { jetstream { max_mem: 64MB, max_file: 1G, \
+         max_streams: 3, consumers: 2, max_ack_pending: 50, mem_max_stream_bytes: 1K, \
+         store_max_stream_bytes: 2KB, max_bytes_required: true } }\n B { jetstream: enabled }\n \
+         C { jetstream: disabled }\n D { jetstream { disk: 5, memory: 6 } } }",
+    )
+    .options;
+    assert_eq!(o.jetstream_accounts, ["A", "B", "D"]);
+    let a = o.jetstream_limits["A"];
+    assert_eq!(a.max_memory, 64 << 20);
+    assert_eq!(a.max_store, 1_000_000_000);
+    assert_eq!(
+        (a.max_streams, a.max_consumers, a.max_ack_pending),
+        (3, 2, 50)
+    );
+    assert_eq!(a.memory_max_stream_bytes, 1000);
+    assert_eq!(a.store_max_stream_bytes, 2048);
+    assert!(a.max_bytes_required);
+    assert_eq!(
+        o.jetstream_limits["B"],
+        crate::config::JsAccountLimits::default()
+    );
+    assert_eq!(o.jetstream_limits["B"].max_memory, -1);
+    assert_eq!(
+        (
+            o.jetstream_limits["D"].max_store,
+            o.jetstream_limits["D"].max_memory
+        ),
+        (5, 6)
+    );
+    assert!(!o.jetstream_limits.contains_key("C"));
+    let bad = |v: &str| err(&format!("accounts {{ A {{ jetstream {v} }} }}")).msg;
+    assert_eq!(
+        bad("{ max_mem: \"1GB\" }"),
+        "Expected a parseable size for \"max_mem\", got 1GB"
+    );
+    assert_eq!(
+        bad("{ max_streams: 1.5 }"),
+        "Expected a parseable size for \"max_streams\", got 1.5"
+    );
+    assert_eq!(
+        bad("{ max_bytes_required: \"yes\" }"),
+        "Expected a parseable bool for \"max_bytes_required\", got yes"
+    );
+    assert_eq!(
+        bad("{ max_bytes: 100 }"),
+        "Expected a parseable bool for \"max_bytes\", got 100"
+    );
+    assert_eq!(bad("{ enabled: false }"), "unknown field \"enabled\"");
+    assert_eq!(
+        bad(": bogus"),
+        "Expected 'enabled' or 'disabled' for string value, got 'bogus'"
+    );
+    assert_eq!(
+        bad(": 5"),
+        "Expected map, bool or string to define JetStream, got int64"
+    );
+}
+
+#[test]
 fn authorization_users_and_permissions() {
     let o = load(
         r#"

@@ -22,8 +22,9 @@ pub fn apply_defaults(c: &mut ConsumerConfig, ephemeral: bool) {
     }
 }
 
-/// nats-server's consumer config checks (after defaults) against its stream.
-pub fn check(c: &ConsumerConfig, s: &StreamConfig) -> Result<(), ApiError> {
+/// nats-server's consumer config checks (after defaults) against its stream and the
+/// account's `max_ack_pending` (-1: none).
+pub fn check(c: &ConsumerConfig, s: &StreamConfig, max_ack_pending: i64) -> Result<(), ApiError> {
     if c.num_replicas > 1 {
         return Err(ApiError::replicas());
     }
@@ -95,6 +96,13 @@ pub fn check(c: &ConsumerConfig, s: &StreamConfig) -> Result<(), ApiError> {
             400,
             10083,
             "consumer idle heartbeat needs to be >= 100ms",
+        ));
+    }
+    if max_ack_pending > 0 && c.max_ack_pending > max_ack_pending {
+        return Err(ApiError::new(
+            400,
+            10121,
+            format!("consumer max ack pending exceeds system limit of {max_ack_pending}"),
         ));
     }
     let policy_err = |what: &str, need: &str| {

@@ -80,13 +80,14 @@ impl JsAccount {
             .streams
             .get_mut(stream_name)
             .ok_or(e(ApiError::stream_not_found()))?;
+        crate::jetstream::limits::default_ack_pending(&self.limits, &mut cfg);
         consumer::apply_defaults(&mut cfg, !durable);
         if let Some(c) = st.consumers.get(&name) {
             if c.cfg != cfg {
                 consumer::check_update(&c.cfg, &cfg).map_err(e)?;
             }
         }
-        consumer::check(&cfg, &st.cfg).map_err(e)?;
+        consumer::check(&cfg, &st.cfg, self.limits.max_ack_pending).map_err(e)?;
         if st.cfg.retention == Retention::Workqueue {
             for (n, c) in &st.consumers {
                 if *n == name {
@@ -121,7 +122,10 @@ impl JsAccount {
             save_consumer_meta(st, c).map_err(|er| e(ApiError::consumer_create(er)))?;
             return Ok(c.info_json(st.store.as_ref(), Some(T), Some(cx)));
         }
-        if st.cfg.max_consumers > 0 && st.consumers.len() as i64 >= st.cfg.max_consumers {
+        // The stream's own limit, or the account's (per stream, as nats-server 2.9).
+        let most =
+            crate::jetstream::limits::consumers_per_stream(&self.limits, st.cfg.max_consumers);
+        if most > 0 && st.consumers.len() as i64 >= most {
             return Err(e(ApiError::new(
                 400,
                 10026,

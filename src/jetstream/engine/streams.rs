@@ -3,6 +3,7 @@
 //! list/names, MSG.GET, MSG.DELETE and DIRECT.GET.
 
 use super::*;
+use crate::jetstream::limits;
 
 impl JsAccount {
     pub(super) fn overlapping(&self, cfg: &StreamConfig) -> bool {
@@ -35,12 +36,17 @@ impl JsAccount {
             return Err(e(ApiError::stream_mismatch()));
         }
         stream::apply_defaults(&mut cfg);
-        stream::check(&cfg, srv.opts.max_payload).map_err(e)?;
         if cfg.sealed {
             return Err(e(ApiError::stream_config(
                 "stream configuration for create can not be sealed",
             )));
         }
+        // As nats-server: the account's stream count and reservations come before the
+        // configuration checks, its per-stream limits with them.
+        let server = g.server_bytes(cfg.storage);
+        limits::check_create(&self.limits, &self.streams, &cfg, server).map_err(e)?;
+        stream::check(&cfg, srv.opts.max_payload).map_err(e)?;
+        limits::check_config(&self.limits, &cfg).map_err(e)?;
         if let Some(s) = self.streams.get(name) {
             if s.cfg == cfg {
                 let mut o = Obj::typed(T);
@@ -59,22 +65,6 @@ impl JsAccount {
                 10065,
                 "subjects overlap with an existing stream",
             )));
-        }
-        if let Some((mem, file)) = g.usage {
-            let (used, max) = match cfg.storage {
-                Storage::Memory => (mem, g.config.max_memory),
-                Storage::File => (file, g.config.max_storage),
-            };
-            if cfg.max_bytes > 0 && used as i64 + cfg.max_bytes > max {
-                return Err(e(match cfg.storage {
-                    Storage::Memory => {
-                        ApiError::new(500, 10028, "insufficient memory resources available")
-                    }
-                    Storage::File => {
-                        ApiError::new(500, 10047, "insufficient storage resources available")
-                    }
-                }));
-            }
         }
         let limits = stream::limits_of(&cfg);
         let (store, dir): (Box<dyn MsgStore>, Option<PathBuf>) = match cfg.storage {
@@ -148,6 +138,7 @@ impl JsAccount {
         }
         stream::apply_defaults(&mut cfg);
         stream::check(&cfg, srv.opts.max_payload).map_err(e)?;
+        limits::check_config(&self.limits, &cfg).map_err(e)?;
         if self.overlapping(&cfg) {
             return Err(e(ApiError::new(
                 400,
@@ -156,11 +147,16 @@ impl JsAccount {
             )));
         }
         let acc = self.acc.clone();
+        let Some(old) = self.streams.get(name).map(|s| &s.cfg) else {
+            return Err(e(ApiError::stream_not_found()));
+        };
+        stream::check_update(old, &cfg).map_err(e)?;
+        crate::jetstream::mirror::check_update(old, &cfg).map_err(e)?;
+        let server = g.server_bytes(cfg.storage);
+        limits::check_update(&self.limits, &self.streams, old, &cfg, server).map_err(e)?;
         let Some(st) = self.streams.get_mut(name) else {
             return Err(e(ApiError::stream_not_found()));
         };
-        stream::check_update(&st.cfg, &cfg).map_err(e)?;
-        crate::jetstream::mirror::check_update(&st.cfg, &cfg).map_err(e)?;
         st.store
             .update_limits(stream::limits_of(&cfg))
             .map_err(|er| e(ApiError::stream_config(er.to_string())))?;

@@ -1,0 +1,485 @@
+//! Per-account JetStream limits (an account's `jetstream { max_mem, max_file, max_streams,
+//! max_consumers, max_ack_pending, memory_max_stream_bytes, store_max_stream_bytes,
+//! max_bytes_required }`): the checks of stream creates and updates, consumer creates and
+//! publishes, each with nats-server 2.9.10's error and at its place in the order of checks;
+//! the account info that reports them; the start-up check that the accounts' limits fit the
+//! server's. See docs/nats-server-behaviour.md §14 "Account limits".
+//!
+//! Two measures, as nats-server: stream creates and updates are checked against the
+//! account's *reservations* (the `max_bytes` of its streams of that storage; a stream
+//! without `max_bytes` asks for 1 byte) and then every account's against the server's
+//! `max_memory_store`/`max_file_store`; publishes against the account's *usage* (the bytes
+//! its stores hold). Usage is never counted apart: it is the sum of the stores' own byte
+//! counts, so purges, deletes, age limits and restarts are followed by construction.
+//! Does not know about subscriptions, the event queue or the wire.
+
+use super::engine::{Engine, Globals, JsAccount};
+use super::stream::Stream;
+use super::types::*;
+use super::JsConfig;
+pub use crate::config::JsAccountLimits as Limits;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// How often the "limits exceeded" warning may repeat for one account.
+const WARN_EVERY: Duration = Duration::from_secs(10);
+
+/// The answer to a publish that took the account over its memory or storage limit.
+pub fn account_exceeded() -> ApiError {
+    ApiError::new(400, 10002, "resource limits exceeded for account")
+}
+
+fn insufficient(storage: Storage) -> ApiError {
+    match storage {
+        Storage::Memory => ApiError::new(500, 10028, "insufficient memory resources available"),
+        Storage::File => ApiError::new(500, 10047, "insufficient storage resources available"),
+    }
+}
+
+fn too_many_consumers() -> ApiError {
+    ApiError::new(400, 10026, "maximum consumers limit reached")
+}
+
+/// The account's byte limit for a storage type (-1: none).
+fn max_bytes(l: &Limits, storage: Storage) -> i64 {
+    match storage {
+        Storage::Memory => l.max_memory,
+        Storage::File => l.max_store,
+    }
+}
+
+/// The largest `max_bytes` one stream of a storage type may have (-1 or 0: any).
+fn max_stream_bytes(l: &Limits, storage: Storage) -> i64 {
+    match storage {
+        Storage::Memory => l.memory_max_stream_bytes,
+        Storage::File => l.store_max_stream_bytes,
+    }
+}
+
+/// What the account's streams of `storage` other than `name` reserve: their `max_bytes`.
+fn reserved(streams: &BTreeMap<String, Stream>, storage: Storage, name: &str) -> i64 {
+    streams
+        .values()
+        .filter(|s| s.cfg.storage == storage && s.cfg.name != name && s.cfg.max_bytes > 0)
+        .map(|s| s.cfg.max_bytes)
+        .sum()
+}
+
+/// nats-server's `checkBytesLimits`: `add` more bytes (below 0: 1) over the account's
+/// `reserved`, then over every account's reservations within the server's limit (`server`:
+/// reserved, limit; see [`Globals::server_bytes`]).
+fn check_bytes(
+    l: &Limits,
+    storage: Storage,
+    reserved: i64,
+    add: i64,
+    server: (i64, i64),
+) -> Result<(), ApiError> {
+    let add = if add < 0 { 1 } else { add };
+    let max = max_bytes(l, storage);
+    if max >= 0 && reserved.saturating_add(add) > max {
+        return Err(insufficient(storage));
+    }
+    if server.0.saturating_add(add) > server.1 {
+        return Err(insufficient(storage));
+    }
+    Ok(())
+}
+
+/// A stream create, right after the request is read (before the configuration checks, as
+/// nats-server): the number of streams (an identical re-create counts too), the stream's
+/// `max_consumers` against the account's, and its `max_bytes` against what is left.
+pub fn check_create(
+    l: &Limits,
+    streams: &BTreeMap<String, Stream>,
+    cfg: &StreamConfig,
+    server: (i64, i64),
+) -> Result<(), ApiError> {
+    if l.max_streams > 0 && streams.len() as i64 >= l.max_streams {
+        return Err(ApiError::new(
+            400,
+            10027,
+            "maximum number of streams reached",
+        ));
+    }
+    if cfg.max_consumers > 0 && l.max_consumers > 0 && cfg.max_consumers > l.max_consumers {
+        return Err(too_many_consumers());
+    }
+    let r = reserved(streams, cfg.storage, &cfg.name);
+    check_bytes(l, cfg.storage, r, cfg.max_bytes, server)
+}
+
+/// With the configuration checks (create and update): `max_bytes_required` and the largest
+/// `max_bytes` one stream may have.
+pub fn check_config(l: &Limits, cfg: &StreamConfig) -> Result<(), ApiError> {
+    let most = max_stream_bytes(l, cfg.storage);
+    if l.max_bytes_required && cfg.max_bytes <= 0 {
+        return Err(ApiError::new(
+            400,
+            10113,
+            "account requires a stream config to have max bytes set",
+        ));
+    }
+    if most > 0 && cfg.max_bytes > most {
+        return Err(ApiError::new(
+            400,
+            10122,
+            "stream max bytes exceeds account limit max stream bytes",
+        ));
+    }
+    Ok(())
+}
+
+/// A stream update (after the update checks): only growth of `max_bytes` asks for more, on
+/// top of what the others and the stream's old `max_bytes` reserve (nats-server's
+/// `configUpdateCheck`).
+pub fn check_update(
+    l: &Limits,
+    streams: &BTreeMap<String, Stream>,
+    old: &StreamConfig,
+    new: &StreamConfig,
+    server: (i64, i64),
+) -> Result<(), ApiError> {
+    if new.max_consumers > 0 && l.max_consumers > 0 && new.max_consumers > l.max_consumers {
+        return Err(too_many_consumers());
+    }
+    let grow = new.max_bytes.saturating_sub(old.max_bytes).max(0);
+    let r = reserved(streams, new.storage, &new.name).saturating_add(old.max_bytes);
+    check_bytes(l, new.storage, r, grow, server)
+}
+
+/// A consumer without `max_ack_pending` (acked) gets the account's when it is below the
+/// default 1000.
+pub fn default_ack_pending(l: &Limits, cfg: &mut ConsumerConfig) {
+    if cfg.ack_policy != AckPolicy::None
+        && cfg.max_ack_pending == 0
+        && l.max_ack_pending > 0
+        && l.max_ack_pending < super::consumer::DEFAULT_MAX_ACK_PENDING
+    {
+        cfg.max_ack_pending = l.max_ack_pending;
+    }
+}
+
+/// How many consumers one stream may have: its own `max_consumers`, or the account's when
+/// that is lower or the stream has none (as nats-server 2.9, per stream); 0 or less: any.
+pub fn consumers_per_stream(l: &Limits, stream_max: i64) -> i64 {
+    if stream_max <= 0 || (l.max_consumers > 0 && l.max_consumers < stream_max) {
+        l.max_consumers
+    } else {
+        stream_max
+    }
+}
+
+/// Room for a publish into stream `name`: the bytes it may hold before the account is over
+/// its limit for the stream's storage (the account's memory/storage limit and, as
+/// nats-server 2.9.10 also compares the account's total with it, `*_max_stream_bytes`),
+/// given what the account's other streams hold. `None`: no such limit (an account without
+/// byte limits pays one check per publish, nothing summed).
+pub fn room(l: &Limits, streams: &BTreeMap<String, Stream>, name: &str) -> Option<i64> {
+    if l.max_memory < 0
+        && l.max_store < 0
+        && l.memory_max_stream_bytes <= 0
+        && l.store_max_stream_bytes <= 0
+    {
+        return None;
+    }
+    let storage = streams.get(name)?.cfg.storage;
+    let per_stream = max_stream_bytes(l, storage);
+    let max = max_bytes(l, storage);
+    let limit = match (max >= 0, per_stream > 0) {
+        (false, false) => return None,
+        (true, false) => max,
+        (false, true) => per_stream,
+        (true, true) => max.min(per_stream),
+    };
+    let others: u64 = streams
+        .values()
+        .filter(|s| s.cfg.storage == storage && s.cfg.name != name)
+        .map(|s| s.store.state().bytes)
+        .sum();
+    Some(limit.saturating_sub(i64::try_from(others).unwrap_or(i64::MAX)))
+}
+
+/// After a publish stored `seq`: when the stream now holds more than `room`, take the
+/// message back as nats-server 2.9.10 does (its sequence stays used, a gap), with its
+/// duplicate id and republish, and return the error for the PubAck.
+pub fn take_back_if_over(
+    account: &str,
+    st: &mut Stream,
+    room: i64,
+    seq: u64,
+    hdr: Option<&[u8]>,
+    prev_msg_id: String,
+) -> Result<(), ApiError> {
+    let held = i64::try_from(st.store.state().bytes).unwrap_or(i64::MAX);
+    if held <= room {
+        return Ok(());
+    }
+    warn_exceeded(account);
+    if let Err(e) = st.store.remove(seq, false) {
+        tracing::error!(
+            "JetStream: stream {:?}: message {seq} over the account limit not removed: {e}",
+            st.cfg.name
+        );
+    }
+    if let Some(id) = header(hdr, "Nats-Msg-Id") {
+        if st.dedupe.get(id).is_some_and(|(s, _)| *s == seq) {
+            st.dedupe.remove(id);
+        }
+    }
+    st.last_msg_id = prev_msg_id;
+    st.republished.clear();
+    Err(account_exceeded())
+}
+
+/// nats-server's rate-limited `JetStream resource limits exceeded for account: "A"`: at most
+/// once per account every [`WARN_EVERY`].
+fn warn_exceeded(account: &str) {
+    static LAST: OnceLock<Mutex<HashMap<String, Instant>>> = OnceLock::new();
+    let now = Instant::now();
+    let mut last = LAST
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if last
+        .get(account)
+        .is_some_and(|t| now.duration_since(*t) < WARN_EVERY)
+    {
+        return;
+    }
+    last.insert(account.to_string(), now);
+    drop(last);
+    tracing::warn!("JetStream resource limits exceeded for account: {account:?}");
+}
+
+/// Whether a copy (a mirror's or a source's, headers as they will be stored) fits next to
+/// what `st` holds in `room` (see [`room`]). Checked before storing: a refused copy is
+/// retried later, so it must not use up a sequence each time.
+pub fn copy_fits(
+    st: &Stream,
+    room: Option<i64>,
+    subject: &str,
+    hdr: Option<&[u8]>,
+    data: &[u8],
+) -> bool {
+    let Some(room) = room else {
+        return true;
+    };
+    let body = subject.len() + data.len();
+    // As the stores count a message (docs/nats-server-behaviour.md §14 "Monitoring").
+    let size = match (st.cfg.storage, hdr.map_or(0, <[u8]>::len)) {
+        (Storage::Memory, h) => body + h + 16,
+        (Storage::File, 0) => body + 30,
+        (Storage::File, h) => body + h + 34,
+    };
+    let held = st.store.state().bytes.saturating_add(size as u64);
+    i64::try_from(held).is_ok_and(|h| h <= room)
+}
+
+/// nats-server's `sufficientResources` (start-up, and natsd's reload): the accounts'
+/// memory (storage) limits together must fit the server's.
+pub fn check_sufficient<'a>(
+    config: &JsConfig,
+    limits: impl Iterator<Item = &'a Limits>,
+) -> Result<(), ApiError> {
+    let (mut mem, mut file) = (0i64, 0i64);
+    for l in limits {
+        mem = mem.saturating_add(l.max_memory.max(0));
+        file = file.saturating_add(l.max_store.max(0));
+    }
+    if mem > config.max_memory {
+        return Err(insufficient(Storage::Memory));
+    }
+    if file > config.max_storage {
+        return Err(insufficient(Storage::File));
+    }
+    Ok(())
+}
+
+/// What a limit reports in `/jsz`'s `reserved_memory`/`reserved_storage` of an account (Go
+/// prints -1 as an unsigned 64-bit number).
+pub fn as_reserved(limit: i64) -> u64 {
+    u64::try_from(limit).unwrap_or(u64::MAX)
+}
+
+impl Globals<'_> {
+    /// (what every account's streams of `storage` reserve, the server's limit for it).
+    pub fn server_bytes(&self, storage: Storage) -> (i64, i64) {
+        match storage {
+            Storage::Memory => (self.reserved.0, self.config.max_memory),
+            Storage::File => (self.reserved.1, self.config.max_storage),
+        }
+    }
+}
+
+impl Engine {
+    /// Every account's reservations (its streams' `max_bytes`): (memory, file).
+    pub(super) fn reserved(&self) -> (i64, i64) {
+        let mut r = (0i64, 0i64);
+        for s in self.accounts.values().flat_map(|ja| ja.streams.values()) {
+            let b = s.cfg.max_bytes.max(0);
+            match s.cfg.storage {
+                Storage::Memory => r.0 = r.0.saturating_add(b),
+                Storage::File => r.1 = r.1.saturating_add(b),
+            }
+        }
+        r
+    }
+
+    /// New limits for the JetStream accounts (a config reload); an account missing from
+    /// `by_account` is unlimited.
+    pub fn set_limits(&mut self, by_account: &BTreeMap<String, Limits>) {
+        for (name, ja) in &mut self.accounts {
+            ja.limits = by_account.get(name).copied().unwrap_or_default();
+        }
+    }
+}
+
+impl JsAccount {
+    /// `$JS.API.INFO`: usage, the limits (-1 unlimited), the API counters.
+    pub(super) fn account_info(&self, g: &Globals<'_>) -> String {
+        let (mut mem, mut file, mut consumers) = (0u64, 0u64, 0usize);
+        for s in self.streams.values() {
+            let b = s.store.state().bytes;
+            consumers += s.consumers.len();
+            match s.cfg.storage {
+                Storage::Memory => mem += b,
+                Storage::File => file += b,
+            }
+        }
+        let l = &self.limits;
+        let mut limits = Obj::new();
+        limits
+            .field("max_memory", &l.max_memory)
+            .field("max_storage", &l.max_store)
+            .field("max_streams", &l.max_streams)
+            .field("max_consumers", &l.max_consumers)
+            .field("max_ack_pending", &l.max_ack_pending)
+            .field("memory_max_stream_bytes", &l.memory_max_stream_bytes)
+            .field("storage_max_stream_bytes", &l.store_max_stream_bytes)
+            .field("max_bytes_required", &l.max_bytes_required);
+        let mut api = Obj::new();
+        api.field("total", &self.api_total)
+            .field("errors", &self.api_errors);
+        let mut o = Obj::typed("account_info_response");
+        o.field("memory", &mem)
+            .field("storage", &file)
+            .field("reserved_memory", &0)
+            .field("reserved_storage", &0)
+            .field("streams", &self.streams.len())
+            .field("consumers", &consumers)
+            .raw("limits", &limits.done());
+        if let Some(d) = &g.config.domain {
+            o.field("domain", d);
+        }
+        o.raw("api", &api.done());
+        o.done()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lim() -> Limits {
+        Limits {
+            max_memory: 10_240,
+            max_store: 20_480,
+            max_streams: 3,
+            max_consumers: 2,
+            memory_max_stream_bytes: 6_144,
+            ..Limits::default()
+        }
+    }
+
+    const FREE: (i64, i64) = (0, i64::MAX);
+
+    #[test]
+    fn bytes_against_reservations() {
+        let l = lim();
+        assert!(check_bytes(&l, Storage::Memory, 6_144, 4_096, FREE).is_ok());
+        let e = check_bytes(&l, Storage::Memory, 6_144, 4_097, FREE).expect_err("over");
+        assert_eq!((e.code, e.err_code), (500, 10028));
+        // No max_bytes asks for one byte.
+        assert!(check_bytes(&l, Storage::Memory, 10_240, -1, FREE).is_err());
+        assert!(check_bytes(&l, Storage::Memory, 10_239, -1, FREE).is_ok());
+        let e = check_bytes(&l, Storage::File, 20_480, 1, FREE).expect_err("over");
+        assert_eq!((e.code, e.err_code), (500, 10047));
+        assert!(check_bytes(&Limits::default(), Storage::File, i64::MAX, 5, FREE).is_ok());
+        // The server's own limit against every account's reservations.
+        let none = Limits::default();
+        assert!(check_bytes(&none, Storage::Memory, 0, 1000, (1048, 2048)).is_ok());
+        let e = check_bytes(&none, Storage::Memory, 0, 1000, (1049, 2048)).expect_err("over");
+        assert_eq!((e.code, e.err_code), (500, 10028));
+    }
+
+    #[test]
+    fn per_stream_bytes_and_required() {
+        let mut cfg = StreamConfig {
+            storage: Storage::Memory,
+            max_bytes: 7_000,
+            ..Default::default()
+        };
+        assert_eq!(
+            check_config(&lim(), &cfg).map_err(|e| e.err_code),
+            Err(10122)
+        );
+        cfg.max_bytes = 6_144;
+        assert!(check_config(&lim(), &cfg).is_ok());
+        let req = Limits {
+            max_bytes_required: true,
+            ..Limits::default()
+        };
+        cfg.max_bytes = -1;
+        assert_eq!(check_config(&req, &cfg).map_err(|e| e.err_code), Err(10113));
+    }
+
+    #[test]
+    fn consumers_and_ack_pending() {
+        assert_eq!(consumers_per_stream(&lim(), -1), 2);
+        assert_eq!(consumers_per_stream(&lim(), 1), 1);
+        assert_eq!(consumers_per_stream(&lim(), 5), 2);
+        assert_eq!(consumers_per_stream(&Limits::default(), 5), 5);
+        let l = Limits {
+            max_ack_pending: 50,
+            ..Limits::default()
+        };
+        let mut c = ConsumerConfig {
+            ack_policy: AckPolicy::Explicit,
+            ..Default::default()
+        };
+        default_ack_pending(&l, &mut c);
+        assert_eq!(c.max_ack_pending, 50);
+        let mut c = ConsumerConfig {
+            ack_policy: AckPolicy::None,
+            ..Default::default()
+        };
+        default_ack_pending(&l, &mut c);
+        assert_eq!(c.max_ack_pending, 0);
+    }
+
+    #[test]
+    fn start_up_fits_the_server() {
+        let config = JsConfig {
+            store_dir: std::path::PathBuf::from("/nonexistent"),
+            max_memory: 100,
+            max_storage: 1000,
+            limits_set: true,
+            domain: None,
+            sync: crate::jetstream::store::SyncPolicy {
+                interval: std::time::Duration::from_secs(120),
+                always: false,
+            },
+        };
+        let a = Limits {
+            max_memory: 60,
+            ..Limits::default()
+        };
+        assert!(check_sufficient(&config, [a].iter()).is_ok());
+        let e = check_sufficient(&config, [a, a].iter()).expect_err("over");
+        assert_eq!((e.code, e.err_code), (500, 10028));
+        assert_eq!(as_reserved(-1), u64::MAX);
+        assert_eq!(as_reserved(2048), 2048);
+    }
+}
