@@ -52,6 +52,9 @@ pub struct Engine {
     /// Acks of publishes stored in this batch of events, sent by [`Engine::finish_batch`]
     /// once their streams were flushed (one flush per stream per batch, not per message).
     pending_acks: Vec<PendingAck>,
+    /// An upper bound of (memory, file) bytes stored, for the server-wide limits
+    /// (`usage_for_publish`); `None`: count again.
+    usage_bound: Option<(u64, u64)>,
 }
 
 /// The burst of a consumer's rate limiter: the stream's `max_msg_size`, else `max_payload`.
@@ -189,6 +192,7 @@ impl Engine {
             refused: Vec::new(),
             last_save: Instant::now(),
             pending_acks: Vec::new(),
+            usage_bound: None,
         }
     }
 
@@ -450,10 +454,21 @@ impl Engine {
             Self::not_enabled(srv, &ev);
             return;
         }
-        let usage = if self.config.limits_set {
-            Some(self.usage())
-        } else {
-            None
+        let usage = match ev.kind {
+            EventKind::Publish(_) if self.config.limits_set => Some(self.usage_for_publish()),
+            // Acks only take messages away: the bound stays an upper bound.
+            EventKind::Ack | EventKind::FlowControl => None,
+            _ => {
+                self.usage_bound = None;
+                None
+            }
+        };
+        let publish_size = match ev.kind {
+            EventKind::Publish(_) => {
+                (ev.subject.len() + ev.payload.len()) as u64
+                    + ev.header.as_ref().map_or(0, |h| h.len() as u64)
+            }
+            _ => 0,
         };
         let reserved = match ev.kind {
             EventKind::Api => self.reserved(),
@@ -475,10 +490,33 @@ impl Engine {
                 if let Some(p) = ja.publish(&g, srv, &s, &mut ev) {
                     self.pending_acks.push(p);
                 }
+                // Whatever it stored, in either storage: still an upper bound after it.
+                if let Some((mem, file)) = usage {
+                    let pad = publish_size + 64;
+                    self.usage_bound = Some((mem + pad, file + pad));
+                }
             }
             EventKind::Ack => ja.ack(srv, &ev),
             EventKind::FlowControl => ja.flow_control(srv, &ev),
             EventKind::NotEnabled => {}
+        }
+    }
+
+    /// The usage a publish checks against the server's limits: the upper bound kept since
+    /// the last exact count while that is within both limits (then so is the real usage),
+    /// else counted again. The bound grows with every publish and is dropped by the timer
+    /// (mirrors copy there) and by API requests; acks only lower the real usage.
+    fn usage_for_publish(&mut self) -> (u64, u64) {
+        let within = |(mem, file): (u64, u64)| {
+            mem as i64 <= self.config.max_memory && file as i64 <= self.config.max_storage
+        };
+        match self.usage_bound {
+            Some(b) if within(b) => b,
+            _ => {
+                let u = self.usage();
+                self.usage_bound = Some(u);
+                u
+            }
         }
     }
 
@@ -498,6 +536,7 @@ impl Engine {
     }
 
     pub fn tick(&mut self, srv: &Arc<ServerShared>) {
+        self.usage_bound = None;
         let now = Instant::now();
         let now_ns = now_nanos();
         let save = now.duration_since(self.last_save) >= SAVE_EVERY;
