@@ -10,7 +10,7 @@ use crate::server::ServerShared;
 use crate::sublist::SublistResult;
 use bytes::{Bytes, BytesMut};
 use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
+use rand::{Rng, RngCore, SeedableRng};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
@@ -54,7 +54,7 @@ pub struct Fanout {
     routes: Vec<(Arc<Conn>, Vec<Bytes>)>,
     /// Subscriptions that reached their auto-unsubscribe max.
     pub retired: Vec<Arc<Subscription>>,
-    pub rng: SmallRng,
+    pub rng: LazyRng,
     /// The reply routes get instead of the message's (a gateway's `_GR_.` reply, which local
     /// clients get stripped).
     pub route_reply: Option<Bytes>,
@@ -88,6 +88,31 @@ impl Drop for Fanout {
     }
 }
 
+/// A fast RNG seeded on first use: most fan-outs (one per JetStream step, for one) never
+/// pick a queue member, and seeding costs more than the rest of creating one.
+pub struct LazyRng(Option<SmallRng>);
+
+impl LazyRng {
+    fn get(&mut self) -> &mut SmallRng {
+        self.0
+            .get_or_insert_with(|| SmallRng::from_rng(&mut rand::rng()))
+    }
+}
+
+impl RngCore for LazyRng {
+    fn next_u32(&mut self) -> u32 {
+        self.get().next_u32()
+    }
+
+    fn next_u64(&mut self) -> u64 {
+        self.get().next_u64()
+    }
+
+    fn fill_bytes(&mut self, dst: &mut [u8]) {
+        self.get().fill_bytes(dst)
+    }
+}
+
 /// How many internal hops (relay → relay …) one message may take.
 const MAX_INTERNAL_DEPTH: u8 = 4;
 
@@ -99,7 +124,7 @@ impl Fanout {
             stalled: Vec::new(),
             routes: Vec::new(),
             retired: Vec::new(),
-            rng: SmallRng::from_rng(&mut rand::rng()),
+            rng: LazyRng(None),
             route_reply: None,
             in_msgs: 0,
             in_bytes: 0,
