@@ -3,6 +3,8 @@
 //! flow control answers, and the timer.
 
 mod consumers;
+mod restores;
+mod snapshots;
 mod streams;
 
 use super::consumer::{self, Consumer, Cx};
@@ -38,6 +40,8 @@ pub struct JsAccount {
     subs: Vec<Arc<Subscription>>,
     /// Streams that mirror or source others (by name), with their copy cursors.
     pub follows: BTreeMap<String, super::mirror::Follows>,
+    /// Snapshots being sent and restores being received.
+    transfers: snapshots::Transfers,
 }
 
 pub struct Engine {
@@ -226,7 +230,9 @@ impl Engine {
             api_errors: 0,
             subs,
             follows: BTreeMap::new(),
+            transfers: Default::default(),
         };
+        restores::clean_staging(&self.config.store_dir, &acc.name);
         let root = self.config.store_dir.join(&acc.name).join("streams");
         for sname in persist::subdirs(&root) {
             let dir = root.join(&sname);
@@ -251,18 +257,7 @@ impl Engine {
                     continue;
                 }
             };
-            let mut st = Stream {
-                cfg: meta.config,
-                created: meta.created,
-                store,
-                subs: Vec::new(),
-                dedupe: Default::default(),
-                dedupe_order: Default::default(),
-                last_msg_id: String::new(),
-                consumers: BTreeMap::new(),
-                dir: Some(dir.clone()),
-                republished: Vec::new(),
-            };
+            let mut st = Stream::new(meta.config, meta.created, store, Some(dir.clone()));
             st.rebuild_dedupe(now_nanos());
             for cname in persist::subdirs(&dir.join("obs")) {
                 let cdir = persist::consumer_dir(&dir, &cname);
@@ -273,23 +268,12 @@ impl Engine {
                         continue;
                     }
                 };
-                // Ephemerals are kept too (as nats-server): their inactivity clock restarts.
-                let durable = !cm.config.durable_name.is_empty();
-                let mut c = Consumer::new(
-                    cm.name.clone(),
-                    st.cfg.name.clone(),
-                    cm.config,
-                    cm.created,
-                    durable,
-                    st.store.as_ref(),
-                );
-                c.set_rate_burst(rate_burst(&st.cfg, srv));
-                match persist::read_json::<ConsumerState>(&cdir.join("state.json")) {
-                    Ok(s) => c.restore(&s, st.store.as_ref()),
-                    Err(e) => {
+                let state = persist::read_json::<ConsumerState>(&cdir.join("state.json"))
+                    .inspect_err(|e| {
                         tracing::warn!("JetStream: consumer {cname:?} state not restored: {e}")
-                    }
-                }
+                    })
+                    .ok();
+                let c = revive_consumer(&st, srv, cm.name.clone(), cm.config, cm.created, state);
                 st.consumers.insert(cm.name, c);
             }
             subscribe_stream(srv, &acc, &self.tx, &mut st);
@@ -345,6 +329,8 @@ impl Engine {
             ),
             ["STREAM", "DELETE", ..] => ("stream_delete_response", ""),
             ["STREAM", "PURGE", ..] => ("stream_purge_response", "\"purged\":0"),
+            ["STREAM", "SNAPSHOT", ..] => ("stream_snapshot_response", ""),
+            ["STREAM", "RESTORE", ..] => ("stream_restore_response", "\"deliver_subject\":\"\""),
             ["STREAM", "NAMES"] => (
                 "stream_names_response",
                 "\"total\":0,\"offset\":0,\"limit\":0,\"streams\":null",
@@ -488,6 +474,7 @@ impl Engine {
             self.last_save = now;
         }
         for ja in self.accounts.values_mut() {
+            ja.tick_transfers(srv);
             let cx = Cx::new(srv, &ja.acc);
             // Mirrors and sources copy first: their consumers below get the copies now.
             super::mirror::pump(&cx, &mut ja.streams, &mut ja.follows);
@@ -528,6 +515,7 @@ impl Engine {
             srv.unsubscribe_internal(&acc, &s);
         }
         for ja in self.accounts.values_mut() {
+            ja.end_transfers(srv);
             for st in ja.streams.values_mut() {
                 for c in st.consumers.values_mut() {
                     c.dirty = true;
@@ -573,6 +561,33 @@ pub struct Globals<'a> {
     pub tx: &'a Queue,
     /// (memory, file) bytes in use, when limits are configured.
     pub usage: Option<(u64, u64)>,
+}
+
+/// A consumer of `st` from saved metadata (after a restart or a restore), with its progress
+/// when there is one. Ephemerals are kept too (as nats-server): their inactivity clock
+/// restarts.
+fn revive_consumer(
+    st: &Stream,
+    srv: &ServerShared,
+    name: String,
+    cfg: ConsumerConfig,
+    created: i64,
+    state: Option<ConsumerState>,
+) -> Consumer {
+    let durable = !cfg.durable_name.is_empty();
+    let mut c = Consumer::new(
+        name,
+        st.cfg.name.clone(),
+        cfg,
+        created,
+        durable,
+        st.store.as_ref(),
+    );
+    c.set_rate_burst(rate_burst(&st.cfg, srv));
+    if let Some(s) = state {
+        c.restore(&s, st.store.as_ref());
+    }
+    c
 }
 
 fn save_states(st: &mut Stream, sync: bool) {
@@ -643,6 +658,10 @@ fn unsubscribe_stream(srv: &ServerShared, acc: &Account, st: &mut Stream) {
 
 impl JsAccount {
     fn api(&mut self, g: &Globals<'_>, srv: &Arc<ServerShared>, ev: &Event) {
+        if ev.subject.starts_with("$JS.SNAPSHOT.") {
+            self.transfer_event(g, srv, ev);
+            return;
+        }
         let Some(reply) = ev.reply.as_deref() else {
             return;
         };
@@ -675,6 +694,8 @@ impl JsAccount {
             ["STREAM", "INFO", s] => self.stream_info(s, p),
             ["STREAM", "DELETE", s] => self.stream_delete(&cx, s),
             ["STREAM", "PURGE", s] => self.stream_purge(s, p),
+            ["STREAM", "SNAPSHOT", s] => self.stream_snapshot(g, srv, s, p),
+            ["STREAM", "RESTORE", s] => self.stream_restore(g, srv, s, p),
             ["STREAM", "NAMES"] => self.stream_list(p, true),
             ["STREAM", "LIST"] => self.stream_list(p, false),
             ["STREAM", "MSG", "GET", s] => self.msg_get(s, p),
@@ -699,6 +720,7 @@ impl JsAccount {
                 let extra = match t {
                     "stream_info_response" => "\"total\":0,\"offset\":0,\"limit\":0",
                     "stream_purge_response" => "\"purged\":0",
+                    "stream_restore_response" => "\"deliver_subject\":\"\"",
                     _ => "",
                 };
                 err_json(t, &e, extra)

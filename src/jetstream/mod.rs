@@ -14,6 +14,7 @@ pub mod engine;
 pub mod mirror;
 pub mod monitor;
 pub mod persist;
+pub mod snapshot;
 pub mod store;
 pub mod stream;
 pub mod types;

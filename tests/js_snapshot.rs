@@ -1,0 +1,449 @@
+//! Stream snapshot and restore (`$JS.API.STREAM.SNAPSHOT` / `$JS.API.STREAM.RESTORE`), driven
+//! as a client drives them with core NATS (async-nats has no snapshot API): chunks acked one
+//! by one, an empty message at the end; restore chunks sent as requests, an empty one last.
+//! The wire follows nats-server 2.9.10 (docs/nats-server-behaviour.md §14); the snapshot
+//! data is natsd's own format (docs/jetstream-filestore.md).
+
+mod common;
+
+use bytes::Bytes;
+use common::js_api as api;
+use futures::StreamExt;
+use serde_json::Value;
+use std::time::Duration;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+/// Snapshot `stream` to a fresh inbox, acking every chunk: (answer, data, chunks).
+async fn snapshot(nc: &async_nats::Client, stream: &str, extra: &str) -> (Value, Vec<u8>, usize) {
+    let deliver = nc.new_inbox();
+    let mut sub = nc.subscribe(deliver.clone()).await.expect("subscribe");
+    nc.flush().await.expect("flush");
+    let body = format!(r#"{{"deliver_subject":"{deliver}"{extra}}}"#);
+    let answer = api(nc, &format!("$JS.API.STREAM.SNAPSHOT.{stream}"), &body).await;
+    assert!(answer.get("error").is_none(), "{answer}");
+    let (mut data, mut chunks) = (Vec::new(), 0);
+    loop {
+        let m = tokio::time::timeout(WAIT, sub.next())
+            .await
+            .expect("a chunk in time")
+            .expect("subscription open");
+        if m.payload.is_empty() {
+            assert!(m.reply.is_none(), "the end has no reply subject");
+            break;
+        }
+        let reply = m.reply.expect("chunks carry an ack subject");
+        let t: Vec<&str> = reply.split('.').collect();
+        assert_eq!(&t[..4], ["$JS", "SNAPSHOT", "ACK", stream], "{reply}");
+        assert_eq!(t[5], m.payload.len().to_string(), "{reply}");
+        chunks += 1;
+        assert_eq!(t[6], chunks.to_string(), "{reply}");
+        data.extend_from_slice(&m.payload);
+        nc.publish(reply, Bytes::new()).await.expect("ack");
+    }
+    (answer, data, chunks)
+}
+
+/// Restore `data` as `stream` with `cfg` in chunks of `chunk` bytes: the final answer.
+async fn restore(
+    nc: &async_nats::Client,
+    stream: &str,
+    cfg: &Value,
+    data: &[u8],
+    chunk: usize,
+) -> Value {
+    let body = serde_json::json!({ "config": cfg, "state": {} }).to_string();
+    let r = api(nc, &format!("$JS.API.STREAM.RESTORE.{stream}"), &body).await;
+    assert_eq!(
+        r["type"], "io.nats.jetstream.api.v1.stream_restore_response",
+        "{r}"
+    );
+    let ds = r["deliver_subject"]
+        .as_str()
+        .expect("deliver subject")
+        .to_string();
+    assert!(
+        ds.starts_with(&format!("$JS.SNAPSHOT.RESTORE.{stream}.")),
+        "{r}"
+    );
+    for c in data.chunks(chunk) {
+        let m = tokio::time::timeout(WAIT, nc.request(ds.clone(), Bytes::copy_from_slice(c)))
+            .await
+            .expect("chunk answered in time")
+            .expect("chunk answered");
+        assert!(m.payload.is_empty(), "a chunk's ack is empty");
+    }
+    let m = tokio::time::timeout(WAIT, nc.request(ds, Bytes::new()))
+        .await
+        .expect("final answer in time")
+        .expect("final answer");
+    serde_json::from_slice(&m.payload).expect("final answer is JSON")
+}
+
+/// A request's answer as text (to compare with nats-server's bytes).
+async fn api_text(nc: &async_nats::Client, subject: &str, body: &str) -> String {
+    let m = tokio::time::timeout(
+        WAIT,
+        nc.request(subject.to_string(), body.to_string().into()),
+    )
+    .await
+    .expect("answer in time")
+    .expect("answer");
+    String::from_utf8(m.payload.to_vec()).expect("UTF-8 answer")
+}
+
+async fn create(nc: &async_nats::Client, cfg: &Value) {
+    let name = cfg["name"].as_str().expect("name");
+    let r = api(
+        nc,
+        &format!("$JS.API.STREAM.CREATE.{name}"),
+        &cfg.to_string(),
+    )
+    .await;
+    assert!(r.get("error").is_none(), "{r}");
+}
+
+/// Ten messages on `<p>.<n>` (every third with a header), 3, 7 and 10 deleted, and a durable
+/// pull consumer `D` that was given 1, 2, 4, 5 and acked 1, 2, 4.
+async fn fill(nc: &async_nats::Client, stream: &str, p: &str) {
+    for i in 1..=10 {
+        let subject = format!("{p}.{}", i % 4);
+        let ack = if i % 3 == 0 {
+            let mut h = async_nats::HeaderMap::new();
+            h.insert("Nats-Msg-Id", format!("id{i}").as_str());
+            h.insert("X-Test", "yes");
+            nc.request_with_headers(subject, h, format!("m{i}").into())
+                .await
+        } else {
+            nc.request(subject, format!("m{i}").into()).await
+        };
+        assert!(ack.is_ok(), "publish {i}");
+    }
+    for seq in [3, 7, 10] {
+        let d = api(
+            nc,
+            &format!("$JS.API.STREAM.MSG.DELETE.{stream}"),
+            &format!(r#"{{"seq":{seq},"no_erase":true}}"#),
+        )
+        .await;
+        assert_eq!(d["success"], true, "{d}");
+    }
+    let c = api(
+        nc,
+        &format!("$JS.API.CONSUMER.DURABLE.CREATE.{stream}.D"),
+        &format!(
+            r#"{{"stream_name":"{stream}","config":{{"durable_name":"D","ack_policy":"explicit"}}}}"#
+        ),
+    )
+    .await;
+    assert!(c.get("error").is_none(), "{c}");
+    let inbox = nc.new_inbox();
+    let mut sub = nc.subscribe(inbox.clone()).await.expect("subscribe");
+    nc.publish_with_reply(
+        format!("$JS.API.CONSUMER.MSG.NEXT.{stream}.D"),
+        inbox,
+        r#"{"batch":4,"expires":5000000000}"#.into(),
+    )
+    .await
+    .expect("pull");
+    for i in 0..4 {
+        let m = tokio::time::timeout(WAIT, sub.next())
+            .await
+            .expect("pulled in time")
+            .expect("open");
+        if i < 3 {
+            let reply = m.reply.expect("ack subject");
+            nc.publish(reply, "+ACK".into()).await.expect("ack");
+        }
+    }
+    let info_subject = format!("$JS.API.CONSUMER.INFO.{stream}.D");
+    common::wait_for("acks applied", || async {
+        api(nc, &info_subject, "").await["num_ack_pending"] == 1
+    })
+    .await;
+}
+
+/// What must survive a snapshot and restore: stream config, created, state, every message,
+/// the consumer's config and progress.
+async fn picture(nc: &async_nats::Client, stream: &str) -> Vec<Value> {
+    let mut info = api(nc, &format!("$JS.API.STREAM.INFO.{stream}"), "").await;
+    assert!(info.get("error").is_none(), "{info}");
+    let mut out = vec![
+        info["config"].take(),
+        info["created"].take(),
+        info["state"].take(),
+    ];
+    let last = out[2]["last_seq"].as_u64().expect("last_seq");
+    for seq in 1..=last {
+        let m = api(
+            nc,
+            &format!("$JS.API.STREAM.MSG.GET.{stream}"),
+            &format!(r#"{{"seq":{seq}}}"#),
+        )
+        .await;
+        out.push(m);
+    }
+    let mut c = api(nc, &format!("$JS.API.CONSUMER.INFO.{stream}.D"), "").await;
+    assert!(c.get("error").is_none(), "{c}");
+    for k in [
+        "config",
+        "created",
+        "num_ack_pending",
+        "num_pending",
+        "num_redelivered",
+    ] {
+        out.push(c[k].take());
+    }
+    for k in ["delivered", "ack_floor"] {
+        out.push(c[k]["consumer_seq"].take());
+        out.push(c[k]["stream_seq"].take());
+    }
+    out
+}
+
+async fn round_trip(storage: &str) {
+    let (srv, nc, dir) = common::start_js(&format!("snap-{storage}")).await;
+    let stream = format!("R{storage}");
+    let cfg = serde_json::json!({"name": stream, "subjects": [format!("{storage}.>")], "storage": storage});
+    create(&nc, &cfg).await;
+    fill(&nc, &stream, storage).await;
+    let before = picture(&nc, &stream).await;
+    assert_eq!(before[2]["num_deleted"], 3, "{}", before[2]);
+    let (answer, data, chunks) = snapshot(&nc, &stream, r#","chunk_size":256"#).await;
+    assert_eq!(
+        answer["type"],
+        "io.nats.jetstream.api.v1.stream_snapshot_response"
+    );
+    assert_eq!(answer["config"], before[0]);
+    assert_eq!(answer["state"], before[2]);
+    assert!(
+        chunks > 1,
+        "chunk_size 256 gives several chunks for {} bytes",
+        data.len()
+    );
+    assert!(
+        data.chunks(256).len() == chunks,
+        "chunks of exactly chunk_size"
+    );
+    let d = api(&nc, &format!("$JS.API.STREAM.DELETE.{stream}"), "").await;
+    assert_eq!(d["success"], true, "{d}");
+    let done = restore(&nc, &stream, &cfg, &data, 100).await;
+    assert_eq!(
+        done["type"], "io.nats.jetstream.api.v1.stream_create_response",
+        "{done}"
+    );
+    assert!(done.get("error").is_none(), "{done}");
+    assert_eq!(done["state"], before[2], "{done}");
+    assert_eq!(picture(&nc, &stream).await, before);
+    // The restored stream takes new messages after its last sequence.
+    let a = api(&nc, &format!("{storage}.new"), "x").await;
+    assert_eq!(a["seq"], 11, "{a}");
+    // Restoring over an existing stream is refused (nats-server 2.9.10's answer).
+    let again = api_text(
+        &nc,
+        &format!("$JS.API.STREAM.RESTORE.{stream}"),
+        &serde_json::json!({ "config": cfg }).to_string(),
+    )
+    .await;
+    assert_eq!(
+        again,
+        r#"{"type":"io.nats.jetstream.api.v1.stream_restore_response","error":{"code":400,"err_code":10130,"description":"stream name already in use, cannot restore"},"deliver_subject":""}"#
+    );
+    if storage == "file" {
+        let purge_new = api(
+            &nc,
+            &format!("$JS.API.STREAM.MSG.DELETE.{stream}"),
+            r#"{"seq":11,"no_erase":true}"#,
+        )
+        .await;
+        assert_eq!(purge_new["success"], true, "{purge_new}");
+        let now = picture(&nc, &stream).await;
+        drop(nc);
+        srv.shutdown().await;
+        let (srv, nc) = common::start_js_in(&dir).await;
+        assert_eq!(picture(&nc, &stream).await, now, "after a restart");
+        srv.shutdown().await;
+    } else {
+        srv.shutdown().await;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn file_stream_round_trip_keeps_messages_gaps_and_consumer() {
+    round_trip("file").await;
+}
+
+#[tokio::test]
+async fn memory_stream_round_trip_keeps_messages_gaps_and_consumer() {
+    round_trip("memory").await;
+}
+
+#[tokio::test]
+async fn snapshot_errors_as_nats_server() {
+    let (srv, nc, dir) = common::start_js("snap-errors").await;
+    let t = "{\"type\":\"io.nats.jetstream.api.v1.stream_snapshot_response\",\"error\":";
+    let err = |v: String| v.strip_prefix(t).unwrap_or(&v).to_string();
+    let missing = api_text(
+        &nc,
+        "$JS.API.STREAM.SNAPSHOT.NOPE",
+        r#"{"deliver_subject":"x"}"#,
+    )
+    .await;
+    assert_eq!(
+        missing,
+        r#"{"type":"io.nats.jetstream.api.v1.stream_snapshot_response","error":{"code":404,"err_code":10059,"description":"stream not found"}}"#
+    );
+    create(&nc, &serde_json::json!({"name": "E", "subjects": ["e"]})).await;
+    let empty = api_text(&nc, "$JS.API.STREAM.SNAPSHOT.E", "").await;
+    assert_eq!(
+        err(empty),
+        r#"{"code":400,"err_code":10003,"description":"bad request"}}"#
+    );
+    let bad = api(&nc, "$JS.API.STREAM.SNAPSHOT.E", "{bad").await;
+    assert_eq!(bad["error"]["err_code"], 10025, "{bad}");
+    let no_deliver = api_text(&nc, "$JS.API.STREAM.SNAPSHOT.E", r#"{"no_consumers":true}"#).await;
+    assert_eq!(
+        err(no_deliver),
+        r#"{"code":400,"err_code":10015,"description":"deliver subject not valid"}}"#
+    );
+    // Nobody listens on the deliver subject: the snapshot waits up to 2 s for interest, so a
+    // second one meanwhile finds it in progress.
+    let first = api(
+        &nc,
+        "$JS.API.STREAM.SNAPSHOT.E",
+        r#"{"deliver_subject":"nobody.here"}"#,
+    )
+    .await;
+    assert!(first.get("error").is_none(), "{first}");
+    let second = api_text(
+        &nc,
+        "$JS.API.STREAM.SNAPSHOT.E",
+        r#"{"deliver_subject":"other"}"#,
+    )
+    .await;
+    assert_eq!(
+        err(second),
+        r#"{"code":500,"err_code":10064,"description":"snapshot failed: snapshot in progress"}}"#
+    );
+    let empty = api_text(&nc, "$JS.API.STREAM.RESTORE.X", "").await;
+    assert_eq!(
+        empty,
+        r#"{"type":"io.nats.jetstream.api.v1.stream_restore_response","error":{"code":400,"err_code":10003,"description":"bad request"},"deliver_subject":""}"#
+    );
+    let bad = api(&nc, "$JS.API.STREAM.RESTORE.X", "{x").await;
+    assert_eq!(bad["error"]["err_code"], 10025, "{bad}");
+    srv.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A restore that fails leaves no stream and no staging files behind.
+async fn assert_refused(
+    nc: &async_nats::Client,
+    dir: &std::path::Path,
+    answer: &Value,
+    text: &str,
+) {
+    assert_eq!(
+        answer["type"], "io.nats.jetstream.api.v1.stream_create_response",
+        "{answer}"
+    );
+    assert_eq!(answer["error"]["code"], 500, "{answer}");
+    assert_eq!(answer["error"]["err_code"], 10062, "{answer}");
+    let d = answer["error"]["description"].as_str().unwrap_or_default();
+    assert!(
+        d.starts_with("restore failed: ") && d.contains(text),
+        "{answer}"
+    );
+    let info = api(nc, "$JS.API.STREAM.INFO.C", "").await;
+    assert_eq!(info["error"]["err_code"], 10059, "{info}");
+    let staging = dir.join("jetstream").join("$G").join("__restore__");
+    let left = std::fs::read_dir(&staging).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(left, 0, "staging files left in {}", staging.display());
+}
+
+#[tokio::test]
+async fn corrupt_truncated_or_foreign_data_is_refused_and_nothing_is_left() {
+    let (srv, nc, dir) = common::start_js("snap-corrupt").await;
+    let cfg = serde_json::json!({"name": "C", "subjects": ["c.>"]});
+    create(&nc, &cfg).await;
+    for i in 0..50 {
+        let a = api(&nc, &format!("c.{i}"), &"x".repeat(100)).await;
+        assert!(a.get("seq").is_some(), "{a}");
+    }
+    let (_, data, _) = snapshot(&nc, "C", "").await;
+    let d = api(&nc, "$JS.API.STREAM.DELETE.C", "").await;
+    assert_eq!(d["success"], true, "{d}");
+
+    let mut flipped = data.clone();
+    let mid = flipped.len() / 2;
+    flipped[mid] ^= 0x55;
+    let a = restore(&nc, "C", &cfg, &flipped, 1000).await;
+    assert_refused(&nc, &dir, &a, "snapshot corrupt").await;
+
+    let a = restore(&nc, "C", &cfg, &data[..data.len() - 7], 1000).await;
+    assert_refused(&nc, &dir, &a, "truncated").await;
+
+    let a = restore(&nc, "C", &cfg, b"this is not a snapshot at all", 1000).await;
+    assert_refused(&nc, &dir, &a, "bad magic").await;
+
+    let a = restore(&nc, "C", &cfg, &[], 1000).await;
+    assert_refused(&nc, &dir, &a, "truncated").await;
+
+    // The snapshot's stream name must be the restored one (nats-server's check).
+    let other = serde_json::json!({"name": "C2", "subjects": ["c2"]});
+    let a = restore(&nc, "C2", &other, &data, 1000).await;
+    assert_eq!(
+        a["error"]["description"], "restore failed: stream names do not match",
+        "{a}"
+    );
+
+    // The intact data still restores.
+    let a = restore(&nc, "C", &cfg, &data, 4096).await;
+    assert_eq!(a["state"]["messages"], 50, "{a}");
+    srv.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn restore_checks_the_config_at_the_end_and_a_chunk_without_reply_drops_it() {
+    let (srv, nc, dir) = common::start_js("snap-config").await;
+    let cfg = serde_json::json!({"name": "K", "subjects": ["k"]});
+    create(&nc, &cfg).await;
+    let a = api(&nc, "k", "x").await;
+    assert_eq!(a["seq"], 1, "{a}");
+    let (_, data, _) = snapshot(&nc, "K", r#","no_consumers":true"#).await;
+    let d = api(&nc, "$JS.API.STREAM.DELETE.K", "").await;
+    assert_eq!(d["success"], true, "{d}");
+    let bad = serde_json::json!({"name": "K", "subjects": ["k"], "num_replicas": 3});
+    let a = restore(&nc, "K", &bad, &data, 1000).await;
+    assert_eq!(a["error"]["err_code"], 10074, "{a}");
+    create(&nc, &serde_json::json!({"name": "O", "subjects": ["k"]})).await;
+    let a = restore(&nc, "K", &cfg, &data, 1000).await;
+    assert_eq!(a["error"]["err_code"], 10065, "{a}");
+
+    // A chunk without a reply subject ends the restore: the next chunk has no responder.
+    let r = api(
+        &nc,
+        "$JS.API.STREAM.RESTORE.K",
+        &serde_json::json!({ "config": cfg }).to_string(),
+    )
+    .await;
+    let ds = r["deliver_subject"]
+        .as_str()
+        .expect("deliver subject")
+        .to_string();
+    nc.publish(ds.clone(), Bytes::copy_from_slice(&data))
+        .await
+        .expect("publish");
+    nc.flush().await.expect("flush");
+    common::wait_for("the restore subscription withdrawn", || async {
+        matches!(
+            nc.request(ds.clone(), Bytes::new()).await,
+            Err(e) if e.kind() == async_nats::RequestErrorKind::NoResponders
+        )
+    })
+    .await;
+    srv.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
