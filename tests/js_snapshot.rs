@@ -44,6 +44,18 @@ async fn snapshot(nc: &async_nats::Client, stream: &str, extra: &str) -> (Value,
     (answer, data, chunks)
 }
 
+/// Ask to restore `stream` with `cfg`: the subject to send the chunks to.
+async fn start_restore(nc: &async_nats::Client, stream: &str, cfg: &Value) -> String {
+    let body = serde_json::json!({ "config": cfg, "state": {} }).to_string();
+    let r = api(nc, &format!("$JS.API.STREAM.RESTORE.{stream}"), &body).await;
+    let t = "io.nats.jetstream.api.v1.stream_restore_response";
+    assert_eq!(r["type"], t, "{r}");
+    let ds = r["deliver_subject"].as_str().expect("deliver subject");
+    let prefix = format!("$JS.SNAPSHOT.RESTORE.{stream}.");
+    assert!(ds.starts_with(&prefix), "{r}");
+    ds.to_string()
+}
+
 /// Restore `data` as `stream` with `cfg` in chunks of `chunk` bytes: the final answer.
 async fn restore(
     nc: &async_nats::Client,
@@ -52,20 +64,7 @@ async fn restore(
     data: &[u8],
     chunk: usize,
 ) -> Value {
-    let body = serde_json::json!({ "config": cfg, "state": {} }).to_string();
-    let r = api(nc, &format!("$JS.API.STREAM.RESTORE.{stream}"), &body).await;
-    assert_eq!(
-        r["type"], "io.nats.jetstream.api.v1.stream_restore_response",
-        "{r}"
-    );
-    let ds = r["deliver_subject"]
-        .as_str()
-        .expect("deliver subject")
-        .to_string();
-    assert!(
-        ds.starts_with(&format!("$JS.SNAPSHOT.RESTORE.{stream}.")),
-        "{r}"
-    );
+    let ds = start_restore(nc, stream, cfg).await;
     for c in data.chunks(chunk) {
         let m = tokio::time::timeout(WAIT, nc.request(ds.clone(), Bytes::copy_from_slice(c)))
             .await
@@ -405,16 +404,23 @@ async fn corrupt_truncated_or_foreign_data_is_refused_and_nothing_is_left() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Stream `name` (subject: its name in lower case) with one message, snapshot without
+/// consumers, then deleted: (its config, the snapshot).
+async fn one_message_snapshot(nc: &async_nats::Client, name: &str) -> (Value, Vec<u8>) {
+    let cfg = serde_json::json!({"name": name, "subjects": [name.to_lowercase()]});
+    create(nc, &cfg).await;
+    let a = api(nc, &name.to_lowercase(), "x").await;
+    assert_eq!(a["seq"], 1, "{a}");
+    let (_, data, _) = snapshot(nc, name, r#","no_consumers":true"#).await;
+    let d = api(nc, &format!("$JS.API.STREAM.DELETE.{name}"), "").await;
+    assert_eq!(d["success"], true, "{d}");
+    (cfg, data)
+}
+
 #[tokio::test]
 async fn restore_checks_the_config_at_the_end_and_a_chunk_without_reply_drops_it() {
     let (srv, nc, dir) = common::start_js("snap-config").await;
-    let cfg = serde_json::json!({"name": "K", "subjects": ["k"]});
-    create(&nc, &cfg).await;
-    let a = api(&nc, "k", "x").await;
-    assert_eq!(a["seq"], 1, "{a}");
-    let (_, data, _) = snapshot(&nc, "K", r#","no_consumers":true"#).await;
-    let d = api(&nc, "$JS.API.STREAM.DELETE.K", "").await;
-    assert_eq!(d["success"], true, "{d}");
+    let (cfg, data) = one_message_snapshot(&nc, "K").await;
     let bad = serde_json::json!({"name": "K", "subjects": ["k"], "num_replicas": 3});
     let a = restore(&nc, "K", &bad, &data, 1000).await;
     assert_eq!(a["error"]["err_code"], 10074, "{a}");
@@ -423,16 +429,7 @@ async fn restore_checks_the_config_at_the_end_and_a_chunk_without_reply_drops_it
     assert_eq!(a["error"]["err_code"], 10065, "{a}");
 
     // A chunk without a reply subject ends the restore: the next chunk has no responder.
-    let r = api(
-        &nc,
-        "$JS.API.STREAM.RESTORE.K",
-        &serde_json::json!({ "config": cfg }).to_string(),
-    )
-    .await;
-    let ds = r["deliver_subject"]
-        .as_str()
-        .expect("deliver subject")
-        .to_string();
+    let ds = start_restore(&nc, "K", &cfg).await;
     nc.publish(ds.clone(), Bytes::copy_from_slice(&data))
         .await
         .expect("publish");
@@ -444,6 +441,114 @@ async fn restore_checks_the_config_at_the_end_and_a_chunk_without_reply_drops_it
         )
     })
     .await;
+    srv.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Count the messages of a snapshot with the library's decoder.
+fn messages_in(data: &[u8]) -> usize {
+    use natsd::jetstream::snapshot::{Decoder, Item};
+    let mut d = Decoder::new();
+    d.feed(data);
+    let mut n = 0;
+    while let Some(item) = d.next_item().expect("a valid snapshot") {
+        n += usize::from(matches!(item, Item::Msg(_)));
+    }
+    d.finish().expect("a complete snapshot");
+    n
+}
+
+#[tokio::test]
+async fn unacked_snapshot_still_ends_and_a_reader_leaving_stops_it() {
+    let (srv, nc, dir) = common::start_js("snap-window").await;
+    create(&nc, &serde_json::json!({"name": "L", "subjects": ["l"]})).await;
+    // 12 MB: more than the 8 MiB window.
+    let payload = Bytes::from(vec![b'z'; 100_000]);
+    for _ in 0..120 {
+        let a = nc.request("l", payload.clone()).await.expect("stored");
+        assert!(!a.payload.is_empty());
+    }
+    // A reader that never acks: past the window the chunks come one per tick, to the end.
+    let deliver = nc.new_inbox();
+    let mut sub = nc.subscribe(deliver.clone()).await.expect("subscribe");
+    nc.flush().await.expect("flush");
+    let body = format!(r#"{{"deliver_subject":"{deliver}"}}"#);
+    let a = api(&nc, "$JS.API.STREAM.SNAPSHOT.L", &body).await;
+    assert!(a.get("error").is_none(), "{a}");
+    let mut data = Vec::new();
+    loop {
+        let m = tokio::time::timeout(WAIT, sub.next())
+            .await
+            .expect("chunk in time")
+            .expect("open");
+        if m.payload.is_empty() {
+            break;
+        }
+        data.extend_from_slice(&m.payload);
+    }
+    assert_eq!(messages_in(&data), 120);
+    drop(sub);
+
+    // A reader that goes away: the snapshot ends, and the next one may start.
+    let deliver = nc.new_inbox();
+    let mut sub = nc.subscribe(deliver.clone()).await.expect("subscribe");
+    nc.flush().await.expect("flush");
+    let body = format!(r#"{{"deliver_subject":"{deliver}","chunk_size":65536}}"#);
+    let a = api(&nc, "$JS.API.STREAM.SNAPSHOT.L", &body).await;
+    assert!(a.get("error").is_none(), "{a}");
+    let first = tokio::time::timeout(WAIT, sub.next())
+        .await
+        .expect("a chunk");
+    assert!(first.is_some());
+    sub.unsubscribe().await.expect("unsubscribe");
+    drop(sub);
+    nc.flush().await.expect("flush");
+    let listener = nc.new_inbox();
+    let _keep = nc.subscribe(listener.clone()).await.expect("subscribe");
+    let body = format!(r#"{{"deliver_subject":"{listener}"}}"#);
+    common::wait_for("the abandoned snapshot over", || async {
+        api(&nc, "$JS.API.STREAM.SNAPSHOT.L", &body)
+            .await
+            .get("error")
+            .is_none()
+    })
+    .await;
+    srv.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn stalled_restore_is_dropped_with_its_staging_files() {
+    let (srv, nc, dir) = common::start_js("snap-stall").await;
+    let (cfg, data) = one_message_snapshot(&nc, "W").await;
+    let ds = start_restore(&nc, "W", &cfg).await;
+    // All but the end: the head is in, so the staging directory exists.
+    let half = Bytes::copy_from_slice(&data[..data.len() - 5]);
+    let ack = nc.request(ds.clone(), half).await.expect("chunk acked");
+    assert!(ack.payload.is_empty());
+    let staging = dir.join("jetstream").join("$G").join("__restore__");
+    assert_eq!(
+        std::fs::read_dir(&staging).map(|d| d.count()).unwrap_or(0),
+        1
+    );
+    // Nothing more for five seconds: the restore goes, without an answer.
+    let started = std::time::Instant::now();
+    common::wait_for("the stalled restore dropped", || async {
+        std::fs::read_dir(&staging).map(|d| d.count()).unwrap_or(0) == 0
+    })
+    .await;
+    assert!(
+        started.elapsed() >= Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+    let late = nc.request(ds, Bytes::new()).await;
+    assert!(
+        matches!(&late, Err(e) if e.kind() == async_nats::RequestErrorKind::NoResponders),
+        "{late:?}"
+    );
+    let info = api(&nc, "$JS.API.STREAM.INFO.W", "").await;
+    assert_eq!(info["error"]["err_code"], 10059, "{info}");
     srv.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
