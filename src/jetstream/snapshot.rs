@@ -16,7 +16,8 @@
 use super::persist::ConsumerState;
 use super::store::file::record::crc32c;
 use super::store::StoredMsg;
-use super::types::{ConsumerConfig, StreamConfig};
+use super::types::{valid_name, ConsumerConfig, StreamConfig};
+use crate::subject::is_valid_literal_subject;
 use bytes::{Buf, Bytes, BytesMut};
 use serde::{Deserialize, Serialize};
 
@@ -225,6 +226,10 @@ impl Decoder {
             KIND_CONSUMER => {
                 let c: ConsumerRec = serde_json::from_slice(&body)
                     .map_err(|e| format!("bad consumer record: {e}"))?;
+                // The name becomes a directory name.
+                if !valid_name(&c.name) {
+                    return Err(format!("bad consumer name {:?}", c.name));
+                }
                 self.consumers += 1;
                 Ok(Item::Consumer(Box::new(c)))
             }
@@ -285,7 +290,12 @@ fn decode_msg(body: Bytes) -> Result<StoredMsg, String> {
     if subj_len == 0 || MSG_FIXED + subj_len + hdr_len > body.len() {
         return Err("message record lengths do not fit".to_string());
     }
-    let subject = std::str::from_utf8(&body[MSG_FIXED..MSG_FIXED + subj_len])
+    let subj = &body[MSG_FIXED..MSG_FIXED + subj_len];
+    // Restored messages go out on the wire: their subjects must be valid ones.
+    if !is_valid_literal_subject(subj) {
+        return Err("message subject is not a valid subject".to_string());
+    }
+    let subject = std::str::from_utf8(subj)
         .map_err(|_| "message subject is not UTF-8".to_string())?
         .to_string();
     let h = MSG_FIXED + subj_len;
@@ -393,6 +403,40 @@ mod tests {
         let mut b = buf.clone();
         b.push(0);
         assert!(decode_in(&b, 4).is_err(), "trailing byte");
+    }
+
+    #[test]
+    fn subjects_and_consumer_names_that_could_do_harm_are_refused() {
+        let (buf, items) = sample();
+        let (Item::Head(head), Item::Consumer(con)) = (&items[0], &items[1]) else {
+            panic!("sample order");
+        };
+        let start = |b: &mut Vec<u8>| {
+            encode_magic(b);
+            encode_head(b, head).unwrap();
+        };
+        for subject in ["a b", "a.*", "a..b", "a\r\nPUB x 1"] {
+            let mut b = Vec::new();
+            start(&mut b);
+            let m = StoredMsg {
+                subject: subject.into(),
+                seq: 2,
+                ts: 1,
+                header: None,
+                data: Bytes::new(),
+            };
+            encode_msg(&mut b, &m);
+            encode_end(&mut b, 1, 0);
+            let e = decode_in(&b, 64).unwrap_err();
+            assert!(e.contains("not a valid subject"), "{subject:?}: {e}");
+        }
+        let mut b = Vec::new();
+        start(&mut b);
+        let mut evil = (**con).clone();
+        evil.name = "../../x".into();
+        encode_consumer(&mut b, &evil).unwrap();
+        assert!(decode_in(&b, 64).unwrap_err().contains("bad consumer name"));
+        assert!(decode_in(&buf, 64).is_ok());
     }
 
     #[test]

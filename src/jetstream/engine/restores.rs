@@ -349,6 +349,14 @@ impl JsAccount {
         let (Some(head), Some(staged)) = (r.head.take(), r.store.take()) else {
             return Err(restore_failed("snapshot without a head record"));
         };
+        for c in &r.consumers {
+            consumer::check(&c.config, &cfg).map_err(|e| {
+                restore_failed(format!(
+                    "error restoring consumer [{:?}]: {}",
+                    c.name, e.description
+                ))
+            })?;
+        }
         let limits = stream::limits_of(&cfg);
         let (store, dir) = match cfg.storage {
             Storage::Memory => {
