@@ -552,3 +552,21 @@ async fn stalled_restore_is_dropped_with_its_staging_files() {
     srv.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test]
+async fn a_file_snapshot_restores_as_a_memory_stream_with_the_requests_config() {
+    // nats-server 2.9.10 gives an empty memory stream here; natsd's snapshots do not depend
+    // on the store, and the request's config is the restored stream's identity.
+    let (srv, nc, dir) = common::start_js("snap-to-memory").await;
+    let (mut cfg, data) = one_message_snapshot(&nc, "M").await;
+    cfg["storage"] = "memory".into();
+    cfg["max_msgs"] = 5.into();
+    let a = restore(&nc, "M", &cfg, &data, 64).await;
+    assert_eq!(a["config"]["storage"], "memory", "{a}");
+    assert_eq!(a["config"]["max_msgs"], 5, "{a}");
+    assert_eq!(a["state"]["messages"], 1, "{a}");
+    let m = api(&nc, "$JS.API.STREAM.MSG.GET.M", r#"{"seq":1}"#).await;
+    assert_eq!(m["message"]["subject"], "m", "{m}");
+    srv.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

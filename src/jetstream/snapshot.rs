@@ -220,6 +220,13 @@ impl Decoder {
                 }
                 let h: Head =
                     serde_json::from_slice(&body).map_err(|e| format!("bad head record: {e}"))?;
+                // Sequences past i64::MAX would overflow the stores' arithmetic.
+                if h.last_seq >= i64::MAX as u64 || h.first_seq > h.last_seq + 1 {
+                    return Err(format!(
+                        "bad sequences in the head record: first {}, last {}",
+                        h.first_seq, h.last_seq
+                    ));
+                }
                 self.head = Some((h.first_seq, h.last_seq));
                 Ok(Item::Head(Box::new(h)))
             }
@@ -437,6 +444,23 @@ mod tests {
         encode_consumer(&mut b, &evil).unwrap();
         assert!(decode_in(&b, 64).unwrap_err().contains("bad consumer name"));
         assert!(decode_in(&buf, 64).is_ok());
+    }
+
+    #[test]
+    fn impossible_head_sequences_are_refused() {
+        let (_, items) = sample();
+        let Item::Head(head) = &items[0] else {
+            panic!("sample order");
+        };
+        for (first, last) in [(1, u64::MAX), (9, 3), (0, i64::MAX as u64)] {
+            let mut h = (**head).clone();
+            (h.first_seq, h.last_seq) = (first, last);
+            let mut b = Vec::new();
+            encode_magic(&mut b);
+            encode_head(&mut b, &h).unwrap();
+            let e = decode_in(&b, 64).unwrap_err();
+            assert!(e.contains("bad sequences"), "{first} {last}: {e}");
+        }
     }
 
     #[test]
