@@ -570,3 +570,40 @@ async fn a_file_snapshot_restores_as_a_memory_stream_with_the_requests_config() 
     srv.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test]
+async fn a_restored_mirror_goes_on_after_what_it_holds() {
+    let (srv, nc, dir) = common::start_js("snap-mirror").await;
+    create(
+        &nc,
+        &serde_json::json!({"name": "ORIG", "subjects": ["orig"]}),
+    )
+    .await;
+    for _ in 0..3 {
+        let a = api(&nc, "orig", "x").await;
+        assert!(a.get("seq").is_some(), "{a}");
+    }
+    let cfg = serde_json::json!({"name": "MIR", "mirror": {"name": "ORIG"}});
+    create(&nc, &cfg).await;
+    let state = |nc: async_nats::Client| async move {
+        api(&nc, "$JS.API.STREAM.INFO.MIR", "").await["state"].take()
+    };
+    common::wait_for("the mirror copied", || async {
+        state(nc.clone()).await["messages"] == 3
+    })
+    .await;
+    let (_, data, _) = snapshot(&nc, "MIR", "").await;
+    let d = api(&nc, "$JS.API.STREAM.DELETE.MIR", "").await;
+    assert_eq!(d["success"], true, "{d}");
+    let a = restore(&nc, "MIR", &cfg, &data, 512).await;
+    assert_eq!(a["state"]["messages"], 3, "{a}");
+    let a = api(&nc, "orig", "y").await;
+    assert_eq!(a["seq"], 4, "{a}");
+    common::wait_for("the restored mirror copied the new one", || async {
+        state(nc.clone()).await["last_seq"] == 4
+    })
+    .await;
+    assert_eq!(state(nc.clone()).await["messages"], 4);
+    srv.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

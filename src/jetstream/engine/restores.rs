@@ -421,7 +421,9 @@ impl JsAccount {
             st.consumers.insert(rec.name, c);
         }
         subscribe_stream(srv, &self.acc, g.tx, &mut st);
-        if let Ok(Some(f)) = crate::jetstream::mirror::parse(&st.cfg) {
+        // A restored mirror or source goes on after what it holds, as after a restart.
+        if let Ok(Some(mut f)) = crate::jetstream::mirror::parse(&st.cfg) {
+            f.recover(&st);
             self.follows.insert(st.cfg.name.clone(), f);
         }
         self.streams.insert(st.cfg.name.clone(), st);
