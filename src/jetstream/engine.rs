@@ -273,7 +273,14 @@ impl Engine {
                         tracing::warn!("JetStream: consumer {cname:?} state not restored: {e}")
                     })
                     .ok();
-                let c = revive_consumer(&st, srv, cm.name.clone(), cm.config, cm.created, state);
+                let c = consumers::revive_consumer(
+                    &st,
+                    srv,
+                    cm.name.clone(),
+                    cm.config,
+                    cm.created,
+                    state,
+                );
                 st.consumers.insert(cm.name, c);
             }
             subscribe_stream(srv, &acc, &self.tx, &mut st);
@@ -561,33 +568,6 @@ pub struct Globals<'a> {
     pub tx: &'a Queue,
     /// (memory, file) bytes in use, when limits are configured.
     pub usage: Option<(u64, u64)>,
-}
-
-/// A consumer of `st` from saved metadata (after a restart or a restore), with its progress
-/// when there is one. Ephemerals are kept too (as nats-server): their inactivity clock
-/// restarts.
-fn revive_consumer(
-    st: &Stream,
-    srv: &ServerShared,
-    name: String,
-    cfg: ConsumerConfig,
-    created: i64,
-    state: Option<ConsumerState>,
-) -> Consumer {
-    let durable = !cfg.durable_name.is_empty();
-    let mut c = Consumer::new(
-        name,
-        st.cfg.name.clone(),
-        cfg,
-        created,
-        durable,
-        st.store.as_ref(),
-    );
-    c.set_rate_burst(rate_burst(&st.cfg, srv));
-    if let Some(s) = state {
-        c.restore(&s, st.store.as_ref());
-    }
-    c
 }
 
 fn save_states(st: &mut Stream, sync: bool) {

@@ -407,7 +407,7 @@ impl JsAccount {
         let mut st = Stream::new(cfg, head.created, store, dir);
         st.rebuild_dedupe(now_nanos());
         for rec in std::mem::take(&mut r.consumers) {
-            let c = revive_consumer(
+            let c = super::consumers::revive_consumer(
                 &st,
                 srv,
                 rec.name.clone(),
