@@ -607,3 +607,52 @@ async fn a_restored_mirror_goes_on_after_what_it_holds() {
     srv.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test]
+async fn a_restore_over_the_storage_limit_is_refused_at_once() {
+    let (srv, nc, dir) = common::start_js("snap-limit-src").await;
+    let cfg = serde_json::json!({"name": "BIG", "subjects": ["big"]});
+    create(&nc, &cfg).await;
+    for _ in 0..20 {
+        let a = api(&nc, "big", &"b".repeat(1000)).await;
+        assert!(a.get("seq").is_some(), "{a}");
+    }
+    let (_, data, _) = snapshot(&nc, "BIG", "").await;
+    srv.shutdown().await;
+    let small = common::js_dir("snap-limit-dst");
+    let limited = common::start(natsd::Options {
+        jetstream: Some(natsd::config::JetStreamOpts {
+            store_dir: Some(small.clone()),
+            max_file_store: Some(8_000),
+            ..Default::default()
+        }),
+        ..natsd::Options::local()
+    })
+    .await;
+    let nc = async_nats::connect(limited.client_url())
+        .await
+        .expect("connect");
+    let ds = start_restore(&nc, "BIG", &cfg).await;
+    let mut answer = None;
+    for c in data.chunks(1000) {
+        let m = nc
+            .request(ds.clone(), Bytes::copy_from_slice(c))
+            .await
+            .expect("chunk answered");
+        if !m.payload.is_empty() {
+            answer = Some(String::from_utf8_lossy(&m.payload).into_owned());
+            break;
+        }
+    }
+    assert_eq!(
+        answer.as_deref(),
+        Some(
+            r#"{"type":"io.nats.jetstream.api.v1.stream_create_response","error":{"code":503,"err_code":10023,"description":"insufficient resources"}}"#
+        )
+    );
+    let info = api(&nc, "$JS.API.STREAM.INFO.BIG", "").await;
+    assert_eq!(info["error"]["err_code"], 10059, "{info}");
+    limited.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&small);
+}
