@@ -608,6 +608,8 @@ async fn a_restored_mirror_goes_on_after_what_it_holds() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// natsd's limit (nats-server 2.9.10 restored 20 KB into `max_file_store: 8000`): the chunk
+/// that passes the account's storage limit gets the final answer, 503 10023.
 #[tokio::test]
 async fn a_restore_over_the_storage_limit_is_refused_at_once() {
     let (srv, nc, dir) = common::start_js("snap-limit-src").await;

@@ -252,7 +252,8 @@ impl JsAccount {
             (Storage::File, u) => (u.map_or(0, |u| u.1), g.config.max_storage),
         };
         if max > 0 && (used + r.bytes) as i64 > max {
-            // As nats-server: answered at once, and the restore is over.
+            // Answered at once, and the restore is over: the answer nats-server's code has
+            // for this (its 2.9.10 let a 20 KB restore through `max_file_store: 8000`).
             let r = self.transfers.restores.swap_remove(i);
             r.abort(srv, &acc);
             let mut o = Obj::typed("stream_create_response");
