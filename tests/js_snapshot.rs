@@ -299,8 +299,10 @@ async fn snapshot_errors_as_nats_server() {
         err(empty),
         r#"{"code":400,"err_code":10003,"description":"bad request"}}"#
     );
-    let bad = api(&nc, "$JS.API.STREAM.SNAPSHOT.E", "{bad").await;
-    assert_eq!(bad["error"]["err_code"], 10025, "{bad}");
+    for bad in ["{bad", "  "] {
+        let bad = api(&nc, "$JS.API.STREAM.SNAPSHOT.E", bad).await;
+        assert_eq!(bad["error"]["err_code"], 10025, "{bad}");
+    }
     let no_deliver = api_text(&nc, "$JS.API.STREAM.SNAPSHOT.E", r#"{"no_consumers":true}"#).await;
     assert_eq!(
         err(no_deliver),

@@ -156,7 +156,7 @@ impl JsAccount {
         if super::snapshots::is_empty_request(p) {
             return Err((ApiError::bad_request(), T));
         }
-        let req: RestoreReq = body(p).map_err(|e| (e, T))?;
+        let req: RestoreReq = super::snapshots::go_body(p).map_err(|e| (e, T))?;
         let mut cfg = req.config;
         if cfg.name.is_empty() {
             cfg.name = name.to_string();

@@ -72,6 +72,15 @@ pub(super) fn is_empty_request(p: &[u8]) -> bool {
             .is_ok_and(|m| m.is_empty())
 }
 
+/// A request body as Go decodes it after `isEmptyRequest`: `null` is the zero value, only
+/// whitespace is invalid JSON.
+pub(super) fn go_body<T: for<'de> Deserialize<'de> + Default>(p: &[u8]) -> Result<T, ApiError> {
+    if p.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::invalid_json());
+    }
+    body(p)
+}
+
 impl SnapOut {
     /// Encode until a chunk's worth is buffered or everything is.
     fn fill(&mut self, store: &dyn MsgStore) {
@@ -164,7 +173,7 @@ impl JsAccount {
             .streams
             .get(name)
             .ok_or((ApiError::stream_not_found(), T))?;
-        let req: SnapshotReq = body(p).map_err(|e| (e, T))?;
+        let req: SnapshotReq = go_body(p).map_err(|e| (e, T))?;
         if !crate::subject::is_valid_subject(req.deliver_subject.as_bytes()) {
             return Err((ApiError::new(400, 10015, "deliver subject not valid"), T));
         }
