@@ -157,6 +157,31 @@ fn conformance_reopened_after_each_case_setup() {
 }
 
 #[test]
+fn restart_keeps_skipped_sequences() {
+    let dir = TempDir::new("skip");
+    let d = dir.join("s");
+    {
+        let s = open(&d);
+        s.skip_to(5, 50).expect("skip on empty");
+        js_store_conformance::skip_to_scenario(&s);
+        s.flush().expect("flush");
+    }
+    let s = open(&d);
+    js_store_conformance::assert_skipped_state(&s);
+    assert_eq!(s.store("c", None, b"z", 100), Ok(12));
+    let empty = dir.join("e");
+    {
+        let s = open(&empty);
+        s.skip_to(7, 70).expect("skip on empty");
+    }
+    let st = open(&empty).state();
+    assert_eq!(
+        (st.msgs, st.first_seq, st.last_seq, st.last_ts),
+        (0, 7, 6, 70)
+    );
+}
+
+#[test]
 fn restart_keeps_messages_removals_and_purges() {
     let tmp = TempDir::new("restart");
     let dir = tmp.join("s");

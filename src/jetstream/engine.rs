@@ -3,6 +3,8 @@
 //! flow control answers, and the timer.
 
 mod consumers;
+mod restores;
+mod snapshots;
 mod streams;
 
 use super::consumer::{self, Consumer, Cx};
@@ -40,6 +42,8 @@ pub struct JsAccount {
     pub follows: BTreeMap<String, super::mirror::Follows>,
     /// The account's JetStream limits (see `limits.rs`).
     pub limits: super::limits::Limits,
+    /// Snapshots being sent and restores being received.
+    transfers: snapshots::Transfers,
 }
 
 pub struct Engine {
@@ -241,7 +245,9 @@ impl Engine {
                 .get(&acc.name)
                 .copied()
                 .unwrap_or_default(),
+            transfers: Default::default(),
         };
+        restores::clean_staging(&self.config.store_dir, &acc.name);
         let root = self.config.store_dir.join(&acc.name).join("streams");
         for sname in persist::subdirs(&root) {
             let dir = root.join(&sname);
@@ -266,19 +272,7 @@ impl Engine {
                     continue;
                 }
             };
-            let mut st = Stream {
-                cfg: meta.config,
-                created: meta.created,
-                store,
-                subs: Vec::new(),
-                dedupe: Default::default(),
-                dedupe_order: Default::default(),
-                last_msg_id: String::new(),
-                consumers: BTreeMap::new(),
-                dir: Some(dir.clone()),
-                republished: Vec::new(),
-                ack_prefix: String::new(),
-            };
+            let mut st = Stream::new(meta.config, meta.created, store, Some(dir.clone()));
             st.rebuild_dedupe(now_nanos());
             for cname in persist::subdirs(&dir.join("obs")) {
                 let cdir = persist::consumer_dir(&dir, &cname);
@@ -289,23 +283,19 @@ impl Engine {
                         continue;
                     }
                 };
-                // Ephemerals are kept too (as nats-server): their inactivity clock restarts.
-                let durable = !cm.config.durable_name.is_empty();
-                let mut c = Consumer::new(
+                let state = persist::read_json::<ConsumerState>(&cdir.join("state.json"))
+                    .inspect_err(|e| {
+                        tracing::warn!("JetStream: consumer {cname:?} state not restored: {e}")
+                    })
+                    .ok();
+                let c = consumers::revive_consumer(
+                    &st,
+                    srv,
                     cm.name.clone(),
-                    st.cfg.name.clone(),
                     cm.config,
                     cm.created,
-                    durable,
-                    st.store.as_ref(),
+                    state,
                 );
-                c.set_rate_burst(rate_burst(&st.cfg, srv));
-                match persist::read_json::<ConsumerState>(&cdir.join("state.json")) {
-                    Ok(s) => c.restore(&s, st.store.as_ref()),
-                    Err(e) => {
-                        tracing::warn!("JetStream: consumer {cname:?} state not restored: {e}")
-                    }
-                }
                 st.consumers.insert(cm.name, c);
             }
             subscribe_stream(srv, &acc, &self.tx, &mut st);
@@ -361,6 +351,8 @@ impl Engine {
             ),
             ["STREAM", "DELETE", ..] => ("stream_delete_response", ""),
             ["STREAM", "PURGE", ..] => ("stream_purge_response", "\"purged\":0"),
+            ["STREAM", "SNAPSHOT", ..] => ("stream_snapshot_response", ""),
+            ["STREAM", "RESTORE", ..] => ("stream_restore_response", "\"deliver_subject\":\"\""),
             ["STREAM", "NAMES"] => (
                 "stream_names_response",
                 "\"total\":0,\"offset\":0,\"limit\":0,\"streams\":null",
@@ -458,9 +450,10 @@ impl Engine {
             EventKind::Publish(_) if self.config.limits_set => Some(self.usage_for_publish()),
             // Acks only take messages away: the bound stays an upper bound.
             EventKind::Ack | EventKind::FlowControl => None,
+            // API requests (restores among them) count exactly and drop the bound.
             _ => {
                 self.usage_bound = None;
-                None
+                self.config.limits_set.then(|| self.usage())
             }
         };
         let publish_size = match ev.kind {
@@ -544,6 +537,7 @@ impl Engine {
             self.last_save = now;
         }
         for ja in self.accounts.values_mut() {
+            ja.tick_transfers(srv);
             let cx = Cx::new(srv, &ja.acc);
             // Mirrors and sources copy first: their consumers below get the copies now.
             super::mirror::pump(&cx, &mut ja.streams, &mut ja.follows, &ja.limits);
@@ -584,6 +578,7 @@ impl Engine {
             srv.unsubscribe_internal(&acc, &s);
         }
         for ja in self.accounts.values_mut() {
+            ja.end_transfers(srv);
             for st in ja.streams.values_mut() {
                 for c in st.consumers.values_mut() {
                     c.dirty = true;
@@ -708,6 +703,10 @@ fn unsubscribe_stream(srv: &ServerShared, acc: &Account, st: &mut Stream) {
 
 impl JsAccount {
     fn api(&mut self, g: &Globals<'_>, srv: &Arc<ServerShared>, ev: &Event) {
+        if ev.subject.starts_with("$JS.SNAPSHOT.") {
+            self.transfer_event(g, srv, ev);
+            return;
+        }
         let Some(reply) = ev.reply.as_deref() else {
             return;
         };
@@ -740,6 +739,8 @@ impl JsAccount {
             ["STREAM", "INFO", s] => self.stream_info(s, p),
             ["STREAM", "DELETE", s] => self.stream_delete(&cx, s),
             ["STREAM", "PURGE", s] => self.stream_purge(s, p),
+            ["STREAM", "SNAPSHOT", s] => self.stream_snapshot(g, srv, s, p),
+            ["STREAM", "RESTORE", s] => self.stream_restore(g, srv, s, p),
             ["STREAM", "NAMES"] => self.stream_list(p, true),
             ["STREAM", "LIST"] => self.stream_list(p, false),
             ["STREAM", "MSG", "GET", s] => self.msg_get(s, p),
@@ -764,6 +765,7 @@ impl JsAccount {
                 let extra = match t {
                     "stream_info_response" => "\"total\":0,\"offset\":0,\"limit\":0",
                     "stream_purge_response" => "\"purged\":0",
+                    "stream_restore_response" => "\"deliver_subject\":\"\"",
                     _ => "",
                 };
                 err_json(t, &e, extra)

@@ -15,6 +15,7 @@ pub mod limits;
 pub mod mirror;
 pub mod monitor;
 pub mod persist;
+pub mod snapshot;
 pub mod store;
 pub mod stream;
 pub mod types;

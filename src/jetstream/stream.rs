@@ -330,6 +330,28 @@ pub enum Stored {
 }
 
 impl Stream {
+    /// A stream over `store`, without subscriptions, consumers or remembered message ids.
+    pub fn new(
+        cfg: StreamConfig,
+        created: i64,
+        store: Box<dyn MsgStore>,
+        dir: Option<PathBuf>,
+    ) -> Stream {
+        Stream {
+            cfg,
+            created,
+            store,
+            subs: Vec::new(),
+            dedupe: Default::default(),
+            dedupe_order: Default::default(),
+            last_msg_id: String::new(),
+            consumers: BTreeMap::new(),
+            dir,
+            republished: Vec::new(),
+            ack_prefix: String::new(),
+        }
+    }
+
     /// Apply a publish; the PubAck's payload on success or the error (nats-server's PubAck
     /// error JSON is built by the caller).
     pub fn accept(

@@ -32,6 +32,7 @@ pub fn run_all(make: Make<'_>) {
     update_limits(make);
     expire(make);
     durability_calls_and_delete(make);
+    skip_to(make);
 }
 
 fn limits() -> StoreLimits {
@@ -593,4 +594,45 @@ pub fn durability_calls_and_delete(make: Make<'_>) {
     assert_eq!(s.store("d", None, b"x", 2), Err(StoreError::Closed));
     assert_eq!(s.load(1), Err(StoreError::Closed));
     assert_eq!(s.flush(), Err(StoreError::Closed));
+}
+
+/// `skip_to` (restoring a snapshot): sequences skipped are deleted ones; the first sequence
+/// moves when the store is empty; the last timestamp is the one given.
+fn skip_to(make: Make<'_>) {
+    let s = make(limits());
+    s.skip_to(5, 50).expect("skip on empty");
+    let st = s.state();
+    assert_eq!(
+        (st.msgs, st.first_seq, st.last_seq, st.last_ts),
+        (0, 5, 4, 50)
+    );
+    skip_to_scenario(&*s);
+    assert_eq!(seqs_of(&*s, None), vec![5, 9]);
+    assert_eq!(put(&*s, "a", "z", 100), 12);
+    done(s);
+}
+
+/// On a store where `skip_to(5, 50)` was just called: messages at 5 and 9, the last
+/// sequence 11 (what restoring a snapshot with gaps does); checks the state.
+pub fn skip_to_scenario(s: &dyn MsgStore) {
+    assert_eq!(put(s, "a", "x", 60), 5);
+    s.skip_to(9, 60).expect("skip a gap");
+    assert_eq!(put(s, "b", "y", 90), 9);
+    s.skip_to(3, 1).expect("skip backwards is nothing");
+    s.skip_to(10, 1).expect("skip to the next is nothing");
+    s.skip_to(12, 95).expect("skip at the end");
+    assert_skipped_state(s);
+}
+
+/// The state [`skip_to_scenario`] leaves.
+pub fn assert_skipped_state(s: &dyn MsgStore) {
+    let st = s.state();
+    let got = (
+        st.msgs,
+        st.first_seq,
+        st.last_seq,
+        st.last_ts,
+        st.num_deleted,
+    );
+    assert_eq!(got, (2, 5, 11, 95, 5));
 }

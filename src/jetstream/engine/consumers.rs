@@ -1,5 +1,6 @@
 //! The consumer half of the `$JS.API`: create (both subject forms, durable and ephemeral,
-//! with nats-server's checks in its order), info, delete, list/names.
+//! with nats-server's checks in its order), info, delete, list/names; and the revival of
+//! a saved consumer (after a restart or a restore).
 
 use super::*;
 
@@ -228,4 +229,31 @@ impl JsAccount {
         }
         Ok(o.done())
     }
+}
+
+/// A consumer of `st` from saved metadata (after a restart or a restore), with its progress
+/// when there is one. Ephemerals are kept too (as nats-server): their inactivity clock
+/// restarts.
+pub(super) fn revive_consumer(
+    st: &Stream,
+    srv: &ServerShared,
+    name: String,
+    cfg: ConsumerConfig,
+    created: i64,
+    state: Option<ConsumerState>,
+) -> Consumer {
+    let durable = !cfg.durable_name.is_empty();
+    let mut c = Consumer::new(
+        name,
+        st.cfg.name.clone(),
+        cfg,
+        created,
+        durable,
+        st.store.as_ref(),
+    );
+    c.set_rate_burst(rate_burst(&st.cfg, srv));
+    if let Some(s) = state {
+        c.restore(&s, st.store.as_ref());
+    }
+    c
 }

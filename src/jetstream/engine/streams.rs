@@ -89,19 +89,7 @@ impl JsAccount {
             persist::write_json(&d.join("meta.json"), &meta, true)
                 .map_err(|er| e(ApiError::new(500, 10049, er)))?;
         }
-        let mut st = Stream {
-            cfg,
-            created,
-            store,
-            subs: Vec::new(),
-            dedupe: Default::default(),
-            dedupe_order: Default::default(),
-            last_msg_id: String::new(),
-            consumers: BTreeMap::new(),
-            dir,
-            republished: Vec::new(),
-            ack_prefix: String::new(),
-        };
+        let mut st = Stream::new(cfg, created, store, dir);
         subscribe_stream(srv, &self.acc, g.tx, &mut st);
         let mut o = Obj::typed(T);
         st.info_fields(&mut o, None);

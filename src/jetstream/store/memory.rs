@@ -456,6 +456,21 @@ impl MsgStore for MemStore {
         g.closed = true;
         Ok(())
     }
+
+    fn skip_to(&self, next: u64, last_ts: i64) -> Result<(), StoreError> {
+        let mut g = self.lock();
+        if g.closed {
+            return Err(StoreError::Closed);
+        }
+        if next > g.last + 1 {
+            g.last = next - 1;
+            g.last_ts = last_ts;
+            if g.msgs.is_empty() {
+                g.first = next;
+            }
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -215,6 +215,12 @@ pub trait MsgStore: Send + Sync {
 
     /// Remove everything this store keeps, files included; the store is closed after.
     fn delete(&self) -> Result<(), StoreError>;
+
+    /// Restoring a snapshot: the next append gets sequence `next` when that is above
+    /// `last_seq + 1`; the sequences skipped are deleted ones (interior gaps, or the first
+    /// sequence when the store is empty) and `last_ts` becomes the last timestamp.
+    /// Nothing happens when `next <= last_seq + 1`. Persistent like an append.
+    fn skip_to(&self, next: u64, last_ts: i64) -> Result<(), StoreError>;
 }
 
 /// When a file store fsyncs on its own (besides explicit `sync` calls).

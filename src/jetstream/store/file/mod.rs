@@ -540,6 +540,26 @@ impl Inner {
         n
     }
 
+    /// See [`MsgStore::skip_to`]: the sequences are recorded in a SEQS record (recovery
+    /// takes the last sequence from it; the skipped ones have no record to hide).
+    fn skip_to(&mut self, next: u64, last_ts: i64) -> Result<(), StoreError> {
+        self.check_open()?;
+        if next <= self.last_seq + 1 {
+            return Ok(());
+        }
+        self.last_seq = next - 1;
+        self.last_ts = last_ts;
+        if self.index.is_empty() {
+            self.floor = self.floor.max(next);
+        }
+        self.maybe_roll(OVERHEAD + 8)?;
+        let (floor, last, ts) = (self.floor, self.last_seq, self.last_ts);
+        record::encode_seqs(&mut self.writer()?.buf, floor, last, ts);
+        self.floor_written = floor;
+        self.mark_dirty();
+        Ok(())
+    }
+
     fn delete(&mut self) -> Result<(), StoreError> {
         self.check_open()?;
         self.closed = true;
@@ -651,5 +671,9 @@ impl MsgStore for FileStore {
 
     fn delete(&self) -> Result<(), StoreError> {
         self.lock().delete()
+    }
+
+    fn skip_to(&self, next: u64, last_ts: i64) -> Result<(), StoreError> {
+        self.lock().skip_to(next, last_ts)
     }
 }
