@@ -44,6 +44,8 @@ pub struct JsAccount {
     pub limits: super::limits::Limits,
     /// Snapshots being sent and restores being received.
     transfers: snapshots::Transfers,
+    /// For the account's byte limits on publishes (`limits::room`).
+    usage_bound: super::limits::UsageBound,
 }
 
 pub struct Engine {
@@ -246,6 +248,7 @@ impl Engine {
                 .copied()
                 .unwrap_or_default(),
             transfers: Default::default(),
+            usage_bound: Default::default(),
         };
         restores::clean_staging(&self.config.store_dir, &acc.name);
         let root = self.config.store_dir.join(&acc.name).join("streams");
@@ -477,7 +480,10 @@ impl Engine {
             return;
         };
         match &ev.kind {
-            EventKind::Api => ja.api(&g, srv, &ev),
+            EventKind::Api => {
+                ja.usage_bound.reset();
+                ja.api(&g, srv, &ev)
+            }
             EventKind::Publish(s) => {
                 let s = s.clone();
                 if let Some(p) = ja.publish(&g, srv, &s, &mut ev) {
@@ -537,6 +543,7 @@ impl Engine {
             self.last_save = now;
         }
         for ja in self.accounts.values_mut() {
+            ja.usage_bound.reset();
             ja.tick_transfers(srv);
             let cx = Cx::new(srv, &ja.acc);
             // Mirrors and sources copy first: their consumers below get the copies now.
@@ -785,7 +792,15 @@ impl JsAccount {
     ) -> Option<PendingAck> {
         let acc = self.acc.clone();
         let cx = Cx::new(srv, &acc);
-        let room = super::limits::room(&self.limits, &self.streams, stream_name);
+        let size = (ev.subject.len() + ev.payload.len() + ev.header.as_ref().map_or(0, |h| h.len()))
+            as u64;
+        let room = super::limits::room(
+            &self.limits,
+            &self.streams,
+            stream_name,
+            size,
+            &mut self.usage_bound,
+        );
         let st = self.streams.get_mut(&**stream_name)?;
         let now = now_nanos();
         // As nats-server: refused once the usage is over the limit (the message that

@@ -174,9 +174,17 @@ pub fn consumers_per_stream(l: &Limits, stream_max: i64) -> i64 {
 /// Room for a publish into stream `name`: the bytes it may hold before the account is over
 /// its limit for the stream's storage (the account's memory/storage limit and, as
 /// nats-server 2.9.10 also compares the account's total with it, `*_max_stream_bytes`),
-/// given what the account's other streams hold. `None`: no such limit (an account without
-/// byte limits pays one check per publish, nothing summed).
-pub fn room(l: &Limits, streams: &BTreeMap<String, Stream>, name: &str) -> Option<i64> {
+/// given what the account's other streams hold. `None`: no check needed — no such limit (an
+/// account without byte limits pays one check per publish, nothing summed), or `bound` (an
+/// upper bound of what the account holds in that storage, see [`UsageBound`]) shows that
+/// `size` more bytes stay within it.
+pub fn room(
+    l: &Limits,
+    streams: &BTreeMap<String, Stream>,
+    name: &str,
+    size: u64,
+    bound: &mut UsageBound,
+) -> Option<i64> {
     if l.max_memory < 0
         && l.max_store < 0
         && l.memory_max_stream_bytes <= 0
@@ -193,12 +201,39 @@ pub fn room(l: &Limits, streams: &BTreeMap<String, Stream>, name: &str) -> Optio
         (false, true) => per_stream,
         (true, true) => max.min(per_stream),
     };
-    let others: u64 = streams
-        .values()
-        .filter(|s| s.cfg.storage == storage && s.cfg.name != name)
-        .map(|s| s.store.state().bytes)
-        .sum();
-    Some(limit.saturating_sub(i64::try_from(others).unwrap_or(i64::MAX)))
+    // What a store counts for a message is its subject, header and payload plus less than
+    // this (docs/nats-server-behaviour.md §14 "Monitoring").
+    let size = size + 64;
+    let slot = &mut bound.0[storage as usize];
+    if let Some(b) = *slot {
+        if i64::try_from(b + size).is_ok_and(|after| after <= limit) {
+            *slot = Some(b + size);
+            return None;
+        }
+    }
+    let (mut total, mut own) = (0u64, 0u64);
+    for s in streams.values().filter(|s| s.cfg.storage == storage) {
+        let b = s.store.state().bytes;
+        total += b;
+        if s.cfg.name == name {
+            own = b;
+        }
+    }
+    *slot = Some(total + size);
+    Some(limit.saturating_sub(i64::try_from(total - own).unwrap_or(i64::MAX)))
+}
+
+/// An upper bound of the bytes an account's streams hold, per storage type: the last exact
+/// count plus every publish since. Removals only lower the real figure; whatever adds bytes
+/// outside publishes (mirror and source copies on the timer, restores and other API
+/// requests) drops it with [`UsageBound::reset`].
+#[derive(Default)]
+pub struct UsageBound([Option<u64>; 2]);
+
+impl UsageBound {
+    pub fn reset(&mut self) {
+        self.0 = [None; 2];
+    }
 }
 
 /// After a publish stored `seq`: when the stream now holds more than `room`, take the

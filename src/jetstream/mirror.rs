@@ -294,7 +294,7 @@ pub fn pump(
             if batch.is_empty() {
                 continue;
             }
-            let room = super::limits::room(limits, streams, name);
+            let room = super::limits::room(limits, streams, name, 0, &mut Default::default());
             let Some(st) = streams.get_mut(name) else {
                 break;
             };
