@@ -2,6 +2,7 @@
 //! and what each event does to it: API requests, publishes into streams, acknowledgements,
 //! flow control answers, and the timer.
 
+mod admin;
 mod consumers;
 mod streams;
 
@@ -446,6 +447,9 @@ impl Engine {
 
     /// Handle one event; acks of stored publishes wait for [`Engine::finish_batch`].
     pub fn handle_queued(&mut self, srv: &Arc<ServerShared>, mut ev: Event) {
+        if self.admin_request(srv, &ev) {
+            return;
+        }
         if ev.kind == EventKind::NotEnabled {
             Self::not_enabled(srv, &ev);
             return;

@@ -259,6 +259,8 @@ impl JetStream {
                     e.enable_account(srv, acc);
                 } else if acc.name != srv.system_account_name() {
                     e.refuse_account(srv, acc);
+                } else {
+                    e.serve_system(srv, acc);
                 }
             }
         }

@@ -1,0 +1,228 @@
+//! The `$JS.API` requests about the server as a standalone nats-server 2.9.10 answers them
+//! (docs/nats-server-behaviour.md §14 "Cluster-only requests, account purge"): stepdowns
+//! and peer removal get 503 10010 in any account, meta stepdown / server remove / stream
+//! move get no answer, and `ACCOUNT.PURGE.<account>` deletes every stream of the account
+//! (from the system account or the account itself only: natsd's deliberate difference).
+
+mod common;
+
+use common::{conf_opts, js_api, js_dir, start, user};
+use futures::StreamExt;
+use natsd::Options;
+use serde_json::{json, Value};
+use std::path::Path;
+use std::time::Duration;
+
+/// Accounts `A` and `B` with JetStream, `N` without, `SYS` the system account (users are
+/// the account names in lower case, passwords the same).
+fn opts(dir: &Path, js_extra: &str) -> Options {
+    let conf = format!(
+        "jetstream {{ store_dir: {:?} {js_extra} }}\naccounts {{\n  \
+         A {{ jetstream: enabled, users [{{user: a, password: a}}] }}\n  \
+         B {{ jetstream: enabled, users [{{user: b, password: b}}] }}\n  \
+         N {{ users [{{user: n, password: n}}] }}\n  \
+         SYS {{ users [{{user: sys, password: sys}}] }}\n}}\nsystem_account: SYS\n",
+        dir.display().to_string()
+    );
+    conf_opts(&conf)
+}
+
+/// Create stream `name` on `subjects` (a JSON list) with `storage`; it must succeed.
+async fn stream(nc: &async_nats::Client, name: &str, subjects: &str, storage: &str) {
+    let body = format!(r#"{{"name":"{name}","subjects":{subjects},"storage":"{storage}"}}"#);
+    let r = js_api(nc, &format!("$JS.API.STREAM.CREATE.{name}"), &body).await;
+    assert!(r["error"].is_null(), "{r}");
+}
+
+/// Send `subject` and check that it gets no answer: a later request `marker`, which is
+/// answered, comes back first (the JetStream task takes requests in order). A "no
+/// responders" status (nothing subscribed, as in the system account) is no answer either.
+async fn no_answer(nc: &async_nats::Client, subject: &str, marker: &str) {
+    let inbox = nc.new_inbox();
+    let mut sub = nc.subscribe(inbox.clone()).await.expect("subscribe");
+    nc.publish_with_reply(subject.to_string(), inbox, "{}".into())
+        .await
+        .expect("publish");
+    let _ = js_api(nc, marker, "").await;
+    let got = tokio::time::timeout(Duration::from_millis(50), sub.next()).await;
+    if let Ok(Some(m)) = got {
+        if m.status == Some(async_nats::StatusCode::NO_RESPONDERS) {
+            return;
+        }
+        panic!(
+            "{subject}: unexpected answer {}",
+            String::from_utf8_lossy(&m.payload)
+        );
+    }
+}
+
+fn cluster_required(op: &str) -> Value {
+    json!({"type": format!("io.nats.jetstream.api.v1.{op}_response"),
+        "error": {"code": 503, "err_code": 10010,
+            "description": "JetStream clustering support required"}})
+}
+
+fn purged() -> Value {
+    json!({"type": "io.nats.jetstream.api.v1.account_purge_response", "initiated": true})
+}
+
+async fn names(nc: &async_nats::Client) -> Value {
+    js_api(nc, "$JS.API.STREAM.NAMES", "").await["streams"].clone()
+}
+
+#[tokio::test]
+async fn cluster_only_requests_answer_clustering_required() {
+    let dir = js_dir("admin-cluster");
+    let srv = start(opts(&dir, ", domain: hub")).await;
+    let a = user(&srv, "a").await;
+    let n = user(&srv, "n").await;
+    stream(&a, "X", r#"["x"]"#, "file").await;
+    let asked = [
+        (
+            "$JS.API.STREAM.LEADER.STEPDOWN.X",
+            "",
+            "stream_leader_stepdown",
+        ),
+        (
+            "$JS.API.STREAM.LEADER.STEPDOWN.NOPE",
+            "",
+            "stream_leader_stepdown",
+        ),
+        (
+            "$JS.hub.API.STREAM.LEADER.STEPDOWN.X",
+            "",
+            "stream_leader_stepdown",
+        ),
+        ("$JS.API.STREAM.PEER.REMOVE.X", "{bad", "stream_remove_peer"),
+        (
+            "$JS.API.STREAM.PEER.REMOVE.NOPE",
+            r#"{"peer":"x"}"#,
+            "stream_remove_peer",
+        ),
+        (
+            "$JS.API.CONSUMER.LEADER.STEPDOWN.X.C",
+            "",
+            "consumer_leader_stepdown",
+        ),
+        (
+            "$JS.API.CONSUMER.LEADER.STEPDOWN.NOPE.C",
+            "",
+            "consumer_leader_stepdown",
+        ),
+    ];
+    for (subject, body, op) in asked {
+        assert_eq!(
+            js_api(&a, subject, body).await,
+            cluster_required(op),
+            "{subject}"
+        );
+    }
+    // Each answered one counts as a request and an error (the INFO itself not yet).
+    let info = js_api(&a, "$JS.API.INFO", "").await;
+    assert_eq!(info["api"], json!({"total": 8, "errors": 7}));
+    for subject in [
+        "$JS.API.STREAM.LEADER.STEPDOWN",
+        "$JS.API.STREAM.PEER.REMOVE",
+        "$JS.API.CONSUMER.LEADER.STEPDOWN.X",
+        "$JS.API.META.LEADER.STEPDOWN",
+        "$JS.API.SERVER.REMOVE",
+        "$JS.API.ACCOUNT.STREAM.MOVE.X",
+    ] {
+        no_answer(&a, subject, "$JS.API.INFO").await;
+    }
+    // An account without JetStream gets the same answer (not 10039).
+    for (subject, op) in [
+        ("$JS.API.STREAM.LEADER.STEPDOWN.X", "stream_leader_stepdown"),
+        ("$JS.API.STREAM.PEER.REMOVE.X", "stream_remove_peer"),
+        (
+            "$JS.API.CONSUMER.LEADER.STEPDOWN.X.C",
+            "consumer_leader_stepdown",
+        ),
+    ] {
+        assert_eq!(
+            js_api(&n, subject, "").await,
+            cluster_required(op),
+            "{subject}"
+        );
+    }
+    no_answer(&n, "$JS.API.META.LEADER.STEPDOWN", "$JS.API.INFO").await;
+    drop((a, n));
+    srv.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn account_purge_deletes_every_stream_of_the_account() {
+    let dir = js_dir("admin-purge");
+    let srv = start(opts(&dir, "")).await;
+    let (a, b, sys) = (
+        user(&srv, "a").await,
+        user(&srv, "b").await,
+        user(&srv, "sys").await,
+    );
+    stream(&a, "X", r#"["X.>"]"#, "file").await;
+    stream(&a, "M", r#"["M.>"]"#, "memory").await;
+    let r = js_api(
+        &a,
+        "$JS.API.CONSUMER.DURABLE.CREATE.X.D",
+        r#"{"stream_name":"X","config":{"durable_name":"D","ack_policy":"explicit"}}"#,
+    )
+    .await;
+    assert!(r["error"].is_null(), "{r}");
+    let r = js_api(&a, "X.one", "hello").await;
+    assert_eq!(r["seq"], 1, "{r}");
+    stream(&b, "Y", r#"["y"]"#, "file").await;
+    let a_dir = dir.join("jetstream").join("A");
+    assert!(a_dir.join("streams").join("X").is_dir());
+
+    // Another account may not purge A (nats-server 2.9.10 would): no answer, nothing gone.
+    no_answer(&b, "$JS.API.ACCOUNT.PURGE.A", "$JS.API.INFO").await;
+    assert_eq!(names(&a).await, json!(["M", "X"]));
+
+    // The account itself may.
+    assert_eq!(js_api(&a, "$JS.API.ACCOUNT.PURGE.A", "").await, purged());
+    assert_eq!(
+        js_api(&a, "$JS.API.STREAM.NAMES", "").await,
+        json!({"type": "io.nats.jetstream.api.v1.stream_names_response",
+            "total": 0, "offset": 0, "limit": 1024, "streams": null})
+    );
+    assert!(!a_dir.exists(), "{} still there", a_dir.display());
+    let info = js_api(&a, "$JS.API.INFO", "").await;
+    assert_eq!(
+        (info["streams"].clone(), info["consumers"].clone()),
+        (json!(0), json!(0))
+    );
+    assert_eq!(names(&b).await, json!(["Y"]), "B untouched");
+
+    // The system account may purge any account, also unknown ones; a bad body is ignored.
+    assert_eq!(
+        js_api(&sys, "$JS.API.ACCOUNT.PURGE.B", "{bad").await,
+        purged()
+    );
+    assert_eq!(names(&b).await, Value::Null);
+    assert_eq!(
+        js_api(&sys, "$JS.API.ACCOUNT.PURGE.NOPE", "").await,
+        purged()
+    );
+    assert_eq!(js_api(&sys, "$JS.API.ACCOUNT.PURGE.N", "").await, purged());
+    no_answer(&sys, "$JS.API.ACCOUNT.PURGE", "$JS.API.ACCOUNT.PURGE.NOPE").await;
+    no_answer(
+        &sys,
+        "$JS.API.ACCOUNT.PURGE.A.B",
+        "$JS.API.ACCOUNT.PURGE.NOPE",
+    )
+    .await;
+
+    // JetStream stays on: the account creates again, and a restart brings back nothing
+    // purged.
+    stream(&a, "Z", r#"["z"]"#, "file").await;
+    drop((a, b, sys));
+    srv.shutdown().await;
+    let srv = start(opts(&dir, "")).await;
+    let (a, b) = (user(&srv, "a").await, user(&srv, "b").await);
+    assert_eq!(names(&a).await, json!(["Z"]));
+    assert_eq!(names(&b).await, Value::Null);
+    drop((a, b));
+    srv.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
