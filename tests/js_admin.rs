@@ -226,3 +226,77 @@ async fn account_purge_deletes_every_stream_of_the_account() {
     srv.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+fn template_err(op: &str, code: u64, err_code: u64, d: &str) -> Value {
+    json!({"type": format!("io.nats.jetstream.api.v1.stream_template_{op}_response"),
+        "error": {"code": code, "err_code": err_code, "description": d}})
+}
+
+#[tokio::test]
+async fn stream_templates_answer_as_none_exist_and_create_is_refused() {
+    let (srv, nc, dir) = common::start_js("admin-templates").await;
+    let names = json!({"type": "io.nats.jetstream.api.v1.stream_template_names_response",
+        "total": 0, "offset": 0, "limit": 1024, "streams": []});
+    assert_eq!(
+        js_api(&nc, "$JS.API.STREAM.TEMPLATE.NAMES", "").await,
+        names
+    );
+    let cases = [
+        (
+            "INFO.T",
+            "",
+            template_err("info", 404, 10068, "template not found"),
+        ),
+        (
+            "DELETE.T",
+            "",
+            template_err("delete", 404, 10068, "template not found"),
+        ),
+        (
+            "CREATE.T",
+            "",
+            template_err("create", 400, 10025, "invalid JSON"),
+        ),
+        (
+            "CREATE.T",
+            r#"{"name":"T","config":{"subjects":["t.*"]},"max_streams":-1}"#,
+            template_err("create", 400, 10025, "invalid JSON"),
+        ),
+        (
+            "CREATE.T",
+            r#"{"name":"U","config":{"subjects":["t.*"]},"max_streams":2}"#,
+            template_err(
+                "create",
+                400,
+                10073,
+                "template name in subject does not match request",
+            ),
+        ),
+        // natsd keeps no templates (2.9.10 would create this one).
+        (
+            "CREATE.T",
+            r#"{"name":"T","config":{"subjects":["t.*"]},"max_streams":2}"#,
+            template_err(
+                "create",
+                500,
+                10066,
+                "stream templates are not supported by natsd",
+            ),
+        ),
+    ];
+    for (op, body, want) in cases {
+        let subject = format!("$JS.API.STREAM.TEMPLATE.{op}");
+        assert_eq!(js_api(&nc, &subject, body).await, want, "{subject} {body}");
+    }
+    assert_eq!(
+        js_api(&nc, "$JS.API.STREAM.TEMPLATE.NAMES", "").await,
+        names
+    );
+    no_answer(&nc, "$JS.API.STREAM.TEMPLATE.INFO.a.b", "$JS.API.INFO").await;
+    let info = js_api(&nc, "$JS.API.INFO", "").await;
+    // Eight template requests and the INFO that `no_answer` sent.
+    assert_eq!(info["api"], json!({"total": 9, "errors": 6}));
+    drop(nc);
+    srv.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

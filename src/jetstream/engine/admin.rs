@@ -14,6 +14,7 @@ use crate::jetstream::consumer::Cx;
 use crate::jetstream::types::{ApiError, Obj};
 use crate::jetstream::{handler, subscribe, Event, EventKind};
 use crate::server::ServerShared;
+use serde::Deserialize;
 use std::path::{Component, Path};
 use std::sync::Arc;
 
@@ -74,6 +75,21 @@ impl Engine {
             self.account_purge(srv, ev, target);
             return true;
         }
+        if let (["STREAM", "TEMPLATE", ..], EventKind::Api) = (t.as_slice(), &ev.kind) {
+            let Some(ja) = self.accounts.get_mut(&*ev.acc) else {
+                return false;
+            };
+            let Some(res) = template(&t[2..], &ev.payload) else {
+                return true;
+            };
+            ja.api_total += 1;
+            let out = res.unwrap_or_else(|(e, ty)| {
+                ja.api_errors += 1;
+                err_json(ty, &e, "")
+            });
+            reply(srv, ev, &out);
+            return true;
+        }
         false
     }
 
@@ -112,6 +128,59 @@ impl Engine {
         o.field("initiated", &true);
         reply(srv, ev, &o.done());
     }
+}
+
+#[derive(Deserialize)]
+struct TemplateReq {
+    #[serde(default)]
+    name: String,
+    /// Only its shape is checked: natsd keeps no templates.
+    #[serde(default)]
+    #[allow(dead_code)]
+    config: Option<serde_json::Value>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    max_streams: u32,
+}
+
+/// The stream template requests (`rest`: the tokens after `$JS.API.STREAM.TEMPLATE.`).
+/// Templates (deprecated in 2.9) are not built: there are never any, and creating one is
+/// refused after nats-server's own request checks. `None`: not a template request (no
+/// answer, as nats-server).
+fn template(rest: &[&str], p: &[u8]) -> Option<Result<String, (ApiError, &'static str)>> {
+    const NOT_FOUND: (u16, u16, &str) = (404, 10068, "template not found");
+    let missing = |ty| Err((ApiError::new(NOT_FOUND.0, NOT_FOUND.1, NOT_FOUND.2), ty));
+    Some(match rest {
+        ["NAMES"] => {
+            let mut o = Obj::typed("stream_template_names_response");
+            o.field("total", &0)
+                .field("offset", &0)
+                .field("limit", &1024)
+                .field("streams", &[] as &[String]);
+            Ok(o.done())
+        }
+        ["INFO", _] => missing("stream_template_info_response"),
+        ["DELETE", _] => missing("stream_template_delete_response"),
+        ["CREATE", name] => {
+            const T: &str = "stream_template_create_response";
+            match serde_json::from_slice::<TemplateReq>(p) {
+                Err(_) => Err((ApiError::invalid_json(), T)),
+                Ok(r) if r.name != *name => Err((
+                    ApiError::new(
+                        400,
+                        10073,
+                        "template name in subject does not match request",
+                    ),
+                    T,
+                )),
+                Ok(_) => Err((
+                    ApiError::new(500, 10066, "stream templates are not supported by natsd"),
+                    T,
+                )),
+            }
+        }
+        _ => return None,
+    })
 }
 
 impl JsAccount {
