@@ -16,9 +16,14 @@ use std::time::Duration;
 /// Accounts `A` and `B` with JetStream, `N` without, `SYS` the system account (users are
 /// the account names in lower case, passwords the same).
 fn opts(dir: &Path, js_extra: &str) -> Options {
+    opts_a(dir, js_extra, "jetstream: enabled,")
+}
+
+/// As [`opts`], with `a_js` in account `A`'s block (`""`: no JetStream).
+fn opts_a(dir: &Path, js_extra: &str, a_js: &str) -> Options {
     let conf = format!(
         "jetstream {{ store_dir: {:?} {js_extra} }}\naccounts {{\n  \
-         A {{ jetstream: enabled, users [{{user: a, password: a}}] }}\n  \
+         A {{ {a_js} users [{{user: a, password: a}}] }}\n  \
          B {{ jetstream: enabled, users [{{user: b, password: b}}] }}\n  \
          N {{ users [{{user: n, password: n}}] }}\n  \
          SYS {{ users [{{user: sys, password: sys}}] }}\n}}\nsystem_account: SYS\n",
@@ -31,6 +36,16 @@ fn opts(dir: &Path, js_extra: &str) -> Options {
 async fn stream(nc: &async_nats::Client, name: &str, subjects: &str, storage: &str) {
     let body = format!(r#"{{"name":"{name}","subjects":{subjects},"storage":"{storage}"}}"#);
     let r = js_api(nc, &format!("$JS.API.STREAM.CREATE.{name}"), &body).await;
+    assert!(r["error"].is_null(), "{r}");
+}
+
+/// Create durable pull consumer `name` on `stream`; it must succeed.
+async fn durable(nc: &async_nats::Client, stream: &str, name: &str) {
+    let body = format!(
+        r#"{{"stream_name":"{stream}","config":{{"durable_name":"{name}","ack_policy":"explicit"}}}}"#
+    );
+    let subject = format!("$JS.API.CONSUMER.DURABLE.CREATE.{stream}.{name}");
+    let r = js_api(nc, &subject, &body).await;
     assert!(r["error"].is_null(), "{r}");
 }
 
@@ -162,13 +177,7 @@ async fn account_purge_deletes_every_stream_of_the_account() {
     );
     stream(&a, "X", r#"["X.>"]"#, "file").await;
     stream(&a, "M", r#"["M.>"]"#, "memory").await;
-    let r = js_api(
-        &a,
-        "$JS.API.CONSUMER.DURABLE.CREATE.X.D",
-        r#"{"stream_name":"X","config":{"durable_name":"D","ack_policy":"explicit"}}"#,
-    )
-    .await;
-    assert!(r["error"].is_null(), "{r}");
+    durable(&a, "X", "D").await;
     let r = js_api(&a, "X.one", "hello").await;
     assert_eq!(r["seq"], 1, "{r}");
     stream(&b, "Y", r#"["y"]"#, "file").await;
@@ -297,6 +306,81 @@ async fn stream_templates_answer_as_none_exist_and_create_is_refused() {
     // Eight template requests and the INFO that `no_answer` sent.
     assert_eq!(info["api"], json!({"total": 9, "errors": 6}));
     drop(nc);
+    srv.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn not_enabled(op: &str, extra: Value) -> Value {
+    let mut v = json!({"type": format!("io.nats.jetstream.api.v1.{op}_response"),
+        "error": {"code": 503, "err_code": 10039,
+            "description": "JetStream not enabled for account"}});
+    if let (Some(o), Some(e)) = (v.as_object_mut(), extra.as_object()) {
+        o.extend(e.clone());
+    }
+    v
+}
+
+#[tokio::test]
+async fn reload_enables_and_disables_jetstream_for_one_account() {
+    let dir = js_dir("admin-reload");
+    let srv = start(opts_a(&dir, "", "")).await;
+    let (a, b) = (user(&srv, "a").await, user(&srv, "b").await);
+    let info_off = not_enabled("account_info", json!({}));
+    assert_eq!(js_api(&a, "$JS.API.INFO", "").await, info_off);
+
+    // Enabled by a reload: A's API answers and streams can be created.
+    let changed = srv
+        .reload(opts_a(&dir, "", "jetstream: enabled,"))
+        .expect("reloaded");
+    assert_eq!(changed, ["accounts"]);
+    stream(&a, "X", r#"["x"]"#, "file").await;
+    stream(&a, "M", r#"["m"]"#, "memory").await;
+    durable(&a, "X", "D").await;
+    assert_eq!(js_api(&a, "x", "one").await["seq"], 1);
+    stream(&b, "Y", r#"["y"]"#, "file").await;
+
+    // Disabled: 10039 everywhere, nothing stored, the files stay; B is untouched.
+    srv.reload(opts_a(&dir, "", "")).expect("reloaded");
+    assert_eq!(js_api(&a, "$JS.API.INFO", "").await, info_off);
+    assert_eq!(
+        js_api(&a, "$JS.API.STREAM.NAMES", "").await,
+        not_enabled(
+            "stream_names",
+            json!({"total": 0, "offset": 0, "limit": 0, "streams": null})
+        )
+    );
+    assert_eq!(
+        js_api(&a, "$JS.API.STREAM.TEMPLATE.NAMES", "").await,
+        not_enabled(
+            "stream_template_names",
+            json!({"total": 0, "offset": 0, "limit": 0, "streams": null})
+        )
+    );
+    let pubd = a.request("x", "two".into()).await;
+    assert!(pubd.is_err(), "no stream takes x: {pubd:?}");
+    assert!(dir.join("jetstream/A/streams/X/meta.json").is_file());
+    assert_eq!(names(&b).await, json!(["Y"]));
+
+    // Enabled again: the file stream and its consumer come back from disk (the memory
+    // stream does not), the API counters start over.
+    srv.reload(opts_a(&dir, "", "jetstream: enabled,"))
+        .expect("reloaded");
+    let info = js_api(&a, "$JS.API.INFO", "").await;
+    assert_eq!(
+        (&info["streams"], &info["consumers"], &info["api"]),
+        (&json!(1), &json!(1), &json!({"total": 0, "errors": 0})),
+        "{info}"
+    );
+    assert_eq!(js_api(&a, "x", "three").await["seq"], 2);
+    let c = js_api(&a, "$JS.API.CONSUMER.INFO.X.D", "").await;
+    assert_eq!(c["num_pending"], 2, "{c}");
+
+    // Turning JetStream itself off is still refused.
+    let mut off = opts_a(&dir, "", "jetstream: enabled,");
+    off.jetstream = None;
+    let e = srv.reload(off).expect_err("refused");
+    assert!(e.contains("JetStream"), "{e}");
+    drop((a, b));
     srv.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
 }

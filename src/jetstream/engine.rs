@@ -366,6 +366,15 @@ impl Engine {
                 "stream_list_response",
                 "\"total\":0,\"offset\":0,\"limit\":0,\"streams\":null",
             ),
+            ["STREAM", "TEMPLATE", "NAMES"] => (
+                "stream_template_names_response",
+                "\"total\":0,\"offset\":0,\"limit\":0,\"streams\":null",
+            ),
+            ["STREAM", "TEMPLATE", op @ ("CREATE" | "INFO" | "DELETE"), _] => match *op {
+                "CREATE" => ("stream_template_create_response", ""),
+                "INFO" => ("stream_template_info_response", ""),
+                _ => ("stream_template_delete_response", ""),
+            },
             ["STREAM", "MSG", "GET", ..] => ("stream_msg_get_response", ""),
             ["STREAM", "MSG", "DELETE", ..] => ("stream_msg_delete_response", ""),
             ["CONSUMER", "CREATE", ..] | ["CONSUMER", "DURABLE", "CREATE", ..] => {
@@ -549,21 +558,7 @@ impl Engine {
             srv.unsubscribe_internal(&acc, &s);
         }
         for ja in self.accounts.values_mut() {
-            for st in ja.streams.values_mut() {
-                for c in st.consumers.values_mut() {
-                    c.dirty = true;
-                }
-                save_states(st, true);
-                for s in st.subs.drain(..) {
-                    srv.unsubscribe_internal(&ja.acc, &s);
-                }
-                if let Err(e) = st.store.sync() {
-                    tracing::error!("JetStream: stream {:?} not synced: {e}", st.cfg.name);
-                }
-            }
-            for s in ja.subs.drain(..) {
-                srv.unsubscribe_internal(&ja.acc, &s);
-            }
+            ja.close(srv);
         }
     }
 

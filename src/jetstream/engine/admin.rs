@@ -8,8 +8,9 @@
 //!
 //! Knows the engine's accounts and the event; nothing about stores beyond deleting them.
 
-use super::{err_json, persist, Engine, JsAccount};
+use super::{err_json, persist, save_states, Engine, JsAccount};
 use crate::account::Account;
+use crate::config::Options;
 use crate::jetstream::consumer::Cx;
 use crate::jetstream::types::{ApiError, Obj};
 use crate::jetstream::{handler, subscribe, Event, EventKind};
@@ -91,6 +92,39 @@ impl Engine {
             return true;
         }
         false
+    }
+
+    /// A reload changed which accounts have JetStream (`o`: the new options). An account
+    /// that gains it recovers its streams from disk, as at startup; one that loses it is
+    /// closed (consumers saved, files kept) and answers 10039 from now on, as nats-server
+    /// 2.9.10. Its memory streams are gone.
+    pub fn reload_accounts(&mut self, srv: &Arc<ServerShared>, o: &Options) {
+        let sys = srv.system_account_name().to_string();
+        for acc in srv.accounts.all() {
+            let wanted = crate::jetstream::has_jetstream(o, &sys, &acc.name);
+            let has = self.accounts.contains_key(&acc.name);
+            if wanted && !has {
+                let (gone, kept) = std::mem::take(&mut self.refused)
+                    .into_iter()
+                    .partition(|(a, _)| a.name == acc.name);
+                self.refused = kept;
+                for (a, s) in gone {
+                    srv.unsubscribe_internal(&a, &s);
+                }
+                tracing::info!("JetStream enabled for account {:?}", acc.name);
+                self.enable_account(srv, acc);
+            } else if !wanted && has {
+                if let Some(mut ja) = self.accounts.remove(&acc.name) {
+                    ja.close(srv);
+                }
+                tracing::info!("JetStream disabled for account {:?}", acc.name);
+                if acc.name != sys {
+                    self.refuse_account(srv, acc);
+                } else {
+                    self.serve_system(srv, acc);
+                }
+            }
+        }
     }
 
     /// `$JS.API.ACCOUNT.PURGE.<target>`: delete every stream of `target` and its store
@@ -184,6 +218,26 @@ fn template(rest: &[&str], p: &[u8]) -> Option<Result<String, (ApiError, &'stati
 }
 
 impl JsAccount {
+    /// Save every consumer, withdraw every subscription, sync the stores (shutdown, or
+    /// JetStream disabled for the account: its files stay).
+    pub(super) fn close(&mut self, srv: &ServerShared) {
+        for st in self.streams.values_mut() {
+            for c in st.consumers.values_mut() {
+                c.dirty = true;
+            }
+            save_states(st, true);
+            for s in st.subs.drain(..) {
+                srv.unsubscribe_internal(&self.acc, &s);
+            }
+            if let Err(e) = st.store.sync() {
+                tracing::error!("JetStream: stream {:?} not synced: {e}", st.cfg.name);
+            }
+        }
+        for s in self.subs.drain(..) {
+            srv.unsubscribe_internal(&self.acc, &s);
+        }
+    }
+
     /// Delete every stream of the account (subscriptions, consumers, stores, directories).
     fn delete_all_streams(&mut self, cx: &Cx<'_>) {
         let names: Vec<String> = self.streams.keys().cloned().collect();
