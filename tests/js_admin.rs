@@ -242,14 +242,15 @@ fn template_err(op: &str, code: u64, err_code: u64, d: &str) -> Value {
 }
 
 #[tokio::test]
-async fn stream_templates_answer_as_none_exist_and_create_is_refused() {
-    let (srv, nc, dir) = common::start_js("admin-templates").await;
+async fn stream_template_requests_are_checked_as_nats_server_does() {
+    let (srv, nc, dir) = common::start_js("admin-template-checks").await;
     let names = json!({"type": "io.nats.jetstream.api.v1.stream_template_names_response",
         "total": 0, "offset": 0, "limit": 1024, "streams": []});
     assert_eq!(
         js_api(&nc, "$JS.API.STREAM.TEMPLATE.NAMES", "").await,
         names
     );
+    let t = r#"{"name":"T","config":{"subjects":["t.*"]},"max_streams":2}"#;
     let cases = [
         (
             "INFO.T",
@@ -272,8 +273,8 @@ async fn stream_templates_answer_as_none_exist_and_create_is_refused() {
             template_err("create", 400, 10025, "invalid JSON"),
         ),
         (
-            "CREATE.T",
-            r#"{"name":"U","config":{"subjects":["t.*"]},"max_streams":2}"#,
+            "CREATE.U",
+            t,
             template_err(
                 "create",
                 400,
@@ -281,30 +282,125 @@ async fn stream_templates_answer_as_none_exist_and_create_is_refused() {
                 "template name in subject does not match request",
             ),
         ),
-        // natsd keeps no templates (2.9.10 would create this one).
         (
             "CREATE.T",
-            r#"{"name":"T","config":{"subjects":["t.*"]},"max_streams":2}"#,
+            r#"{"name":"T","config":{"name":"x","subjects":["t.*"]},"max_streams":2}"#,
+            template_err("create", 500, 10066, "template config name should be empty"),
+        ),
+        (
+            "CREATE.T",
+            r#"{"name":"T","config":{"subjects":["t.*"],"max_age":-5},"max_streams":2}"#,
             template_err(
                 "create",
                 500,
-                10066,
-                "stream templates are not supported by natsd",
+                10052,
+                "duplicates window can not be negative",
             ),
+        ),
+        // 2.9.10 crashes on this one.
+        (
+            "CREATE.T",
+            r#"{"name":"T","max_streams":2}"#,
+            template_err("create", 500, 10066, "template config is required"),
         ),
     ];
     for (op, body, want) in cases {
         let subject = format!("$JS.API.STREAM.TEMPLATE.{op}");
         assert_eq!(js_api(&nc, &subject, body).await, want, "{subject} {body}");
     }
+    let r = js_api(&nc, "$JS.API.STREAM.TEMPLATE.CREATE.T", t).await;
+    assert_eq!(r["config"]["config"]["name"], "_", "{r}");
+    assert_eq!(r["streams"], json!([]), "{r}");
     assert_eq!(
-        js_api(&nc, "$JS.API.STREAM.TEMPLATE.NAMES", "").await,
-        names
+        js_api(&nc, "$JS.API.STREAM.TEMPLATE.CREATE.T", t).await,
+        template_err(
+            "create",
+            500,
+            10066,
+            "template with name \"T\" already exists"
+        )
     );
     no_answer(&nc, "$JS.API.STREAM.TEMPLATE.INFO.a.b", "$JS.API.INFO").await;
-    let info = js_api(&nc, "$JS.API.INFO", "").await;
-    // Eight template requests and the INFO that `no_answer` sent.
-    assert_eq!(info["api"], json!({"total": 9, "errors": 6}));
+    drop(nc);
+    srv.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn stream_templates_create_streams_on_demand_and_persist() {
+    let (srv, nc, dir) = common::start_js("admin-templates").await;
+    let create = |name: &str, subjects: &str, max: u32| {
+        format!(
+            r#"{{"name":"{name}","config":{{"subjects":{subjects},"max_msgs":5}},"max_streams":{max}}}"#
+        )
+    };
+    let r = js_api(
+        &nc,
+        "$JS.API.STREAM.TEMPLATE.CREATE.T",
+        &create("T", r#"["t.*"]"#, 2),
+    )
+    .await;
+    assert_eq!(
+        r["config"],
+        json!({"name": "T", "config": {"name": "_", "subjects": ["t.*"],
+            "retention": "limits", "max_consumers": -1, "max_msgs": 5, "max_bytes": -1,
+            "max_age": 0, "max_msgs_per_subject": -1, "max_msg_size": -1, "discard": "old",
+            "storage": "file", "num_replicas": 1, "duplicate_window": 120000000000u64,
+            "allow_direct": false, "mirror_direct": false, "sealed": false,
+            "deny_delete": false, "deny_purge": false, "allow_rollup_hdrs": false},
+            "max_streams": 2}),
+        "{r}"
+    );
+    let r = js_api(
+        &nc,
+        "$JS.API.STREAM.TEMPLATE.CREATE.G",
+        &create("G", r#"["t.x"]"#, 1),
+    )
+    .await;
+    assert!(r["error"].is_null(), "{r}");
+    let ack = |s: &str, seq: u64| json!({"stream": s, "seq": seq});
+    assert_eq!(js_api(&nc, "t.a", "one").await, ack("t_a", 1));
+    assert_eq!(js_api(&nc, "t.a", "two").await, ack("t_a", 2));
+    // The template on the literal subject takes it over the one on `t.*`.
+    assert_eq!(js_api(&nc, "t.x", "x").await, ack("t_x", 1));
+    assert_eq!(js_api(&nc, "t.b", "b").await, ack("t_b", 1));
+    // T is at its max_streams: no stream, no answer.
+    no_answer(&nc, "t.c", "$JS.API.INFO").await;
+    let info = js_api(&nc, "$JS.API.STREAM.INFO.t_a", "").await;
+    assert_eq!(info["config"]["template_owner"], "T", "{info}");
+    assert_eq!(info["config"]["subjects"], json!(["t.a"]), "{info}");
+    assert_eq!(info["config"]["max_msgs"], 5, "{info}");
+    assert_eq!(info["state"]["messages"], 2, "{info}");
+    let t = js_api(&nc, "$JS.API.STREAM.TEMPLATE.INFO.T", "").await;
+    assert_eq!(t["streams"], json!(["t_a", "t_b"]), "{t}");
+    // A deleted template stream keeps its place: listed, counted, not made again.
+    let r = js_api(&nc, "$JS.API.STREAM.DELETE.t_b", "").await;
+    assert_eq!(r["success"], true, "{r}");
+    no_answer(&nc, "t.b", "$JS.API.INFO").await;
+    let t = js_api(&nc, "$JS.API.STREAM.TEMPLATE.INFO.T", "").await;
+    assert_eq!(t["streams"], json!(["t_a", "t_b"]), "{t}");
+
+    // A restart brings back the templates and their streams; each message is stored once.
+    drop(nc);
+    srv.shutdown().await;
+    let (srv, nc) = common::start_js_in(&dir).await;
+    let tn = js_api(&nc, "$JS.API.STREAM.TEMPLATE.NAMES", "").await;
+    assert_eq!(
+        (&tn["total"], &tn["streams"]),
+        (&json!(2), &json!(["G", "T"]))
+    );
+    assert_eq!(js_api(&nc, "t.a", "three").await, ack("t_a", 3));
+    let info = js_api(&nc, "$JS.API.STREAM.INFO.t_a", "").await;
+    assert_eq!(info["state"]["messages"], 3, "{info}");
+
+    // Deleting a template deletes its streams.
+    assert_eq!(
+        js_api(&nc, "$JS.API.STREAM.TEMPLATE.DELETE.T", "").await,
+        json!({"type": "io.nats.jetstream.api.v1.stream_template_delete_response",
+            "success": true})
+    );
+    assert_eq!(names(&nc).await, json!(["t_x"]));
+    assert!(!dir.join("jetstream/$G/templates/T").exists());
     drop(nc);
     srv.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);

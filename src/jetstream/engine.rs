@@ -5,6 +5,7 @@
 mod admin;
 mod consumers;
 mod streams;
+mod templates;
 
 use super::consumer::{self, Consumer, Cx};
 use super::persist::{self, ConsumerMeta, ConsumerState, StreamMeta};
@@ -41,6 +42,8 @@ pub struct JsAccount {
     pub follows: BTreeMap<String, super::mirror::Follows>,
     /// The account's JetStream limits (see `limits.rs`).
     pub limits: super::limits::Limits,
+    /// Stream templates by name (see `engine/templates.rs`).
+    pub templates: BTreeMap<String, templates::Template>,
 }
 
 pub struct Engine {
@@ -238,6 +241,7 @@ impl Engine {
                 .get(&acc.name)
                 .copied()
                 .unwrap_or_default(),
+            templates: BTreeMap::new(),
         };
         let root = self.config.store_dir.join(&acc.name).join("streams");
         for sname in persist::subdirs(&root) {
@@ -326,6 +330,7 @@ impl Engine {
             }
             ja.streams.insert(sname, st);
         }
+        ja.load_templates(srv, &self.config, &self.tx);
         self.accounts.insert(acc.name.clone(), ja);
     }
 
@@ -491,7 +496,7 @@ impl Engine {
             }
             EventKind::Ack => ja.ack(srv, &ev),
             EventKind::FlowControl => ja.flow_control(srv, &ev),
-            EventKind::NotEnabled => {}
+            EventKind::NotEnabled | EventKind::Template(_) => {}
         }
     }
 
@@ -652,6 +657,9 @@ fn retire(st: &mut Stream, seqs: &[u64]) {
 
 /// Subscribe a stream's subjects.
 fn subscribe_stream(srv: &ServerShared, acc: &Account, tx: &Queue, st: &mut Stream) {
+    if !st.cfg.template_owner.is_empty() {
+        return; // its template's subscription brings its messages (engine/templates.rs)
+    }
     let name: Arc<str> = Arc::from(st.cfg.name.as_str());
     let accn: Arc<str> = Arc::from(acc.name.as_str());
     let h = handler(tx.clone(), accn, EventKind::Publish(name), None);

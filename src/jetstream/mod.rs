@@ -122,6 +122,8 @@ pub enum EventKind {
     FlowControl,
     /// A `$JS.API` request in an account without JetStream.
     NotEnabled,
+    /// A message on the subjects of stream template `.0`.
+    Template(Arc<str>),
 }
 
 /// The bounded way into the JetStream task, and the way around it: a publish or an ack

@@ -4,7 +4,9 @@
 //! required", in any account), and `ACCOUNT.PURGE.<account>` (every stream of the account
 //! deleted, its store directory removed). Unlike nats-server, a purge is taken only from the
 //! system account or the account itself; a request from any other account goes unanswered
-//! (logged), as nats-server does with its system-account-only requests.
+//! (logged), as nats-server does with its system-account-only requests. Also: JetStream
+//! enabled or disabled for one account by a reload, and the dispatch of the stream template
+//! requests and messages (`templates.rs`).
 //!
 //! Knows the engine's accounts and the event; nothing about stores beyond deleting them.
 
@@ -15,7 +17,6 @@ use crate::jetstream::consumer::Cx;
 use crate::jetstream::types::{ApiError, Obj};
 use crate::jetstream::{handler, subscribe, Event, EventKind};
 use crate::server::ServerShared;
-use serde::Deserialize;
 use std::path::{Component, Path};
 use std::sync::Arc;
 
@@ -56,6 +57,10 @@ impl Engine {
     /// Answer `ev` when it is one of this module's requests (API requests of JetStream
     /// accounts, and those of other accounts, which otherwise get 10039). `true`: handled.
     pub(super) fn admin_request(&mut self, srv: &Arc<ServerShared>, ev: &Event) -> bool {
+        if let EventKind::Template(t) = &ev.kind {
+            self.template_publish(srv, ev, &t.clone());
+            return true;
+        }
         if !matches!(ev.kind, EventKind::Api | EventKind::NotEnabled) {
             return false;
         }
@@ -76,19 +81,8 @@ impl Engine {
             self.account_purge(srv, ev, target);
             return true;
         }
-        if let (["STREAM", "TEMPLATE", ..], EventKind::Api) = (t.as_slice(), &ev.kind) {
-            let Some(ja) = self.accounts.get_mut(&*ev.acc) else {
-                return false;
-            };
-            let Some(res) = template(&t[2..], &ev.payload) else {
-                return true;
-            };
-            ja.api_total += 1;
-            let out = res.unwrap_or_else(|(e, ty)| {
-                ja.api_errors += 1;
-                err_json(ty, &e, "")
-            });
-            reply(srv, ev, &out);
+        if let (["STREAM", "TEMPLATE", rest @ ..], EventKind::Api) = (t.as_slice(), &ev.kind) {
+            self.template_request(srv, ev, rest);
             return true;
         }
         false
@@ -164,59 +158,6 @@ impl Engine {
     }
 }
 
-#[derive(Deserialize)]
-struct TemplateReq {
-    #[serde(default)]
-    name: String,
-    /// Only its shape is checked: natsd keeps no templates.
-    #[serde(default)]
-    #[allow(dead_code)]
-    config: Option<serde_json::Value>,
-    #[serde(default)]
-    #[allow(dead_code)]
-    max_streams: u32,
-}
-
-/// The stream template requests (`rest`: the tokens after `$JS.API.STREAM.TEMPLATE.`).
-/// Templates (deprecated in 2.9) are not built: there are never any, and creating one is
-/// refused after nats-server's own request checks. `None`: not a template request (no
-/// answer, as nats-server).
-fn template(rest: &[&str], p: &[u8]) -> Option<Result<String, (ApiError, &'static str)>> {
-    const NOT_FOUND: (u16, u16, &str) = (404, 10068, "template not found");
-    let missing = |ty| Err((ApiError::new(NOT_FOUND.0, NOT_FOUND.1, NOT_FOUND.2), ty));
-    Some(match rest {
-        ["NAMES"] => {
-            let mut o = Obj::typed("stream_template_names_response");
-            o.field("total", &0)
-                .field("offset", &0)
-                .field("limit", &1024)
-                .field("streams", &[] as &[String]);
-            Ok(o.done())
-        }
-        ["INFO", _] => missing("stream_template_info_response"),
-        ["DELETE", _] => missing("stream_template_delete_response"),
-        ["CREATE", name] => {
-            const T: &str = "stream_template_create_response";
-            match serde_json::from_slice::<TemplateReq>(p) {
-                Err(_) => Err((ApiError::invalid_json(), T)),
-                Ok(r) if r.name != *name => Err((
-                    ApiError::new(
-                        400,
-                        10073,
-                        "template name in subject does not match request",
-                    ),
-                    T,
-                )),
-                Ok(_) => Err((
-                    ApiError::new(500, 10066, "stream templates are not supported by natsd"),
-                    T,
-                )),
-            }
-        }
-        _ => return None,
-    })
-}
-
 impl JsAccount {
     /// Save every consumer, withdraw every subscription, sync the stores (shutdown, or
     /// JetStream disabled for the account: its files stay).
@@ -236,10 +177,14 @@ impl JsAccount {
         for s in self.subs.drain(..) {
             srv.unsubscribe_internal(&self.acc, &s);
         }
+        self.unsubscribe_templates(srv);
     }
 
-    /// Delete every stream of the account (subscriptions, consumers, stores, directories).
+    /// Delete every stream and template of the account (subscriptions, consumers, stores,
+    /// directories).
     fn delete_all_streams(&mut self, cx: &Cx<'_>) {
+        self.unsubscribe_templates(cx.srv);
+        self.templates.clear();
         let names: Vec<String> = self.streams.keys().cloned().collect();
         for name in names {
             if let Err((e, _)) = self.stream_delete(cx, &name) {
@@ -253,7 +198,7 @@ impl JsAccount {
 }
 
 /// Send `json` to the event's reply subject, in the requesting account.
-fn reply(srv: &Arc<ServerShared>, ev: &Event, json: &str) {
+pub(super) fn reply(srv: &Arc<ServerShared>, ev: &Event, json: &str) {
     let (Some(to), Some(acc)) = (ev.reply.as_deref(), srv.accounts.get(&ev.acc)) else {
         return;
     };
