@@ -434,6 +434,9 @@ async fn reload_enables_and_disables_jetstream_for_one_account() {
     durable(&a, "X", "D").await;
     assert_eq!(js_api(&a, "x", "one").await["seq"], 1);
     stream(&b, "Y", r#"["y"]"#, "file").await;
+    let tpl = r#"{"name":"T","config":{"subjects":["t.*"]},"max_streams":5}"#;
+    let r = js_api(&a, "$JS.API.STREAM.TEMPLATE.CREATE.T", tpl).await;
+    assert!(r["error"].is_null(), "{r}");
 
     // Disabled: 10039 everywhere, nothing stored, the files stay; B is untouched.
     srv.reload(opts_a(&dir, "", "")).expect("reloaded");
@@ -452,8 +455,10 @@ async fn reload_enables_and_disables_jetstream_for_one_account() {
             json!({"total": 0, "offset": 0, "limit": 0, "streams": null})
         )
     );
-    let pubd = a.request("x", "two".into()).await;
-    assert!(pubd.is_err(), "no stream takes x: {pubd:?}");
+    for subject in ["x", "t.a"] {
+        let pubd = a.request(subject, "two".into()).await;
+        assert!(pubd.is_err(), "nothing takes {subject}: {pubd:?}");
+    }
     assert!(dir.join("jetstream/A/streams/X/meta.json").is_file());
     assert_eq!(names(&b).await, json!(["Y"]));
 
@@ -468,6 +473,10 @@ async fn reload_enables_and_disables_jetstream_for_one_account() {
         "{info}"
     );
     assert_eq!(js_api(&a, "x", "three").await["seq"], 2);
+    assert_eq!(
+        js_api(&a, "t.a", "t").await,
+        json!({"stream": "t_a", "seq": 1})
+    );
     let c = js_api(&a, "$JS.API.CONSUMER.INFO.X.D", "").await;
     assert_eq!(c["num_pending"], 2, "{c}");
 
