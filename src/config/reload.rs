@@ -29,8 +29,10 @@ pub struct Plan {
     pub routes_removed: Vec<String>,
     /// The client `tls {}` block changed: the server rebuilds its acceptor (new connections).
     pub tls: bool,
-    /// Accounts' JetStream limits changed (the accounts with JetStream did not).
+    /// Accounts' JetStream limits changed.
     pub js_limits: bool,
+    /// Which accounts have JetStream changed (`jetstream: enabled` added or removed).
+    pub js_accounts: bool,
 }
 
 impl Plan {
@@ -222,9 +224,9 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
         ));
     }
 
-    // JetStream is not reloadable in natsd (nats-server can toggle it, also per account;
-    // natsd refuses). Accounts' limits are (below).
-    if jetstream != &old.jetstream || jetstream_accounts != &old.jetstream_accounts {
+    // JetStream itself is not reloadable in natsd (nats-server can toggle it; natsd
+    // refuses). Which accounts have it, and their limits, are (below).
+    if jetstream != &old.jetstream {
         return Err(refuse(
             "JetStream",
             old.jetstream.is_some(),
@@ -269,9 +271,11 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
         ch.push("authorization users".into());
         ch.push("accounts".into());
     }
-    // An account's JetStream limits apply at once (nats-server logs it as `accounts`).
+    // An account's JetStream limits, and JetStream enabled or disabled for an account,
+    // apply at once (nats-server logs it as `accounts`).
     let js_limits = jetstream_limits != &old.jetstream_limits;
-    if js_limits && !ch.iter().any(|c| c == "accounts") {
+    let js_accounts = jetstream_accounts != &old.jetstream_accounts;
+    if (js_limits || js_accounts) && !ch.iter().any(|c| c == "accounts") {
         ch.push("accounts".into());
     }
     if server_tags != &old.server_tags {
@@ -293,6 +297,7 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
         ch.push(format!("no_auth_user = {}", opt_str(no_auth_user)));
     }
     plan.js_limits = js_limits;
+    plan.js_accounts = js_accounts;
     plan.auth = users_changed
         || accounts != &old.accounts
         || username != &old.username
@@ -468,7 +473,7 @@ mod tests {
     }
 
     #[test]
-    fn account_jetstream_limits_reload_accounts_with_jetstream_do_not() {
+    fn account_jetstream_limits_and_accounts_with_jetstream_reload() {
         let old = Options {
             jetstream_accounts: vec!["A".into()],
             ..Options::default()
@@ -484,7 +489,12 @@ mod tests {
         let p = diff(&old, &new).expect("plan");
         assert!(p.js_limits);
         assert_eq!(p.changed, ["accounts"]);
+        assert!(!p.js_accounts);
         new.jetstream_accounts.push("B".into());
+        let p = diff(&old, &new).expect("plan");
+        assert!(p.js_accounts);
+        assert_eq!(p.changed, ["accounts"]);
+        new.jetstream = Some(Default::default());
         let e = diff(&old, &new).expect_err("refused");
         assert!(e.contains("JetStream"), "{e}");
     }

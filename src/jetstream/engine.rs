@@ -2,10 +2,12 @@
 //! and what each event does to it: API requests, publishes into streams, acknowledgements,
 //! flow control answers, and the timer.
 
+mod admin;
 mod consumers;
 mod restores;
 mod snapshots;
 mod streams;
+mod templates;
 
 use super::consumer::{self, Consumer, Cx};
 use super::persist::{self, ConsumerMeta, ConsumerState, StreamMeta};
@@ -46,6 +48,8 @@ pub struct JsAccount {
     transfers: snapshots::Transfers,
     /// For the account's byte limits on publishes (`limits::room`).
     usage_bound: super::limits::UsageBound,
+    /// Stream templates by name (see `engine/templates.rs`).
+    pub templates: BTreeMap<String, templates::Template>,
 }
 
 pub struct Engine {
@@ -249,6 +253,7 @@ impl Engine {
                 .unwrap_or_default(),
             transfers: Default::default(),
             usage_bound: Default::default(),
+            templates: BTreeMap::new(),
         };
         restores::clean_staging(&self.config.store_dir, &acc.name);
         let root = self.config.store_dir.join(&acc.name).join("streams");
@@ -322,6 +327,7 @@ impl Engine {
             }
             ja.streams.insert(sname, st);
         }
+        ja.load_templates(srv, &self.config, &self.tx);
         self.accounts.insert(acc.name.clone(), ja);
     }
 
@@ -364,6 +370,15 @@ impl Engine {
                 "stream_list_response",
                 "\"total\":0,\"offset\":0,\"limit\":0,\"streams\":null",
             ),
+            ["STREAM", "TEMPLATE", "NAMES"] => (
+                "stream_template_names_response",
+                "\"total\":0,\"offset\":0,\"limit\":0,\"streams\":null",
+            ),
+            ["STREAM", "TEMPLATE", op @ ("CREATE" | "INFO" | "DELETE"), _] => match *op {
+                "CREATE" => ("stream_template_create_response", ""),
+                "INFO" => ("stream_template_info_response", ""),
+                _ => ("stream_template_delete_response", ""),
+            },
             ["STREAM", "MSG", "GET", ..] => ("stream_msg_get_response", ""),
             ["STREAM", "MSG", "DELETE", ..] => ("stream_msg_delete_response", ""),
             ["CONSUMER", "CREATE", ..] | ["CONSUMER", "DURABLE", "CREATE", ..] => {
@@ -445,6 +460,9 @@ impl Engine {
 
     /// Handle one event; acks of stored publishes wait for [`Engine::finish_batch`].
     pub fn handle_queued(&mut self, srv: &Arc<ServerShared>, mut ev: Event) {
+        if self.admin_request(srv, &ev) {
+            return;
+        }
         if ev.kind == EventKind::NotEnabled {
             Self::not_enabled(srv, &ev);
             return;
@@ -497,7 +515,7 @@ impl Engine {
             }
             EventKind::Ack => ja.ack(srv, &ev),
             EventKind::FlowControl => ja.flow_control(srv, &ev),
-            EventKind::NotEnabled => {}
+            EventKind::NotEnabled | EventKind::Template(_) => {}
         }
     }
 
@@ -585,22 +603,7 @@ impl Engine {
             srv.unsubscribe_internal(&acc, &s);
         }
         for ja in self.accounts.values_mut() {
-            ja.end_transfers(srv);
-            for st in ja.streams.values_mut() {
-                for c in st.consumers.values_mut() {
-                    c.dirty = true;
-                }
-                save_states(st, true);
-                for s in st.subs.drain(..) {
-                    srv.unsubscribe_internal(&ja.acc, &s);
-                }
-                if let Err(e) = st.store.sync() {
-                    tracing::error!("JetStream: stream {:?} not synced: {e}", st.cfg.name);
-                }
-            }
-            for s in ja.subs.drain(..) {
-                srv.unsubscribe_internal(&ja.acc, &s);
-            }
+            ja.close(srv);
         }
     }
 
@@ -694,6 +697,9 @@ fn retire(st: &mut Stream, seqs: &[u64]) {
 
 /// Subscribe a stream's subjects.
 fn subscribe_stream(srv: &ServerShared, acc: &Account, tx: &Queue, st: &mut Stream) {
+    if !st.cfg.template_owner.is_empty() {
+        return; // its template's subscription brings its messages (engine/templates.rs)
+    }
     let name: Arc<str> = Arc::from(st.cfg.name.as_str());
     let accn: Arc<str> = Arc::from(acc.name.as_str());
     let h = handler(tx.clone(), accn, EventKind::Publish(name), None);

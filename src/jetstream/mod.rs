@@ -123,6 +123,8 @@ pub enum EventKind {
     FlowControl,
     /// A `$JS.API` request in an account without JetStream.
     NotEnabled,
+    /// A message on the subjects of stream template `.0`.
+    Template(Arc<str>),
 }
 
 /// The bounded way into the JetStream task, and the way around it: a publish or an ack
@@ -260,6 +262,8 @@ impl JetStream {
                     e.enable_account(srv, acc);
                 } else if acc.name != srv.system_account_name() {
                     e.refuse_account(srv, acc);
+                } else {
+                    e.serve_system(srv, acc);
                 }
             }
         }
@@ -279,19 +283,21 @@ impl JetStream {
 /// The accounts with JetStream: those configured with `jetstream: enabled`, or (none
 /// configured) every account but the system account, as nats-server.
 fn js_accounts(srv: &ServerShared) -> Vec<Arc<Account>> {
-    let o = &srv.opts;
-    let sys = srv.system_account_name().to_string();
+    let sys = srv.system_account_name();
     srv.accounts
         .all()
         .into_iter()
-        .filter(|a| {
-            if o.jetstream_accounts.is_empty() {
-                a.name != sys
-            } else {
-                o.jetstream_accounts.iter().any(|n| *n == a.name)
-            }
-        })
+        .filter(|a| has_jetstream(&srv.opts, sys, &a.name))
         .collect()
+}
+
+/// Whether account `name` has JetStream under options `o` (`sys`: the system account).
+pub(crate) fn has_jetstream(o: &crate::config::Options, sys: &str, name: &str) -> bool {
+    if o.jetstream_accounts.is_empty() {
+        name != sys
+    } else {
+        o.jetstream_accounts.iter().any(|n| n == name)
+    }
 }
 
 /// A handler that copies each message into the channel as `kind`.

@@ -131,6 +131,8 @@ fn wildcard_index(t: &str) -> Option<usize> {
 
 /// nats-server's `setStreamConfigDefaults`.
 pub fn apply_defaults(c: &mut StreamConfig) {
+    // Only a template makes a stream its own (engine/templates.rs), never a request.
+    c.template_owner.clear();
     if c.max_consumers == 0 {
         c.max_consumers = -1;
     }

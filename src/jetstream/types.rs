@@ -80,6 +80,13 @@ pub struct StreamConfig {
     pub storage: Storage,
     #[serde(default, deserialize_with = "nd")]
     pub num_replicas: i64,
+    /// The stream template that created the stream (nats-server's `template_owner`).
+    #[serde(
+        default,
+        deserialize_with = "nd",
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub template_owner: String,
     #[serde(default, deserialize_with = "nd", skip_serializing_if = "is_false")]
     pub no_ack: bool,
     #[serde(default, deserialize_with = "nd", skip_serializing_if = "is_zero")]

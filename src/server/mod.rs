@@ -124,7 +124,10 @@ impl ServerShared {
                 .map_err(|e| format!("error opening log file {}: {e}", f.display()))?;
         }
         // … and accounts' new JetStream limits must fit the server's.
-        let js = self.jetstream.get().filter(|_| plan.js_limits);
+        let js = self
+            .jetstream
+            .get()
+            .filter(|_| plan.js_limits || plan.js_accounts);
         if let Some(js) = js {
             let limits = new.jetstream_limits.values();
             crate::jetstream::limits::check_sufficient(&js.config, limits).map_err(|e| {
@@ -146,7 +149,11 @@ impl ServerShared {
             self.auth.replace(&new);
         }
         if let Some(js) = js {
-            js.engine().set_limits(&new.jetstream_limits);
+            let mut e = js.engine();
+            if plan.js_accounts {
+                e.reload_accounts(self, &new);
+            }
+            e.set_limits(&new.jetstream_limits);
         }
         if let Some(t) = tls {
             *self.client_tls.write().unwrap_or_else(|e| e.into_inner()) = t;

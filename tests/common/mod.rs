@@ -41,6 +41,26 @@ pub async fn js_api(nc: &async_nats::Client, subject: &str, body: &str) -> serde
     serde_json::from_slice(&m.payload).unwrap_or_else(|e| panic!("{subject}: not JSON: {e}"))
 }
 
+/// Options from config-file text, listening on a free port of 127.0.0.1.
+#[allow(dead_code)]
+pub fn conf_opts(conf: &str) -> Options {
+    let mut o = natsd::config::file::load_str(conf)
+        .unwrap_or_else(|e| panic!("config loads: {e}\n{conf}"))
+        .options;
+    o.host = "127.0.0.1".into();
+    o.port = 0;
+    o
+}
+
+/// A client of `srv` logged in as user `u` with password `u`.
+#[allow(dead_code)]
+pub async fn user(srv: &Server, u: &str) -> async_nats::Client {
+    async_nats::ConnectOptions::with_user_and_password(u.into(), u.into())
+        .connect(srv.client_url())
+        .await
+        .unwrap_or_else(|e| panic!("connect as {u}: {e}"))
+}
+
 /// A fresh, empty JetStream store directory named after `name`, unique in this test process.
 #[allow(dead_code)]
 pub fn js_dir(name: &str) -> std::path::PathBuf {

@@ -70,7 +70,7 @@ impl Restore {
         }
     }
 
-    pub(super) fn abort(mut self, srv: &Arc<ServerShared>, acc: &Account) {
+    pub(super) fn abort(mut self, srv: &ServerShared, acc: &Account) {
         self.discard();
         if let Some(s) = self.sub.take() {
             srv.unsubscribe_internal(acc, &s);

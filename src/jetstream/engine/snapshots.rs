@@ -307,8 +307,9 @@ impl JsAccount {
         self.expire_restores(srv);
     }
 
-    /// Shutdown: withdraw every transfer's subscription, drop unfinished restores.
-    pub(super) fn end_transfers(&mut self, srv: &Arc<ServerShared>) {
+    /// Shutdown (or JetStream disabled for the account): withdraw every transfer's
+    /// subscription, drop unfinished restores.
+    pub(super) fn end_transfers(&mut self, srv: &ServerShared) {
         for o in self.transfers.out.drain(..) {
             if let Some(s) = &o.ack_sub {
                 srv.unsubscribe_internal(&self.acc, s);
