@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use tokio::sync::Notify;
 
 const INITIAL_CAPACITY: usize = 32 * 1024;
-/// A buffer that grew past this during a burst is dropped rather than kept as the spare.
+/// A spare up to this size is always kept; a larger one only while writes fill it.
 const MAX_KEPT_CAPACITY: usize = 4 * 1024 * 1024;
 
 /// Outcome of an append.
@@ -112,9 +112,15 @@ impl Outbound {
 
     /// Swap the pending bytes out for `spare` (the writer's emptied buffer). Returns the
     /// bytes to write (maybe empty) and whether the buffer is closed.
+    ///
+    /// A spare past [`MAX_KEPT_CAPACITY`] is kept while writes fill a good part of it, so a
+    /// connection busy enough to need it does not grow a buffer from scratch every time
+    /// (growing copies it: the allocator has no in-place remap for large blocks); the first
+    /// write under a quarter of it gives the burst's memory back.
     pub fn take(&self, spare: &mut BytesMut) -> bool {
+        let written = spare.len();
         spare.clear();
-        if spare.capacity() > MAX_KEPT_CAPACITY {
+        if spare.capacity() > MAX_KEPT_CAPACITY && written < spare.capacity() / 4 {
             *spare = BytesMut::with_capacity(INITIAL_CAPACITY);
         }
         let mut st = self.lock();
@@ -182,5 +188,33 @@ mod tests {
         assert_eq!(o.push(1, |b| b.extend_from_slice(b"y")), Push::Closed);
         assert!(o.take(&mut spare));
         assert_eq!(&spare[..], b"x");
+    }
+
+    #[test]
+    fn a_large_spare_is_kept_while_busy_and_given_back_after() {
+        let o = Outbound::new(64 * 1024 * 1024);
+        let big = MAX_KEPT_CAPACITY * 2;
+        // A write that filled most of a large buffer: the buffer comes back as the next one.
+        let mut spare = BytesMut::with_capacity(big);
+        spare.extend_from_slice(&vec![0u8; big * 3 / 4]);
+        o.take(&mut spare);
+        assert!(matches!(
+            o.push(1, |b| b.extend_from_slice(b"x")),
+            Push::Ok { .. }
+        ));
+        let mut next = BytesMut::new();
+        o.take(&mut next);
+        assert!(next.capacity() >= big, "kept: {}", next.capacity());
+        // A small write from it: the memory is given back.
+        let mut small = BytesMut::with_capacity(big);
+        small.extend_from_slice(b"tiny");
+        o.take(&mut small);
+        assert!(matches!(
+            o.push(1, |b| b.extend_from_slice(b"y")),
+            Push::Ok { .. }
+        ));
+        let mut last = BytesMut::new();
+        o.take(&mut last);
+        assert!(last.capacity() < MAX_KEPT_CAPACITY, "{}", last.capacity());
     }
 }
