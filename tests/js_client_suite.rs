@@ -47,6 +47,16 @@ async fn publish(js: &jetstream::Context, subject: &str) -> u64 {
         .sequence
 }
 
+/// Stream `events` (subject `events`), file storage.
+async fn events_stream(js: &jetstream::Context) -> stream::Stream {
+    js.create_stream(stream::Config {
+        name: "events".into(),
+        ..Default::default()
+    })
+    .await
+    .expect("create")
+}
+
 /// jetstream::discard_new_per_subject: a subject at `max_msgs_per_subject` refuses more with
 /// 503 10077, other subjects still take messages; the flag needs discard new and a per-subject
 /// limit (500 10052), and is echoed in the config.
@@ -116,13 +126,7 @@ async fn discard_new_per_subject_refuses_a_full_subject() {
 async fn pull_consumer_with_ack_none_outside_work_queues() {
     let dir = tmp_dir("acknone");
     let (srv, nc, js) = start(&dir).await;
-    let s = js
-        .create_stream(stream::Config {
-            name: "events".into(),
-            ..Default::default()
-        })
-        .await
-        .expect("create");
+    let s = events_stream(&js).await;
     for _ in 0..3 {
         publish(&js, "events").await;
     }
@@ -177,13 +181,7 @@ async fn pull_consumer_with_ack_none_outside_work_queues() {
 async fn consumer_info_last_active_times() {
     let dir = tmp_dir("lastactive");
     let (srv, nc, js) = start(&dir).await;
-    let s = js
-        .create_stream(stream::Config {
-            name: "events".into(),
-            ..Default::default()
-        })
-        .await
-        .expect("create");
+    let s = events_stream(&js).await;
     publish(&js, "events").await;
     let mut c: consumer::PullConsumer = s
         .create_consumer(consumer::pull::Config {
@@ -221,13 +219,7 @@ async fn consumer_info_last_active_times() {
 async fn pull_heartbeat_without_expiry_is_refused() {
     let dir = tmp_dir("hbnoexp");
     let (srv, nc, js) = start(&dir).await;
-    let s = js
-        .create_stream(stream::Config {
-            name: "events".into(),
-            ..Default::default()
-        })
-        .await
-        .expect("create");
+    let s = events_stream(&js).await;
     publish(&js, "events").await;
     s.create_consumer(consumer::pull::Config {
         durable_name: Some("pull".into()),
@@ -274,6 +266,54 @@ async fn pull_heartbeat_without_expiry_is_refused() {
         .await
         .expect("message in time")
         .expect("a message");
+    assert_eq!(m.subject.as_str(), "events");
+    stop(srv, nc, &dir).await;
+}
+
+/// nats-py PullSubscribeTest::test_fetch_heartbeats: a pull request past its expiry is never
+/// served, even before the timer gets to it — the message published just after goes to no
+/// one: the request gets its `408 Request Timeout` and the message waits for the next request
+/// (a client that timed out would otherwise find it in its queue later).
+#[tokio::test]
+async fn an_expired_pull_request_is_not_served() {
+    let dir = tmp_dir("expired");
+    let (srv, nc, js) = start(&dir).await;
+    let s = events_stream(&js).await;
+    s.create_consumer(consumer::pull::Config {
+        durable_name: Some("pull".into()),
+        ..Default::default()
+    })
+    .await
+    .expect("consumer");
+    let inbox = nc.new_inbox();
+    let mut sub = nc.subscribe(inbox.clone()).await.expect("subscribe");
+    nc.publish_with_reply(
+        "$JS.API.CONSUMER.MSG.NEXT.events.pull",
+        inbox.clone(),
+        r#"{"batch":1,"expires":2000000}"#.into(),
+    )
+    .await
+    .expect("pull request");
+    nc.flush().await.expect("flush");
+    // Past the request's 2 ms, well within the engine's 25 ms timer period.
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    publish(&js, "events").await;
+    let m = next_msg(&mut sub).await;
+    assert_eq!(
+        m.status.map(|s| s.as_u16()),
+        Some(408),
+        "got {:?} {:?}",
+        m.subject,
+        m.payload
+    );
+    nc.publish_with_reply(
+        "$JS.API.CONSUMER.MSG.NEXT.events.pull",
+        inbox,
+        r#"{"batch":1,"expires":1000000000}"#.into(),
+    )
+    .await
+    .expect("pull request");
+    let m = next_msg(&mut sub).await;
     assert_eq!(m.subject.as_str(), "events");
     stop(srv, nc, &dir).await;
 }

@@ -49,6 +49,18 @@ pub struct PullReq {
     pub delivered: i64,
 }
 
+impl PullReq {
+    /// The `408 Request Timeout` status of an expired request, with what it still wanted.
+    fn timeout_header(&self) -> Vec<u8> {
+        let pm = self.batch.to_string();
+        let pb = self.max_bytes.to_string();
+        status_header(
+            "408 Request Timeout",
+            &[("Nats-Pending-Messages", &pm), ("Nats-Pending-Bytes", &pb)],
+        )
+    }
+}
+
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Source {
     Redeliver,
@@ -450,6 +462,15 @@ impl Consumer {
                 let Some(req) = self.waiting.front_mut() else {
                     break;
                 };
+                // An expired request is answered 408 here too, not served until the timer
+                // gets to it: a client that timed out must not get messages for it.
+                if req.expires.is_some_and(|e| e <= now) {
+                    let h = req.timeout_header();
+                    let reply = req.reply.clone();
+                    cx.send(&reply, None, Some(&h), b"");
+                    self.waiting.pop_front();
+                    continue;
+                }
                 // As nats-server: a request whose inbox nobody listens to (any more) is
                 // dropped rather than served into the void. Checked once per request.
                 if req.delivered == 0 && !cx.has_interest(&req.reply) {
@@ -721,13 +742,7 @@ impl Consumer {
             let mut keep = VecDeque::new();
             while let Some(mut r) = self.waiting.pop_front() {
                 if r.expires.is_some_and(|e| e <= now) {
-                    let pm = r.batch.to_string();
-                    let pb = r.max_bytes.to_string();
-                    let h = status_header(
-                        "408 Request Timeout",
-                        &[("Nats-Pending-Messages", &pm), ("Nats-Pending-Bytes", &pb)],
-                    );
-                    cx.send(&r.reply, None, Some(&h), b"");
+                    cx.send(&r.reply, None, Some(&r.timeout_header()), b"");
                     continue;
                 }
                 if let Some(hb) = r.hb {
