@@ -1,0 +1,170 @@
+//! The message path of a JetStream account: a publish into a stream (limits, the PubAck,
+//! republish, interest retention, the consumers' deliveries), an acknowledgement, a flow
+//! control answer.
+
+use super::*;
+
+impl JsAccount {
+    /// Store a publish; a stored one returns its ack, to be sent after the stream's flush.
+    pub(super) fn publish(
+        &mut self,
+        g: &Globals<'_>,
+        srv: &Arc<ServerShared>,
+        stream_name: &Arc<str>,
+        ev: &mut Event,
+    ) -> Option<PendingAck> {
+        let acc = self.acc.clone();
+        let cx = Cx::new(srv, &acc);
+        let size = (ev.subject.len() + ev.payload.len() + ev.header.as_ref().map_or(0, |h| h.len()))
+            as u64;
+        let room = crate::jetstream::limits::room(
+            &self.limits,
+            &self.streams,
+            stream_name,
+            size,
+            &mut self.usage_bound,
+        );
+        let st = self.streams.get_mut(&**stream_name)?;
+        let now = now_nanos();
+        // As nats-server: refused once the usage is over the limit (the message that
+        // crosses it is still taken).
+        let over = g.usage.is_some_and(|(mem, file)| match st.cfg.storage {
+            Storage::Memory => mem as i64 > g.config.max_memory,
+            Storage::File => file as i64 > g.config.max_storage,
+        });
+        let res = if over {
+            Err(ApiError::new(503, 10023, "insufficient resources"))
+        } else if let Some(room) = room {
+            // Over the account's limit once stored: taken back (nats-server 2.9.10).
+            let prev_id = st.last_msg_id.clone();
+            let hdr = ev.header.clone();
+            match st.accept(&ev.subject, hdr.clone(), ev.payload.clone(), now) {
+                Ok(Stored::New(seq)) => crate::jetstream::limits::take_back_if_over(
+                    &acc.name,
+                    st,
+                    room,
+                    seq,
+                    hdr.as_deref(),
+                    prev_id,
+                )
+                .map(|()| Stored::New(seq)),
+                other => other,
+            }
+        } else {
+            st.accept(
+                &ev.subject,
+                ev.header.take(),
+                std::mem::take(&mut ev.payload),
+                now,
+            )
+        };
+        if st.ack_prefix.is_empty() {
+            // `{"stream":<name>[, "domain":<domain>], "seq":` — the stream's name never changes.
+            let json = |s: &str| serde_json::to_string(s).unwrap_or_default();
+            let domain = g.config.domain.as_deref().map(json);
+            st.ack_prefix = format!(
+                "{{\"stream\":{}{}, \"seq\":",
+                json(&st.cfg.name),
+                domain
+                    .map(|d| format!(", \"domain\":{d}"))
+                    .unwrap_or_default()
+            );
+        }
+        let ack = match &res {
+            Ok(Stored::New(seq)) => format!("{}{seq}}}", st.ack_prefix),
+            Ok(Stored::Duplicate(seq)) => format!("{}{seq},\"duplicate\": true}}", st.ack_prefix),
+            Err(e) => {
+                let mut o = Obj::new();
+                o.field("error", e)
+                    .raw(
+                        "stream",
+                        &serde_json::to_string(&st.cfg.name).unwrap_or_default(),
+                    )
+                    .field("seq", &0);
+                o.done()
+            }
+        };
+        let reply = ev.reply.as_deref().filter(|_| !st.cfg.no_ack);
+        let Ok(Stored::New(seq)) = res else {
+            if let Some(reply) = reply {
+                cx.send(reply, None, None, ack.as_bytes());
+            }
+            return None;
+        };
+        for r in st.take_republished() {
+            cx.send(&r.subject, None, Some(&r.header), &r.payload);
+        }
+        let reply = reply.is_some().then(|| ev.reply.take()).flatten();
+        let pending = PendingAck {
+            account: ev.acc.clone(),
+            stream: stream_name.clone(),
+            reply,
+            ack,
+        };
+        // Interest retention keeps nothing nobody wants.
+        if st.cfg.retention == Retention::Interest
+            && !st.consumers.values().any(|c| c.wants(&ev.subject))
+        {
+            let _ = st.store.remove(seq, false);
+            return Some(pending);
+        }
+        let mut acked = Vec::new();
+        for c in st.consumers.values_mut() {
+            c.pump(&cx, st.store.as_ref(), &mut acked);
+        }
+        retire(st, &acked);
+        Some(pending)
+    }
+
+    pub(super) fn ack(&mut self, srv: &Arc<ServerShared>, ev: &Event) {
+        let t: Vec<&str> = ev.subject.split('.').collect();
+        // $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>
+        if t.len() != 9 {
+            return;
+        }
+        let (s, c) = (t[2], t[3]);
+        let Ok(seq) = t[5].parse::<u64>() else {
+            return;
+        };
+        let acc = self.acc.clone();
+        let cx = Cx::new(srv, &acc);
+        let Some(st) = self.streams.get_mut(s) else {
+            return;
+        };
+        let Some(con) = st.consumers.get_mut(c) else {
+            return;
+        };
+        let now = Instant::now();
+        let mut done = con.ack(seq, &ev.payload, now);
+        let text = std::str::from_utf8(&ev.payload).unwrap_or("").trim();
+        if let Some(rest) = text.strip_prefix("+NXT") {
+            if let Some(r) = ev.reply.as_deref() {
+                con.add_pull(&cx, r, rest.trim().as_bytes(), now);
+            }
+        } else if let Some(r) = ev.reply.as_deref() {
+            // A synchronous ack (`AckSync`, double ack) gets an empty answer.
+            cx.send(r, None, None, b"");
+        }
+        con.pump(&cx, st.store.as_ref(), &mut done);
+        retire(st, &done);
+    }
+
+    pub(super) fn flow_control(&mut self, srv: &Arc<ServerShared>, ev: &Event) {
+        let t: Vec<&str> = ev.subject.split('.').collect();
+        if t.len() < 5 {
+            return;
+        }
+        let acc = self.acc.clone();
+        let cx = Cx::new(srv, &acc);
+        let Some(st) = self.streams.get_mut(t[2]) else {
+            return;
+        };
+        let Some(con) = st.consumers.get_mut(t[3]) else {
+            return;
+        };
+        con.flow_control_reply(&ev.subject);
+        let mut acked = Vec::new();
+        con.pump(&cx, st.store.as_ref(), &mut acked);
+        retire(st, &acked);
+    }
+}
