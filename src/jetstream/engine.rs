@@ -478,13 +478,7 @@ impl Engine {
                 self.config.limits_set.then(|| self.usage())
             }
         };
-        let publish_size = match ev.kind {
-            EventKind::Publish(_) => {
-                (ev.subject.len() + ev.payload.len()) as u64
-                    + ev.header.as_ref().map_or(0, |h| h.len() as u64)
-            }
-            _ => 0,
-        };
+        let publish_size = ev.msg_bytes();
         let reserved = match ev.kind {
             EventKind::Api => self.reserved(),
             _ => (0, 0),
@@ -510,7 +504,7 @@ impl Engine {
                 }
                 // Whatever it stored, in either storage: still an upper bound after it.
                 if let Some((mem, file)) = usage {
-                    let pad = publish_size + 64;
+                    let pad = publish_size + super::limits::MSG_OVERHEAD;
                     self.usage_bound = Some((mem + pad, file + pad));
                 }
             }

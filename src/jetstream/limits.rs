@@ -201,9 +201,7 @@ pub fn room(
         (false, true) => per_stream,
         (true, true) => max.min(per_stream),
     };
-    // What a store counts for a message is its subject, header and payload plus less than
-    // this (docs/nats-server-behaviour.md §14 "Monitoring").
-    let size = size + 64;
+    let size = size + MSG_OVERHEAD;
     let slot = &mut bound.0[storage as usize];
     if let Some(b) = *slot {
         if i64::try_from(b + size).is_ok_and(|after| after <= limit) {
@@ -222,6 +220,10 @@ pub fn room(
     *slot = Some(total + size);
     Some(limit.saturating_sub(i64::try_from(total - own).unwrap_or(i64::MAX)))
 }
+
+/// What a store counts for a message beyond its subject, header and payload is less than this
+/// (docs/nats-server-behaviour.md §14 "Monitoring"); the usage bounds add it per publish.
+pub const MSG_OVERHEAD: u64 = 64;
 
 /// An upper bound of the bytes an account's streams hold, per storage type: the last exact
 /// count plus every publish since. Removals only lower the real figure; whatever adds bytes

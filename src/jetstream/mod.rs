@@ -104,6 +104,13 @@ pub struct Event {
 }
 
 impl Event {
+    /// Subject, header and payload bytes: what a store counts for the message, less its
+    /// per-message overhead (see `limits::MSG_OVERHEAD`).
+    pub fn msg_bytes(&self) -> u64 {
+        (self.subject.len() + self.header.as_ref().map_or(0, Bytes::len) + self.payload.len())
+            as u64
+    }
+
     /// What it holds in memory, roughly.
     pub fn size(&self) -> usize {
         64 + self.subject.len()

@@ -365,11 +365,7 @@ impl Stream {
     ) -> Result<Stored, ApiError> {
         let hdr = header_buf.as_deref();
         if self.cfg.sealed {
-            return Err(ApiError::new(
-                400,
-                10109,
-                "invalid operation on sealed stream",
-            ));
+            return Err(ApiError::sealed());
         }
         let size = hdr.map_or(0, <[u8]>::len) + data_buf.len();
         if self.cfg.max_msg_size > 0 && size > self.cfg.max_msg_size as usize {

@@ -294,6 +294,9 @@ impl ApiError {
     pub fn no_message() -> ApiError {
         ApiError::new(404, 10037, "no message found")
     }
+    pub fn sealed() -> ApiError {
+        ApiError::new(400, 10109, "invalid operation on sealed stream")
+    }
     pub fn bad_request() -> ApiError {
         ApiError::new(400, 10003, "bad request")
     }

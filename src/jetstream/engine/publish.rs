@@ -15,8 +15,7 @@ impl JsAccount {
     ) -> Option<PendingAck> {
         let acc = self.acc.clone();
         let cx = Cx::new(srv, &acc);
-        let size = (ev.subject.len() + ev.payload.len() + ev.header.as_ref().map_or(0, |h| h.len()))
-            as u64;
+        let size = ev.msg_bytes();
         let room = crate::jetstream::limits::room(
             &self.limits,
             &self.streams,

@@ -246,10 +246,7 @@ impl JsAccount {
             return Err((ApiError::new(500, 10110, "stream purge not permitted"), T));
         }
         if st.cfg.sealed {
-            return Err((
-                ApiError::new(400, 10109, "invalid operation on sealed stream"),
-                T,
-            ));
+            return Err((ApiError::sealed(), T));
         }
         if req.seq.is_some() && req.keep.is_some() {
             return Err((ApiError::bad_request(), T));
@@ -379,10 +376,7 @@ impl JsAccount {
             return Err((ApiError::new(500, 10057, "message delete not permitted"), T));
         }
         if st.cfg.sealed {
-            return Err((
-                ApiError::new(400, 10109, "invalid operation on sealed stream"),
-                T,
-            ));
+            return Err((ApiError::sealed(), T));
         }
         if req.seq == 0 || req.seq > st.store.state().last_seq {
             return Err((ApiError::new(500, 10057, "stream store EOF"), T));
