@@ -651,18 +651,17 @@ async fn same_client_behaviour_against_nats_server() {
     let tmp = TmpDir(tmp_dir("client-tls", "interop-confs"));
     let dir = tmp.0.clone();
     for verify in [false, true] {
-        let http = free_port();
         let conf = write_conf(
             &dir,
             &format!("ns-{verify}.conf"),
             &format!(
-                "listen: 127.0.0.1:-1\nhttp: 127.0.0.1:{http}\ntls {{\n  cert_file: \"{}\"\n  key_file: \"{}\"\n  ca_file: \"{}\"\n  verify: {verify}\n}}\n",
+                "listen: 127.0.0.1:-1\nhttp: 127.0.0.1:-1\ntls {{\n  cert_file: \"{}\"\n  key_file: \"{}\"\n  ca_file: \"{}\"\n  verify: {verify}\n}}\n",
                 pki.p("cert.pem"),
                 pki.p("key.pem"),
                 pki.p("ca.pem")
             ),
         );
-        let ns = natsserver::with_config(&conf, http);
+        let ns = natsserver::with_config(&conf, natsserver::Wait::READY);
         let ns_addr = http_json(ns.http, "/varz").await["port"]
             .as_u64()
             .expect("port");

@@ -1060,12 +1060,9 @@ async fn outbound_num_subs(s: &Server, cluster: &str) -> Option<u64> {
         .as_u64()
 }
 
-/// Two distinct free ports (both held until both are chosen).
+/// Two distinct free ports (see `common::free_port`).
 fn two_free_ports() -> (u16, u16) {
-    let l1 = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let l2 = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let port = |l: &std::net::TcpListener| l.local_addr().expect("addr").port();
-    (port(&l1), port(&l2))
+    (common::free_port(), common::free_port())
 }
 
 #[tokio::test]

@@ -7,8 +7,8 @@
 mod common;
 
 use common::gw::{gw_port, inbound_count, node, outbound_names, remote_interest, remotes};
-use common::natsserver::{self, NatsServer};
-use common::{free_port, http_json, start, wait_for, Raw};
+use common::natsserver::{self, NatsServer, ALL_LISTENERS};
+use common::{http_json, start, wait_for, Raw};
 use natsd::Server;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -27,23 +27,23 @@ fn go_node(dir: &std::path::Path, name: &str, seed: Option<u16>) -> (Go, u16) {
 
 /// nats-server `name` of cluster `cluster` (same name for its gateway), as `go_node`.
 fn go_node_in(dir: &std::path::Path, name: &str, cluster: &str, seed: Option<u16>) -> (Go, u16) {
-    let (client, http, route, gw) = (free_port(), free_port(), free_port(), free_port());
     let routes = seed
         .map(|p| format!("routes: [\"nats-route://127.0.0.1:{p}\"]"))
         .unwrap_or_default();
     let conf = format!(
-        "listen: 127.0.0.1:{client}\nhttp: 127.0.0.1:{http}\nserver_name: {name}\n\
-         cluster {{ name: {cluster}, listen: 127.0.0.1:{route}\n {routes} }}\n\
-         gateway {{ name: {cluster}, listen: 127.0.0.1:{gw} }}\n"
+        "listen: 127.0.0.1:-1\nhttp: 127.0.0.1:-1\nserver_name: {name}\n\
+         cluster {{ name: {cluster}, listen: 127.0.0.1:-1\n {routes} }}\n\
+         gateway {{ name: {cluster}, listen: 127.0.0.1:-1 }}\n"
     );
     let path = dir.join(format!("{name}.conf"));
     std::fs::write(&path, conf).expect("write conf");
-    let child = natsserver::with_config(&path, http);
+    let child = natsserver::with_config(&path, ALL_LISTENERS);
+    let (client, gw_port, route) = (child.client, child.gateway_port, child.route_port);
     (
         Go {
             child,
-            client: SocketAddr::from(([127, 0, 0, 1], client)),
-            gw_port: gw,
+            client,
+            gw_port,
         },
         route,
     )

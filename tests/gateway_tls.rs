@@ -9,7 +9,7 @@ mod common;
 use common::gw::{gw_port, inbound_count, node, outbound_names, remote_interest, remotes};
 use common::natsserver::{self, NatsServer};
 use common::pki::Pki;
-use common::{free_port, http_json, start, wait_for, Raw};
+use common::{http_json, start, wait_for, Raw};
 use natsd::tls::TlsOpts;
 use natsd::{Options, Server};
 use std::net::SocketAddr;
@@ -132,21 +132,20 @@ struct Go {
 
 /// nats-server `name` of cluster `cluster` with gateway TLS, dialling nothing.
 fn go_tls_node(pki: &Pki, name: &str, cluster: &str) -> Go {
-    let (client, http, route, gw) = (free_port(), free_port(), free_port(), free_port());
     let conf = format!(
-        "listen: 127.0.0.1:{client}\nhttp: 127.0.0.1:{http}\nserver_name: {name}\n\
-         cluster {{ name: {cluster}, listen: 127.0.0.1:{route} }}\n\
-         gateway {{ name: {cluster}, listen: 127.0.0.1:{gw}\n {} }}\n",
+        "listen: 127.0.0.1:-1\nhttp: 127.0.0.1:-1\nserver_name: {name}\n\
+         cluster {{ name: {cluster}, listen: 127.0.0.1:-1 }}\n\
+         gateway {{ name: {cluster}, listen: 127.0.0.1:-1\n {} }}\n",
         pki.go_block()
     );
     let path = pki.dir.join(format!("{name}.conf"));
     std::fs::write(&path, conf).expect("write conf");
-    let child = natsserver::with_config(&path, http);
+    let child = natsserver::with_config(&path, natsserver::ALL_LISTENERS);
     Go {
+        client: child.client,
+        http: child.http,
+        gw_port: child.gateway_port,
         _child: child,
-        client: SocketAddr::from(([127, 0, 0, 1], client)),
-        http: SocketAddr::from(([127, 0, 0, 1], http)),
-        gw_port: gw,
     }
 }
 

@@ -544,12 +544,12 @@ async fn cluster_service_import_and_stream_import_across_nodes_without_duplicate
 
 // ----- with the real nats-server -----
 
-fn nats_server_conf(dir: &std::path::Path, http: u16, seed: Option<u16>) -> std::path::PathBuf {
+fn nats_server_conf(dir: &std::path::Path, seed: Option<u16>) -> std::path::PathBuf {
     let routes = seed
         .map(|p| format!("routes: [\"nats-route://127.0.0.1:{p}\"]"))
         .unwrap_or_default();
     let text = format!(
-        "listen: 127.0.0.1:-1\nhttp: 127.0.0.1:{http}\nserver_name: go1\n\
+        "listen: 127.0.0.1:-1\nhttp: 127.0.0.1:-1\nserver_name: go1\n\
          cluster {{ name: C1, listen: 127.0.0.1:-1, {routes} }}\n{ACCOUNTS}"
     );
     common::binary::write_conf(dir, "go.conf", &text)
@@ -560,14 +560,13 @@ async fn mixed_cluster_with_nats_server_cross_account_requests_both_ways() {
     common::natsserver::assert_installed();
     let n0 = common::start(node("n0", None)).await;
     let dir = common::binary::tmp_dir("imports", "mixed");
-    let http = common::free_port();
-    let conf = nats_server_conf(&dir, http, Some(route_port(&n0)));
+    let conf = nats_server_conf(&dir, Some(route_port(&n0)));
     let go = common::natsserver::launch(
         &["-c".to_string(), conf.to_string_lossy().into_owned()],
-        http,
         common::natsserver::Wait {
             client: true,
             route: true,
+            gateway: false,
             ready: true,
         },
     );

@@ -5,8 +5,8 @@
 mod common;
 
 use common::cluster::{self, route_port};
+use common::http_addr as http;
 use common::natsserver;
-use common::{free_port, http_addr as http};
 use common::{http_get, http_json, start, wait_for, Raw, DEADLINE};
 use natsd::config::{file, ClusterOpts};
 use natsd::{Options, Server};
@@ -401,10 +401,9 @@ async fn metrics_without_cluster() {
     s.shutdown().await;
 }
 
-fn conf(http_port: u16, base: &str) -> String {
-    format!(
-        "host: 127.0.0.1\nport: -1\nhttp: \"127.0.0.1:{http_port}\"\nhttp_base_path: \"{base}\"\n"
-    )
+/// Every listener on a random port (`-1`; natsd reads it as nats-server does).
+fn conf(base: &str) -> String {
+    format!("host: 127.0.0.1\nport: -1\nhttp: \"127.0.0.1:-1\"\nhttp_base_path: \"{base}\"\n")
 }
 
 /// What each path answers with `http_base_path: /nats` (nats-server 2.9.10's observed answers).
@@ -422,7 +421,7 @@ const BASE_PATH_CASES: &[(&str, u16)] = &[
 
 #[tokio::test]
 async fn http_base_path_prefixes_every_endpoint() {
-    let o = file::load_str(&conf(free_port(), "/nats"))
+    let o = file::load_str(&conf("/nats"))
         .expect("config loads")
         .options;
     assert_eq!(o.http_base_path.as_deref(), Some("/nats"));
@@ -452,12 +451,7 @@ async fn http_base_path_prefixes_every_endpoint() {
 
     // A base path written without the leading slash, or with a trailing one, means the same.
     for base in ["nats", "/nats/"] {
-        let s = start(
-            file::load_str(&conf(free_port(), base))
-                .expect("loads")
-                .options,
-        )
-        .await;
+        let s = start(file::load_str(&conf(base)).expect("loads").options).await;
         assert_eq!(http_get(http(&s), "/nats/varz").await.0, 200, "{base}");
         assert_eq!(http_get(http(&s), "/varz").await.0, 404, "{base}");
         s.shutdown().await;
@@ -470,17 +464,11 @@ async fn http_base_path_as_nats_server() {
     natsserver::assert_installed();
     let dir = std::env::temp_dir().join(format!("natsd-metrics-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("tmp dir");
-    let port = free_port();
     let path = dir.join("base.conf");
-    std::fs::write(&path, conf(port, "/nats")).expect("write conf");
-    let child = natsserver::with_config(&path, port);
+    std::fs::write(&path, conf("/nats")).expect("write conf");
+    let child = natsserver::with_config(&path, natsserver::Wait::READY);
     let go = child.http;
-    let ours = start(
-        file::load_str(&conf(free_port(), "/nats"))
-            .expect("loads")
-            .options,
-    )
-    .await;
+    let ours = start(file::load_str(&conf("/nats")).expect("loads").options).await;
     let mut diffs = Vec::new();
     for (p, _) in BASE_PATH_CASES {
         let (theirs, mine) = (http_get(go, p).await.0, http_get(http(&ours), p).await.0);

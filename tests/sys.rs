@@ -7,7 +7,7 @@ mod common;
 use common::binary::{tmp_dir, write_conf};
 use common::cluster::{node_opts, route_port, routes};
 use common::natsserver::{self, same_shape};
-use common::{free_port, http_json, start, wait_for, Raw};
+use common::{http_json, start, wait_for, Raw};
 use natsd::config::User;
 use natsd::conn::ConnKind;
 use natsd::{Options, Server};
@@ -420,19 +420,18 @@ async fn a_ping_reaches_natsd_and_nats_server_nodes_alike() {
     }))
     .await;
     let dir = tmp_dir("sys", "mixed");
-    let go_http = free_port();
     let conf = write_conf(
         &dir,
         "go.conf",
         &format!(
-            "host: 127.0.0.1\nport: -1\nserver_name: go1\nhttp: \"127.0.0.1:{go_http}\"\n\
+            "host: 127.0.0.1\nport: -1\nserver_name: go1\nhttp: \"127.0.0.1:-1\"\n\
              accounts {{ SYS {{ users [{{user: sys, password: sys}}] }}, APP {{ users [{{user: app, password: app}}] }} }}\n\
              system_account: SYS\n\
              cluster {{ name: C1, host: 127.0.0.1, port: -1, routes: [\"nats-route://127.0.0.1:{}\"] }}\n",
             route_port(&rd)
         ),
     );
-    let go = natsserver::with_config(&conf, go_http);
+    let go = natsserver::with_config(&conf, natsserver::Wait::READY);
     let go_client = {
         let v = http_json(go.http, "/varz").await;
         let port = v["port"].as_u64().expect("port") as u16;

@@ -32,14 +32,9 @@ fn tmp_dir(name: &str) -> PathBuf {
     binary::tmp_dir("topology", name)
 }
 
-/// `n` distinct free ports (all held until every one is chosen).
+/// `n` distinct free ports (see `common::free_port`).
 fn free_ports(n: usize) -> Vec<u16> {
-    let held: Vec<TcpListener> = (0..n)
-        .map(|_| TcpListener::bind("127.0.0.1:0").expect("bind"))
-        .collect();
-    held.iter()
-        .map(|l| l.local_addr().expect("addr").port())
-        .collect()
+    (0..n).map(|_| common::free_port()).collect()
 }
 
 /// (client, http, route) ports of one node.

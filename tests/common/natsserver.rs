@@ -1,8 +1,9 @@
-//! The real nats-server 2.9.10 (Debian's, installed by `.ci/run`) as a child process: started
-//! on free ports, its addresses read from its log, killed on drop. Never skipped: a missing
+//! The real nats-server 2.9.10 (Debian's, installed by `.ci/run`) as a child process: every
+//! listener on a random port (`-1`, picked by nats-server itself, so parallel tests never race
+//! for a port), its addresses read from its log, killed on drop. Never skipped: a missing
 //! nats-server is a failure.
 
-use super::{free_port, DEADLINE};
+use super::DEADLINE;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::Path;
@@ -28,7 +29,9 @@ pub struct NatsServer {
     pub client: SocketAddr,
     /// From `Listening for route connections on …` (0 when not waited for).
     pub route_port: u16,
-    /// The monitoring address it was given.
+    /// From `Listening for gateways connections on …` (0 when not waited for).
+    pub gateway_port: u16,
+    /// From `Starting http monitor on …` (port 0 when it has none).
     pub http: SocketAddr,
 }
 
@@ -46,14 +49,35 @@ pub struct Wait {
     pub client: bool,
     /// `Listening for route connections on …`
     pub route: bool,
+    /// `Listening for gateways connections on …`
+    pub gateway: bool,
     /// `Server is ready`
     pub ready: bool,
 }
 
-/// Spawn `nats-server args…` (monitoring on `http_port`) and read its log until every line
-/// `wait` names has been seen. The log keeps being drained for the life of the process so it
-/// never blocks on a full pipe.
-pub fn launch(args: &[String], http_port: u16, wait: Wait) -> NatsServer {
+/// Client, route and gateway listeners known, and ready.
+#[allow(dead_code)]
+pub const ALL_LISTENERS: Wait = Wait {
+    client: true,
+    route: true,
+    gateway: true,
+    ready: true,
+};
+
+impl Wait {
+    /// `Server is ready` only.
+    pub const READY: Wait = Wait {
+        client: false,
+        route: false,
+        gateway: false,
+        ready: true,
+    };
+}
+
+/// Spawn `nats-server args…` and read its log until every line `wait` names has been seen.
+/// The log keeps being drained for the life of the process so it never blocks on a full pipe.
+/// The monitor (when there is one) is announced before `Server is ready`.
+pub fn launch(args: &[String], wait: Wait) -> NatsServer {
     let mut child = Command::new(NATS_SERVER)
         .args(args)
         .stdin(Stdio::null())
@@ -68,27 +92,35 @@ pub fn launch(args: &[String], http_port: u16, wait: Wait) -> NatsServer {
             let _ = tx.send(line);
         }
     });
-    let (mut client, mut route, mut ready) = (None, None, false);
+    let (mut client, mut route, mut gateway, mut http, mut ready) = (None, None, None, None, false);
     let end = Instant::now() + DEADLINE;
     let mut seen = Vec::new();
     while (wait.ready && !ready)
         || (wait.client && client.is_none())
         || (wait.route && route.is_none())
+        || (wait.gateway && gateway.is_none())
     {
         let left = end.saturating_duration_since(Instant::now());
         let line = rx
             .recv_timeout(left)
             .unwrap_or_else(|_| panic!("nats-server did not start; stderr: {seen:#?}"));
+        // `127.0.0.1:8222` (the monitor's may be followed by a base path).
         let addr_after = |marker: &str| -> Option<SocketAddr> {
             line.split(marker)
                 .nth(1)
-                .and_then(|a| a.trim().parse().ok())
+                .and_then(|a| a.trim().split('/').next()?.parse().ok())
         };
         if let Some(a) = addr_after("Listening for client connections on ") {
             client = Some(a);
         }
         if let Some(a) = addr_after("Listening for route connections on ") {
             route = Some(a.port());
+        }
+        if let Some(a) = addr_after("Listening for gateways connections on ") {
+            gateway = Some(a.port());
+        }
+        if let Some(a) = addr_after("Starting http monitor on ") {
+            http = Some(a);
         }
         ready |= line.ends_with("Server is ready");
         seen.push(line);
@@ -97,7 +129,8 @@ pub fn launch(args: &[String], http_port: u16, wait: Wait) -> NatsServer {
         child,
         client: client.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0))),
         route_port: route.unwrap_or(0),
-        http: SocketAddr::from(([127, 0, 0, 1], http_port)),
+        gateway_port: gateway.unwrap_or(0),
+        http: http.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0))),
     }
 }
 
@@ -105,29 +138,24 @@ fn strings(args: &[&str]) -> Vec<String> {
     args.iter().map(|a| a.to_string()).collect()
 }
 
-/// `nats-server -a 127.0.0.1 -p -1 -m <free port>`, once ready (client address known).
+/// `nats-server -a 127.0.0.1 -p -1 -m -1`, once ready (client address known).
 pub fn standalone() -> NatsServer {
     assert_installed();
-    let http = free_port();
     launch(
-        &strings(&["-a", "127.0.0.1", "-p", "-1", "-m", &http.to_string()]),
-        http,
+        &strings(&["-a", "127.0.0.1", "-p", "-1", "-m", "-1"]),
         Wait {
             client: true,
-            route: false,
-            ready: true,
+            ..Wait::READY
         },
     )
 }
 
-/// nats-server `name` in cluster `C1` (random client and route ports, monitoring on a free
-/// port), seeded to the route port `seed` if any; returns once its client and route
-/// addresses are known, and also ready when `ready`.
+/// nats-server `name` in cluster `C1` (random client, route and monitor ports), seeded to
+/// the route port `seed` if any; returns once its client and route addresses are known, and
+/// also ready when `ready`.
 pub fn clustered(name: &str, seed: Option<u16>, ready: bool) -> NatsServer {
     assert_installed();
-    let http = free_port();
-    let mut args = strings(&["-a", "127.0.0.1", "-p", "-1", "-n", name, "-m"]);
-    args.push(http.to_string());
+    let mut args = strings(&["-a", "127.0.0.1", "-p", "-1", "-n", name, "-m", "-1"]);
     args.extend(strings(&[
         "--cluster",
         "nats://127.0.0.1:-1",
@@ -140,26 +168,22 @@ pub fn clustered(name: &str, seed: Option<u16>, ready: bool) -> NatsServer {
     }
     launch(
         &args,
-        http,
         Wait {
             client: true,
             route: true,
+            gateway: false,
             ready,
         },
     )
 }
 
-/// `nats-server -c <config>` whose config puts monitoring on `http_port`, once ready.
-pub fn with_config(config: &Path, http_port: u16) -> NatsServer {
+/// `nats-server -c <config>` once every listener `wait` names is known. Give its listeners
+/// (and `http`) port `-1`: the addresses are read from the log.
+pub fn with_config(config: &Path, wait: Wait) -> NatsServer {
     assert_installed();
     launch(
         &["-c".to_string(), config.to_string_lossy().into_owned()],
-        http_port,
-        Wait {
-            client: false,
-            route: false,
-            ready: true,
-        },
+        wait,
     )
 }
 

@@ -490,7 +490,13 @@ fn monitor_listen(
     if h.is_some() {
         *host = h;
     }
-    Ok((p != 0 || matches!(&v.kind, Kind::Integer { value: -1, .. })).then_some(p))
+    // Port -1 (`http: -1` or `http: "127.0.0.1:-1"`) picks a free port; 0 means no monitor.
+    let random = match &v.kind {
+        Kind::Integer { value, .. } => *value == -1,
+        Kind::String(s) => s.rsplit_once(':').is_some_and(|(_, p)| p.trim() == "-1"),
+        _ => false,
+    };
+    Ok((p != 0 || random).then_some(p))
 }
 
 /// `http_port`/`https_port`: -1 picks a free port (`Some(0)`), 0 turns the listener off.

@@ -71,6 +71,14 @@ fn ports_and_listen() {
     );
     assert_eq!(load("http_port: -1").options.http_port, Some(0));
     assert_eq!(load("http: 8222").options.http_port, Some(8222));
+    // As nats-server: `host:-1` picks a free monitor port, `host:0` has no monitor.
+    let o = load("http: \"127.0.0.1:-1\"").options;
+    assert_eq!(
+        (o.http_host.as_deref(), o.http_port),
+        (Some("127.0.0.1"), Some(0))
+    );
+    assert_eq!(load("http: \"127.0.0.1:0\"").options.http_port, None);
+    assert_eq!(load("http: -1").options.http_port, Some(0));
     let e = err("port: 70000");
     assert!(e.msg.contains("out of range"), "{e}");
     let e = err("listen: nonsense");
