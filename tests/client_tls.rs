@@ -260,7 +260,8 @@ async fn garbage_hello_and_silence_close_cleanly() {
     let pki = Pki::new("garbage");
     let srv = start(Options {
         tls: Some(TlsOpts {
-            timeout: Duration::from_millis(200),
+            // Short, to keep the test quick; long enough for a handshake on a loaded machine.
+            timeout: Duration::from_millis(500),
             ..pki.tls(false)
         }),
         http_port: Some(0),
@@ -281,7 +282,7 @@ async fn garbage_hello_and_silence_close_cleanly() {
     let c = closed_conn(http, info["client_id"].as_u64().expect("cid")).await;
     assert_eq!(c["reason"], "TLS Handshake Failure");
     let varz = http_json(http, "/varz").await;
-    assert_eq!(varz["tls_timeout"], 0.2);
+    assert_eq!(varz["tls_timeout"], 0.5);
     // The server still serves TLS clients.
     exercise(pki.client(), srv.client_addr()).await;
     srv.shutdown().await;
