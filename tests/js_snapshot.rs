@@ -706,3 +706,65 @@ async fn a_restore_counts_against_the_accounts_stream_limit() {
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_dir_all(&dst);
 }
+
+/// nats-server 2.9's advisories around a snapshot and a restore: snapshot create (with the
+/// stream's state) and complete, restore create, the restored stream's creation, and restore
+/// complete with the bytes received; each names the client's account.
+#[tokio::test]
+async fn snapshot_and_restore_send_their_advisories() {
+    let (srv, nc, dir) = common::start_js("snap-advisories").await;
+    let mut adv = nc
+        .subscribe("$JS.EVENT.ADVISORY.STREAM.>")
+        .await
+        .expect("subscribe");
+    nc.flush().await.expect("flush");
+    let (cfg, data) = one_message_snapshot(&nc, "V").await;
+    let done = restore(&nc, "V", &cfg, &data, 64).await;
+    assert!(done.get("error").is_none(), "{done}");
+    let mut seen: Vec<(String, Value)> = Vec::new();
+    while !seen
+        .iter()
+        .any(|(s, _)| s == "$JS.EVENT.ADVISORY.STREAM.RESTORE_COMPLETE.V")
+    {
+        let m = tokio::time::timeout(WAIT, adv.next())
+            .await
+            .unwrap_or_else(|_| panic!("advisories so far: {seen:#?}"))
+            .expect("subscription open");
+        let v = serde_json::from_slice(&m.payload).expect("JSON advisory");
+        seen.push((m.subject.to_string(), v));
+    }
+    let subjects: Vec<&str> = seen.iter().map(|(s, _)| s.as_str()).collect();
+    assert_eq!(
+        subjects,
+        [
+            "$JS.EVENT.ADVISORY.STREAM.CREATED.V",
+            "$JS.EVENT.ADVISORY.STREAM.SNAPSHOT_CREATE.V",
+            "$JS.EVENT.ADVISORY.STREAM.SNAPSHOT_COMPLETE.V",
+            "$JS.EVENT.ADVISORY.STREAM.DELETED.V",
+            "$JS.EVENT.ADVISORY.STREAM.RESTORE_CREATE.V",
+            "$JS.EVENT.ADVISORY.STREAM.CREATED.V",
+            "$JS.EVENT.ADVISORY.STREAM.RESTORE_COMPLETE.V",
+        ]
+    );
+    let v = |i: usize| &seen[i].1;
+    let t = "io.nats.jetstream.advisory.v1";
+    assert_eq!(v(1)["type"], format!("{t}.snapshot_create"));
+    assert_eq!(v(1)["state"]["messages"], 1, "{}", v(1));
+    assert_eq!(v(2)["type"], format!("{t}.snapshot_complete"));
+    for k in ["start", "end"] {
+        assert!(
+            v(2)[k].as_str().is_some_and(|t| t.ends_with('Z')),
+            "{}",
+            v(2)
+        );
+    }
+    assert_eq!(v(4)["type"], format!("{t}.restore_create"));
+    assert_eq!(v(6)["type"], format!("{t}.restore_complete"));
+    assert_eq!(v(6)["bytes"], data.len(), "{}", v(6));
+    for i in [1, 2, 4, 6] {
+        assert_eq!(v(i)["stream"], "V", "{}", v(i));
+        assert_eq!(v(i)["client"]["acc"], "$G", "{}", v(i));
+    }
+    srv.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

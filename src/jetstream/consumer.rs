@@ -11,6 +11,7 @@ pub use config::{apply_defaults, check, check_update};
 pub use cx::Cx;
 pub use pull::PullReq;
 
+use super::advisory::{self, Action, Delivery};
 use super::persist::ConsumerState;
 use super::store::{MsgStore, StoredMsg};
 use super::types::*;
@@ -404,6 +405,7 @@ impl Consumer {
                 let n = self.rdc.get(&m.seq).copied().unwrap_or(1) + 1;
                 if self.cfg.max_deliver > 0 && n as i64 > self.cfg.max_deliver {
                     // Out of deliveries: it stays unacknowledged but is not sent again.
+                    advisory::max_deliveries(cx, self.delivery(m.seq, 0, n - 1));
                     self.consume(src, m.seq);
                     self.pending.remove(&m.seq);
                     self.rdc.remove(&m.seq);
@@ -566,9 +568,18 @@ impl Consumer {
         }
     }
 
-    /// An acknowledgement for stream sequence `seq`; returns the stream sequences now done
-    /// with (acknowledged or terminated).
-    pub fn ack(&mut self, seq: u64, body: &[u8], now: Instant) -> Vec<u64> {
+    /// An acknowledgement for stream sequence `seq`, sent to the ack subject of delivery
+    /// `dseq` (its `dc`th); returns the stream sequences now done with (acknowledged or
+    /// terminated). As nats-server 2.9: the term advisory goes out for any term, the nak
+    /// advisory and the sampled ack metric only for a message still pending, all with the
+    /// sequences and count of the ack subject.
+    pub fn ack(
+        &mut self,
+        cx: &Cx<'_>,
+        (seq, dseq, dc): (u64, u64, u64),
+        body: &[u8],
+        now: Instant,
+    ) -> Vec<u64> {
         let body = std::str::from_utf8(body).unwrap_or("").trim();
         let (verb, rest) = match body.split_once(' ') {
             Some((v, r)) => (v, r.trim()),
@@ -577,6 +588,14 @@ impl Consumer {
         self.last_active = now;
         match verb {
             "" | "+ACK" | "+NXT" | "+TERM" => {
+                let d = self.delivery(seq, dseq, dc);
+                if verb == "+TERM" {
+                    advisory::terminated(cx, d);
+                } else if let Some(p) = self.pending.get(&seq) {
+                    if advisory::sampled(&self.cfg.sample_freq) {
+                        advisory::ack_metric(cx, d, now_nanos().saturating_sub(p.ts));
+                    }
+                }
                 let mut done = Vec::new();
                 if self.cfg.ack_policy == AckPolicy::All && verb != "+TERM" {
                     let upto: Vec<u64> = self.pending.range(..=seq).map(|(s, _)| *s).collect();
@@ -604,6 +623,9 @@ impl Consumer {
                         .and_then(|v| v.get("delay").and_then(serde_json::Value::as_i64))
                         .unwrap_or(0)
                 };
+                if self.pending.contains_key(&seq) {
+                    advisory::nak(cx, self.delivery(seq, dseq, dc));
+                }
                 if let Some(p) = self.pending.get_mut(&seq) {
                     if delay > 0 {
                         p.deadline = later(now, nanos(delay));
@@ -718,11 +740,24 @@ impl Consumer {
         let _ = store;
     }
 
-    /// Tell waiting pull requests the consumer is gone.
+    /// Tell waiting pull requests, and the consumer advisory's listeners, the consumer is
+    /// gone.
     pub fn deleted(&mut self, cx: &Cx<'_>) {
         for r in self.waiting.drain(..) {
             let h = status_header("409 Consumer Deleted", &[]);
             cx.send(&r.reply, None, Some(&h), b"");
+        }
+        advisory::consumer_action(cx, &self.stream, &self.name, Action::Delete);
+    }
+
+    /// Stream sequence `sseq`, delivered `deliveries` times, as the advisories describe it.
+    fn delivery(&self, sseq: u64, cseq: u64, deliveries: u64) -> Delivery<'_> {
+        Delivery {
+            stream: &self.stream,
+            consumer: &self.name,
+            cseq,
+            sseq,
+            deliveries,
         }
     }
 

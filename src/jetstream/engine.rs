@@ -10,6 +10,7 @@ mod snapshots;
 mod streams;
 mod templates;
 
+use super::advisory::{self, Action};
 use super::consumer::{self, Consumer, Cx};
 use super::persist::{self, ConsumerMeta, ConsumerState, StreamMeta};
 use super::store::memory::MemStore;
@@ -118,12 +119,7 @@ fn err_json(t: &str, e: &ApiError, extra: &str) -> String {
 }
 
 fn random_name() -> String {
-    use rand::Rng;
-    const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-    let mut r = rand::rng();
-    (0..8)
-        .map(|_| A[r.random_range(0..A.len())] as char)
-        .collect()
+    random_base62(8)
 }
 
 /// Parse a request body; an empty body is the type's default.
@@ -393,7 +389,9 @@ impl Engine {
         };
         let e = ApiError::new(503, 10039, "JetStream not enabled for account");
         let cx = Cx::new(srv, &acc);
-        cx.send(reply, None, None, err_json(ty, &e, extra).as_bytes());
+        let out = err_json(ty, &e, extra);
+        cx.send(reply, None, None, out.as_bytes());
+        advisory::api_audit(&cx, &ev.subject, &ev.payload, &out);
     }
 
     /// Handle one event and send the acks it owes (flushing first).
@@ -781,5 +779,6 @@ impl JsAccount {
         };
         self.api_total += 1;
         cx.send(reply, None, None, out.as_bytes());
+        advisory::api_audit(&cx, &ev.subject, p, &out);
     }
 }

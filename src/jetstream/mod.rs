@@ -9,6 +9,7 @@
 //! task runs a timer (redeliveries, pull expiries, heartbeats, age limits, state saves).
 //! Monitoring reads the engine under the same mutex.
 
+pub mod advisory;
 pub mod consumer;
 pub mod engine;
 pub mod limits;

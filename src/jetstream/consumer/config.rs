@@ -152,6 +152,13 @@ pub fn check(c: &ConsumerConfig, s: &StreamConfig, max_ack_pending: i64) -> Resu
             return Err(ApiError::invalid_json());
         }
     }
+    if let Err(e) = super::super::advisory::sample_frequency(&c.sample_freq) {
+        return Err(ApiError::new(
+            400,
+            10095,
+            format!("failed to parse consumer sampling configuration: {e}"),
+        ));
+    }
     if !c.backoff.is_empty() {
         if c.max_deliver != -1 && c.max_deliver <= c.backoff.len() as i64 {
             return Err(ApiError::new(

@@ -205,6 +205,7 @@ pub(super) fn reply(srv: &Arc<ServerShared>, ev: &Event, json: &str) {
     };
     let cx = Cx::new(srv, &acc);
     cx.send(to, None, None, json.as_bytes());
+    crate::jetstream::advisory::api_audit(&cx, &ev.subject, &ev.payload, json);
 }
 
 #[cfg(test)]

@@ -125,6 +125,7 @@ impl JsAccount {
         let Ok(seq) = t[5].parse::<u64>() else {
             return;
         };
+        let (dc, dseq) = (t[4].parse().unwrap_or(0), t[6].parse().unwrap_or(0));
         let acc = self.acc.clone();
         let cx = Cx::new(srv, &acc);
         let Some(st) = self.streams.get_mut(s) else {
@@ -134,7 +135,7 @@ impl JsAccount {
             return;
         };
         let now = Instant::now();
-        let mut done = con.ack(seq, &ev.payload, now);
+        let mut done = con.ack(&cx, (seq, dseq, dc), &ev.payload, now);
         let text = std::str::from_utf8(&ev.payload).unwrap_or("").trim();
         if let Some(rest) = text.strip_prefix("+NXT") {
             if let Some(r) = ev.reply.as_deref() {

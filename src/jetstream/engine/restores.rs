@@ -33,6 +33,8 @@ pub struct Restore {
     sub: Option<Arc<Subscription>>,
     last_active: Instant,
     started: Instant,
+    /// When it started, for the completion advisory.
+    started_at: std::time::SystemTime,
     dec: Decoder,
     store: Option<Box<dyn MsgStore>>,
     staging: Option<PathBuf>,
@@ -203,6 +205,7 @@ impl JsAccount {
             sub,
             last_active: now,
             started: now,
+            started_at: std::time::SystemTime::now(),
             dec: Decoder::new(),
             store: None,
             staging: None,
@@ -211,6 +214,7 @@ impl JsAccount {
             failed: None,
             bytes: 0,
         });
+        crate::jetstream::advisory::restore_create(&Cx::new(srv, &self.acc), name);
         let mut o = Obj::typed(T);
         o.field("deliver_subject", &subject);
         Ok(o.done())
@@ -241,8 +245,11 @@ impl JsAccount {
         let cx = Cx::new(srv, &acc);
         if ev.payload.is_empty() {
             let r = self.transfers.restores.swap_remove(i);
+            let (name, start, bytes) = (r.cfg.name.clone(), r.started_at, r.bytes);
             let out = self.finish_restore(g, srv, r);
             cx.send(reply, None, None, out.as_bytes());
+            // As nats-server 2.9: once the data is in, whether the restore worked or not.
+            crate::jetstream::advisory::restore_complete(&cx, &name, start, bytes);
             return;
         }
         let r = &mut self.transfers.restores[i];
@@ -436,6 +443,13 @@ impl JsAccount {
             f.recover(&st);
             self.follows.insert(st.cfg.name.clone(), f);
         }
+        // As nats-server's standalone mode: a restored stream is announced as created.
+        crate::jetstream::advisory::stream_action(
+            &Cx::new(srv, &self.acc),
+            &st.cfg.name,
+            &st.cfg.template_owner,
+            crate::jetstream::advisory::Action::Create,
+        );
         self.streams.insert(st.cfg.name.clone(), st);
         Ok(())
     }

@@ -51,6 +51,8 @@ struct SnapOut {
     outstanding: usize,
     sent: u64,
     started: Instant,
+    /// When it started, for the completion advisory.
+    started_at: std::time::SystemTime,
     /// Someone listened on the deliver subject at some point (losing them ends it).
     interest: bool,
 }
@@ -236,9 +238,9 @@ impl JsAccount {
         }
         .min(max);
         tracing::info!("Starting snapshot for stream '{} > {name}'", self.acc.name);
+        let state_json = st.state_json(None, false);
         let mut o = Obj::typed(T);
-        o.field("config", &st.cfg)
-            .raw("state", &st.state_json(None, false));
+        o.field("config", &st.cfg).raw("state", &state_json);
         self.transfers.out.push(SnapOut {
             id,
             stream: name.to_string(),
@@ -255,8 +257,10 @@ impl JsAccount {
             outstanding: 0,
             sent: 0,
             started: Instant::now(),
+            started_at: std::time::SystemTime::now(),
             interest: false,
         });
+        crate::jetstream::advisory::snapshot_create(&Cx::new(srv, &self.acc), name, &state_json);
         Ok(o.done())
     }
 
@@ -297,6 +301,7 @@ impl JsAccount {
             o.stream,
             o.started.elapsed()
         );
+        crate::jetstream::advisory::snapshot_complete(&cx, &o.stream, o.started_at);
     }
 
     /// The timer: snapshots send on (one chunk even past the window), stalled restores go.

@@ -26,6 +26,19 @@ impl JsAccount {
         name: &str,
         p: &[u8],
     ) -> Res {
+        self.stream_create_owned(g, srv, name, p, "")
+    }
+
+    /// A stream created by the API, or by stream template `owner` (then its `template_owner`
+    /// from the start, so its creation advisory names the template as nats-server's does).
+    pub(super) fn stream_create_owned(
+        &mut self,
+        g: &Globals<'_>,
+        srv: &Arc<ServerShared>,
+        name: &str,
+        p: &[u8],
+        owner: &str,
+    ) -> Res {
         const T: &str = "stream_create_response";
         let e = |e| (e, T);
         if p.iter().all(u8::is_ascii_whitespace) {
@@ -36,6 +49,7 @@ impl JsAccount {
             return Err(e(ApiError::stream_mismatch()));
         }
         stream::apply_defaults(&mut cfg);
+        cfg.template_owner = owner.to_string();
         if cfg.sealed {
             return Err(e(ApiError::stream_config(
                 "stream configuration for create can not be sealed",
@@ -97,11 +111,13 @@ impl JsAccount {
         if let Ok(Some(f)) = crate::jetstream::mirror::parse(&st.cfg) {
             self.follows.insert(name.to_string(), f);
         }
+        let template = st.cfg.template_owner.clone();
         self.streams.insert(name.to_string(), st);
         tracing::debug!(
             "JetStream: stream {name:?} created in account {:?}",
             self.acc.name
         );
+        advisory::stream_action(&Cx::new(srv, &self.acc), name, &template, Action::Create);
         Ok(o.done())
     }
 
@@ -172,6 +188,7 @@ impl JsAccount {
         }
         let mut o = Obj::typed(T);
         st.info_fields(&mut o, None);
+        advisory::stream_action(&Cx::new(srv, &acc), name, "", Action::Modify);
         Ok(o.done())
     }
 
@@ -230,6 +247,7 @@ impl JsAccount {
         if let Some(d) = &st.dir {
             persist::remove_dir(d);
         }
+        advisory::stream_action(cx, name, &st.cfg.template_owner, Action::Delete);
         let mut o = Obj::typed(T);
         o.field("success", &true);
         Ok(o.done())

@@ -139,7 +139,7 @@ impl Engine {
                 cfg.name = name.clone();
                 cfg.subjects = vec![ev.subject.clone()];
                 let body = serde_json::to_vec(&cfg).unwrap_or_default();
-                if let Err((e, _)) = ja.stream_create(&g, srv, &name, &body) {
+                if let Err((e, _)) = ja.stream_create_owned(&g, srv, &name, &body, t) {
                     tracing::warn!(
                         "JetStream: template {t:?}: stream {name:?} not created: {}",
                         e.description
