@@ -54,9 +54,113 @@ impl SeqList {
     }
 }
 
+/// The messages by sequence: `(seq, message)` ascending in a `VecDeque`, a removed one left as
+/// `None` until it reaches an end or the dead outnumber the live (then they are dropped in
+/// one pass, so at most twice the live entries are held). Storing appends and the usual
+/// removals (limits, acks in order) take the front, both O(1) with no node per message; a
+/// lookup is a binary search over contiguous entries. (A `BTreeMap` spent 8 % of the memory
+/// publish path moving 112-byte values between nodes.)
+#[derive(Default)]
+struct Msgs {
+    v: VecDeque<(u64, Option<StoredMsg>)>,
+    live: usize,
+}
+
+impl Msgs {
+    fn len(&self) -> usize {
+        self.live
+    }
+
+    fn is_empty(&self) -> bool {
+        self.live == 0
+    }
+
+    fn insert(&mut self, seq: u64, m: StoredMsg) {
+        match self.v.back() {
+            Some(&(last, _)) if last >= seq => {
+                let i = self.v.partition_point(|e| e.0 < seq);
+                match self.v.get_mut(i) {
+                    Some(e) if e.0 == seq => {
+                        if e.1.replace(m).is_none() {
+                            self.live += 1;
+                        }
+                        return;
+                    }
+                    _ => self.v.insert(i, (seq, Some(m))),
+                }
+            }
+            _ => self.v.push_back((seq, Some(m))),
+        }
+        self.live += 1;
+    }
+
+    /// Where `seq` is (`Ok`) or would go (`Err`). Without gaps before it, its offset from
+    /// the first sequence: no search.
+    fn index(&self, seq: u64) -> Result<usize, usize> {
+        match self.v.front() {
+            None => return Err(0),
+            Some(&(first, _)) if seq < first => return Err(0),
+            Some(&(first, _)) => {
+                let guess = usize::try_from(seq - first).unwrap_or(usize::MAX);
+                if self.v.get(guess).is_some_and(|e| e.0 == seq) {
+                    return Ok(guess);
+                }
+            }
+        }
+        self.v.binary_search_by_key(&seq, |e| e.0)
+    }
+
+    fn get(&self, seq: u64) -> Option<&StoredMsg> {
+        let i = self.index(seq).ok()?;
+        self.v[i].1.as_ref()
+    }
+
+    fn remove(&mut self, seq: u64) -> Option<StoredMsg> {
+        let i = self.index(seq).ok()?;
+        let m = self.v[i].1.take()?;
+        self.live -= 1;
+        while self.v.front().is_some_and(|e| e.1.is_none()) {
+            self.v.pop_front();
+        }
+        while self.v.back().is_some_and(|e| e.1.is_none()) {
+            self.v.pop_back();
+        }
+        if self.v.len() - self.live > self.live.max(32) {
+            self.v.retain(|e| e.1.is_some());
+        }
+        Some(m)
+    }
+
+    /// The first message (the front entry is never a removed one).
+    fn first(&self) -> Option<&StoredMsg> {
+        self.v.front().and_then(|e| e.1.as_ref())
+    }
+
+    fn iter(&self) -> impl DoubleEndedIterator<Item = &StoredMsg> + '_ {
+        self.v.iter().filter_map(|e| e.1.as_ref())
+    }
+
+    /// The messages from sequence `start` on.
+    fn from(&self, start: u64) -> impl Iterator<Item = &StoredMsg> + '_ {
+        let (Ok(i) | Err(i)) = self.index(start);
+        self.v.range(i..).filter_map(|e| e.1.as_ref())
+    }
+
+    /// How many messages are below sequence `start`.
+    fn count_below(&self, start: u64) -> usize {
+        let (Ok(i) | Err(i)) = self.index(start);
+        self.v.range(..i).filter(|e| e.1.is_some()).count()
+    }
+
+    fn clear(&mut self) {
+        self.v.clear();
+        self.live = 0;
+    }
+}
+
 #[derive(Default)]
 struct Inner {
-    msgs: BTreeMap<u64, StoredMsg>,
+    msgs: Msgs,
     /// Subject → the sequences of its messages.
     by_subject: FastMap<String, SeqList>,
     bytes: u64,
@@ -103,7 +207,7 @@ fn literal(filter: Option<&str>) -> Option<&str> {
 
 impl Inner {
     fn remove_seq(&mut self, seq: u64) -> bool {
-        let Some(m) = self.msgs.remove(&seq) else {
+        let Some(m) = self.msgs.remove(seq) else {
             return false;
         };
         self.bytes = self.bytes.saturating_sub(m.size());
@@ -118,14 +222,14 @@ impl Inner {
     }
 
     fn fix_first(&mut self) {
-        self.first = match self.msgs.keys().next() {
-            Some(&s) => s,
+        self.first = match self.msgs.first() {
+            Some(m) => m.seq,
             None => self.last + 1,
         };
     }
 
     fn remove_first(&mut self) -> bool {
-        match self.msgs.keys().next().copied() {
+        match self.msgs.first().map(|m| m.seq) {
             Some(s) => self.remove_seq(s),
             None => false,
         }
@@ -217,9 +321,9 @@ impl Inner {
                 .unwrap_or_default();
         }
         self.msgs
-            .range(from..)
-            .filter(|(_, m)| matches(filter, &m.subject))
-            .map(|(&s, _)| s)
+            .from(from)
+            .filter(|m| matches(filter, &m.subject))
+            .map(|m| m.seq)
             .collect()
     }
 }
@@ -257,7 +361,7 @@ impl MsgStore for MemStore {
         if g.closed {
             return Err(StoreError::Closed);
         }
-        g.msgs.get(&seq).cloned().ok_or(StoreError::NotFound)
+        g.msgs.get(seq).cloned().ok_or(StoreError::NotFound)
     }
 
     fn load_next(&self, filter: Option<&str>, start: u64) -> Result<StoredMsg, StoreError> {
@@ -268,13 +372,14 @@ impl MsgStore for MemStore {
                 .get(s)
                 .and_then(|set| set.from(start).next())
                 .ok_or(StoreError::NotFound)?;
-            return g.msgs.get(&seq).cloned().ok_or(StoreError::NotFound);
+            return g.msgs.get(seq).cloned().ok_or(StoreError::NotFound);
         }
-        g.msgs
-            .range(start..)
-            .find(|(_, m)| matches(filter, &m.subject))
-            .map(|(_, m)| m.clone())
-            .ok_or(StoreError::NotFound)
+        let found = g
+            .msgs
+            .from(start)
+            .find(|m| matches(filter, &m.subject))
+            .cloned();
+        found.ok_or(StoreError::NotFound)
     }
 
     fn load_last(&self, filter: Option<&str>) -> Result<StoredMsg, StoreError> {
@@ -285,14 +390,15 @@ impl MsgStore for MemStore {
                 .get(s)
                 .and_then(SeqList::last)
                 .ok_or(StoreError::NotFound)?;
-            return g.msgs.get(&seq).cloned().ok_or(StoreError::NotFound);
+            return g.msgs.get(seq).cloned().ok_or(StoreError::NotFound);
         }
-        g.msgs
-            .values()
+        let found = g
+            .msgs
+            .iter()
             .rev()
             .find(|m| matches(filter, &m.subject))
-            .cloned()
-            .ok_or(StoreError::NotFound)
+            .cloned();
+        found.ok_or(StoreError::NotFound)
     }
 
     fn remove(&self, seq: u64, _erase: bool) -> Result<bool, StoreError> {
@@ -346,7 +452,7 @@ impl MsgStore for MemStore {
 
     fn state(&self) -> StreamState {
         let g = self.lock();
-        let first_ts = g.msgs.values().next().map_or(0, |m| m.ts);
+        let first_ts = g.msgs.first().map_or(0, |m| m.ts);
         let span = if g.msgs.is_empty() {
             0
         } else {
@@ -395,19 +501,17 @@ impl MsgStore for MemStore {
                 return last - start + 1;
             }
             if start - first < last - start {
-                return n - g.msgs.range(..start).count() as u64;
+                return n - g.msgs.count_below(start) as u64;
             }
-            return g.msgs.range(start..).count() as u64;
+            return g.msgs.from(start).count() as u64;
         }
         g.seqs_matching(filter, start).len() as u64
     }
 
     fn seq_for_time(&self, ts: i64) -> u64 {
         let g = self.lock();
-        g.msgs
-            .values()
-            .find(|m| m.ts >= ts)
-            .map_or(g.last + 1, |m| m.seq)
+        let found = g.msgs.iter().find(|m| m.ts >= ts).map(|m| m.seq);
+        found.unwrap_or(g.last + 1)
     }
 
     fn update_limits(&self, limits: StoreLimits) -> Result<(), StoreError> {
@@ -425,7 +529,7 @@ impl MsgStore for MemStore {
         }
         let cutoff = now.saturating_sub(age.as_nanos().min(i64::MAX as u128) as i64);
         let mut n = 0;
-        while let Some(m) = g.msgs.values().next() {
+        while let Some(m) = g.msgs.first() {
             if m.ts > cutoff {
                 break;
             }
@@ -480,6 +584,75 @@ mod tests {
 
     fn st(l: StoreLimits) -> MemStore {
         MemStore::new(l)
+    }
+
+    /// `Msgs` against a `BTreeMap` model through random appends (with gaps), removals
+    /// anywhere, reinsertions and lookups; the held entries stay within twice the live ones.
+    #[test]
+    fn msgs_behave_as_a_map_and_stay_compact() {
+        let msg = |seq: u64| StoredMsg {
+            subject: format!("s.{}", seq % 7),
+            seq,
+            ts: seq as i64,
+            header: None,
+            data: bytes::Bytes::new(),
+        };
+        let (mut m, mut model) = (Msgs::default(), BTreeMap::new());
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        let mut rnd = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let mut next = 1;
+        for _ in 0..20_000 {
+            match rnd(10) {
+                0..=4 => {
+                    next += 1 + rnd(3) * rnd(2); // sometimes a gap
+                    m.insert(next, msg(next));
+                    model.insert(next, ());
+                }
+                5..=7 => {
+                    let s = if rnd(2) == 0 {
+                        model.keys().next().copied().unwrap_or(0)
+                    } else {
+                        rnd(next + 2)
+                    };
+                    assert_eq!(m.remove(s).map(|x| x.seq), model.remove(&s).map(|_| s));
+                }
+                8 => {
+                    // A reinsertion below the last (never done by the store, kept working).
+                    let s = rnd(next + 1);
+                    if let std::collections::btree_map::Entry::Vacant(e) = model.entry(s) {
+                        e.insert(());
+                        m.insert(s, msg(s));
+                    }
+                }
+                _ => {
+                    let s = rnd(next + 2);
+                    assert_eq!(m.get(s).map(|x| x.seq), model.get(&s).map(|_| s));
+                    let from: Vec<u64> = m.from(s).map(|x| x.seq).collect();
+                    let want: Vec<u64> = model.range(s..).map(|(k, _)| *k).collect();
+                    assert_eq!(from, want);
+                    assert_eq!(m.count_below(s), model.range(..s).count());
+                }
+            }
+            assert_eq!(m.len(), model.len());
+            assert_eq!(m.first().map(|x| x.seq), model.keys().next().copied());
+            assert_eq!(
+                m.iter().next_back().map(|x| x.seq),
+                model.keys().next_back().copied()
+            );
+            assert!(
+                m.v.len() <= 2 * m.len() + 33,
+                "{} held for {}",
+                m.v.len(),
+                m.len()
+            );
+        }
+        m.clear();
+        assert!(m.is_empty() && m.first().is_none());
     }
 
     #[test]
