@@ -6,7 +6,7 @@
 //!
 //! The `client` of an audit, snapshot or restore event carries the account and the server;
 //! natsd does not pass the client's RTT to JetStream, and nats-server leaves `rtt` out when it
-//! is zero, so the field is simply absent (docs/jetstream.md).
+//! is zero, so the field is simply absent (docs/nats-server-behaviour.md).
 
 use super::consumer::Cx;
 use super::types::Obj;
@@ -14,7 +14,7 @@ use crate::util::time::rfc3339_nano;
 use std::time::SystemTime;
 
 /// Every API answer (`$JS.API.…` request and response).
-pub const API: &str = "$JS.EVENT.ADVISORY.API";
+const API: &str = "$JS.EVENT.ADVISORY.API";
 const ADVISORY: &str = "$JS.EVENT.ADVISORY";
 const V1: &str = "io.nats.jetstream.advisory.v1";
 
@@ -45,7 +45,7 @@ impl Action {
 
 /// A 22-character base-62 id, as nats-server's NUIDs look.
 fn id() -> String {
-    super::types::random_base62(22)
+    crate::util::ids::alnum(22)
 }
 
 fn domain<'a>(cx: &Cx<'a>) -> Option<&'a str> {
@@ -57,14 +57,14 @@ fn domain<'a>(cx: &Cx<'a>) -> Option<&'a str> {
         .filter(|d| !d.is_empty())
 }
 
-/// Publish the event built by `fields` (after `type`, `id` and `timestamp`, before `domain`)
-/// on `subject`, if anyone listens there.
-fn publish(cx: &Cx<'_>, subject: &str, kind: &str, fields: impl FnOnce(&mut Obj)) {
+/// Publish the event built by `fields` (after `type` — `<schema>.<kind>` —, `id` and
+/// `timestamp`, before `domain`) on `subject`, if anyone listens there.
+fn publish(cx: &Cx<'_>, subject: &str, schema: &str, kind: &str, fields: impl FnOnce(&mut Obj)) {
     if !cx.has_interest(subject) {
         return;
     }
     let mut o = Obj::new();
-    o.field("type", kind)
+    o.field("type", &format!("{schema}.{kind}"))
         .field("id", &id())
         .field("timestamp", &rfc3339_nano(SystemTime::now()));
     fields(&mut o);
@@ -85,7 +85,7 @@ fn client(cx: &Cx<'_>) -> String {
 
 /// `$JS.EVENT.ADVISORY.API`: an API request and the answer it got.
 pub fn api_audit(cx: &Cx<'_>, subject: &str, request: &[u8], response: &str) {
-    publish(cx, API, &format!("{V1}.api_audit"), |o| {
+    publish(cx, API, V1, "api_audit", |o| {
         o.field("server", cx.srv.name.as_str())
             .raw("client", &client(cx))
             .field("subject", subject);
@@ -100,7 +100,7 @@ pub fn api_audit(cx: &Cx<'_>, subject: &str, request: &[u8], response: &str) {
 /// deletion name the stream template that made the stream, if any.
 pub fn stream_action(cx: &Cx<'_>, stream: &str, template: &str, action: Action) {
     let subject = format!("{ADVISORY}.STREAM.{}.{stream}", action.subject_word());
-    publish(cx, &subject, &format!("{V1}.stream_action"), |o| {
+    publish(cx, &subject, V1, "stream_action", |o| {
         o.field("stream", stream).field("action", action.word());
         if !template.is_empty() && action != Action::Modify {
             o.field("template", template);
@@ -114,7 +114,7 @@ pub fn consumer_action(cx: &Cx<'_>, stream: &str, consumer: &str, action: Action
         "{ADVISORY}.CONSUMER.{}.{stream}.{consumer}",
         action.subject_word()
     );
-    publish(cx, &subject, &format!("{V1}.consumer_action"), |o| {
+    publish(cx, &subject, V1, "consumer_action", |o| {
         o.field("stream", stream)
             .field("consumer", consumer)
             .field("action", action.word());
@@ -157,7 +157,8 @@ pub fn ack_metric(cx: &Cx<'_>, d: Delivery<'_>, ack_time: i64) {
     publish(
         cx,
         &subject,
-        "io.nats.jetstream.metric.v1.consumer_ack",
+        "io.nats.jetstream.metric.v1",
+        "consumer_ack",
         |o| {
             d.seqs(o);
             o.field("ack_time", &ack_time)
@@ -178,7 +179,7 @@ pub fn terminated(cx: &Cx<'_>, d: Delivery<'_>) {
 
 /// A delivery the client answered (`what` on the subject, `kind` in the type).
 fn answered(cx: &Cx<'_>, d: Delivery<'_>, what: &str, kind: &str) {
-    publish(cx, &d.subject(what), &format!("{V1}.{kind}"), |o| {
+    publish(cx, &d.subject(what), V1, kind, |o| {
         d.seqs(o);
         o.field("deliveries", &d.deliveries);
     });
@@ -187,22 +188,17 @@ fn answered(cx: &Cx<'_>, d: Delivery<'_>, what: &str, kind: &str) {
 /// `…CONSUMER.MAX_DELIVERIES.<stream>.<consumer>`: a message delivered `max_deliver` times
 /// will not be sent again (no consumer sequence in this one).
 pub fn max_deliveries(cx: &Cx<'_>, d: Delivery<'_>) {
-    publish(
-        cx,
-        &d.subject("MAX_DELIVERIES"),
-        &format!("{V1}.max_deliver"),
-        |o| {
-            d.names(o);
-            o.field("stream_seq", &d.sseq)
-                .field("deliveries", &d.deliveries);
-        },
-    );
+    publish(cx, &d.subject("MAX_DELIVERIES"), V1, "max_deliver", |o| {
+        d.names(o);
+        o.field("stream_seq", &d.sseq)
+            .field("deliveries", &d.deliveries);
+    });
 }
 
 /// `…STREAM.SNAPSHOT_CREATE.<stream>`, with the stream's state (`state` JSON) at the start.
 pub fn snapshot_create(cx: &Cx<'_>, stream: &str, state: &str) {
     let subject = format!("{ADVISORY}.STREAM.SNAPSHOT_CREATE.{stream}");
-    publish(cx, &subject, &format!("{V1}.snapshot_create"), |o| {
+    publish(cx, &subject, V1, "snapshot_create", |o| {
         o.field("stream", stream)
             .raw("state", state)
             .raw("client", &client(cx));
@@ -212,7 +208,7 @@ pub fn snapshot_create(cx: &Cx<'_>, stream: &str, state: &str) {
 /// `…STREAM.SNAPSHOT_COMPLETE.<stream>`.
 pub fn snapshot_complete(cx: &Cx<'_>, stream: &str, start: SystemTime) {
     let subject = format!("{ADVISORY}.STREAM.SNAPSHOT_COMPLETE.{stream}");
-    publish(cx, &subject, &format!("{V1}.snapshot_complete"), |o| {
+    publish(cx, &subject, V1, "snapshot_complete", |o| {
         o.field("stream", stream)
             .field("start", &rfc3339_nano(start))
             .field("end", &rfc3339_nano(SystemTime::now()))
@@ -223,7 +219,7 @@ pub fn snapshot_complete(cx: &Cx<'_>, stream: &str, start: SystemTime) {
 /// `…STREAM.RESTORE_CREATE.<stream>`.
 pub fn restore_create(cx: &Cx<'_>, stream: &str) {
     let subject = format!("{ADVISORY}.STREAM.RESTORE_CREATE.{stream}");
-    publish(cx, &subject, &format!("{V1}.restore_create"), |o| {
+    publish(cx, &subject, V1, "restore_create", |o| {
         o.field("stream", stream).raw("client", &client(cx));
     });
 }
@@ -231,7 +227,7 @@ pub fn restore_create(cx: &Cx<'_>, stream: &str) {
 /// `…STREAM.RESTORE_COMPLETE.<stream>`: `bytes` received since `start`.
 pub fn restore_complete(cx: &Cx<'_>, stream: &str, start: SystemTime, bytes: u64) {
     let subject = format!("{ADVISORY}.STREAM.RESTORE_COMPLETE.{stream}");
-    publish(cx, &subject, &format!("{V1}.restore_complete"), |o| {
+    publish(cx, &subject, V1, "restore_complete", |o| {
         o.field("stream", stream)
             .field("start", &rfc3339_nano(start))
             .field("end", &rfc3339_nano(SystemTime::now()))

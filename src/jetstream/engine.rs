@@ -119,7 +119,7 @@ fn err_json(t: &str, e: &ApiError, extra: &str) -> String {
 }
 
 fn random_name() -> String {
-    random_base62(8)
+    crate::util::ids::alnum(8)
 }
 
 /// Parse a request body; an empty body is the type's default.

@@ -346,16 +346,6 @@ impl Default for Obj {
     }
 }
 
-/// `n` random letters and digits (generated consumer names, ids).
-pub fn random_base62(n: usize) -> String {
-    use rand::Rng;
-    const A: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
-    let mut r = rand::rng();
-    (0..n)
-        .map(|_| A[r.random_range(0..A.len())] as char)
-        .collect()
-}
-
 /// Go's encoding/json escapes `<`, `>` and `&` (they can only occur inside strings).
 pub fn go_escape(json: String) -> String {
     if !json.contains(['<', '>', '&']) {

@@ -26,12 +26,15 @@ pub fn nonce() -> String {
 
 /// A random cluster name for a server whose cluster name is not configured (dynamic).
 pub fn cluster_name() -> String {
+    alnum(22)
+}
+
+/// `n` random letters and digits (generated names, NUID-shaped ids).
+pub fn alnum(n: usize) -> String {
+    const ALNUM: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
     let mut rng = rand::rng();
-    (0..22)
-        .map(|_| {
-            const ALNUM: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-            ALNUM[rng.random_range(0..ALNUM.len())] as char
-        })
+    (0..n)
+        .map(|_| ALNUM[rng.random_range(0..ALNUM.len())] as char)
         .collect()
 }
 

@@ -149,19 +149,6 @@ impl Engine {
                 if let Some(tpl) = ja.templates.get_mut(t) {
                     tpl.made.push(name.clone());
                 }
-                if let Some(st) = ja.streams.get_mut(&name) {
-                    st.cfg.template_owner = t.to_string();
-                    super::unsubscribe_stream(srv, &ja.acc, st);
-                    if let Some(dir) = &st.dir {
-                        let meta = persist::StreamMeta {
-                            config: st.cfg.clone(),
-                            created: st.created,
-                        };
-                        if let Err(e) = persist::write_json(&dir.join("meta.json"), &meta, true) {
-                            tracing::error!("JetStream: stream {name:?} owner not saved: {e}");
-                        }
-                    }
-                }
             }
         }
         let mut ev = Event {
