@@ -5,6 +5,7 @@
 
 pub mod discovery;
 pub mod interest;
+pub mod mesh;
 pub mod route;
 pub mod tls_stream;
 pub mod topology;

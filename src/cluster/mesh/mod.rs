@@ -1,0 +1,922 @@
+//! The route mesh as a deterministic, sans-io state machine: which seed or gossiped address to
+//! dial and when, self-route detection, which of two duplicate connections survives, which
+//! pool slots to open, and whom to tell about a newcomer. [`Mesh::handle`] takes an [`Event`]
+//! and the current time and pushes [`Action`]s; it does no I/O, holds no lock, reads no clock
+//! and draws its randomness from a seeded `SmallRng`, so the same inputs always give the same
+//! outputs. The tokio layer (`discovery.rs`, `route.rs`) feeds it events and carries out its
+//! actions; `sim.rs` (tests) runs many nodes of it over an in-memory network with virtual time.
+//!
+//! Rules (docs/architecture.md, "Routes"):
+//! - Slots: with both ends pooling, `max(P_local, P_remote)` pool slots plus one per pinned
+//!   account; otherwise one slot (`Pool(0)`). The dialler of the lowest registered slot dials
+//!   the missing ones (retry 1 s, doubling to 30 s).
+//! - Duplicates, per (peer, slot): a connection dialled by the server with the smaller id beats
+//!   one dialled by the other; between two dialled by the same server, that server closes the
+//!   newer one and the other end keeps both until then. Both ends agree without talking.
+//! - Seeds are resolved every second (plus 0–100 ms jitter) forever and every address that is
+//!   not self, not being dialled and not known to lead to a connected peer is dialled.
+//!   Gossiped peers are dialled after 0–100 ms jitter, `connect_retries` more times on failure.
+//! - Gossip: when the first connection to a peer registers, both ends tell the newcomer about
+//!   every other peer they have. For any two peers u and v of w, whichever joined w last is
+//!   told about the other, so a connected graph closes into a full mesh, also after a
+//!   partition heals. Nothing is re-broadcast to the others (no floods, nats-server #5483).
+
+#[cfg(test)]
+mod sim;
+#[cfg(test)]
+mod tests;
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, HashSet};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A connection, as numbered by the driver (the connection id `cid`).
+pub type ConnId = u64;
+/// A dial, as numbered by the mesh.
+pub type DialId = u64;
+
+/// Between resolutions of a configured seed, and between attempts of a gossiped peer.
+pub const RETRY: Duration = Duration::from_secs(1);
+/// Longest wait between attempts to open a missing pool slot.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
+const JITTER_MS: u64 = 100;
+
+/// nats-server 2.11's `gossip_mode` in a route INFO.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum GossipMode {
+    #[default]
+    Default,
+    Disabled,
+    Override,
+}
+
+impl GossipMode {
+    pub fn from_wire(v: u8) -> Self {
+        match v {
+            1 => GossipMode::Disabled,
+            2 => GossipMode::Override,
+            _ => GossipMode::Default,
+        }
+    }
+
+    pub fn wire(self) -> u8 {
+        match self {
+            GossipMode::Default => 0,
+            GossipMode::Disabled => 1,
+            GossipMode::Override => 2,
+        }
+    }
+}
+
+/// One of the connections between two servers.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Slot {
+    /// Pool connection `idx` (the only one, 0, when either end has no pool).
+    Pool(u16),
+    /// The connection dedicated to a pinned account.
+    Account(Arc<str>),
+}
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub server_id: Arc<str>,
+    /// `pool_size`: > 0 pools that many connections per peer; ≤ 0 one route, as 2.9.
+    pub pool_size: i32,
+    /// Pinned accounts (the system account included by the caller); ignored without a pool.
+    pub pinned: Vec<Arc<str>>,
+    /// Extra attempts for a gossiped peer.
+    pub connect_retries: u32,
+    /// Seeds the RNG (jitter).
+    pub rng_seed: u64,
+}
+
+/// The first INFO a peer sent on a connection.
+#[derive(Clone, Debug, Default)]
+pub struct Hello {
+    pub id: Arc<str>,
+    /// Where the others can dial it (its gossip URL), opaque to the mesh.
+    pub url: Arc<str>,
+    /// That URL's address, when known.
+    pub addr: Option<SocketAddr>,
+    /// `route_pool_size` (0 when absent: no pool).
+    pub pool_size: i32,
+    /// `route_pool_idx`.
+    pub pool_idx: u16,
+    /// `route_account`: the connection is dedicated to that account.
+    pub account: Option<Arc<str>>,
+    pub gossip_mode: GossipMode,
+}
+
+/// An INFO about another server, received on a route.
+#[derive(Clone, Debug, Default)]
+pub struct Gossip {
+    pub id: Arc<str>,
+    pub url: Arc<str>,
+    /// The URL resolved (by the driver).
+    pub addrs: Vec<SocketAddr>,
+    pub account: Option<Arc<str>>,
+    pub gossip_mode: GossipMode,
+}
+
+#[derive(Clone, Debug)]
+pub enum Event {
+    /// Time passed (call at [`Mesh::next_deadline`] at the latest).
+    Tick,
+    /// Start dialling a configured seed (startup, reload).
+    AddSeed {
+        seed: Arc<str>,
+    },
+    /// Stop dialling a configured seed and close the connections it dialled (reload).
+    RemoveSeed {
+        seed: Arc<str>,
+    },
+    SeedResolved {
+        seed: Arc<str>,
+        addrs: Vec<SocketAddr>,
+    },
+    ResolveFailed {
+        seed: Arc<str>,
+    },
+    DialFailed {
+        dial: DialId,
+    },
+    /// The dial connected; `conn` numbers the connection from now on.
+    Dialled {
+        dial: DialId,
+        conn: ConnId,
+    },
+    Accepted {
+        conn: ConnId,
+        addr: SocketAddr,
+    },
+    /// The peer's own first INFO on `conn`.
+    Hello {
+        conn: ConnId,
+        hello: Hello,
+    },
+    Gossip {
+        conn: ConnId,
+        gossip: Gossip,
+    },
+    Closed {
+        conn: ConnId,
+    },
+}
+
+/// Why the mesh closes a connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CloseWhy {
+    /// It leads back to this server.
+    SelfRoute,
+    /// Another connection holds its (peer, slot).
+    Duplicate,
+    /// A pinned-account connection where an end has no pool (nats-server's `-ERR 'Not
+    /// possible to have a dedicated route for account "X" between those servers'`).
+    NoPool,
+    /// A pinned-account connection for an account we do not pin.
+    UnknownAccount,
+    /// `route_pool_idx` out of range.
+    BadPoolIdx,
+    /// A pool-slot dial reached another server than the peer it was for.
+    WrongPeer,
+    /// Its configured seed was removed (reload).
+    Removed,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Resolve a seed; answer with `SeedResolved` or `ResolveFailed`.
+    Resolve {
+        seed: Arc<str>,
+    },
+    /// Connect to `addr`; answer with `Dialled` or `DialFailed`. Our INFO on it carries the
+    /// slot (`route_pool_idx` / `route_account`) and `gossip_mode`.
+    Dial {
+        dial: DialId,
+        addr: SocketAddr,
+        url: Arc<str>,
+        slot: Slot,
+        mode: GossipMode,
+    },
+    /// `conn` now carries (peer, slot): send our interest on it. `first` when it is the
+    /// first connection to that peer.
+    Register {
+        conn: ConnId,
+        peer: Arc<str>,
+        slot: Slot,
+        first: bool,
+    },
+    Close {
+        conn: ConnId,
+        why: CloseWhy,
+    },
+    /// Send on `to` the INFO of each peer in `about` (its gossip URL as `ip`) with
+    /// `gossip_mode`.
+    SendGossip {
+        to: ConnId,
+        about: Vec<Arc<str>>,
+        mode: GossipMode,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Timer {
+    Resolve(Arc<str>),
+    Pending(Arc<str>),
+    Slots(Arc<str>),
+}
+
+#[derive(Clone, Debug)]
+enum Origin {
+    Seed(Arc<str>),
+    /// Learned by gossip (or a lost gossiped route being redialled): the peer id.
+    Gossip(Arc<str>),
+    /// A missing pool slot of a connected peer.
+    Slot(Arc<str>),
+}
+
+#[derive(Clone, Debug)]
+struct Dial {
+    addr: SocketAddr,
+    url: Arc<str>,
+    slot: Slot,
+    origin: Origin,
+    mode: GossipMode,
+}
+
+impl Dial {
+    fn claims_addr(&self) -> bool {
+        !matches!(self.origin, Origin::Slot(_))
+    }
+}
+
+struct Conn {
+    addr: SocketAddr,
+    dial: Option<Dial>,
+    /// (peer, slot) once its Hello was accepted.
+    at: Option<(Arc<str>, Slot)>,
+    closing: bool,
+}
+
+struct Peer {
+    url: Arc<str>,
+    addr: Option<SocketAddr>,
+    /// The peer's `route_pool_size`.
+    pool: i32,
+    /// Connections by slot; the first of each is the one in use, the others were dialled by
+    /// the peer, which closes all but one.
+    slots: BTreeMap<Slot, Vec<ConnId>>,
+    /// Slot dials in flight.
+    dialing: BTreeSet<Slot>,
+    /// We dialled one of its connections.
+    dialled: bool,
+    /// Accounts the peer refused a dedicated connection for.
+    refused: BTreeSet<Arc<str>>,
+    backoff: Duration,
+}
+
+struct Pending {
+    url: Arc<str>,
+    addrs: Vec<SocketAddr>,
+    attempts_left: u32,
+    mode: GossipMode,
+}
+
+/// Counters, for tests and monitoring.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub dials: u64,
+    pub closes: u64,
+    pub registered: u64,
+}
+
+pub struct Mesh {
+    cfg: Config,
+    rng: SmallRng,
+    seeds: BTreeMap<Arc<str>, bool>,
+    conns: HashMap<ConnId, Conn>,
+    dials: HashMap<DialId, Dial>,
+    next_dial: DialId,
+    /// Addresses with a seed or gossip dial (or the connection it made) in flight.
+    dialing: HashSet<SocketAddr>,
+    self_addrs: HashSet<SocketAddr>,
+    /// The server last found behind an address we dialled.
+    addr_ids: HashMap<SocketAddr, Arc<str>>,
+    peers: BTreeMap<Arc<str>, Peer>,
+    pending: HashMap<Arc<str>, Pending>,
+    timers: BinaryHeap<Reverse<(Duration, u64, Timer)>>,
+    timer_seq: u64,
+    now: Duration,
+    stats: Stats,
+}
+
+impl Mesh {
+    pub fn new(cfg: Config) -> Self {
+        Mesh {
+            rng: SmallRng::seed_from_u64(cfg.rng_seed),
+            cfg,
+            seeds: BTreeMap::new(),
+            conns: HashMap::new(),
+            dials: HashMap::new(),
+            next_dial: 1,
+            dialing: HashSet::new(),
+            self_addrs: HashSet::new(),
+            addr_ids: HashMap::new(),
+            peers: BTreeMap::new(),
+            pending: HashMap::new(),
+            timers: BinaryHeap::new(),
+            timer_seq: 0,
+            now: Duration::ZERO,
+            stats: Stats::default(),
+        }
+    }
+
+    pub fn server_id(&self) -> &Arc<str> {
+        &self.cfg.server_id
+    }
+
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    /// When the mesh next needs a `Tick`.
+    pub fn next_deadline(&self) -> Option<Duration> {
+        self.timers.peek().map(|Reverse((t, _, _))| *t)
+    }
+
+    /// The connections in use: (peer, slot, connection), in order.
+    pub fn routes(&self) -> Vec<(Arc<str>, Slot, ConnId)> {
+        let mut v = Vec::new();
+        for (id, p) in &self.peers {
+            for (slot, conns) in &p.slots {
+                if let Some(c) = conns.first() {
+                    v.push((id.clone(), slot.clone(), *c));
+                }
+            }
+        }
+        v
+    }
+
+    /// Connections that hold a slot but are not the one in use (the peer closes them).
+    pub fn spare_conns(&self) -> usize {
+        let spare = |p: &Peer| p.slots.values().map(|c| c.len() - 1).sum::<usize>();
+        self.peers.values().map(spare).sum()
+    }
+
+    pub fn has_peer(&self, id: &str) -> bool {
+        self.peers.contains_key(id)
+    }
+
+    pub fn is_self(&self, addr: &SocketAddr) -> bool {
+        self.self_addrs.contains(addr)
+    }
+
+    /// Handle one event at `now` (time since any fixed origin, never going back); the
+    /// resulting actions are appended to `out`.
+    pub fn handle(&mut self, ev: Event, now: Duration, out: &mut Vec<Action>) {
+        self.now = self.now.max(now);
+        match ev {
+            Event::Tick => self.tick(out),
+            Event::AddSeed { seed } => {
+                if self.seeds.insert(seed.clone(), true).is_none() {
+                    out.push(Action::Resolve { seed });
+                }
+            }
+            Event::RemoveSeed { seed } => self.remove_seed(&seed, out),
+            Event::SeedResolved { seed, addrs } => self.resolved(seed, Some(addrs), out),
+            Event::ResolveFailed { seed } => self.resolved(seed, None, out),
+            Event::DialFailed { dial } => self.dial_failed(dial),
+            Event::Dialled { dial, conn } => self.dialled(dial, conn, out),
+            Event::Accepted { conn, addr } => {
+                self.conns.insert(
+                    conn,
+                    Conn {
+                        addr,
+                        dial: None,
+                        at: None,
+                        closing: false,
+                    },
+                );
+            }
+            Event::Hello { conn, hello } => self.hello(conn, hello, out),
+            Event::Gossip { conn, gossip } => self.gossip(conn, gossip),
+            Event::Closed { conn } => self.closed(conn, out),
+        }
+    }
+
+    fn jitter(&mut self) -> Duration {
+        Duration::from_millis(self.rng.random_range(0..=JITTER_MS))
+    }
+
+    fn arm(&mut self, at: Duration, t: Timer) {
+        self.timer_seq += 1;
+        self.timers.push(Reverse((at, self.timer_seq, t)));
+    }
+
+    fn tick(&mut self, out: &mut Vec<Action>) {
+        while let Some(Reverse((at, _, _))) = self.timers.peek() {
+            if *at > self.now {
+                break;
+            }
+            let Some(Reverse((_, _, t))) = self.timers.pop() else {
+                break;
+            };
+            match t {
+                Timer::Resolve(seed) => {
+                    if self.seeds.get(&seed) == Some(&false) {
+                        self.seeds.insert(seed.clone(), true);
+                        out.push(Action::Resolve { seed });
+                    }
+                }
+                Timer::Pending(id) => self.try_pending(id, out),
+                Timer::Slots(id) => self.fill_slots(&id, out),
+            }
+        }
+    }
+
+    fn remove_seed(&mut self, seed: &Arc<str>, out: &mut Vec<Action>) {
+        if self.seeds.remove(seed).is_none() {
+            return;
+        }
+        let mut victims: Vec<ConnId> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| {
+                !c.closing
+                    && matches!(&c.dial, Some(Dial { origin: Origin::Seed(s), .. }) if s == seed)
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        victims.sort_unstable();
+        for c in victims {
+            self.close(c, CloseWhy::Removed, out);
+        }
+    }
+
+    fn resolved(&mut self, seed: Arc<str>, addrs: Option<Vec<SocketAddr>>, out: &mut Vec<Action>) {
+        if !self.seeds.contains_key(&seed) {
+            return;
+        }
+        self.seeds.insert(seed.clone(), false);
+        let mut addrs = addrs.unwrap_or_default();
+        addrs.sort_unstable();
+        addrs.dedup();
+        for addr in addrs {
+            if self.claim(addr) {
+                let d = Dial {
+                    addr,
+                    url: seed.clone(),
+                    slot: Slot::Pool(0),
+                    origin: Origin::Seed(seed.clone()),
+                    mode: GossipMode::Default,
+                };
+                self.dial(d, out);
+            }
+        }
+        let at = self.now + RETRY + self.jitter();
+        self.arm(at, Timer::Resolve(seed));
+    }
+
+    /// True (and `addr` taken) when it is worth dialling.
+    fn claim(&mut self, addr: SocketAddr) -> bool {
+        if self.self_addrs.contains(&addr) || self.dialing.contains(&addr) {
+            return false;
+        }
+        if let Some(id) = self.addr_ids.get(&addr) {
+            if self.peers.contains_key(id) {
+                return false;
+            }
+        }
+        self.dialing.insert(addr)
+    }
+
+    fn dial(&mut self, d: Dial, out: &mut Vec<Action>) {
+        let dial = self.next_dial;
+        self.next_dial += 1;
+        self.stats.dials += 1;
+        out.push(Action::Dial {
+            dial,
+            addr: d.addr,
+            url: d.url.clone(),
+            slot: d.slot.clone(),
+            mode: d.mode,
+        });
+        self.dials.insert(dial, d);
+    }
+
+    /// A dial (or the connection it made) is over.
+    fn dial_over(&mut self, d: &Dial) {
+        if d.claims_addr() {
+            self.dialing.remove(&d.addr);
+        }
+        if let Origin::Slot(id) = &d.origin {
+            if let Some(p) = self.peers.get_mut(id) {
+                p.dialing.remove(&d.slot);
+            }
+        }
+    }
+
+    fn dial_failed(&mut self, dial: DialId) {
+        let Some(d) = self.dials.remove(&dial) else {
+            return;
+        };
+        self.dial_over(&d);
+        match &d.origin {
+            Origin::Seed(_) => {}
+            Origin::Gossip(id) => {
+                let id = id.clone();
+                let Some(p) = self.pending.get_mut(&id) else {
+                    return;
+                };
+                if p.attempts_left == 0 {
+                    self.pending.remove(&id);
+                } else {
+                    self.arm(self.now + RETRY, Timer::Pending(id));
+                }
+            }
+            Origin::Slot(id) => self.slot_retry(&id.clone()),
+        }
+    }
+
+    fn slot_retry(&mut self, id: &Arc<str>) {
+        let now = self.now;
+        let Some(p) = self.peers.get_mut(id) else {
+            return;
+        };
+        let at = now + p.backoff;
+        p.backoff = (p.backoff * 2).min(MAX_BACKOFF);
+        self.arm(at, Timer::Slots(id.clone()));
+    }
+
+    fn dialled(&mut self, dial: DialId, conn: ConnId, out: &mut Vec<Action>) {
+        let Some(d) = self.dials.remove(&dial) else {
+            return;
+        };
+        let removed = matches!(&d.origin, Origin::Seed(s) if !self.seeds.contains_key(s));
+        self.conns.insert(
+            conn,
+            Conn {
+                addr: d.addr,
+                dial: Some(d),
+                at: None,
+                closing: false,
+            },
+        );
+        if removed {
+            self.close(conn, CloseWhy::Removed, out);
+        }
+    }
+
+    fn close(&mut self, conn: ConnId, why: CloseWhy, out: &mut Vec<Action>) {
+        if let Some(c) = self.conns.get_mut(&conn) {
+            if c.closing {
+                return;
+            }
+            c.closing = true;
+        }
+        self.stats.closes += 1;
+        out.push(Action::Close { conn, why });
+    }
+
+    /// Is `c` dialled by the server with the smaller id (given the peer's id)?
+    fn preferred(&self, c: &Conn, peer: &str) -> bool {
+        c.dial.is_some() == (&*self.cfg.server_id < peer)
+    }
+
+    fn both_pool(&self, remote_pool: i32) -> bool {
+        self.cfg.pool_size > 0 && remote_pool > 0
+    }
+
+    fn hello(&mut self, conn: ConnId, h: Hello, out: &mut Vec<Action>) {
+        let Some(c) = self.conns.get(&conn) else {
+            return;
+        };
+        if c.closing || c.at.is_some() {
+            return;
+        }
+        if h.id == self.cfg.server_id {
+            if c.dial.is_some() {
+                let addr = c.addr;
+                self.self_addrs.insert(addr);
+            }
+            self.close(conn, CloseWhy::SelfRoute, out);
+            return;
+        }
+        let dial = c.dial.clone();
+        if let Some(d) = &dial {
+            self.addr_ids.insert(d.addr, h.id.clone());
+            if let Origin::Slot(want) = &d.origin {
+                if *want != h.id {
+                    self.close(conn, CloseWhy::WrongPeer, out);
+                    return;
+                }
+            }
+        }
+        let both = self.both_pool(h.pool_size);
+        let eff = if both {
+            self.cfg.pool_size.max(h.pool_size)
+        } else {
+            1
+        };
+        let slot = match &dial {
+            Some(d) => d.slot.clone(),
+            None => match &h.account {
+                Some(a) => Slot::Account(a.clone()),
+                None if both => Slot::Pool(h.pool_idx),
+                None => Slot::Pool(0),
+            },
+        };
+        let refuse = match &slot {
+            Slot::Account(_) if !both => Some(CloseWhy::NoPool),
+            Slot::Account(a) if !self.cfg.pinned.contains(a) => Some(CloseWhy::UnknownAccount),
+            Slot::Pool(i) if i32::from(*i) >= eff => Some(CloseWhy::BadPoolIdx),
+            _ => None,
+        };
+        if let Some(why) = refuse {
+            if let (Slot::Account(a), Some(p)) = (&slot, self.peers.get_mut(&h.id)) {
+                p.refused.insert(a.clone());
+            }
+            self.close(conn, why, out);
+            return;
+        }
+        let first = !self.peers.contains_key(&h.id);
+        if first {
+            let (url, addr) = match &dial {
+                Some(d) => (d.url.clone(), Some(d.addr)),
+                None => (h.url.clone(), h.addr),
+            };
+            let p = Peer {
+                url,
+                addr,
+                pool: h.pool_size,
+                slots: BTreeMap::new(),
+                dialing: BTreeSet::new(),
+                dialled: false,
+                refused: BTreeSet::new(),
+                backoff: RETRY,
+            };
+            self.peers.insert(h.id.clone(), p);
+            self.pending.remove(&h.id);
+        }
+        let new_pref = self
+            .conns
+            .get(&conn)
+            .is_some_and(|c| self.preferred(c, &h.id));
+        let by_me = dial.is_some();
+        let held: Vec<ConnId> = self
+            .peers
+            .get(&h.id)
+            .and_then(|p| p.slots.get(&slot))
+            .cloned()
+            .unwrap_or_default();
+        let old_pref = held
+            .first()
+            .map(|c| self.conns.get(c).is_some_and(|c| self.preferred(c, &h.id)));
+        let mut keep = held.clone();
+        match old_pref {
+            None => keep = vec![conn],
+            Some(old) if new_pref && !old => {
+                for c in held {
+                    self.close(c, CloseWhy::Duplicate, out);
+                }
+                keep = vec![conn];
+            }
+            Some(old) if old && !new_pref => {
+                self.close(conn, CloseWhy::Duplicate, out);
+                return;
+            }
+            // Same kind: whoever dialled both closes the newer one.
+            Some(_) if by_me => {
+                self.close(conn, CloseWhy::Duplicate, out);
+                return;
+            }
+            Some(_) => keep.push(conn),
+        }
+        let active = keep[0] == conn;
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.at = Some((h.id.clone(), slot.clone()));
+        }
+        if let Some(p) = self.peers.get_mut(&h.id) {
+            p.pool = h.pool_size;
+            p.dialled |= by_me;
+            p.slots.insert(slot.clone(), keep);
+            p.backoff = RETRY;
+            if p.addr.is_none() {
+                p.addr = dial.as_ref().map(|d| d.addr).or(h.addr);
+            }
+        }
+        if !active {
+            return;
+        }
+        let gossip_moved = !first && slot == self.lowest_slot(&h.id);
+        self.stats.registered += 1;
+        out.push(Action::Register {
+            conn,
+            peer: h.id.clone(),
+            slot: slot.clone(),
+            first,
+        });
+        if first || gossip_moved {
+            self.tell_about_others(&h.id, conn, out);
+        }
+        self.fill_slots(&h.id, out);
+    }
+
+    fn lowest_slot(&self, id: &str) -> Slot {
+        self.peers
+            .get(id)
+            .and_then(|p| p.slots.keys().next().cloned())
+            .unwrap_or(Slot::Pool(0))
+    }
+
+    /// Tell a newcomer about every other peer (again when the connection gossip goes out on
+    /// changed: earlier gossip may have been lost with a duplicate).
+    fn tell_about_others(&mut self, id: &Arc<str>, to: ConnId, out: &mut Vec<Action>) {
+        let about: Vec<Arc<str>> = self.peers.keys().filter(|p| *p != id).cloned().collect();
+        if !about.is_empty() {
+            out.push(Action::SendGossip {
+                to,
+                about,
+                mode: GossipMode::Default,
+            });
+        }
+    }
+
+    /// The slots we owe peer `id`: all of them when both ends pool.
+    fn expected_slots(&self, p: &Peer) -> Vec<Slot> {
+        if !self.both_pool(p.pool) {
+            return vec![Slot::Pool(0)];
+        }
+        let n = self.cfg.pool_size.max(p.pool).min(i32::from(u16::MAX));
+        let mut v: Vec<Slot> = (0..n).map(|i| Slot::Pool(i as u16)).collect();
+        for a in &self.cfg.pinned {
+            if !p.refused.contains(a) {
+                v.push(Slot::Account(a.clone()));
+            }
+        }
+        v
+    }
+
+    /// Dial the missing slots of `id` if we dialled its lowest registered slot.
+    fn fill_slots(&mut self, id: &Arc<str>, out: &mut Vec<Action>) {
+        let Some(p) = self.peers.get(id) else {
+            return;
+        };
+        let Some(addr) = p.addr else {
+            return;
+        };
+        let owner = p
+            .slots
+            .values()
+            .next()
+            .and_then(|c| c.first())
+            .and_then(|c| self.conns.get(c))
+            .is_some_and(|c| c.dial.is_some());
+        if !owner {
+            return;
+        }
+        let missing: Vec<Slot> = self
+            .expected_slots(p)
+            .into_iter()
+            .filter(|s| !p.slots.contains_key(s) && !p.dialing.contains(s))
+            .collect();
+        let url = p.url.clone();
+        for slot in missing {
+            if let Some(p) = self.peers.get_mut(id) {
+                p.dialing.insert(slot.clone());
+            }
+            let d = Dial {
+                addr,
+                url: url.clone(),
+                slot,
+                origin: Origin::Slot(id.clone()),
+                mode: GossipMode::Default,
+            };
+            self.dial(d, out);
+        }
+    }
+
+    fn gossip(&mut self, conn: ConnId, g: Gossip) {
+        match self.conns.get(&conn) {
+            Some(c) if !c.closing && c.at.is_some() => {}
+            _ => return,
+        }
+        if let Some(p) = self.pending.get_mut(&g.id) {
+            // Fresh news of a server we are trying to reach: its attempts start over.
+            p.attempts_left = self.cfg.connect_retries + 1;
+            return;
+        }
+        if g.id == self.cfg.server_id
+            || self.peers.contains_key(&g.id)
+            || g.addrs.is_empty()
+            || (g.account.is_some() && self.cfg.pool_size <= 0)
+        {
+            return;
+        }
+        let p = Pending {
+            url: g.url,
+            addrs: g.addrs,
+            attempts_left: self.cfg.connect_retries + 1,
+            mode: g.gossip_mode,
+        };
+        self.pending.insert(g.id.clone(), p);
+        let at = self.now + self.jitter();
+        self.arm(at, Timer::Pending(g.id));
+    }
+
+    fn try_pending(&mut self, id: Arc<str>, out: &mut Vec<Action>) {
+        if self.peers.contains_key(&id) {
+            self.pending.remove(&id);
+            return;
+        }
+        let Some(p) = self.pending.get_mut(&id) else {
+            return;
+        };
+        if p.attempts_left == 0 {
+            self.pending.remove(&id);
+            return;
+        }
+        p.attempts_left -= 1;
+        let (addrs, url, mode) = (p.addrs.clone(), p.url.clone(), p.mode);
+        let mut any = false;
+        for addr in addrs {
+            if self.claim(addr) {
+                any = true;
+                let d = Dial {
+                    addr,
+                    url: url.clone(),
+                    slot: Slot::Pool(0),
+                    origin: Origin::Gossip(id.clone()),
+                    mode,
+                };
+                self.dial(d, out);
+                break;
+            }
+        }
+        if !any {
+            // Someone else is dialling it, or it is us.
+            self.pending.remove(&id);
+        }
+    }
+
+    fn closed(&mut self, conn: ConnId, out: &mut Vec<Action>) {
+        let Some(c) = self.conns.remove(&conn) else {
+            return;
+        };
+        if let Some(d) = &c.dial {
+            self.dial_over(d);
+        }
+        let Some((id, slot)) = c.at else {
+            return;
+        };
+        let Some(p) = self.peers.get_mut(&id) else {
+            return;
+        };
+        let Some(list) = p.slots.get_mut(&slot) else {
+            return;
+        };
+        let Some(pos) = list.iter().position(|x| *x == conn) else {
+            return;
+        };
+        list.remove(pos);
+        if list.is_empty() {
+            p.slots.remove(&slot);
+        } else if pos == 0 {
+            let next = list[0];
+            self.stats.registered += 1;
+            out.push(Action::Register {
+                conn: next,
+                peer: id.clone(),
+                slot,
+                first: false,
+            });
+            return;
+        }
+        if !p.slots.is_empty() {
+            self.slot_retry(&id);
+            return;
+        }
+        // The last connection to that peer: redial it (connect_retries times) if we dialled
+        // one of its connections or have the smaller id (the ends may see the connections
+        // close in another order); configured seeds are redialled anyway.
+        let Some(p) = self.peers.remove(&id) else {
+            return;
+        };
+        let mode = c.dial.map_or(GossipMode::Default, |d| d.mode);
+        if let (true, Some(addr)) = (p.dialled || *self.cfg.server_id < *id, p.addr) {
+            let pend = Pending {
+                url: p.url,
+                addrs: vec![addr],
+                attempts_left: self.cfg.connect_retries + 1,
+                mode,
+            };
+            self.pending.insert(id.clone(), pend);
+            let at = self.now + self.jitter();
+            self.arm(at, Timer::Pending(id));
+        }
+    }
+}

@@ -1,0 +1,475 @@
+//! The mesh's rules, one at a time.
+
+use super::*;
+
+fn cfg(id: &str, pool: i32) -> Config {
+    Config {
+        server_id: Arc::from(id),
+        pool_size: pool,
+        pinned: if pool > 0 {
+            vec![Arc::from("$SYS")]
+        } else {
+            Vec::new()
+        },
+        connect_retries: 1,
+        rng_seed: 7,
+    }
+}
+
+fn addr(n: u8) -> SocketAddr {
+    SocketAddr::from(([10, 0, 0, n], 6222))
+}
+
+fn hello(id: &str, pool: i32) -> Hello {
+    Hello {
+        id: Arc::from(id),
+        url: Arc::from("x"),
+        addr: Some(addr(9)),
+        pool_size: pool,
+        ..Default::default()
+    }
+}
+
+fn step(m: &mut Mesh, ev: Event, now_ms: u64) -> Vec<Action> {
+    let mut out = Vec::new();
+    m.handle(ev, Duration::from_millis(now_ms), &mut out);
+    out
+}
+
+fn dials(out: &[Action]) -> Vec<(DialId, SocketAddr, Slot)> {
+    out.iter()
+        .filter_map(|a| match a {
+            Action::Dial {
+                dial, addr, slot, ..
+            } => Some((*dial, *addr, slot.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn seed(m: &mut Mesh, addrs: Vec<SocketAddr>) -> Vec<Action> {
+    let s: Arc<str> = Arc::from("s");
+    let out = step(m, Event::AddSeed { seed: s.clone() }, 0);
+    assert_eq!(out, vec![Action::Resolve { seed: s.clone() }]);
+    step(m, Event::SeedResolved { seed: s, addrs }, 0)
+}
+
+#[test]
+fn seeds_are_resolved_every_second_and_each_address_dialled_once() {
+    let mut m = Mesh::new(cfg("B", -1));
+    let out = seed(&mut m, vec![addr(1), addr(2), addr(1)]);
+    assert_eq!(dials(&out).len(), 2);
+    let next = m.next_deadline().expect("a resolve timer");
+    assert!(next >= RETRY && next <= RETRY + Duration::from_millis(100));
+    let out = step(&mut m, Event::Tick, next.as_millis() as u64);
+    assert_eq!(
+        out,
+        vec![Action::Resolve {
+            seed: Arc::from("s")
+        }]
+    );
+    // Both dials still in flight: nothing new.
+    let out = step(
+        &mut m,
+        Event::SeedResolved {
+            seed: Arc::from("s"),
+            addrs: vec![addr(1), addr(2)],
+        },
+        next.as_millis() as u64,
+    );
+    assert!(dials(&out).is_empty());
+}
+
+#[test]
+fn an_address_that_led_to_ourselves_is_never_dialled_again() {
+    let mut m = Mesh::new(cfg("B", -1));
+    let out = seed(&mut m, vec![addr(1)]);
+    let (d, _, _) = dials(&out)[0].clone();
+    step(&mut m, Event::Dialled { dial: d, conn: 1 }, 1);
+    let out = step(
+        &mut m,
+        Event::Hello {
+            conn: 1,
+            hello: hello("B", 0),
+        },
+        2,
+    );
+    assert_eq!(
+        out,
+        vec![Action::Close {
+            conn: 1,
+            why: CloseWhy::SelfRoute
+        }]
+    );
+    step(&mut m, Event::Closed { conn: 1 }, 3);
+    assert!(m.is_self(&addr(1)));
+    let out = step(
+        &mut m,
+        Event::SeedResolved {
+            seed: Arc::from("s"),
+            addrs: vec![addr(1)],
+        },
+        1500,
+    );
+    assert!(dials(&out).is_empty());
+}
+
+/// A and B dial each other at once: both ends keep the one dialled by A (smaller id).
+#[test]
+fn both_ends_keep_the_connection_dialled_by_the_smaller_id() {
+    for order in [false, true] {
+        let mut a = Mesh::new(cfg("A", -1));
+        let mut b = Mesh::new(cfg("B", -1));
+        let da = dials(&seed(&mut a, vec![addr(2)]))[0].0;
+        let db = dials(&seed(&mut b, vec![addr(1)]))[0].0;
+        // conn 10: A→B, conn 20: B→A (numbered per end: A sees 10 and 21, B sees 11 and 20).
+        step(&mut a, Event::Dialled { dial: da, conn: 10 }, 1);
+        step(&mut b, Event::Dialled { dial: db, conn: 20 }, 1);
+        step(
+            &mut b,
+            Event::Accepted {
+                conn: 11,
+                addr: addr(1),
+            },
+            1,
+        );
+        step(
+            &mut a,
+            Event::Accepted {
+                conn: 21,
+                addr: addr(2),
+            },
+            1,
+        );
+        let (first_a, second_a) = if order { (10, 21) } else { (21, 10) };
+        let (first_b, second_b) = if order { (20, 11) } else { (11, 20) };
+        let mut all = Vec::new();
+        all.extend(step(
+            &mut a,
+            Event::Hello {
+                conn: first_a,
+                hello: hello("B", 0),
+            },
+            2,
+        ));
+        all.extend(step(
+            &mut a,
+            Event::Hello {
+                conn: second_a,
+                hello: hello("B", 0),
+            },
+            3,
+        ));
+        all.extend(step(
+            &mut b,
+            Event::Hello {
+                conn: first_b,
+                hello: hello("A", 0),
+            },
+            2,
+        ));
+        all.extend(step(
+            &mut b,
+            Event::Hello {
+                conn: second_b,
+                hello: hello("A", 0),
+            },
+            3,
+        ));
+        let a_routes: Vec<ConnId> = a.routes().iter().map(|r| r.2).collect();
+        let b_routes: Vec<ConnId> = b.routes().iter().map(|r| r.2).collect();
+        assert_eq!(a_routes, vec![10]);
+        assert_eq!(b_routes, vec![11]);
+        let closes = all
+            .iter()
+            .filter(|x| {
+                matches!(
+                    x,
+                    Action::Close {
+                        why: CloseWhy::Duplicate,
+                        ..
+                    }
+                )
+            })
+            .count();
+        assert_eq!(closes, 2, "{all:?}");
+    }
+}
+
+/// Two connections dialled by the same server: it closes the newer, the other end waits.
+#[test]
+fn the_dialler_of_two_duplicates_closes_the_newer() {
+    let mut a = Mesh::new(cfg("A", -1));
+    let ds = dials(&seed(&mut a, vec![addr(2), addr(3)]));
+    step(
+        &mut a,
+        Event::Dialled {
+            dial: ds[0].0,
+            conn: 1,
+        },
+        1,
+    );
+    step(
+        &mut a,
+        Event::Dialled {
+            dial: ds[1].0,
+            conn: 2,
+        },
+        1,
+    );
+    step(
+        &mut a,
+        Event::Hello {
+            conn: 2,
+            hello: hello("B", 0),
+        },
+        2,
+    );
+    let out = step(
+        &mut a,
+        Event::Hello {
+            conn: 1,
+            hello: hello("B", 0),
+        },
+        3,
+    );
+    assert_eq!(
+        out,
+        vec![Action::Close {
+            conn: 1,
+            why: CloseWhy::Duplicate
+        }]
+    );
+    // The acceptor keeps both until then, and switches when the one in use closes.
+    let mut b = Mesh::new(cfg("B", -1));
+    step(
+        &mut b,
+        Event::Accepted {
+            conn: 7,
+            addr: addr(1),
+        },
+        0,
+    );
+    step(
+        &mut b,
+        Event::Accepted {
+            conn: 8,
+            addr: addr(1),
+        },
+        0,
+    );
+    let out = step(
+        &mut b,
+        Event::Hello {
+            conn: 7,
+            hello: hello("A", 0),
+        },
+        1,
+    );
+    assert!(matches!(
+        out[0],
+        Action::Register {
+            conn: 7,
+            first: true,
+            ..
+        }
+    ));
+    let out = step(
+        &mut b,
+        Event::Hello {
+            conn: 8,
+            hello: hello("A", 0),
+        },
+        1,
+    );
+    assert!(out.is_empty(), "{out:?}");
+    assert_eq!(b.spare_conns(), 1);
+    let out = step(&mut b, Event::Closed { conn: 7 }, 2);
+    assert!(matches!(
+        out[0],
+        Action::Register {
+            conn: 8,
+            first: false,
+            ..
+        }
+    ));
+    assert_eq!(b.spare_conns(), 0);
+}
+
+#[test]
+fn a_pooled_dialler_opens_the_other_slots_after_the_first() {
+    let mut a = Mesh::new(cfg("A", 3));
+    let d = dials(&seed(&mut a, vec![addr(2)]))[0].0;
+    step(&mut a, Event::Dialled { dial: d, conn: 1 }, 1);
+    let out = step(
+        &mut a,
+        Event::Hello {
+            conn: 1,
+            hello: hello("B", 2),
+        },
+        2,
+    );
+    let slots: Vec<Slot> = dials(&out).into_iter().map(|x| x.2).collect();
+    // Mismatch tolerated: the larger pool (3), plus the pinned system account.
+    assert_eq!(
+        slots,
+        vec![
+            Slot::Pool(1),
+            Slot::Pool(2),
+            Slot::Account(Arc::from("$SYS"))
+        ]
+    );
+    // Against a peer without a pool: one route, nothing more.
+    let mut a = Mesh::new(cfg("A", 3));
+    let d = dials(&seed(&mut a, vec![addr(2)]))[0].0;
+    step(&mut a, Event::Dialled { dial: d, conn: 1 }, 1);
+    let out = step(
+        &mut a,
+        Event::Hello {
+            conn: 1,
+            hello: hello("B", 0),
+        },
+        2,
+    );
+    assert!(dials(&out).is_empty());
+}
+
+#[test]
+fn a_server_without_pool_refuses_a_pinned_account_connection() {
+    let mut b = Mesh::new(cfg("B", -1));
+    step(
+        &mut b,
+        Event::Accepted {
+            conn: 1,
+            addr: addr(1),
+        },
+        0,
+    );
+    let mut h = hello("A", 3);
+    h.account = Some(Arc::from("$SYS"));
+    let out = step(&mut b, Event::Hello { conn: 1, hello: h }, 1);
+    assert_eq!(
+        out,
+        vec![Action::Close {
+            conn: 1,
+            why: CloseWhy::NoPool
+        }]
+    );
+}
+
+#[test]
+fn gossip_is_dialled_after_jitter_and_retried_connect_retries_times() {
+    let mut a = Mesh::new(cfg("A", -1));
+    step(
+        &mut a,
+        Event::Accepted {
+            conn: 1,
+            addr: addr(2),
+        },
+        0,
+    );
+    step(
+        &mut a,
+        Event::Hello {
+            conn: 1,
+            hello: hello("B", 0),
+        },
+        0,
+    );
+    let g = Gossip {
+        id: Arc::from("C"),
+        url: Arc::from("c"),
+        addrs: vec![addr(3)],
+        ..Default::default()
+    };
+    assert!(step(
+        &mut a,
+        Event::Gossip {
+            conn: 1,
+            gossip: g.clone()
+        },
+        0
+    )
+    .is_empty());
+    // A gossip storm about the same server changes nothing.
+    assert!(step(&mut a, Event::Gossip { conn: 1, gossip: g }, 0).is_empty());
+    let mut attempts = 0;
+    let mut now = 0;
+    while let Some(t) = a.next_deadline() {
+        now = now.max(t.as_millis() as u64);
+        for (d, _, _) in dials(&step(&mut a, Event::Tick, now)) {
+            attempts += 1;
+            step(&mut a, Event::DialFailed { dial: d }, now);
+        }
+        if now > 10_000 {
+            break;
+        }
+    }
+    assert_eq!(attempts, 2, "one attempt plus connect_retries (1)");
+}
+
+#[test]
+fn a_newcomer_is_told_about_every_other_peer_and_nobody_else_is_told() {
+    let mut s = Mesh::new(cfg("S", -1));
+    step(
+        &mut s,
+        Event::Accepted {
+            conn: 1,
+            addr: addr(1),
+        },
+        0,
+    );
+    let out = step(
+        &mut s,
+        Event::Hello {
+            conn: 1,
+            hello: hello("X", 0),
+        },
+        0,
+    );
+    assert!(!out.iter().any(|a| matches!(a, Action::SendGossip { .. })));
+    step(
+        &mut s,
+        Event::Accepted {
+            conn: 2,
+            addr: addr(2),
+        },
+        0,
+    );
+    step(
+        &mut s,
+        Event::Hello {
+            conn: 2,
+            hello: hello("Y", 0),
+        },
+        0,
+    );
+    step(
+        &mut s,
+        Event::Accepted {
+            conn: 3,
+            addr: addr(3),
+        },
+        0,
+    );
+    let out = step(
+        &mut s,
+        Event::Hello {
+            conn: 3,
+            hello: hello("Z", 0),
+        },
+        0,
+    );
+    let gossip: Vec<_> = out
+        .iter()
+        .filter(|a| matches!(a, Action::SendGossip { .. }))
+        .collect();
+    assert_eq!(
+        gossip,
+        vec![&Action::SendGossip {
+            to: 3,
+            about: vec![Arc::from("X"), Arc::from("Y")],
+            mode: GossipMode::Default
+        }]
+    );
+}
