@@ -672,30 +672,68 @@ fn env(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-#[test]
-fn mesh_converges_under_faults() {
-    let nodes = env("MESH_NODES", 10) as usize;
+/// Run `seeds` seeds of `nodes` nodes on a few threads; every failure says how to replay it.
+fn sweep(seeds: u64, nodes: usize) {
     if let Ok(s) = std::env::var("MESH_SEED") {
         let seed: u64 = s.parse().unwrap_or(0);
         let o = run(seed, nodes, std::env::var("MESH_LOG").is_ok());
         assert!(o.result.is_ok(), "seed {seed} ({}): {:?}", o.desc, o.result);
         return;
     }
-    let seeds = env("MESH_SEEDS", 200);
-    let mut failures = Vec::new();
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4)) as u64;
+    let results: Vec<(Vec<String>, u64, u64)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                s.spawn(move || {
+                    let (mut failures, mut closes, mut events) = (Vec::new(), 0, 0);
+                    for seed in (t..seeds).step_by(threads as usize) {
+                        let o = run(seed, nodes, false);
+                        closes += o.closes;
+                        events += o.events;
+                        if let Err(e) = o.result {
+                            failures.push(format!(
+                                "seed {seed} ({}): {e}\n  replay: MESH_SEED={seed} \
+                                 MESH_NODES={nodes} [MESH_LOG=/tmp/mesh.log] cargo test --lib \
+                                 cluster::mesh::sim",
+                                o.desc
+                            ));
+                        }
+                    }
+                    (failures, closes, events)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| (vec!["a thread panicked".into()], 0, 0))
+            })
+            .collect()
+    });
+    let mut failures: Vec<String> = Vec::new();
     let (mut closes, mut events) = (0, 0);
-    for seed in 0..seeds {
-        let o = run(seed, nodes, false);
-        closes += o.closes;
-        events += o.events;
-        if let Err(e) = o.result {
-            failures.push(format!(
-                "seed {seed} ({}): {e}\n  replay: MESH_SEED={seed} MESH_NODES={nodes} [MESH_LOG=/tmp/mesh.log] \
-                 cargo test --lib cluster::mesh::sim",
-                o.desc
-            ));
-        }
+    for (f, c, e) in results {
+        failures.extend(f);
+        closes += c;
+        events += e;
     }
     eprintln!("{seeds} seeds × {nodes} nodes: {events} events, {closes} closes");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// 1,000 seeds of 10 nodes (`MESH_SEEDS`, `MESH_NODES` to change).
+#[test]
+fn mesh_converges_under_faults() {
+    sweep(env("MESH_SEEDS", 1000), env("MESH_NODES", 10) as usize);
+}
+
+/// 50 nodes: 8 seeds in debug; the full 1,000 × 50 sweep is
+/// `MESH_SEEDS_50=1000 cargo test --release --lib cluster::mesh::sim::fifty`.
+#[test]
+fn fifty_nodes_converge_under_faults() {
+    if std::env::var("MESH_SEED").is_ok() {
+        return;
+    }
+    sweep(env("MESH_SEEDS_50", 8), 50);
 }
