@@ -4,6 +4,7 @@
 //! `interest.rs` turns local interest into RS+/RS-.
 
 pub mod discovery;
+mod driver;
 pub mod interest;
 pub mod mesh;
 pub mod route;
@@ -19,7 +20,7 @@ use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 /// A registered route: one connection to one remote server.
 pub struct RouteEntry {
@@ -43,17 +44,7 @@ impl RouteEntry {
     }
 }
 
-/// Outcome of registering a route.
-pub enum Registered {
-    /// The first route to that server.
-    New,
-    /// This connection replaces an older one to the same server (close the old one).
-    Replaced(Arc<RouteEntry>),
-    /// A route to that server exists and wins: close this connection.
-    Duplicate,
-    /// The server is shutting down (`close_all` ran): close this connection.
-    ShuttingDown,
-}
+pub use driver::Verdict;
 
 /// Route TLS, ready to use: rustls configurations for both directions.
 pub struct RouteTls {
@@ -69,14 +60,21 @@ pub struct Cluster {
     dynamic: AtomicBool,
     pub listen_addr: OnceLock<SocketAddr>,
     routes: Mutex<HashMap<String, Arc<RouteEntry>>>,
-    /// Addresses that turned out to be this server: never dialled again.
-    self_addrs: Mutex<HashSet<SocketAddr>>,
-    /// Addresses with a dial or a solicited route in flight.
-    dialing: Mutex<HashSet<SocketAddr>>,
-    /// The server id last found behind an address we dialled.
-    addr_ids: Mutex<HashMap<SocketAddr, String>>,
-    /// Configured route URLs being dialled, each with the token that stops it (reload).
-    configured: Mutex<HashMap<String, tokio_util::sync::CancellationToken>>,
+    /// Which seed or gossiped peer to dial, which duplicate survives, whom to tell what
+    /// (`mesh.rs`, driven by `driver.rs`).
+    mesh: Mutex<mesh::Mesh>,
+    /// The mesh's clock starts here.
+    epoch: Instant,
+    /// Wakes the mesh timer task when a deadline may have moved.
+    wake: tokio::sync::Notify,
+    /// Every route connection by cid (the mesh closes and gossips by cid).
+    live: Mutex<HashMap<u64, Arc<Conn>>>,
+    /// Duplicates dialled by the peer, kept until it closes one of them.
+    spares: Mutex<HashMap<u64, Arc<RouteEntry>>>,
+    /// Configured route URLs being dialled (reload adds and removes them).
+    configured: Mutex<HashSet<String>>,
+    /// Consecutive resolution failures per seed (to keep the log readable).
+    resolve_failures: Mutex<HashMap<String, u64>>,
     /// Set by `close_all` (under the routes lock): no route registers after it.
     closed: AtomicBool,
 }
@@ -87,7 +85,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Cluster {
     /// Fails when the route TLS files cannot be loaded.
-    pub fn new(opts: ClusterOpts) -> Result<Self, String> {
+    pub fn new(opts: ClusterOpts, server_id: &str) -> Result<Self, String> {
         let (name, dynamic) = match &opts.name {
             Some(n) => (n.clone(), false),
             None => (crate::util::ids::cluster_name(), true),
@@ -101,16 +99,19 @@ impl Cluster {
             }),
         };
         Ok(Cluster {
+            mesh: Mutex::new(driver::new_mesh(&opts, server_id)),
+            epoch: Instant::now(),
+            wake: tokio::sync::Notify::new(),
+            live: Mutex::new(HashMap::new()),
+            spares: Mutex::new(HashMap::new()),
+            resolve_failures: Mutex::new(HashMap::new()),
             opts,
             tls,
             name: RwLock::new(name),
             dynamic: AtomicBool::new(dynamic),
             listen_addr: OnceLock::new(),
             routes: Mutex::new(HashMap::new()),
-            self_addrs: Mutex::new(HashSet::new()),
-            dialing: Mutex::new(HashSet::new()),
-            addr_ids: Mutex::new(HashMap::new()),
-            configured: Mutex::new(HashMap::new()),
+            configured: Mutex::new(HashSet::new()),
             closed: AtomicBool::new(false),
         })
     }
@@ -161,31 +162,6 @@ impl Cluster {
         lock(&self.routes).contains_key(id)
     }
 
-    /// Register `r`. Duplicates are resolved deterministically so that both ends keep the same
-    /// connection: the one dialled by the server with the smaller id survives (ties: the older).
-    pub fn register(&self, my_id: &str, r: &Arc<RouteEntry>) -> Registered {
-        let mut routes = lock(&self.routes);
-        if self.closed.load(Relaxed) {
-            return Registered::ShuttingDown;
-        }
-        let Some(old) = routes.get(&r.remote_id).cloned() else {
-            routes.insert(r.remote_id.clone(), r.clone());
-            return Registered::New;
-        };
-        let preferred_dialer_is_me = my_id < r.remote_id.as_str();
-        let new_pref = r.did_solicit == preferred_dialer_is_me;
-        let old_pref = old.did_solicit == preferred_dialer_is_me;
-        if new_pref && !old_pref && !old.conn.is_closed() {
-            routes.insert(r.remote_id.clone(), r.clone());
-            Registered::Replaced(old)
-        } else if old.conn.is_closed() {
-            routes.insert(r.remote_id.clone(), r.clone());
-            Registered::New
-        } else {
-            Registered::Duplicate
-        }
-    }
-
     /// Forget `r` if it is still the registered route to its server. True when it was.
     pub fn unregister(&self, r: &RouteEntry) -> bool {
         let mut routes = lock(&self.routes);
@@ -234,82 +210,21 @@ impl Cluster {
         }
     }
 
-    pub fn mark_self(&self, addr: SocketAddr) {
-        if lock(&self.self_addrs).insert(addr) {
-            tracing::debug!("Detected route to self, ignoring {addr} from now on");
-        }
+    /// Remember a configured route URL; false when it is already configured.
+    pub fn add_configured(&self, url: &str) -> bool {
+        lock(&self.configured).insert(url.to_string())
     }
 
-    pub fn is_self(&self, addr: &SocketAddr) -> bool {
-        lock(&self.self_addrs).contains(addr)
-    }
-
-    /// Claim `addr` for a dial; false if a dial or a route through it is in flight, if it is
-    /// this server, or if it leads to a server we already have a route to.
-    pub fn claim(&self, addr: SocketAddr) -> bool {
-        if self.is_self(&addr) {
-            return false;
-        }
-        if let Some(id) = lock(&self.addr_ids).get(&addr) {
-            if self.has_route(id) {
-                return false;
-            }
-        }
-        lock(&self.dialing).insert(addr)
-    }
-
-    pub fn release(&self, addr: SocketAddr) {
-        lock(&self.dialing).remove(&addr);
-    }
-
-    pub fn learned(&self, addr: SocketAddr, id: &str) {
-        lock(&self.addr_ids).insert(addr, id.to_string());
-    }
-
-    /// Remember a configured route URL and the token that stops dialling it; `None` when
-    /// it is already configured.
-    pub fn add_configured(&self, url: &str) -> Option<tokio_util::sync::CancellationToken> {
-        let mut m = lock(&self.configured);
-        if m.contains_key(url) {
-            return None;
-        }
-        let t = tokio_util::sync::CancellationToken::new();
-        m.insert(url.to_string(), t.clone());
-        Some(t)
-    }
-
-    /// Forget a configured route URL: its dial loop and its routes stop (reload).
+    /// Forget a configured route URL (reload).
     pub fn remove_configured(&self, url: &str) -> bool {
-        match lock(&self.configured).remove(url) {
-            Some(t) => {
-                t.cancel();
-                true
-            }
-            None => false,
-        }
+        lock(&self.configured).remove(url)
     }
 
     /// The configured route URLs being dialled.
     pub fn configured_routes(&self) -> Vec<String> {
-        let mut v: Vec<String> = lock(&self.configured).keys().cloned().collect();
+        let mut v: Vec<String> = lock(&self.configured).iter().cloned().collect();
         v.sort();
         v
-    }
-
-    /// Close the routes this server dialled to `addr` (a removed configured route).
-    pub fn close_solicited_to(&self, addr: SocketAddr) -> usize {
-        let mut n = 0;
-        for r in self.routes() {
-            if r.did_solicit && r.conn.addr == addr && !r.conn.is_closed() {
-                tracing::debug!(
-                    "{} - Route removed from the configuration, closing",
-                    r.conn.log_prefix()
-                );
-                r.conn.close(CloseReason::ClientClosed);
-                n += 1;
-            }
-        }
-        n
     }
 
     /// Client URLs of the peers (for clients' `connect_urls`), unless `no_advertise`.

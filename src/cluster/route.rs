@@ -6,7 +6,7 @@
 use super::discovery;
 use super::tls_stream::TlsStream;
 use super::url::RouteUrl;
-use super::{Cluster, Registered, RouteEntry};
+use super::{Cluster, RouteEntry, Verdict};
 use crate::account::{Account, SubRef, Subscription};
 use crate::conn::{writer, CloseReason, Conn, ConnKind};
 use crate::deliver::{Fanout, Msg, Origin};
@@ -29,6 +29,8 @@ pub struct Solicit {
     pub url: RouteUrl,
     /// From the `routes` setting (true) or learned by gossip (false).
     pub configured: bool,
+    /// The mesh's number for the dial.
+    pub dial: u64,
 }
 
 const READ_CHUNK: usize = 64 * 1024;
@@ -50,6 +52,7 @@ pub async fn run(
         addr,
         srv.opts.max_pending.max(64 * 1024 * 1024),
     ));
+    cl.conn_started(&srv, &conn, solicit.as_ref().map(|s| s.dial));
     let mut r = Route::new(srv.clone(), cl.clone(), conn.clone(), solicit);
     match &cl.tls {
         None => {
@@ -69,6 +72,7 @@ pub async fn run(
     }
     let reason = conn.close_reason().map_or("", |x| x.as_str());
     tracing::info!("{} - Router connection closed: {reason}", conn.log_prefix());
+    cl.conn_ended(&srv, &conn);
 }
 
 struct Route {
@@ -461,7 +465,7 @@ impl Route {
                 if info.server_id.is_empty() {
                     return Ok(());
                 }
-                discovery::consider_gossip(&self.srv, &self.cl, &info);
+                discovery::consider_gossip(&self.srv, &self.cl, &self.conn, &info);
             } else {
                 let urls_changed = {
                     let mut cur = entry.info();
@@ -483,9 +487,8 @@ impl Route {
             return Err(CloseReason::ProtocolViolation);
         }
         if info.server_id == self.srv.id {
-            if self.solicit.is_some() {
-                self.cl.mark_self(self.conn.addr);
-            }
+            // The mesh remembers the address (never dialled again).
+            self.cl.hello(&self.srv, &self.conn, &info, None);
             tracing::debug!(
                 "{} - Detected route to self, closing",
                 self.conn.log_prefix()
@@ -498,7 +501,6 @@ impl Route {
                 self.send_err(&e);
                 return Err(CloseReason::ClusterNameConflict);
             }
-            self.cl.learned(self.conn.addr, &info.server_id);
         }
         self.conn.headers.store(info.headers, Relaxed);
         let gossip_url = if info.ip.is_empty() {
@@ -526,26 +528,25 @@ impl Route {
             num_subs: Default::default(),
             start: SystemTime::now(),
         });
-        match self.cl.register(&self.srv.id, &entry) {
-            Registered::Duplicate => {
+        // Which of two duplicate routes survives, and whom to tell about whom, is the
+        // mesh's decision (both ends agree without talking).
+        let info = entry.info().clone();
+        match self.cl.hello(&self.srv, &self.conn, &info, Some(&entry)) {
+            Verdict::Close(reason) => {
                 tracing::debug!(
                     "{} - Duplicate route to {}, closing",
                     self.conn.log_prefix(),
                     entry.remote_id
                 );
-                return Err(CloseReason::DuplicateRoute);
+                return Err(reason);
             }
-            Registered::ShuttingDown => return Err(CloseReason::ServerShutdown),
-            Registered::Replaced(old) => {
-                tracing::debug!(
-                    "{} - Replacing duplicate route rid:{} to {}",
-                    self.conn.log_prefix(),
-                    old.conn.cid,
-                    entry.remote_id
-                );
-                old.conn.close(CloseReason::DuplicateRoute);
+            Verdict::Spare => {
+                // The peer dialled this one and another: it closes one of them.
+                self.entry = Some(entry);
+                self.next_ping = Instant::now() + FIRST_PING;
+                return Ok(());
             }
-            Registered::New => {}
+            Verdict::Registered { .. } => {}
         }
         tracing::info!(
             "{} - Route connection created to {} ({})",
@@ -556,16 +557,8 @@ impl Route {
         let gateway_url = entry.info().gateway_url.clone();
         crate::gateway::peer_url(&self.srv, &entry.remote_id, &gateway_url);
         self.entry = Some(entry.clone());
-        // Our interest, then gossip: tell the others about the newcomer, and the newcomer
-        // about the others (both sides may dial; duplicates resolve deterministically).
+        // Our interest (the mesh already told the newcomer about the others).
         self.cl.dump(&self.srv.accounts.all(), &self.conn);
-        let newcomer = gossip_json(&entry);
-        self.cl.broadcast_except(&entry.remote_id, &newcomer);
-        for other in self.cl.routes() {
-            if other.remote_id != entry.remote_id {
-                self.send(&gossip_json(&other));
-            }
-        }
         crate::gateway::to_new_route(&self.srv, &self.conn);
         self.srv.cluster_changed();
         self.next_ping = Instant::now() + FIRST_PING;
@@ -728,7 +721,7 @@ impl Route {
 }
 
 /// `INFO` about a registered peer, as forwarded to other routes: no nonce, `ip` set.
-fn gossip_json(r: &RouteEntry) -> Vec<u8> {
+pub(super) fn gossip_json(r: &RouteEntry) -> Vec<u8> {
     let mut info = r.info().clone();
     info.nonce.clear();
     info.ip = r.gossip_url.clone();

@@ -160,7 +160,7 @@ impl ServerShared {
         }
         if let Some(cl) = &self.cluster {
             for r in &plan.routes_removed {
-                crate::cluster::discovery::remove_configured(cl, r);
+                crate::cluster::discovery::remove_configured(self, cl, r);
             }
             for r in &plan.routes_added {
                 crate::cluster::discovery::add_configured(self, cl, r);
@@ -494,13 +494,13 @@ impl Server {
             }
             c
         });
-        let cluster = match cluster_opts.map(Cluster::new).transpose() {
+        let id = crate::util::ids::server_id();
+        let cluster = match cluster_opts.map(|c| Cluster::new(c, &id)).transpose() {
             Ok(c) => c.map(Arc::new),
             Err(e) => return Err(io::Error::new(io::ErrorKind::InvalidInput, e)),
         };
         let client_tls = client_tls_acceptor(&opts)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-        let id = crate::util::ids::server_id();
         let name = opts.server_name.clone().unwrap_or_else(|| id.clone());
         let gateway = match opts
             .gateway

@@ -16,10 +16,11 @@
 //! - Seeds are resolved every second (plus 0–100 ms jitter) forever and every address that is
 //!   not self, not being dialled and not known to lead to a connected peer is dialled.
 //!   Gossiped peers are dialled after 0–100 ms jitter, `connect_retries` more times on failure.
-//! - Gossip: when the first connection to a peer registers, both ends tell the newcomer about
-//!   every other peer they have. For any two peers u and v of w, whichever joined w last is
-//!   told about the other, so a connected graph closes into a full mesh, also after a
-//!   partition heals. Nothing is re-broadcast to the others (no floods, nats-server #5483).
+//! - Gossip: when the first connection to a peer registers, the newcomer is told about every
+//!   other peer (for any two peers u and v of w, whichever joined w last is told about the
+//!   other, so a connected graph closes into a full mesh, also after a partition heals), and
+//!   the others about the newcomer as nats-server does (2.11 gossip modes). The side with the
+//!   larger id waits a second before dialling a gossiped peer (the other side's dial wins).
 
 #[cfg(test)]
 mod sim;
@@ -226,6 +227,8 @@ pub enum Action {
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Timer {
     Resolve(Arc<str>),
+    /// A spare connection the peer has not closed yet.
+    Spare(ConnId),
     Pending(Arc<str>),
     Slots(Arc<str>),
 }
@@ -260,6 +263,8 @@ struct Conn {
     /// (peer, slot) once its Hello was accepted.
     at: Option<(Arc<str>, Slot)>,
     closing: bool,
+    /// Why we closed it.
+    why: Option<CloseWhy>,
 }
 
 struct Peer {
@@ -399,6 +404,7 @@ impl Mesh {
                         dial: None,
                         at: None,
                         closing: false,
+                        why: None,
                     },
                 );
             }
@@ -434,6 +440,7 @@ impl Mesh {
                 }
                 Timer::Pending(id) => self.try_pending(id, out),
                 Timer::Slots(id) => self.fill_slots(&id, out),
+                Timer::Spare(conn) => self.spare_expired(conn, out),
             }
         }
     }
@@ -564,6 +571,7 @@ impl Mesh {
                 dial: Some(d),
                 at: None,
                 closing: false,
+                why: None,
             },
         );
         if removed {
@@ -577,6 +585,7 @@ impl Mesh {
                 return;
             }
             c.closing = true;
+            c.why = Some(why);
         }
         self.stats.closes += 1;
         out.push(Action::Close { conn, why });
@@ -694,7 +703,10 @@ impl Mesh {
                 self.close(conn, CloseWhy::Duplicate, out);
                 return;
             }
-            Some(_) => keep.push(conn),
+            Some(_) => {
+                keep.push(conn);
+                self.arm(self.now + RETRY, Timer::Spare(conn));
+            }
         }
         let active = keep[0] == conn;
         if let Some(c) = self.conns.get_mut(&conn) {
@@ -723,6 +735,9 @@ impl Mesh {
         if first || gossip_moved {
             self.tell_about_others(&h.id, conn, out);
         }
+        if first {
+            self.announce(&h, &dial, out);
+        }
         self.fill_slots(&h.id, out);
     }
 
@@ -731,6 +746,64 @@ impl Mesh {
             .get(id)
             .and_then(|p| p.slots.keys().next().cloned())
             .unwrap_or(Slot::Pool(0))
+    }
+
+    /// A peer that dialled two connections for one slot closes one of them; one that does
+    /// not (another implementation) loses the newer after a second, as nats-server does.
+    fn spare_expired(&mut self, conn: ConnId, out: &mut Vec<Action>) {
+        let Some((id, slot)) = self.conns.get(&conn).and_then(|c| c.at.clone()) else {
+            return;
+        };
+        let spare = self
+            .peers
+            .get(&id)
+            .and_then(|p| p.slots.get(&slot))
+            .is_some_and(|l| l.iter().skip(1).any(|c| *c == conn));
+        if spare {
+            if let Some(l) = self.peers.get_mut(&id).and_then(|p| p.slots.get_mut(&slot)) {
+                l.retain(|c| *c != conn);
+            }
+            self.close(conn, CloseWhy::Duplicate, out);
+        }
+    }
+
+    /// Tell the other peers about a newcomer, as nats-server does (its 2.11 gossip modes:
+    /// override for explicit routes, disabled when we accepted it, else default; one dialled
+    /// because of gossip is announced only under override).
+    fn announce(&mut self, h: &Hello, dial: &Option<Dial>, out: &mut Vec<Action>) {
+        let did_solicit = dial.is_some();
+        let explicit = matches!(
+            dial,
+            Some(Dial {
+                origin: Origin::Seed(_),
+                ..
+            })
+        );
+        let local_mode = dial.as_ref().map_or(GossipMode::Default, |d| d.mode);
+        if (did_solicit && !explicit && local_mode != GossipMode::Override)
+            || h.gossip_mode == GossipMode::Disabled
+        {
+            return;
+        }
+        for (id, p) in &self.peers {
+            if *id == h.id {
+                continue;
+            }
+            let mode = if explicit {
+                GossipMode::Override
+            } else if !did_solicit {
+                GossipMode::Disabled
+            } else {
+                GossipMode::Default
+            };
+            if let Some(to) = p.slots.values().next().and_then(|c| c.first().copied()) {
+                out.push(Action::SendGossip {
+                    to,
+                    about: vec![h.id.clone()],
+                    mode,
+                });
+            }
+        }
     }
 
     /// Tell a newcomer about every other peer (again when the connection gossip goes out on
@@ -823,8 +896,16 @@ impl Mesh {
             attempts_left: self.cfg.connect_retries + 1,
             mode: g.gossip_mode,
         };
+        // Both ends of a missing pair are often told about each other: the one with the
+        // smaller id (whose connection would win) dials first, the other a second later
+        // if still needed.
+        let wait = if *self.cfg.server_id < *g.id {
+            Duration::ZERO
+        } else {
+            RETRY
+        };
         self.pending.insert(g.id.clone(), p);
-        let at = self.now + self.jitter();
+        let at = self.now + wait + self.jitter();
         self.arm(at, Timer::Pending(g.id));
     }
 
@@ -901,13 +982,16 @@ impl Mesh {
             return;
         }
         // The last connection to that peer: redial it (connect_retries times) if we dialled
-        // one of its connections or have the smaller id (the ends may see the connections
-        // close in another order); configured seeds are redialled anyway.
+        // one of its connections (the ends may see them close in another order), unless we
+        // closed it because its seed was removed; configured seeds are redialled anyway.
         let Some(p) = self.peers.remove(&id) else {
             return;
         };
+        if c.why == Some(CloseWhy::Removed) {
+            return;
+        }
         let mode = c.dial.map_or(GossipMode::Default, |d| d.mode);
-        if let (true, Some(addr)) = (p.dialled || *self.cfg.server_id < *id, p.addr) {
+        if let (true, Some(addr)) = (p.dialled, p.addr) {
             let pend = Pending {
                 url: p.url,
                 addrs: vec![addr],

@@ -1,0 +1,381 @@
+//! The tokio side of the mesh (`mesh.rs`): route tasks, the resolver, dials and one timer task
+//! feed it events under one mutex, and this module carries out the actions it returns —
+//! resolve, dial, register, close, send gossip. The mesh decides; nothing here does.
+
+use super::mesh::{self, Action, CloseWhy, ConnId, Event, Mesh};
+use super::route::{self, Solicit};
+use super::url::RouteUrl;
+use super::{Cluster, RouteEntry};
+use crate::conn::{CloseReason, Conn};
+use crate::proto::info::ServerInfo;
+use crate::server::ServerShared;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpStream;
+
+const DIAL_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// What became of a connection's first INFO.
+pub enum Verdict {
+    /// It carries its slot now (`first`: the first connection to that server).
+    Registered {
+        first: bool,
+    },
+    /// Kept, unused, until its peer closes the duplicate it dialled.
+    Spare,
+    Close(CloseReason),
+}
+
+pub fn new_mesh(cl: &super::ClusterOpts, server_id: &str) -> Mesh {
+    Mesh::new(mesh::Config {
+        server_id: Arc::from(server_id),
+        // natsd speaks one route per pair (2.9's protocol) until pools land.
+        pool_size: -1,
+        pinned: Vec::new(),
+        connect_retries: cl.connect_retries,
+        rng_seed: rand::random(),
+    })
+}
+
+fn why(w: CloseWhy) -> CloseReason {
+    match w {
+        CloseWhy::SelfRoute | CloseWhy::Duplicate => CloseReason::DuplicateRoute,
+        CloseWhy::Removed => CloseReason::ClientClosed,
+        CloseWhy::NoPool
+        | CloseWhy::UnknownAccount
+        | CloseWhy::BadPoolIdx
+        | CloseWhy::WrongPeer => CloseReason::ProtocolViolation,
+    }
+}
+
+fn addr_of(url: &str) -> Option<SocketAddr> {
+    let u = RouteUrl::parse(url).ok()?;
+    Some(SocketAddr::new(u.host.parse::<IpAddr>().ok()?, u.port))
+}
+
+impl Cluster {
+    /// Feed the mesh one event and carry out what it decides. Actions about `me` (the calling
+    /// route's own connection) are returned instead.
+    pub(crate) fn feed(
+        self: &Arc<Self>,
+        srv: &Arc<ServerShared>,
+        ev: Event,
+        me: Option<ConnId>,
+    ) -> Vec<Action> {
+        let (mine, others) = self.decide(ev, me);
+        for a in others {
+            self.perform(srv, a);
+        }
+        mine
+    }
+
+    /// The mesh's actions for `ev`: those about `me`, and the others.
+    fn decide(&self, ev: Event, me: Option<ConnId>) -> (Vec<Action>, Vec<Action>) {
+        let mut out = Vec::new();
+        {
+            let mut m = self.mesh.lock().unwrap_or_else(|e| e.into_inner());
+            m.handle(ev, self.epoch.elapsed(), &mut out);
+        }
+        self.wake.notify_one();
+        out.into_iter().partition(|a| {
+            matches!(a, Action::Register { conn, .. } | Action::Close { conn, .. } if Some(*conn) == me)
+        })
+    }
+
+    fn perform(self: &Arc<Self>, srv: &Arc<ServerShared>, a: Action) {
+        match a {
+            Action::Resolve { seed } => {
+                srv.tasks
+                    .spawn(resolve_seed(srv.clone(), self.clone(), seed));
+            }
+            Action::Dial {
+                dial, addr, url, ..
+            } => {
+                srv.tasks
+                    .spawn(dial_task(srv.clone(), self.clone(), dial, addr, url));
+            }
+            Action::Register { conn, .. } => {
+                // A spare takes over: it carries the routes from now on.
+                let entry = super::lock(&self.spares).remove(&conn);
+                if let Some(e) = entry {
+                    super::lock(&self.routes).insert(e.remote_id.clone(), e.clone());
+                    self.dump(&srv.accounts.all(), &e.conn);
+                    srv.cluster_changed();
+                }
+            }
+            Action::Close { conn, why: w } => {
+                if let Some(c) = super::lock(&self.live).get(&conn) {
+                    tracing::debug!("{} - Closing route: {w:?}", c.log_prefix());
+                    c.close(why(w));
+                }
+            }
+            Action::SendGossip { to, about, .. } => {
+                let Some(c) = super::lock(&self.live).get(&to).cloned() else {
+                    return;
+                };
+                let routes = super::lock(&self.routes);
+                for id in about {
+                    if let Some(r) = routes.get(&*id) {
+                        let line = route::gossip_json(r);
+                        c.out.push_now(line.len(), |b| b.extend_from_slice(&line));
+                    }
+                }
+            }
+        }
+    }
+
+    /// A route connection starts: the mesh learns it (dialled or accepted).
+    pub(crate) fn conn_started(
+        self: &Arc<Self>,
+        srv: &Arc<ServerShared>,
+        conn: &Arc<Conn>,
+        dial: Option<u64>,
+    ) {
+        super::lock(&self.live).insert(conn.cid, conn.clone());
+        let ev = match dial {
+            Some(dial) => Event::Dialled {
+                dial,
+                conn: conn.cid,
+            },
+            None => Event::Accepted {
+                conn: conn.cid,
+                addr: conn.addr,
+            },
+        };
+        for a in self.feed(srv, ev, Some(conn.cid)) {
+            if let Action::Close { why: w, .. } = a {
+                conn.close(why(w));
+            }
+        }
+    }
+
+    /// A route connection ended.
+    pub(crate) fn conn_ended(self: &Arc<Self>, srv: &Arc<ServerShared>, conn: &Conn) {
+        super::lock(&self.live).remove(&conn.cid);
+        super::lock(&self.spares).remove(&conn.cid);
+        self.feed(srv, Event::Closed { conn: conn.cid }, None);
+    }
+
+    /// The peer's first INFO on `conn` (`entry` is None when it is ourselves).
+    pub(crate) fn hello(
+        self: &Arc<Self>,
+        srv: &Arc<ServerShared>,
+        conn: &Conn,
+        info: &ServerInfo,
+        entry: Option<&Arc<RouteEntry>>,
+    ) -> Verdict {
+        let url: Arc<str> = Arc::from(entry.map_or("", |e| e.gossip_url.as_str()));
+        let hello = mesh::Hello {
+            id: Arc::from(info.server_id.as_str()),
+            addr: addr_of(&url),
+            url,
+            ..Default::default()
+        };
+        let ev = Event::Hello {
+            conn: conn.cid,
+            hello,
+        };
+        let (mine, others) = self.decide(ev, Some(conn.cid));
+        let mut verdict = Verdict::Spare;
+        for a in mine {
+            match a {
+                Action::Close { why: w, .. } => verdict = Verdict::Close(why(w)),
+                Action::Register { first, .. } => verdict = Verdict::Registered { first },
+                _ => {}
+            }
+        }
+        // Registered before the rest is carried out: gossip about it needs its entry.
+        if let Some(entry) = entry {
+            match verdict {
+                Verdict::Registered { .. } => {
+                    let mut routes = super::lock(&self.routes);
+                    if self.closed.load(std::sync::atomic::Ordering::Relaxed) {
+                        verdict = Verdict::Close(CloseReason::ServerShutdown);
+                    } else {
+                        routes.insert(entry.remote_id.clone(), entry.clone());
+                    }
+                }
+                Verdict::Spare => {
+                    super::lock(&self.spares).insert(conn.cid, entry.clone());
+                }
+                Verdict::Close(_) => {}
+            }
+        }
+        for a in others {
+            self.perform(srv, a);
+        }
+        verdict
+    }
+}
+
+/// Resolve `host` (an IP literal, or a name through hickory-resolver with resolv.conf and
+/// /etc/hosts) to socket addresses.
+pub async fn resolve(host: &str, port: u16) -> Result<Vec<SocketAddr>, String> {
+    if let Ok(ip) = host.parse::<IpAddr>() {
+        return Ok(vec![SocketAddr::new(ip, port)]);
+    }
+    let resolver = hickory_resolver::TokioResolver::builder_tokio()
+        .map_err(|e| format!("resolver: {e}"))?
+        .build();
+    let ips = resolver
+        .lookup_ip(host)
+        .await
+        .map_err(|e| format!("lookup {host}: {e}"))?;
+    let mut v: Vec<SocketAddr> = ips.iter().map(|ip| SocketAddr::new(ip, port)).collect();
+    v.sort();
+    v.dedup();
+    if v.is_empty() {
+        return Err(format!("lookup {host}: no addresses"));
+    }
+    Ok(v)
+}
+
+async fn resolve_seed(srv: Arc<ServerShared>, cl: Arc<Cluster>, seed: Arc<str>) {
+    let ev = match RouteUrl::parse(&seed) {
+        Err(e) => {
+            tracing::error!("{e}");
+            Event::ResolveFailed { seed }
+        }
+        Ok(url) => match resolve(&url.host, url.port).await {
+            Ok(addrs) => Event::SeedResolved { seed, addrs },
+            Err(e) => {
+                let n = {
+                    let mut f = super::lock(&cl.resolve_failures);
+                    let n = f.entry(seed.to_string()).or_insert(0);
+                    *n += 1;
+                    *n
+                };
+                // First failures and then every minute, to keep the log readable.
+                if n <= 3 || n % 60 == 0 {
+                    tracing::error!("Error resolving route {url}: {e} (attempt {n})");
+                }
+                Event::ResolveFailed { seed }
+            }
+        },
+    };
+    if let Event::SeedResolved { seed, .. } = &ev {
+        super::lock(&cl.resolve_failures).remove(&**seed);
+    }
+    if !srv.is_shutting_down() {
+        cl.feed(&srv, ev, None);
+    }
+}
+
+async fn dial_task(
+    srv: Arc<ServerShared>,
+    cl: Arc<Cluster>,
+    dial: u64,
+    addr: SocketAddr,
+    url: Arc<str>,
+) {
+    let parsed = RouteUrl::parse(&url);
+    let stream = match (&parsed, srv.is_shutting_down()) {
+        (Ok(_), false) => {
+            tracing::debug!("Trying to connect to route on {addr} ({url})");
+            match tokio::time::timeout(DIAL_TIMEOUT, TcpStream::connect(addr)).await {
+                Ok(Ok(s)) => Some(s),
+                Ok(Err(e)) => {
+                    tracing::debug!("Error trying to connect to route {addr}: {e}");
+                    None
+                }
+                Err(_) => {
+                    tracing::debug!("Error trying to connect to route {addr}: timeout");
+                    None
+                }
+            }
+        }
+        _ => None,
+    };
+    let (Some(stream), Ok(mut u)) = (stream, parsed) else {
+        cl.feed(&srv, Event::DialFailed { dial }, None);
+        return;
+    };
+    let configured = super::lock(&cl.configured).contains(&*url);
+    if !configured && u.user.is_none() {
+        u.user = cl.opts.username.clone();
+        u.pass = cl.opts.password.clone().or_else(|| cl.opts.token.clone());
+    }
+    let sol = Solicit {
+        url: u,
+        configured,
+        dial,
+    };
+    route::run(srv, cl, stream, addr, Some(sol)).await;
+}
+
+/// The timer: `Tick` the mesh at its deadlines until shutdown.
+pub async fn timer(srv: Arc<ServerShared>, cl: Arc<Cluster>) {
+    loop {
+        let next = cl
+            .mesh
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .next_deadline();
+        let sleep = match next {
+            Some(d) => d.saturating_sub(cl.epoch.elapsed()),
+            None => Duration::from_secs(3600),
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(sleep) => {
+                if srv.is_shutting_down() {
+                    return;
+                }
+                cl.feed(&srv, Event::Tick, None);
+            }
+            _ = cl.wake.notified() => {}
+            _ = srv.shutdown_signal() => return,
+        }
+    }
+}
+
+/// An INFO about another server arrived on a route: the mesh decides whether to dial it.
+pub fn gossip(srv: &Arc<ServerShared>, cl: &Arc<Cluster>, conn: &Conn, info: &ServerInfo) {
+    if info.ip.is_empty() {
+        return;
+    }
+    let g = mesh::Gossip {
+        id: Arc::from(info.server_id.as_str()),
+        url: Arc::from(info.ip.as_str()),
+        addrs: Vec::new(),
+        account: None,
+        gossip_mode: mesh::GossipMode::Default,
+    };
+    let cid = conn.cid;
+    if let Some(a) = addr_of(&info.ip) {
+        let g = mesh::Gossip {
+            addrs: vec![a],
+            ..g
+        };
+        cl.feed(
+            srv,
+            Event::Gossip {
+                conn: cid,
+                gossip: g,
+            },
+            None,
+        );
+        return;
+    }
+    let Ok(u) = RouteUrl::parse(&info.ip) else {
+        tracing::debug!("Ignoring gossiped route {:?}", info.ip);
+        return;
+    };
+    let (srv2, cl2) = (srv.clone(), cl.clone());
+    srv.tasks.spawn(async move {
+        match resolve(&u.host, u.port).await {
+            Ok(addrs) => {
+                let g = mesh::Gossip { addrs, ..g };
+                cl2.feed(
+                    &srv2,
+                    Event::Gossip {
+                        conn: cid,
+                        gossip: g,
+                    },
+                    None,
+                );
+            }
+            Err(e) => tracing::debug!("Error resolving implicit route {u}: {e}"),
+        }
+    });
+}
