@@ -80,14 +80,70 @@ async fn dial(
     url: RouteUrl,
     stop: Option<CancellationToken>,
 ) -> bool {
+    let sol = Solicit {
+        configured: stop.is_some(),
+        ..Solicit::seed(url)
+    };
+    let ok = dial_route(srv, cl.clone(), addr, sol, stop).await;
+    cl.release(addr);
+    ok
+}
+
+/// Another connection to peer `id` we have a route to: the next slot of its pool, or a pinned
+/// account's route (`sol.account`). Not claimed: a pool fills one connection at a time. A dial
+/// that does not end registered is tried again (every second, a few times) while the peer
+/// still lacks that connection.
+pub fn dial_more(
+    srv: &Arc<ServerShared>,
+    cl: &Arc<Cluster>,
+    addr: SocketAddr,
+    sol: Solicit,
+    id: String,
+) {
+    const TRIES: u32 = 5;
+    let (srv, cl) = (srv.clone(), cl.clone());
+    srv.clone().tasks.spawn(async move {
+        for attempt in 0..TRIES {
+            let missing = cl.missing(&id);
+            let wanted = match &sol.account {
+                Some(a) => missing.accounts.iter().any(|m| m.as_str() == &**a),
+                None => missing.slots > 0,
+            };
+            if !wanted || srv.is_shutting_down() {
+                return;
+            }
+            if attempt > 0 {
+                tokio::select! {
+                    _ = tokio::time::sleep(RETRY + jitter(100)) => {}
+                    _ = srv.shutdown_signal() => return,
+                }
+            }
+            if dial_route(srv.clone(), cl.clone(), addr, sol.clone(), None).await {
+                return;
+            }
+        }
+    });
+}
+
+async fn dial_route(
+    srv: Arc<ServerShared>,
+    cl: Arc<Cluster>,
+    addr: SocketAddr,
+    sol: Solicit,
+    stop: Option<CancellationToken>,
+) -> bool {
     if srv.is_shutting_down() {
-        cl.release(addr);
         return false;
     }
-    tracing::debug!("Trying to connect to route on {addr} ({url})");
+    let url = &sol.url;
+    match &sol.account {
+        Some(a) => {
+            tracing::debug!("Trying to connect to route on {addr} ({url}) for account {a:?}")
+        }
+        None => tracing::debug!("Trying to connect to route on {addr} ({url})"),
+    }
     let r = tokio::time::timeout(DIAL_TIMEOUT, TcpStream::connect(addr)).await;
-    let configured = stop.is_some();
-    let ok = match r {
+    match r {
         Ok(Ok(stream)) => {
             // When the configured URL is removed (reload) the route is closed, whenever it
             // registers; the route task itself always runs to its end (its cleanup matters).
@@ -96,16 +152,9 @@ async fn dial(
                 srv.tasks
                     .spawn(close_when_removed(cl.clone(), addr, stop, done.clone()));
             }
-            route::run(
-                srv,
-                cl.clone(),
-                stream,
-                addr,
-                Some(Solicit { url, configured }),
-            )
-            .await;
+            let registered = route::run(srv, cl.clone(), stream, addr, Some(sol)).await;
             done.cancel();
-            true
+            registered
         }
         Ok(Err(e)) => {
             tracing::debug!("Error trying to connect to route {addr}: {e}");
@@ -115,9 +164,7 @@ async fn dial(
             tracing::debug!("Error trying to connect to route {addr}: timeout");
             false
         }
-    };
-    cl.release(addr);
-    ok
+    }
 }
 
 /// Until the route dialled to `addr` ends (`done`): once `stop` fires, close it.
@@ -150,6 +197,7 @@ async fn configured(
     stop: CancellationToken,
 ) {
     let mut failures: u64 = 0;
+    let mut backoff = crate::util::backoff::Backoff::new(cl.opts.connect_backoff);
     loop {
         if srv.is_shutting_down() || stop.is_cancelled() {
             return;
@@ -159,6 +207,14 @@ async fn configured(
         if srv.is_shutting_down() || stop.is_cancelled() {
             return;
         }
+        // Connected through this seed (or nothing left to dial): the next wait is the
+        // first delay; otherwise it grows with `connect_backoff`.
+        let delay = match &resolved {
+            Ok(addrs) if addrs.iter().any(|a| cl.is_self(a) || cl.routed_addr(a)) => {
+                backoff.reset()
+            }
+            _ => backoff.failed(),
+        };
         match resolved {
             Ok(addrs) => {
                 failures = 0;
@@ -183,16 +239,34 @@ async fn configured(
             }
         }
         tokio::select! {
-            _ = tokio::time::sleep(RETRY + jitter(100)) => {}
+            _ = tokio::time::sleep(delay + jitter(100)) => {}
             _ = srv.shutdown_signal() => return,
             _ = stop.cancelled() => return,
         }
     }
 }
 
-/// An INFO about another server arrived on a route: dial it if it is new to us.
+/// An INFO about another server arrived on a route: dial it if it is new to us, as nats-server's `processImplicitRoute` — a pinned
+/// account's route when the INFO names one (`route_account`) and we pool and pin it too.
 pub fn consider_gossip(srv: &Arc<ServerShared>, cl: &Arc<Cluster>, info: &ServerInfo) {
-    if info.server_id == srv.id || cl.has_route(&info.server_id) || info.ip.is_empty() {
+    if info.server_id == srv.id || info.ip.is_empty() {
+        return;
+    }
+    let account = (!info.route_account.is_empty()).then(|| Arc::from(info.route_account.as_str()));
+    if let Some(acc) = &account {
+        // Pinned: only between pooled servers that both pin it, and only if still missing.
+        if cl.pool_size().is_none()
+            || !cl.is_pinned(acc)
+            || !cl.has_route(&info.server_id)
+            || !cl
+                .missing(&info.server_id)
+                .accounts
+                .iter()
+                .any(|a| a.as_str() == &**acc)
+        {
+            return;
+        }
+    } else if cl.has_route(&info.server_id) {
         return;
     }
     let mut url = match RouteUrl::parse(&info.ip) {
@@ -206,19 +280,43 @@ pub fn consider_gossip(srv: &Arc<ServerShared>, cl: &Arc<Cluster>, info: &Server
         url.user = cl.opts.username.clone();
         url.pass = cl.opts.password.clone().or_else(|| cl.opts.token.clone());
     }
+    let sol = Solicit {
+        url,
+        configured: false,
+        account,
+        gossip_mode: info.gossip_mode,
+    };
     srv.tasks.spawn(implicit(
         srv.clone(),
         cl.clone(),
-        url,
+        sol,
         info.server_id.clone(),
     ));
 }
 
-async fn implicit(srv: Arc<ServerShared>, cl: Arc<Cluster>, url: RouteUrl, id: String) {
+async fn implicit(srv: Arc<ServerShared>, cl: Arc<Cluster>, sol: Solicit, id: String) {
     tokio::time::sleep(jitter(100)).await;
+    let url = sol.url.clone();
     for attempt in 0..=cl.opts.connect_retries {
-        if srv.is_shutting_down() || cl.has_route(&id) {
+        if srv.is_shutting_down() {
             return;
+        }
+        match &sol.account {
+            Some(acc) => {
+                if !cl
+                    .missing(&id)
+                    .accounts
+                    .iter()
+                    .any(|a| a.as_str() == &**acc)
+                {
+                    return;
+                }
+            }
+            None => {
+                if cl.has_route(&id) {
+                    return;
+                }
+            }
         }
         if attempt > 0 {
             tokio::time::sleep(RETRY).await;
@@ -230,11 +328,23 @@ async fn implicit(srv: Arc<ServerShared>, cl: Arc<Cluster>, url: RouteUrl, id: S
                 continue;
             }
         };
+        if sol.account.is_some() {
+            // A pinned account's route to a peer we already have: not claimed (the address
+            // is taken by that peer's routes).
+            if let Some(a) = addrs.first() {
+                if dial_route(srv.clone(), cl.clone(), *a, sol.clone(), None).await {
+                    return;
+                }
+            }
+            continue;
+        }
         let mut any = false;
         for a in addrs {
             if cl.claim(a) {
                 any = true;
-                if dial(srv.clone(), cl.clone(), a, url.clone(), None).await {
+                let ok = dial_route(srv.clone(), cl.clone(), a, sol.clone(), None).await;
+                cl.release(a);
+                if ok {
                     return;
                 }
             }

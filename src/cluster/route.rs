@@ -29,7 +29,26 @@ pub struct Solicit {
     pub url: RouteUrl,
     /// From the `routes` setting (true) or learned by gossip (false).
     pub configured: bool,
+    /// The pinned account this connection is for (nats-server 2.10+ `route_account`).
+    pub account: Option<Arc<str>>,
+    /// The gossip mode of the INFO that made us dial (2.11 `gossip_mode`; 0 for seeds).
+    pub gossip_mode: u8,
 }
+
+impl Solicit {
+    pub fn seed(url: RouteUrl) -> Self {
+        Solicit {
+            url,
+            configured: true,
+            account: None,
+            gossip_mode: 0,
+        }
+    }
+}
+
+/// nats-server 2.11's gossip modes (INFO `gossip_mode`).
+const GOSSIP_DISABLED: u8 = 1;
+const GOSSIP_OVERRIDE: u8 = 2;
 
 const READ_CHUNK: usize = 64 * 1024;
 /// The first PING on a new route, as nats-server does.
@@ -42,7 +61,7 @@ pub async fn run(
     stream: TcpStream,
     addr: SocketAddr,
     solicit: Option<Solicit>,
-) {
+) -> bool {
     let _ = stream.set_nodelay(true);
     let conn = Arc::new(Conn::new(
         srv.next_cid(),
@@ -69,6 +88,7 @@ pub async fn run(
     }
     let reason = conn.close_reason().map_or("", |x| x.as_str());
     tracing::info!("{} - Router connection closed: {reason}", conn.log_prefix());
+    r.registered
 }
 
 struct Route {
@@ -88,6 +108,16 @@ struct Route {
     next_ping: Instant,
     rtt_start: Option<Instant>,
     trace: bool,
+    /// The pinned account of this connection (RS+/RMSG then carry no account).
+    pinned: Option<Arc<Account>>,
+    /// The parser must switch to account-less route ops (set by registration).
+    parser_no_account: bool,
+    /// The parser must expect `LS- <origin> …` (the peer understands `lnocu`).
+    parser_lnocu: bool,
+    /// Dialled, pooled: open the pool's next connection when the first PONG comes back.
+    fill_on_pong: bool,
+    /// It registered (whatever happened later).
+    registered: bool,
 }
 
 impl Route {
@@ -111,6 +141,11 @@ impl Route {
             pings_out: 0,
             next_ping: Instant::now() + Duration::from_secs(3600),
             rtt_start: None,
+            pinned: None,
+            parser_no_account: false,
+            parser_lnocu: false,
+            fill_on_pong: false,
+            registered: false,
         }
     }
 
@@ -174,8 +209,35 @@ impl Route {
         }
     }
 
+    /// Our INFO line: the pool slot we took (dialled, pooled) and the pinned account.
+    fn info_line(&self, pool_idx: usize) -> Vec<u8> {
+        let mut info = self.srv.route_info(&self.cl, true, None);
+        info.route_pool_idx = pool_idx as u32;
+        if let Some(s) = &self.solicit {
+            info.route_account = s.account.as_deref().unwrap_or_default().to_string();
+            info.gossip_mode = s.gossip_mode;
+        }
+        let json = serde_json::to_vec(&info).unwrap_or_default();
+        let mut line = Vec::with_capacity(json.len() + 8);
+        line.extend_from_slice(b"INFO ");
+        line.extend_from_slice(&json);
+        line.extend_from_slice(b"\r\n");
+        line
+    }
+
+    /// With pools, a dialled plain route sends its INFO only once it knows its slot (after
+    /// the peer's INFO), as nats-server 2.10+ does; pinned ones and routes without pools send
+    /// CONNECT and INFO together.
+    fn delays_info(&self) -> bool {
+        self.solicit.as_ref().is_some_and(|s| s.account.is_none()) && self.cl.pool_size().is_some()
+    }
+
     fn start(&mut self) {
-        let info = self.srv.route_info_json(&self.cl, true, None);
+        let info = if self.delays_info() {
+            Vec::new()
+        } else {
+            self.info_line(0)
+        };
         match &self.solicit {
             Some(s) => {
                 tracing::debug!(
@@ -194,24 +256,18 @@ impl Route {
                     name: self.srv.id.clone(),
                     cluster: self.cl.name(),
                     cluster_dynamic: self.cl.is_dynamic(),
+                    lnoc: true,
                     ..Default::default()
                 };
                 let connect = serde_json::to_vec(&ci).unwrap_or_default();
                 let mut line = Vec::with_capacity(connect.len() + info.len() + 16);
                 line.extend_from_slice(b"CONNECT ");
                 line.extend_from_slice(&connect);
-                line.extend_from_slice(b"\r\nINFO ");
-                line.extend_from_slice(&info);
                 line.extend_from_slice(b"\r\n");
+                line.extend_from_slice(&info);
                 self.send(&line);
             }
-            None => {
-                let mut line = Vec::with_capacity(info.len() + 8);
-                line.extend_from_slice(b"INFO ");
-                line.extend_from_slice(&info);
-                line.extend_from_slice(b"\r\n");
-                self.send(&line);
-            }
+            None => self.send(&info),
         }
     }
 
@@ -251,7 +307,32 @@ impl Route {
                 return;
             }
             conn.touch(SystemTime::now());
-            let (consumed, stop) = parser.parse_all(&buf, |op| self.handle(op));
+            // Op by op (not `parse_all`): registration may switch the parser to a pinned
+            // route's account-less forms for the very next op in this buffer.
+            let mut consumed = 0;
+            let mut stop = None;
+            while consumed < buf.len() {
+                match parser.parse(&buf[consumed..]) {
+                    Ok(Some((op, n))) => {
+                        consumed += n;
+                        if let Err(e) = self.handle(op) {
+                            stop = Some(Stop::Handler(e));
+                            break;
+                        }
+                        if self.parser_no_account {
+                            parser.set_no_account(true);
+                        }
+                        if self.parser_lnocu {
+                            parser.set_lnocu(true);
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        stop = Some(Stop::Parse(e));
+                        break;
+                    }
+                }
+            }
             let close = stop.map(|stop| match stop {
                 Stop::Handler(reason) => reason,
                 Stop::Parse(e) => {
@@ -323,6 +404,9 @@ impl Route {
                 self.pings_out = 0;
                 if let Some(t) = self.rtt_start.take() {
                     self.conn.meta().rtt = Some(t.elapsed());
+                }
+                if std::mem::take(&mut self.fill_on_pong) {
+                    self.fill_pool();
                 }
                 Ok(())
             }
@@ -462,20 +546,19 @@ impl Route {
                     return Ok(());
                 }
                 discovery::consider_gossip(&self.srv, &self.cl, &info);
-            } else {
-                let urls_changed = {
-                    let mut cur = entry.info();
-                    let changed = cur.connect_urls != info.connect_urls || cur.ldm != info.ldm;
-                    *cur = info;
-                    changed
-                };
-                if urls_changed {
-                    self.srv.cluster_changed();
-                }
+            } else if self.cl.update_peer_info(&info) {
+                self.srv.cluster_changed();
             }
             return Ok(());
         }
         self.register(info)
+    }
+
+    /// Refuse this connection with `text` (sent as `-ERR` and logged).
+    fn refuse(&self, text: &str) -> Result<(), CloseReason> {
+        tracing::error!("{} - {text}", self.conn.log_prefix());
+        self.send_err(text);
+        Err(CloseReason::ProtocolViolation)
     }
 
     fn register(&mut self, info: ServerInfo) -> Result<(), CloseReason> {
@@ -500,6 +583,39 @@ impl Route {
             }
             self.cl.learned(self.conn.addr, &info.server_id);
         }
+        // Pools and pinned accounts (nats-server 2.10+ route.go addRoute): a peer without
+        // `route_pool_size`, or this server with `pool_size: -1`, means one route for
+        // every account; a pinned-account route is then impossible.
+        let remote_pool = info.route_pool_size as usize;
+        let no_pool = remote_pool == 0 || self.cl.pool_size().is_none();
+        let account: Option<Arc<str>> = match &self.solicit {
+            Some(s) => s.account.clone(),
+            None if info.route_account.is_empty() => None,
+            None => Some(Arc::from(info.route_account.as_str())),
+        };
+        if let Some(acc) = &account {
+            if no_pool {
+                return self.refuse(&format!(
+                    "Not possible to have a dedicated route for account {acc:?} between those servers"
+                ));
+            }
+            if !self.cl.is_pinned(acc) {
+                return self.refuse(&format!("No route for account {acc:?}"));
+            }
+            match self.srv.accounts.lookup(acc.as_bytes()) {
+                Some(a) => self.pinned = Some(a),
+                None => {
+                    return self.refuse(&format!(
+                        "Unable to lookup account {acc:?}: account not found"
+                    ))
+                }
+            }
+        } else if !no_pool && self.solicit.is_some() && info.route_pool_idx != 0 {
+            return self.refuse(&format!(
+                "Route pool index should not be set but is set to {}",
+                info.route_pool_idx
+            ));
+        }
         self.conn.headers.store(info.headers, Relaxed);
         let gossip_url = if info.ip.is_empty() {
             let ip = self.conn.addr.ip();
@@ -515,18 +631,24 @@ impl Route {
             let mut m = self.conn.meta();
             m.name = info.server_name.clone();
         }
+        let first_to_peer = !self.cl.has_route(&info.server_id);
+        let peer_lnocu = info.lnocu;
+        let peer_gossip_mode = info.gossip_mode;
         let entry = Arc::new(RouteEntry {
             conn: self.conn.clone(),
             remote_id: info.server_id.clone(),
             remote_name: info.server_name.clone(),
             did_solicit: self.solicit.is_some(),
             is_configured: self.solicit.as_ref().is_some_and(|s| s.configured),
+            account: account.clone(),
+            pool_idx: std::sync::atomic::AtomicUsize::new(info.route_pool_idx as usize),
+            no_pool,
             gossip_url,
             info: std::sync::Mutex::new(info),
             num_subs: Default::default(),
             start: SystemTime::now(),
         });
-        match self.cl.register(&self.srv.id, &entry) {
+        match self.cl.register(&self.srv.id, &entry, remote_pool) {
             Registered::Duplicate => {
                 tracing::debug!(
                     "{} - Duplicate route to {}, closing",
@@ -534,6 +656,20 @@ impl Route {
                     entry.remote_id
                 );
                 return Err(CloseReason::DuplicateRoute);
+            }
+            Registered::PoolFull => {
+                tracing::debug!(
+                    "{} - Route pool size reached, closing extra connection to {:?}",
+                    self.conn.log_prefix(),
+                    entry.remote_id
+                );
+                return Err(CloseReason::DuplicateRoute);
+            }
+            Registered::BadPoolIdx => {
+                let idx = entry.pool_idx.load(Relaxed);
+                return self.refuse(&format!(
+                    "Invalid route pool index: {idx} - pool size is {remote_pool}"
+                ));
             }
             Registered::ShuttingDown => return Err(CloseReason::ServerShutdown),
             Registered::Replaced(old) => {
@@ -547,32 +683,139 @@ impl Route {
             }
             Registered::New => {}
         }
-        tracing::info!(
-            "{} - Route connection created to {} ({})",
-            self.conn.log_prefix(),
-            entry.remote_name,
-            entry.remote_id
-        );
-        let gateway_url = entry.info().gateway_url.clone();
-        crate::gateway::peer_url(&self.srv, &entry.remote_id, &gateway_url);
+        self.registered = true;
+        let idx = entry.pool_idx.load(Relaxed);
+        if self.delays_info() {
+            // Now that the slot is known: our INFO, naming it (nats-server's delayed INFO).
+            let line = self.info_line(if no_pool { 0 } else { idx });
+            self.send(&line);
+        }
+        if account.is_some() {
+            self.conn.no_account.store(true, Relaxed);
+            self.parser_no_account = true;
+        }
+        self.parser_lnocu = peer_lnocu;
+        match &account {
+            Some(a) => tracing::info!(
+                "{} - Route connection created to {} ({}) for account {a:?}",
+                self.conn.log_prefix(),
+                entry.remote_name,
+                entry.remote_id
+            ),
+            None if no_pool => tracing::info!(
+                "{} - Route connection created to {} ({})",
+                self.conn.log_prefix(),
+                entry.remote_name,
+                entry.remote_id
+            ),
+            None => tracing::info!(
+                "{} - Route connection created to {} ({}), pool slot {idx}",
+                self.conn.log_prefix(),
+                entry.remote_name,
+                entry.remote_id
+            ),
+        }
+        if first_to_peer {
+            let gateway_url = entry.info().gateway_url.clone();
+            crate::gateway::peer_url(&self.srv, &entry.remote_id, &gateway_url);
+        }
         self.entry = Some(entry.clone());
-        // Our interest, then gossip: tell the others about the newcomer, and the newcomer
-        // about the others (both sides may dial; duplicates resolve deterministically).
-        self.cl.dump(&self.srv.accounts.all(), &self.conn);
-        let newcomer = gossip_json(&entry);
-        self.cl.broadcast_except(&entry.remote_id, &newcomer);
-        for other in self.cl.routes() {
-            if other.remote_id != entry.remote_id {
-                self.send(&gossip_json(&other));
+        // Our interest (what this connection carries), then gossip about the newcomer.
+        self.cl.dump(&self.srv.accounts.all(), &entry);
+        if first_to_peer || account.is_some() {
+            self.forward_gossip(&entry, peer_gossip_mode);
+        }
+        if first_to_peer {
+            crate::gateway::to_new_route(&self.srv, &self.conn);
+            self.srv.cluster_changed();
+        }
+        if self.solicit.is_some() && !no_pool && account.is_none() {
+            // The dialling side fills the pool (the next connection once this one answers
+            // a PING, as nats-server) and opens the pinned accounts' routes.
+            self.fill_on_pong = true;
+            self.rtt_start.get_or_insert_with(Instant::now);
+            self.pings_out += 1;
+            self.send(b"PING\r\n");
+            if first_to_peer {
+                self.dial_pinned();
             }
         }
-        crate::gateway::to_new_route(&self.srv, &self.conn);
-        self.srv.cluster_changed();
         self.next_ping = Instant::now() + FIRST_PING;
         Ok(())
     }
 
+    /// Tell the other peers about a newcomer, as nats-server 2.11+ does
+    /// (`forwardNewRouteInfoToKnownServers`): not for a route we dialled because of gossip
+    /// (unless told to override), not when the newcomer disabled gossip; each receiver is told
+    /// whether to pass it on (override for configured routes, disabled when we accepted it).
+    fn forward_gossip(&self, entry: &RouteEntry, peer_gossip_mode: u8) {
+        let (did_solicit, configured, local_mode) = match &self.solicit {
+            Some(s) => (true, s.configured, s.gossip_mode),
+            None => (false, false, 0),
+        };
+        let from_gossip = did_solicit && !configured;
+        if (from_gossip && local_mode != GOSSIP_OVERRIDE) || peer_gossip_mode == GOSSIP_DISABLED {
+            return;
+        }
+        let pinned = entry.account.is_some();
+        self.cl.broadcast_except(&entry.remote_id, |r| {
+            // A pinned account's route is news only for peers with pools.
+            if pinned && r.no_pool {
+                return None;
+            }
+            let mode = if (!did_solicit && r.is_configured) || (did_solicit && configured) {
+                GOSSIP_OVERRIDE
+            } else if !did_solicit {
+                GOSSIP_DISABLED
+            } else {
+                0
+            };
+            Some(gossip_json(entry, mode))
+        });
+    }
+
+    /// Open the next connection of this peer's pool, if a slot is still free.
+    fn fill_pool(&self) {
+        let (Some(entry), Some(sol)) = (&self.entry, &self.solicit) else {
+            return;
+        };
+        if self.conn.is_closed() || self.cl.missing(&entry.remote_id).slots == 0 {
+            return;
+        }
+        let mut next = sol.clone();
+        next.account = None;
+        discovery::dial_more(
+            &self.srv,
+            &self.cl,
+            self.conn.addr,
+            next,
+            entry.remote_id.clone(),
+        );
+    }
+
+    /// Open a route for each of our pinned accounts this peer lacks one for.
+    fn dial_pinned(&self) {
+        let (Some(entry), Some(sol)) = (&self.entry, &self.solicit) else {
+            return;
+        };
+        for acc in self.cl.missing(&entry.remote_id).accounts {
+            let mut next = sol.clone();
+            next.account = Some(Arc::from(acc.as_str()));
+            discovery::dial_more(
+                &self.srv,
+                &self.cl,
+                self.conn.addr,
+                next,
+                entry.remote_id.clone(),
+            );
+        }
+    }
+
     fn account(&mut self, name: &[u8]) -> Option<Arc<Account>> {
+        if let Some(a) = &self.pinned {
+            // A pinned-account route names no account: it is the connection's.
+            return Some(a.clone());
+        }
         if let Some((n, a)) = &self.acc_cache {
             if &n[..] == name {
                 return Some(a.clone());
@@ -695,15 +938,7 @@ impl Route {
         let r = acc.sublist.matches(subject);
         self.fan
             .publish(&acc, &r, &msg, Origin::Route, Some(&m.queues));
-        if !self.fan.retired.is_empty() {
-            for sub in std::mem::take(&mut self.fan.retired) {
-                if acc.retire(&sub) {
-                    self.srv
-                        .local_interest_changed(&acc, &sub.subject, sub.queue.as_ref(), -1);
-                    crate::imports::client_unsubscribed(&self.srv, &acc, &sub);
-                }
-            }
-        }
+        self.fan.retire_in(&self.srv, &acc, 0);
     }
 
     fn cleanup(&mut self) {
@@ -716,10 +951,27 @@ impl Route {
             }
         }
         if let Some(e) = self.entry.take() {
-            crate::gateway::peer_url(&self.srv, &e.remote_id, "");
             e.num_subs.store(0, Relaxed);
+            // The peer is gone only with its last connection (a pool has several).
             if self.cl.unregister(&e) {
+                crate::gateway::peer_url(&self.srv, &e.remote_id, "");
                 self.srv.cluster_changed();
+            } else if let Some(sol) = &self.solicit {
+                // One connection of a pool we dialled broke while the peer stays: dial it
+                // again (not when it lost a duplicate race, nor at shutdown).
+                let lost = !matches!(
+                    self.conn.close_reason(),
+                    Some(CloseReason::DuplicateRoute | CloseReason::ServerShutdown)
+                );
+                if lost && !e.no_pool && !self.srv.is_shutting_down() {
+                    discovery::dial_more(
+                        &self.srv,
+                        &self.cl,
+                        self.conn.addr,
+                        sol.clone(),
+                        e.remote_id.clone(),
+                    );
+                }
             }
         }
         self.fan.clear();
@@ -727,17 +979,52 @@ impl Route {
     }
 }
 
-/// `INFO` about a registered peer, as forwarded to other routes: no nonce, `ip` set.
-fn gossip_json(r: &RouteEntry) -> Vec<u8> {
-    let mut info = r.info().clone();
-    info.nonce.clear();
-    info.ip = r.gossip_url.clone();
+/// `INFO` about a registered peer, as forwarded to other routes: only the fields of the
+/// route protocol (nothing of the peer's we do not understand is relayed), no nonce, `ip`
+/// set, `route_account` for a pinned-account route, the gossip mode for the receiver.
+fn gossip_json(r: &RouteEntry, gossip_mode: u8) -> Vec<u8> {
+    let info = gossip_info(r, gossip_mode);
     let json = serde_json::to_vec(&info).unwrap_or_default();
     let mut line = Vec::with_capacity(json.len() + 8);
     line.extend_from_slice(b"INFO ");
     line.extend_from_slice(&json);
     line.extend_from_slice(b"\r\n");
     line
+}
+
+fn gossip_info(r: &RouteEntry, gossip_mode: u8) -> ServerInfo {
+    let p = r.info();
+    ServerInfo {
+        server_id: p.server_id.clone(),
+        server_name: p.server_name.clone(),
+        version: p.version.clone(),
+        proto: p.proto,
+        go: p.go.clone(),
+        host: p.host.clone(),
+        port: p.port,
+        headers: p.headers,
+        auth_required: p.auth_required,
+        tls_required: p.tls_required,
+        tls_verify: p.tls_verify,
+        max_payload: p.max_payload,
+        jetstream: p.jetstream,
+        ip: r.gossip_url.clone(),
+        cluster: p.cluster.clone(),
+        cluster_dynamic: p.cluster_dynamic,
+        domain: p.domain.clone(),
+        connect_urls: p.connect_urls.clone(),
+        ws_connect_urls: p.ws_connect_urls.clone(),
+        import: p.import.clone(),
+        export: p.export.clone(),
+        lnoc: p.lnoc,
+        lnocu: p.lnocu,
+        route_pool_size: if r.no_pool { 0 } else { p.route_pool_size },
+        route_account: r.account.as_deref().unwrap_or_default().to_string(),
+        gossip_mode,
+        gateway_url: p.gateway_url.clone(),
+        leafnode_urls: p.leafnode_urls.clone(),
+        ..Default::default()
+    }
 }
 
 fn trace_line(op: &Op<'_>) -> String {
