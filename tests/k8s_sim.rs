@@ -902,7 +902,8 @@ fn statefulset_with_headless_seed_meshes_survives_rolling_restart_and_ip_change(
                         .collect()
                 })
                 .collect();
-            if names == [vec!["nats-1".to_string()], vec!["nats-0".to_string()]] {
+            let pool = |n: &str| vec![n.to_string(); ROUTES_PER_PEER];
+            if names == [pool("nats-1"), pool("nats-0")] {
                 Ok(())
             } else {
                 Err(format!("routes by remote_name: {names:?}"))
