@@ -401,6 +401,11 @@ impl Fanout {
         let reply = route_reply.as_deref().or(m.reply);
         for (conn, queues) in routes.drain(..) {
             let header = m.header.filter(|_| conn.headers.load(Relaxed));
+            let account: &[u8] = if conn.no_account.load(Relaxed) {
+                b""
+            } else {
+                account
+            };
             let qrefs: Vec<&[u8]> = queues.iter().map(|q| &q[..]).collect();
             let need = 64
                 + account.len()
@@ -470,6 +475,29 @@ impl Fanout {
     /// Connections whose writers are woken at the end of the batch.
     pub fn kicks(&mut self) -> &mut Vec<Arc<Conn>> {
         &mut self.to_kick
+    }
+
+    /// Retire, in `acc`, the subscriptions from the `from`-th on that reached their
+    /// auto-unsubscribe max during this batch: out of the sublist, routes and gateways told,
+    /// and their import shadows in exporting accounts removed. The one retire path of every
+    /// connection kind that delivers into an account it knows (routes, gateways, relays).
+    pub fn retire_in(&mut self, srv: &ServerShared, acc: &Account, from: usize) {
+        if self.retired.len() <= from {
+            return;
+        }
+        let done: Vec<Arc<Subscription>> = self.retired.drain(from..).collect();
+        for sub in done {
+            if acc.retire(&sub) {
+                srv.interest_changed_deferred(
+                    acc,
+                    &sub.subject,
+                    sub.queue.as_ref(),
+                    -1,
+                    &mut self.to_kick,
+                );
+                crate::imports::client_unsubscribed(srv, acc, &sub);
+            }
+        }
     }
 
     /// Drop references held for the batch (on close).

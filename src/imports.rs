@@ -336,14 +336,8 @@ fn publish_across(
     if fan.retired.len() <= before {
         return;
     }
-    let done: Vec<Arc<Subscription>> = fan.retired.drain(before..).collect();
     let Some(srv) = srv.upgrade() else { return };
-    for sub in done {
-        if acc.retire(&sub) {
-            srv.interest_changed_deferred(acc, &sub.subject, sub.queue.as_ref(), -1, fan.kicks());
-            client_unsubscribed(&srv, acc, &sub);
-        }
-    }
+    fan.retire_in(&srv, acc, before);
 }
 
 fn new_token(fan: &mut Fanout) -> String {

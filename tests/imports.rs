@@ -667,3 +667,61 @@ async fn retry_request(nc: &async_nats::Client, subject: &str) -> String {
         );
     }
 }
+
+/// A client in B with an auto-unsubscribe max on an imported subject, whose last message comes
+/// from another cluster through a gateway: its shadow subscription in the exporting account A
+/// goes with it (the gateway's retire path used to skip the import shadows, leaving A with
+/// interest nobody served).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_import_retired_by_a_gateway_message_drops_its_shadow() {
+    use common::gw::{outbound_names, remotes};
+    let (pa, pb) = (common::free_port(), common::free_port());
+    let gw_node = |name: &str, cluster: &str, port: u16, remote: (&str, u16)| {
+        let g = common::gw::node(name, cluster, port, None, remotes(&[remote]));
+        Options {
+            server_name: g.server_name,
+            gateway: g.gateway,
+            ..opts()
+        }
+    };
+    let a = common::start(gw_node("ga", "C1", pa, ("C2", pb))).await;
+    let b = common::start(gw_node("gb", "C2", pb, ("C1", pa))).await;
+    wait_for("gateways both ways", || {
+        let ok = outbound_names(&a) == ["C2"] && outbound_names(&b) == ["C1"];
+        async move { ok }
+    })
+    .await;
+    let acc_a = a.shared().accounts.get("A").expect("account A");
+    let base = acc_a.sublist.count();
+    let login = r#"{"verbose":false,"pedantic":false,"user":"b","pass":"b","headers":true}"#;
+    let mut sub = common::Raw::connected(&a, login).await;
+    sub.send("SUB p.x.1 1\r\nUNSUB 1 1\r\n").await;
+    sub.flush().await;
+    wait_for("the shadow in A", || {
+        let n = acc_a.sublist.count();
+        async move { n == base + 1 }
+    })
+    .await;
+    // Published in B on the other cluster: it crosses the gateway once B's interest has.
+    let mut publ = common::Raw::connected(&b, login).await;
+    let deadline = std::time::Instant::now() + DEADLINE;
+    loop {
+        publ.send("PUB p.x.1 2\r\nhi\r\n").await;
+        publ.flush().await;
+        if sub.sync().await.contains("MSG p.x.1 1 2") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no message crossed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    wait_for(
+        "the shadow in A removed with the client's subscription",
+        || {
+            let n = acc_a.sublist.count();
+            async move { n == base }
+        },
+    )
+    .await;
+    a.shutdown().await;
+    b.shutdown().await;
+}

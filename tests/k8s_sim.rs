@@ -50,6 +50,9 @@ macro_rules! report {
     }};
 }
 
+/// Route connections between two pods: natsd's default pool of 3 and the pinned `$SYS` one.
+const ROUTES_PER_PEER: usize = 4;
+
 fn run(cmd: &str, args: &[&str]) -> Output {
     Command::new(cmd)
         .args(args)
@@ -548,17 +551,21 @@ impl Sim {
                         .collect()
                 })
                 .unwrap_or_default();
+            // Every other pod, once per route connection: the default pool of 3 plus the
+            // system account's pinned route (nats-server 2.10+'s defaults).
             let mut want: Vec<(String, String)> = self
                 .pods
                 .iter()
                 .filter(|o| o.name != p.name)
-                .map(|o| (o.name.clone(), o.ip.clone()))
+                .flat_map(|o| std::iter::repeat_n((o.name.clone(), o.ip.clone()), ROUTES_PER_PEER))
                 .collect();
             let mut sorted = got.clone();
             sorted.sort();
             want.sort();
             let n = self.pods.len() as u64;
-            if sorted != want || body["num_routes"].as_u64() != Some(n - 1) {
+            if sorted != want
+                || body["num_routes"].as_u64() != Some((n - 1) * ROUTES_PER_PEER as u64)
+            {
                 problems.push(format!(
                     "{}: num_routes {} routes (remote_name, ip) {got:?}, want {want:?}",
                     p.name, body["num_routes"]
@@ -895,7 +902,8 @@ fn statefulset_with_headless_seed_meshes_survives_rolling_restart_and_ip_change(
                         .collect()
                 })
                 .collect();
-            if names == [vec!["nats-1".to_string()], vec!["nats-0".to_string()]] {
+            let pool = |n: &str| vec![n.to_string(); ROUTES_PER_PEER];
+            if names == [pool("nats-1"), pool("nats-0")] {
                 Ok(())
             } else {
                 Err(format!("routes by remote_name: {names:?}"))

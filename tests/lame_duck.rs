@@ -96,7 +96,7 @@ async fn lame_duck_drains_a_node_of_a_cluster() {
         "{body}"
     );
     // Routes stay up until the end: B still routes to A.
-    assert_eq!(b.shared().cluster.as_ref().expect("cl").num_routes(), 1);
+    assert_eq!(b.shared().cluster.as_ref().expect("cl").num_peers(), 1);
 
     // After the grace period the clients are closed, within the duration, then A stops.
     assert!(ca.closed().await);

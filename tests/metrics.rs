@@ -94,11 +94,15 @@ impl Parsed {
         v[0].value
     }
 
+    /// The sum over a peer's route connections (its pool), `None` when it has no sample.
     fn route(&self, name: &str, remote_id: &str) -> Option<f64> {
-        self.get(name)
+        let v: Vec<f64> = self
+            .get(name)
             .into_iter()
-            .find(|s| s.labels.get("remote_id").map(String::as_str) == Some(remote_id))
+            .filter(|s| s.labels.get("remote_id").map(String::as_str) == Some(remote_id))
             .map(|s| s.value)
+            .collect();
+        (!v.is_empty()).then(|| v.iter().sum())
     }
 }
 
@@ -266,7 +270,7 @@ async fn metrics_on_a_two_node_cluster() {
     let a = start(no_sys(node_opts("a", None))).await;
     let b = start(no_sys(node_opts("b", Some(route_port(&a))))).await;
     let (ida, idb) = (a.shared().id.clone(), b.shared().id.clone());
-    let has_route = |s: &Server| s.shared().cluster.as_ref().map_or(0, |c| c.num_routes()) == 1;
+    let has_route = |s: &Server| s.shared().cluster.as_ref().map_or(0, |c| c.num_routes()) == 3;
     wait_for("route a-b", || async { has_route(&a) && has_route(&b) }).await;
 
     let before_a = metrics(&a).await;
@@ -282,7 +286,8 @@ async fn metrics_on_a_two_node_cluster() {
     assert_eq!(info[0].labels["version"], "2.9.10");
     assert!(!info[0].labels["natsd_version"].is_empty());
     for m in [&before_a, &before_b] {
-        assert_eq!(m.one("natsd_routes"), 1.0);
+        // Pools of 3 (no system account here, so nothing pinned).
+        assert_eq!(m.one("natsd_routes"), 3.0);
         assert_eq!(m.one("natsd_cluster_mesh_complete"), 1.0);
         assert!(m.one("natsd_uptime_seconds") >= 0.0);
         assert!(m.one("natsd_start_time_seconds") > 1.6e9);
@@ -362,12 +367,19 @@ async fn metrics_on_a_two_node_cluster() {
     assert!(r(&after_a, "natsd_route_rtt_seconds", &idb) > 0.0);
     assert!(r(&after_b, "natsd_route_rtt_seconds", &ida) > 0.0);
     assert!(r(&after_b, "natsd_route_pending_bytes", &ida) >= 0.0);
-    let names: Vec<&str> = after_a
+    // One sample per route connection: the pool of 3 to b, slots 0-2.
+    let mut names: Vec<(&str, &str)> = after_a
         .get("natsd_route_in_msgs_total")
         .iter()
-        .map(|s| s.labels["remote_name"].as_str())
+        .map(|s| {
+            (
+                s.labels["remote_name"].as_str(),
+                s.labels["pool_idx"].as_str(),
+            )
+        })
         .collect();
-    assert_eq!(names, vec!["b"]);
+    names.sort();
+    assert_eq!(names, vec![("b", "0"), ("b", "1"), ("b", "2")]);
     assert_eq!(after_a.one("natsd_subscriptions"), 1.0);
     // The monitor counts its own requests.
     assert!(after_a

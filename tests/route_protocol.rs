@@ -222,7 +222,9 @@ async fn accept_side_handshake_connect_and_info_in_one_write() {
     );
     let own = format!("127.0.0.1:{}", srv.client_addr().port());
     assert_eq!(info["connect_urls"], serde_json::json!([own]));
-    assert!(info.get("route_pool_size").is_none(), "{info}");
+    // Pools by default, as nats-server 2.10+; this fake peer (a 2.9) gets one route.
+    assert_eq!(info["route_pool_size"], 3, "{info}");
+    assert!(info.get("route_pool_idx").is_none(), "{info}");
     assert!(info.get("ip").is_none(), "{info}");
     // Nothing else before our CONNECT.
     assert!(p.raw.buf.is_empty());
@@ -1014,13 +1016,15 @@ async fn gossiped_peer_is_dialled_with_connect_then_info() {
         ci.get("lang").is_none() && ci.get("gateway").is_none(),
         "{l}"
     );
+    // CONNECT and INFO together: the mesh dialled slot 0 (no `route_pool_idx`), pools on.
     let l = d.raw.line().await;
     let info: serde_json::Value =
         serde_json::from_str(l.strip_prefix("INFO ").expect("INFO second")).expect("json");
     assert_eq!(info["server_id"], srv.id());
     assert_eq!(info["proto"], 2);
-    assert!(info.get("route_pool_size").is_none());
-    // Our (acceptor's) INFO: natsd registers the route.
+    assert_eq!(info["route_pool_size"], 3);
+    assert!(info.get("route_pool_idx").is_none(), "{info}");
+    // Our (acceptor's) INFO, without pools (a 2.9): natsd registers the route.
     let mut mine = serde_json::from_str::<serde_json::Value>(&info_json(&other, true)).expect("j");
     mine["port"] = port.into();
     d.send(&format!("INFO {mine}\r\n")).await;

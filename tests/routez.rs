@@ -36,14 +36,62 @@ fn route_to<'a>(routez: &'a Value, id: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no route to {id} in {routez:#}"))
 }
 
+/// The connection to `id` that carries `subject` (with `?subs=`): the pool slot of its
+/// account (a pool spreads accounts over its connections).
+fn route_carrying<'a>(routez: &'a Value, id: &str, subject: &str) -> &'a Value {
+    routez["routes"]
+        .as_array()
+        .expect("routes array")
+        .iter()
+        .filter(|r| r["remote_id"] == id)
+        .find(|r| {
+            let list = r["subscriptions_list"].as_array().into_iter().flatten();
+            let detail = r["subscriptions_list_detail"]
+                .as_array()
+                .into_iter()
+                .flatten();
+            list.chain(detail.map(|d| &d["subject"]))
+                .any(|s| s == subject)
+        })
+        .unwrap_or_else(|| panic!("no route to {id} carries {subject} in {routez:#}"))
+}
+
+/// `key` summed over the route connections to `id` (its pool).
+fn sum_to(routez: &Value, id: &str, key: &str) -> u64 {
+    routez["routes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| r["remote_id"] == id)
+        .map(|r| r[key].as_u64().unwrap_or(0))
+        .sum()
+}
+
+/// Remote subscriptions learned from `remote`, over all its route connections (a pool).
 async fn subs_on_route(at: SocketAddr, remote: &str) -> u64 {
     let z = http_json(at, "/routez").await;
-    route_to(&z, remote)["subscriptions"].as_u64().unwrap_or(0)
+    route_to(&z, remote);
+    z["routes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| r["remote_id"] == remote)
+        .map(|r| r["subscriptions"].as_u64().unwrap_or(0))
+        .sum()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn routez_on_a_seeded_three_node_mesh() {
     let nodes = mesh(3).await;
+    wait_for("every pool full", || async {
+        nodes.iter().all(|s| {
+            s.shared()
+                .cluster
+                .as_ref()
+                .is_some_and(|c| c.num_routes() == 8)
+        })
+    })
+    .await;
     let ids: Vec<String> = nodes.iter().map(|s| s.id().to_string()).collect();
     let rports: Vec<u16> = nodes.iter().map(route_port).collect();
     let mut docs = Vec::new();
@@ -52,14 +100,28 @@ async fn routez_on_a_seeded_three_node_mesh() {
         assert_eq!(z["server_id"], ids[i].as_str());
         assert_eq!(z["server_name"], format!("n{i}"));
         assert!(z["now"].as_str().is_some_and(|t| t.ends_with('Z')));
-        assert_eq!(z["num_routes"], 2, "{z:#}");
+        // Pools by default (nats-server 2.10+): 3 connections per peer plus the system
+        // account's pinned one, each listed (the pinned one with its `account`).
+        assert_eq!(z["num_routes"], 8, "{z:#}");
         let routes = z["routes"].as_array().expect("routes");
-        assert_eq!(routes.len(), 2);
+        assert_eq!(routes.len(), 8);
         let mut remotes: Vec<&str> = routes
             .iter()
             .map(|r| r["remote_id"].as_str().unwrap())
             .collect();
         remotes.sort();
+        remotes.dedup();
+        for id in &remotes {
+            let to: Vec<&Value> = routes.iter().filter(|r| r["remote_id"] == *id).collect();
+            assert_eq!(to.len(), 4, "{z:#}");
+            let pinned: Vec<&&Value> = to.iter().filter(|r| r.get("account").is_some()).collect();
+            assert_eq!(pinned.len(), 1, "{z:#}");
+            assert_eq!(pinned[0]["account"], "$SYS");
+            assert!(
+                to.iter().all(|r| r["compression"] == "not supported"),
+                "{z:#}"
+            );
+        }
         let mut want: Vec<&str> = ids
             .iter()
             .filter(|x| **x != ids[i])
@@ -142,7 +204,7 @@ async fn routez_on_a_seeded_three_node_mesh() {
         .await;
     }
     let z = http_json(http(&nodes[0]), "/routez?subs=1").await;
-    let list: Vec<&str> = route_to(&z, &ids[2])["subscriptions_list"]
+    let list: Vec<&str> = route_carrying(&z, &ids[2], "routez.probe")["subscriptions_list"]
         .as_array()
         .expect("subscriptions_list")
         .iter()
@@ -150,12 +212,15 @@ async fn routez_on_a_seeded_three_node_mesh() {
         .collect();
     assert!(list.contains(&"routez.probe"), "{list:?}");
     assert!(list.contains(&"routez.queue"), "{list:?}");
-    assert_eq!(list.len() as u64, before0 + 2);
-    assert!(route_to(&z, &ids[2])
+    assert_eq!(
+        Some(list.len() as u64),
+        route_carrying(&z, &ids[2], "routez.probe")["subscriptions"].as_u64()
+    );
+    assert!(route_carrying(&z, &ids[2], "routez.probe")
         .get("subscriptions_list_detail")
         .is_none());
     let z = http_json(http(&nodes[0]), "/routez?subs=detail").await;
-    let r = route_to(&z, &ids[2]);
+    let r = route_carrying(&z, &ids[2], "routez.probe");
     assert!(r.get("subscriptions_list").is_none());
     let detail = r["subscriptions_list_detail"].as_array().expect("detail");
     let q = detail
@@ -194,8 +259,7 @@ async fn routez_on_a_seeded_three_node_mesh() {
         let remote = remote.clone();
         async move {
             let z = http_json(at, "/routez").await;
-            let r = route_to(&z, &remote);
-            r["out_msgs"].as_u64() >= Some(1) && r["out_bytes"].as_u64() >= Some(5)
+            sum_to(&z, &remote, "out_msgs") >= 1 && sum_to(&z, &remote, "out_bytes") >= 5
         }
     })
     .await;
@@ -205,7 +269,7 @@ async fn routez_on_a_seeded_three_node_mesh() {
         let remote0 = remote0.clone();
         async move {
             let z = http_json(at2, "/routez").await;
-            route_to(&z, &remote0)["in_msgs"].as_u64() >= Some(1)
+            sum_to(&z, &remote0, "in_msgs") >= 1
         }
     })
     .await;
@@ -215,7 +279,7 @@ async fn routez_on_a_seeded_three_node_mesh() {
     assert_eq!(status, 200);
     assert!(body.starts_with("cb(") && body.ends_with(')'), "{body}");
     let inner: Value = serde_json::from_str(&body[3..body.len() - 1]).expect("JSONP body");
-    assert_eq!(inner["num_routes"], 2);
+    assert_eq!(inner["num_routes"], 8);
     let (status, _) = http_get(http(&nodes[1]), "/routez?subs=bogus").await;
     assert_eq!(status, 400);
     // Pretty-printed with two spaces, as nats-server writes it.
@@ -225,7 +289,8 @@ async fn routez_on_a_seeded_three_node_mesh() {
     // /varz: route count and the cluster object.
     for (i, s) in nodes.iter().enumerate() {
         let v = http_json(http(s), "/varz").await;
-        assert_eq!(v["routes"], 2);
+        // Route connections, as nats-server 2.15 counts them: 2 peers × (3 + pinned $SYS).
+        assert_eq!(v["routes"], 8);
         let cl = &v["cluster"];
         assert_eq!(cl["name"], "C1");
         assert_eq!(cl["addr"], "127.0.0.1");
@@ -506,7 +571,13 @@ async fn routez_and_varz_match_nats_server_in_a_mixed_cluster() {
         }
     }
     let tkeys: Vec<&String> = tv["cluster"].as_object().expect("cluster").keys().collect();
-    let okeys: Vec<&String> = ov["cluster"].as_object().expect("cluster").keys().collect();
+    // `pool_size` is nats-server 2.10+'s (natsd pools by default, as 2.15).
+    let okeys: Vec<&String> = ov["cluster"]
+        .as_object()
+        .expect("cluster")
+        .keys()
+        .filter(|k| *k != "pool_size")
+        .collect();
     if tkeys != okeys {
         errs.push(format!(
             "/varz cluster keys: nats-server {tkeys:?}, natsd {okeys:?}"

@@ -342,9 +342,14 @@ async fn a_ping_reaches_every_node_of_a_natsd_cluster() {
     let c = start(with_sys(node_opts("n3", seed))).await;
     let nodes = [&a, &b, &c];
     wait_for("full mesh and $SYS interest", || async {
-        nodes
-            .iter()
-            .all(|s| routes(s) == 2 && ping_interest(s, "SYS") == 2)
+        nodes.iter().all(|s| {
+            routes(s) == 2
+                && s.shared()
+                    .cluster
+                    .as_ref()
+                    .is_some_and(|c| c.num_routes() == 8)
+                && ping_interest(s, "SYS") == 2
+        })
     })
     .await;
     let mut cl = login(&a, "sys").await;
@@ -357,7 +362,8 @@ async fn a_ping_reaches_every_node_of_a_natsd_cluster() {
     for v in &answers {
         assert_eq!(v["server"]["cluster"], "C1");
         let st = &v["statsz"];
-        assert_eq!(st["routes"].as_array().map(Vec::len), Some(2), "{v}");
+        // Every route connection (pools of 3 plus the pinned $SYS one per peer), as 2.15.
+        assert_eq!(st["routes"].as_array().map(Vec::len), Some(8), "{v}");
         assert_eq!(st["active_servers"], 3);
         for r in st["routes"].as_array().into_iter().flatten() {
             for k in ["rid", "name", "sent", "received", "pending"] {

@@ -2,7 +2,7 @@
 //! feed it events under one mutex, and this module carries out the actions it returns —
 //! resolve, dial, register, close, send gossip. The mesh decides; nothing here does.
 
-use super::mesh::{self, Action, CloseWhy, ConnId, Event, Mesh};
+use super::mesh::{self, Action, CloseWhy, ConnId, Event, Mesh, Slot};
 use super::route::{self, Solicit};
 use super::url::RouteUrl;
 use super::{Cluster, RouteEntry};
@@ -24,16 +24,28 @@ pub enum Verdict {
     },
     /// Kept, unused, until its peer closes the duplicate it dialled.
     Spare,
+    /// Refused as nats-server refuses it (the route sends the matching `-ERR`): a pinned
+    /// route without pools, for an account we do not pin, a pool index out of range.
+    Refused(CloseWhy),
     Close(CloseReason),
 }
 
 pub fn new_mesh(cl: &super::ClusterOpts, server_id: &str) -> Mesh {
+    let pool = cl.pool();
     Mesh::new(mesh::Config {
         server_id: Arc::from(server_id),
-        // natsd speaks one route per pair (2.9's protocol) until pools land.
-        pool_size: -1,
-        pinned: Vec::new(),
+        pool_size: pool.map_or(-1, |n| n as i32),
+        // The system account is in the list already (Server::start), while pooling is on.
+        pinned: match pool {
+            Some(_) => cl
+                .pinned_accounts
+                .iter()
+                .map(|a| Arc::from(a.as_str()))
+                .collect(),
+            None => Vec::new(),
+        },
         connect_retries: cl.connect_retries,
+        connect_backoff: cl.connect_backoff,
         rng_seed: rand::random(),
     })
 }
@@ -49,7 +61,7 @@ fn why(w: CloseWhy) -> CloseReason {
     }
 }
 
-fn addr_of(url: &str) -> Option<SocketAddr> {
+pub(super) fn addr_of(url: &str) -> Option<SocketAddr> {
     let u = RouteUrl::parse(url).ok()?;
     Some(SocketAddr::new(u.host.parse::<IpAddr>().ok()?, u.port))
 }
@@ -90,18 +102,29 @@ impl Cluster {
                     .spawn(resolve_seed(srv.clone(), self.clone(), seed));
             }
             Action::Dial {
-                dial, addr, url, ..
+                dial,
+                addr,
+                url,
+                slot,
+                mode,
             } => {
-                srv.tasks
-                    .spawn(dial_task(srv.clone(), self.clone(), dial, addr, url));
+                srv.tasks.spawn(dial_task(
+                    srv.clone(),
+                    self.clone(),
+                    dial,
+                    addr,
+                    url,
+                    slot,
+                    mode.wire(),
+                ));
             }
-            Action::Register { conn, .. } => {
-                // A spare takes over: it carries the routes from now on.
+            Action::Register { conn, first, .. } => {
+                // A spare takes over: it carries its slot from now on.
                 let entry = super::lock(&self.spares).remove(&conn);
                 if let Some(e) = entry {
-                    super::lock(&self.routes).insert(e.remote_id.clone(), e.clone());
-                    self.dump(&srv.accounts.all(), &e.conn);
-                    srv.cluster_changed();
+                    if self.store(&e) {
+                        self.on_registered(srv, &e, first);
+                    }
                 }
             }
             Action::Close { conn, why: w } => {
@@ -110,14 +133,13 @@ impl Cluster {
                     c.close(why(w));
                 }
             }
-            Action::SendGossip { to, about, .. } => {
+            Action::SendGossip { to, about, mode } => {
                 let Some(c) = super::lock(&self.live).get(&to).cloned() else {
                     return;
                 };
-                let routes = super::lock(&self.routes);
                 for id in about {
-                    if let Some(r) = routes.get(&*id) {
-                        let line = route::gossip_json(r);
+                    if let Some(r) = self.primary_of(&id) {
+                        let line = route::gossip_json(&r, mode.wire());
                         c.out.push_now(line.len(), |b| b.extend_from_slice(&line));
                     }
                 }
@@ -162,16 +184,9 @@ impl Cluster {
         self: &Arc<Self>,
         srv: &Arc<ServerShared>,
         conn: &Conn,
-        info: &ServerInfo,
+        hello: mesh::Hello,
         entry: Option<&Arc<RouteEntry>>,
     ) -> Verdict {
-        let url: Arc<str> = Arc::from(entry.map_or("", |e| e.gossip_url.as_str()));
-        let hello = mesh::Hello {
-            id: Arc::from(info.server_id.as_str()),
-            addr: addr_of(&url),
-            url,
-            ..Default::default()
-        };
         let ev = Event::Hello {
             conn: conn.cid,
             hello,
@@ -180,6 +195,10 @@ impl Cluster {
         let mut verdict = Verdict::Spare;
         for a in mine {
             match a {
+                Action::Close {
+                    why: w @ (CloseWhy::NoPool | CloseWhy::UnknownAccount | CloseWhy::BadPoolIdx),
+                    ..
+                } => verdict = Verdict::Refused(w),
                 Action::Close { why: w, .. } => verdict = Verdict::Close(why(w)),
                 Action::Register { first, .. } => verdict = Verdict::Registered { first },
                 _ => {}
@@ -189,23 +208,52 @@ impl Cluster {
         if let Some(entry) = entry {
             match verdict {
                 Verdict::Registered { .. } => {
-                    let mut routes = super::lock(&self.routes);
-                    if self.closed.load(std::sync::atomic::Ordering::Relaxed) {
+                    if !self.store(entry) {
                         verdict = Verdict::Close(CloseReason::ServerShutdown);
-                    } else {
-                        routes.insert(entry.remote_id.clone(), entry.clone());
                     }
                 }
                 Verdict::Spare => {
                     super::lock(&self.spares).insert(conn.cid, entry.clone());
                 }
-                Verdict::Close(_) => {}
+                Verdict::Refused(_) | Verdict::Close(_) => {}
             }
         }
         for a in others {
             self.perform(srv, a);
         }
         verdict
+    }
+}
+
+impl Cluster {
+    /// The peer's connection that speaks for it (gossip about it).
+    fn primary_of(&self, id: &str) -> Option<Arc<RouteEntry>> {
+        super::lock(&self.routes)
+            .get(id)
+            .and_then(|p| p.primary().cloned())
+    }
+
+    /// `entry` carries its slot now: our interest on it; for a server's first connection, the
+    /// gateway URL it knows and clients' `connect_urls`; for a pinned account's connection,
+    /// the INFO that tells pooled peers of nats-server to open theirs (2.10+ gossips each
+    /// pinned route with `route_account`; natsd's mesh opens its own from the peer's pool).
+    pub(crate) fn on_registered(
+        self: &Arc<Self>,
+        srv: &Arc<ServerShared>,
+        entry: &Arc<RouteEntry>,
+        first: bool,
+    ) {
+        self.dump(&srv.accounts.all(), entry);
+        if first {
+            let gateway_url = entry.info().gateway_url.clone();
+            crate::gateway::peer_url(srv, &entry.remote_id, &gateway_url);
+            crate::gateway::to_new_route(srv, &entry.conn);
+            srv.cluster_changed();
+        }
+        if entry.account.is_some() && !entry.did_solicit {
+            let line = route::gossip_json(entry, mesh::GossipMode::Disabled.wire());
+            self.broadcast_except(&entry.remote_id, |r| (!r.no_pool).then(|| line.clone()));
+        }
     }
 }
 
@@ -268,6 +316,8 @@ async fn dial_task(
     dial: u64,
     addr: SocketAddr,
     url: Arc<str>,
+    slot: Slot,
+    gossip_mode: u8,
 ) {
     let parsed = RouteUrl::parse(&url);
     let stream = match (&parsed, srv.is_shutting_down()) {
@@ -300,6 +350,8 @@ async fn dial_task(
         url: u,
         configured,
         dial,
+        slot,
+        gossip_mode,
     };
     route::run(srv, cl, stream, addr, Some(sol)).await;
 }
@@ -338,8 +390,8 @@ pub fn gossip(srv: &Arc<ServerShared>, cl: &Arc<Cluster>, conn: &Conn, info: &Se
         id: Arc::from(info.server_id.as_str()),
         url: Arc::from(info.ip.as_str()),
         addrs: Vec::new(),
-        account: None,
-        gossip_mode: mesh::GossipMode::Default,
+        account: (!info.route_account.is_empty()).then(|| Arc::from(info.route_account.as_str())),
+        gossip_mode: mesh::GossipMode::from_wire(info.gossip_mode),
     };
     let cid = conn.cid;
     if let Some(a) = addr_of(&info.ip) {

@@ -84,14 +84,24 @@ impl Cluster {
             return;
         }
         let need = 24 + acc.name.len() + subject.len() + queue.map_or(0, |q| q.len());
-        self.broadcast_deferred_with(need, kicks, |b| {
-            encode_change(b, acc.name.as_bytes(), subject, queue.map(|q| &q[..]), &c)
+        self.broadcast_account_with(&acc.name, need, kicks, |b, name| {
+            encode_change(b, name, subject, queue.map(|q| &q[..]), &c)
         });
     }
 
-    /// Everything this server advertises, for a route that just registered.
-    pub fn dump(&self, accounts: &[std::sync::Arc<Account>], to: &crate::conn::Conn) {
+    /// Everything this server advertises that `to` carries (every account on a route without
+    /// pools; the accounts of its slot on a pooled one; its account, unnamed, on a pinned
+    /// one), for a route that just registered.
+    pub fn dump(&self, accounts: &[std::sync::Arc<Account>], to: &super::RouteEntry) {
         for acc in accounts {
+            if !self.carries(to, &acc.name) {
+                continue;
+            }
+            let name: &[u8] = if to.account.is_some() {
+                b""
+            } else {
+                acc.name.as_bytes()
+            };
             let rm = acc.route_interest.lock().unwrap_or_else(|e| e.into_inner());
             if rm.is_empty() {
                 continue;
@@ -103,9 +113,11 @@ impl Cluster {
                 } else {
                     Change::Plus(None)
                 };
-                encode_change(&mut buf, acc.name.as_bytes(), subject, queue.as_deref(), &c);
+                encode_change(&mut buf, name, subject, queue.as_deref(), &c);
             }
-            to.out.push_now(buf.len(), |b| b.extend_from_slice(&buf));
+            to.conn
+                .out
+                .push_now(buf.len(), |b| b.extend_from_slice(&buf));
         }
     }
 }

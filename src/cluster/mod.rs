@@ -22,13 +22,20 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
 use std::time::{Duration, Instant, SystemTime};
 
-/// A registered route: one connection to one remote server.
+/// A registered route: one connection to one remote server. With pools (nats-server 2.10+) a
+/// peer has several: one per pool slot, plus one per pinned account.
 pub struct RouteEntry {
     pub conn: Arc<Conn>,
     pub remote_id: String,
     pub remote_name: String,
     pub did_solicit: bool,
     pub is_configured: bool,
+    /// The pinned account this connection is dedicated to (INFO `route_account`).
+    pub account: Option<Arc<str>>,
+    /// The pool slot (0 for a pinned connection and for a peer without pools).
+    pub pool_idx: AtomicUsize,
+    /// One route carries every account: the peer or this server does not pool.
+    pub no_pool: bool,
     /// The URL other servers should dial to reach the peer (`nats-route://ip:port/`).
     pub gossip_url: String,
     /// The peer's latest INFO.
@@ -59,9 +66,12 @@ pub struct Cluster {
     name: RwLock<String>,
     dynamic: AtomicBool,
     pub listen_addr: OnceLock<SocketAddr>,
-    routes: Mutex<HashMap<String, Arc<RouteEntry>>>,
-    /// Which seed or gossiped peer to dial, which duplicate survives, whom to tell what
-    /// (`mesh.rs`, driven by `driver.rs`).
+    /// Route connections by remote server id.
+    routes: Mutex<HashMap<String, Peer>>,
+    /// Accounts with a dedicated route (`accounts`, plus the system account with pools).
+    pinned: HashSet<String>,
+    /// Which seed or gossiped peer to dial, which duplicate survives, which pool slots to
+    /// open, whom to tell what (`mesh/`, driven by `driver.rs`).
     mesh: Mutex<mesh::Mesh>,
     /// The mesh's clock starts here.
     epoch: Instant,
@@ -77,6 +87,44 @@ pub struct Cluster {
     resolve_failures: Mutex<HashMap<String, u64>>,
     /// Set by `close_all` (under the routes lock): no route registers after it.
     closed: AtomicBool,
+}
+
+/// The route connections to one remote server.
+#[derive(Default)]
+struct Peer {
+    /// Pool slots (one slot when either side does not pool).
+    pool: Vec<Option<Arc<RouteEntry>>>,
+    /// Pinned-account connections.
+    pinned: HashMap<Arc<str>, Arc<RouteEntry>>,
+}
+
+impl Peer {
+    fn entries(&self) -> impl Iterator<Item = &Arc<RouteEntry>> {
+        self.pool.iter().flatten().chain(self.pinned.values())
+    }
+
+    fn is_empty(&self) -> bool {
+        self.pool.iter().all(Option::is_none) && self.pinned.is_empty()
+    }
+
+    /// The first open connection: the one that speaks for the peer (gossip, INFO updates).
+    fn primary(&self) -> Option<&Arc<RouteEntry>> {
+        self.entries().find(|e| !e.conn.is_closed())
+    }
+}
+
+/// nats-server's `computeRoutePoolIdx`: FNV-1a (32 bit) of the account name modulo the pool
+/// size, so every server puts an account on the same slot.
+pub fn pool_idx(pool_size: usize, account: &str) -> usize {
+    if pool_size <= 1 {
+        return 0;
+    }
+    let mut h: u32 = 0x811c_9dc5;
+    for b in account.bytes() {
+        h ^= u32::from(b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    (h % pool_size as u32) as usize
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -98,6 +146,10 @@ impl Cluster {
                 timeout: t.timeout,
             }),
         };
+        let pinned = match opts.pool() {
+            Some(_) => opts.pinned_accounts.iter().cloned().collect(),
+            None => HashSet::new(),
+        };
         Ok(Cluster {
             mesh: Mutex::new(driver::new_mesh(&opts, server_id)),
             epoch: Instant::now(),
@@ -105,6 +157,7 @@ impl Cluster {
             live: Mutex::new(HashMap::new()),
             spares: Mutex::new(HashMap::new()),
             resolve_failures: Mutex::new(HashMap::new()),
+            pinned,
             opts,
             tls,
             name: RwLock::new(name),
@@ -148,13 +201,53 @@ impl Cluster {
         ))
     }
 
+    /// Route connections per pooled peer (`None`: one route per peer, as nats-server 2.9).
+    pub fn pool_size(&self) -> Option<usize> {
+        self.opts.pool()
+    }
+
+    /// Whether `account` has a route connection of its own to pooled peers.
+    pub fn is_pinned(&self, account: &str) -> bool {
+        self.pinned.contains(account)
+    }
+
+    /// The accounts with routes of their own, sorted.
+    pub fn pinned_accounts(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.pinned.iter().cloned().collect();
+        v.sort();
+        v
+    }
+
+    /// Every route connection (all pool slots and pinned accounts of every peer), oldest first.
     pub fn routes(&self) -> Vec<Arc<RouteEntry>> {
-        let mut v: Vec<_> = lock(&self.routes).values().cloned().collect();
+        let mut v: Vec<_> = lock(&self.routes)
+            .values()
+            .flat_map(|p| p.entries().cloned())
+            .collect();
         v.sort_by_key(|r| r.conn.cid);
         v
     }
 
+    /// One connection per peer (the first open one): for gossip and topology views.
+    pub fn peers(&self) -> Vec<Arc<RouteEntry>> {
+        let mut v: Vec<_> = lock(&self.routes)
+            .values()
+            .filter_map(|p| p.primary().cloned())
+            .collect();
+        v.sort_by_key(|r| r.conn.cid);
+        v
+    }
+
+    /// Route connections (as nats-server counts them: every pool slot and pinned account).
     pub fn num_routes(&self) -> usize {
+        lock(&self.routes)
+            .values()
+            .map(|p| p.entries().count())
+            .sum()
+    }
+
+    /// Servers this one has at least one route to.
+    pub fn num_peers(&self) -> usize {
         lock(&self.routes).len()
     }
 
@@ -162,50 +255,159 @@ impl Cluster {
         lock(&self.routes).contains_key(id)
     }
 
-    /// Forget `r` if it is still the registered route to its server. True when it was.
+    /// Put `r` in the slot the mesh gave it (it decided which duplicate survives). False when
+    /// the server is shutting down (`close_all` ran): close it.
+    pub(crate) fn store(&self, r: &Arc<RouteEntry>) -> bool {
+        let mut routes = lock(&self.routes);
+        if self.closed.load(Relaxed) {
+            return false;
+        }
+        let peer = routes.entry(r.remote_id.clone()).or_default();
+        match &r.account {
+            Some(acc) => {
+                peer.pinned.insert(acc.clone(), r.clone());
+            }
+            None => {
+                let idx = if r.no_pool {
+                    0
+                } else {
+                    r.pool_idx.load(Relaxed)
+                };
+                if peer.pool.len() <= idx {
+                    peer.pool.resize(idx + 1, None);
+                }
+                peer.pool[idx] = Some(r.clone());
+            }
+        }
+        true
+    }
+
+    /// Forget `r` if it is still registered in its slot. True when it was the peer's last
+    /// connection (the peer is gone).
     pub fn unregister(&self, r: &RouteEntry) -> bool {
         let mut routes = lock(&self.routes);
-        if routes
-            .get(&r.remote_id)
-            .is_some_and(|x| x.conn.cid == r.conn.cid)
-        {
+        let Some(peer) = routes.get_mut(&r.remote_id) else {
+            return false;
+        };
+        let same = |e: &Arc<RouteEntry>| e.conn.cid == r.conn.cid;
+        let mut removed = false;
+        match &r.account {
+            Some(acc) => {
+                if peer.pinned.get(acc).is_some_and(same) {
+                    peer.pinned.remove(acc);
+                    removed = true;
+                }
+            }
+            None => {
+                for slot in peer.pool.iter_mut() {
+                    if slot.as_ref().is_some_and(same) {
+                        *slot = None;
+                        removed = true;
+                    }
+                }
+            }
+        }
+        if removed && peer.is_empty() {
             routes.remove(&r.remote_id);
             return true;
         }
         false
     }
 
-    /// Queue `bytes` on every registered route.
-    pub fn broadcast(&self, bytes: &[u8]) {
-        for r in lock(&self.routes).values() {
-            r.conn
-                .out
-                .push_now(bytes.len(), |b| b.extend_from_slice(bytes));
+    /// The connection that carries `account`'s interest and messages to `peer`: its only
+    /// route when either side does not pool, the account's pinned route, or the pool slot of
+    /// the account (`None` while that connection is not up: its dump will carry it).
+    fn carrier<'a>(&self, peer: &'a Peer, account: &str) -> Option<&'a Arc<RouteEntry>> {
+        let first = peer.pool.first().and_then(Option::as_ref);
+        if let Some(f) = first.filter(|f| f.no_pool) {
+            return Some(f);
+        }
+        if self.pinned.contains(account) {
+            return peer.pinned.get(account);
+        }
+        let idx = pool_idx(self.pool_size().unwrap_or(1), account);
+        peer.pool.get(idx).and_then(Option::as_ref)
+    }
+
+    /// The connection that carries `account` to the first peer whose id `pick` accepts.
+    pub fn carrier_to(
+        &self,
+        pick: impl Fn(&str) -> bool,
+        account: &str,
+    ) -> Option<Arc<RouteEntry>> {
+        let routes = lock(&self.routes);
+        let (_, p) = routes.iter().find(|(id, _)| pick(id))?;
+        self.carrier(p, account).cloned()
+    }
+
+    /// Whether `r` is the connection that carries `account` (the interest dump of a new route).
+    pub fn carries(&self, r: &RouteEntry, account: &str) -> bool {
+        if r.no_pool {
+            return true;
+        }
+        match &r.account {
+            Some(a) => &**a == account,
+            None => {
+                !self.pinned.contains(account)
+                    && pool_idx(self.pool_size().unwrap_or(1), account) == r.pool_idx.load(Relaxed)
+            }
         }
     }
 
-    /// Encode a line with `f` straight into every registered route's buffer (`need` bytes at
-    /// most); routes whose buffer was empty go to `kicks`.
-    pub fn broadcast_deferred_with(
+    /// Queue `bytes` on one route per peer (INFO updates).
+    pub fn broadcast(&self, bytes: &[u8]) {
+        for p in lock(&self.routes).values() {
+            if let Some(r) = p.primary() {
+                r.conn
+                    .out
+                    .push_now(bytes.len(), |b| b.extend_from_slice(bytes));
+            }
+        }
+    }
+
+    /// Encode a line of `account`'s with `f` straight into the buffer of the route that
+    /// carries that account to each peer (`need` bytes at most; `f` gets the account as it
+    /// goes on that connection: empty on a pinned-account route); routes whose buffer was
+    /// empty go to `kicks`.
+    pub fn broadcast_account_with(
         &self,
+        account: &str,
         need: usize,
         kicks: &mut Vec<Arc<Conn>>,
-        f: impl Fn(&mut bytes::BytesMut),
+        f: impl Fn(&mut bytes::BytesMut, &[u8]),
     ) {
-        for r in lock(&self.routes).values() {
-            if let crate::conn::Push::Ok { kick: true, .. } = r.conn.out.push(need, &f) {
+        for p in lock(&self.routes).values() {
+            let Some(r) = self.carrier(p, account) else {
+                continue;
+            };
+            let acc: &[u8] = if r.account.is_some() {
+                b""
+            } else {
+                account.as_bytes()
+            };
+            if let crate::conn::Push::Ok { kick: true, .. } = r.conn.out.push(need, |b| f(b, acc)) {
                 kicks.push(r.conn.clone());
             }
         }
     }
 
-    /// Queue `bytes` on every registered route except the one to `except_id`.
-    pub fn broadcast_except(&self, except_id: &str, bytes: &[u8]) {
-        for (id, r) in lock(&self.routes).iter() {
-            if id != except_id {
-                r.conn
-                    .out
-                    .push_now(bytes.len(), |b| b.extend_from_slice(bytes));
+    /// Queue `bytes` on one route to every peer except `except_id`, with `pick` choosing which
+    /// of a peer's connections (`None` skips that peer).
+    pub fn broadcast_except(
+        &self,
+        except_id: &str,
+        bytes: impl Fn(&RouteEntry) -> Option<Vec<u8>>,
+    ) {
+        for (id, p) in lock(&self.routes).iter() {
+            if id == except_id {
+                continue;
+            }
+            if let Some(r) = p.primary() {
+                if let Some(line) = bytes(r) {
+                    r.conn
+                        .out
+                        .push_now(line.len(), |b| b.extend_from_slice(&line));
+                }
             }
         }
     }
@@ -233,7 +435,8 @@ impl Cluster {
             return Vec::new();
         }
         let mut v = Vec::new();
-        for r in lock(&self.routes).values() {
+        for p in lock(&self.routes).values() {
+            let Some(r) = p.primary() else { continue };
             let info = r.info();
             if info.ldm {
                 continue;
@@ -241,6 +444,22 @@ impl Cluster {
             v.extend(info.connect_urls.iter().cloned());
         }
         v
+    }
+
+    /// A peer's INFO update (on any of its connections): every connection to it takes it.
+    /// True when its client URLs or lame duck state changed.
+    pub fn update_peer_info(&self, info: &ServerInfo) -> bool {
+        let routes = lock(&self.routes);
+        let Some(p) = routes.get(&info.server_id) else {
+            return false;
+        };
+        let mut changed = false;
+        for e in p.entries() {
+            let mut cur = e.info();
+            changed |= cur.connect_urls != info.connect_urls || cur.ldm != info.ldm;
+            *cur = info.clone();
+        }
+        changed
     }
 
     /// How often routes are pinged, and how many unanswered PINGs make one stale.

@@ -4,6 +4,7 @@
 //! routed messages (RMSG/HMSG) to local clients only, and PING/PONG liveness.
 
 use super::discovery;
+use super::mesh::{self, CloseWhy, Slot};
 use super::tls_stream::TlsStream;
 use super::url::RouteUrl;
 use super::{Cluster, RouteEntry, Verdict};
@@ -31,6 +32,11 @@ pub struct Solicit {
     pub configured: bool,
     /// The mesh's number for the dial.
     pub dial: u64,
+    /// The connection the mesh dialled this for: a pool slot (`route_pool_idx`) or a pinned
+    /// account (`route_account`), as our INFO names it.
+    pub slot: Slot,
+    /// The gossip mode the mesh dialled with (2.11 `gossip_mode`, in our INFO).
+    pub gossip_mode: u8,
 }
 
 const READ_CHUNK: usize = 64 * 1024;
@@ -92,6 +98,12 @@ struct Route {
     next_ping: Instant,
     rtt_start: Option<Instant>,
     trace: bool,
+    /// The pinned account of this connection (RS+/RMSG then carry no account).
+    pinned: Option<Arc<Account>>,
+    /// The parser must switch to account-less route ops (set by registration).
+    parser_no_account: bool,
+    /// The parser must expect `LS- <origin> …` (the peer understands `lnocu`).
+    parser_lnocu: bool,
 }
 
 impl Route {
@@ -115,6 +127,9 @@ impl Route {
             pings_out: 0,
             next_ping: Instant::now() + Duration::from_secs(3600),
             rtt_start: None,
+            pinned: None,
+            parser_no_account: false,
+            parser_lnocu: false,
         }
     }
 
@@ -178,8 +193,28 @@ impl Route {
         }
     }
 
+    /// Our INFO line: the pool slot or pinned account the mesh dialled this for.
+    fn info_line(&self) -> Vec<u8> {
+        let mut info = self.srv.route_info(&self.cl, true, None);
+        if let Some(s) = &self.solicit {
+            match &s.slot {
+                Slot::Pool(i) => info.route_pool_idx = u32::from(*i),
+                Slot::Account(a) => info.route_account = a.to_string(),
+            }
+            info.gossip_mode = s.gossip_mode;
+        }
+        let json = serde_json::to_vec(&info).unwrap_or_default();
+        let mut line = Vec::with_capacity(json.len() + 8);
+        line.extend_from_slice(b"INFO ");
+        line.extend_from_slice(&json);
+        line.extend_from_slice(b"\r\n");
+        line
+    }
+
+    /// The dialler sends CONNECT and INFO together: the mesh chose the slot before dialling
+    /// (a pool's slots 1.. and pinned routes only once the peer's first INFO said it pools).
     fn start(&mut self) {
-        let info = self.srv.route_info_json(&self.cl, true, None);
+        let info = self.info_line();
         match &self.solicit {
             Some(s) => {
                 tracing::debug!(
@@ -198,24 +233,18 @@ impl Route {
                     name: self.srv.id.clone(),
                     cluster: self.cl.name(),
                     cluster_dynamic: self.cl.is_dynamic(),
+                    lnoc: true,
                     ..Default::default()
                 };
                 let connect = serde_json::to_vec(&ci).unwrap_or_default();
                 let mut line = Vec::with_capacity(connect.len() + info.len() + 16);
                 line.extend_from_slice(b"CONNECT ");
                 line.extend_from_slice(&connect);
-                line.extend_from_slice(b"\r\nINFO ");
-                line.extend_from_slice(&info);
                 line.extend_from_slice(b"\r\n");
+                line.extend_from_slice(&info);
                 self.send(&line);
             }
-            None => {
-                let mut line = Vec::with_capacity(info.len() + 8);
-                line.extend_from_slice(b"INFO ");
-                line.extend_from_slice(&info);
-                line.extend_from_slice(b"\r\n");
-                self.send(&line);
-            }
+            None => self.send(&info),
         }
     }
 
@@ -255,7 +284,32 @@ impl Route {
                 return;
             }
             conn.touch(SystemTime::now());
-            let (consumed, stop) = parser.parse_all(&buf, |op| self.handle(op));
+            // Op by op (not `parse_all`): registration may switch the parser to a pinned
+            // route's account-less forms for the very next op in this buffer.
+            let mut consumed = 0;
+            let mut stop = None;
+            while consumed < buf.len() {
+                match parser.parse(&buf[consumed..]) {
+                    Ok(Some((op, n))) => {
+                        consumed += n;
+                        if let Err(e) = self.handle(op) {
+                            stop = Some(Stop::Handler(e));
+                            break;
+                        }
+                        if self.parser_no_account {
+                            parser.set_no_account(true);
+                        }
+                        if self.parser_lnocu {
+                            parser.set_lnocu(true);
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        stop = Some(Stop::Parse(e));
+                        break;
+                    }
+                }
+            }
             let close = stop.map(|stop| match stop {
                 Stop::Handler(reason) => reason,
                 Stop::Parse(e) => {
@@ -466,29 +520,37 @@ impl Route {
                     return Ok(());
                 }
                 discovery::consider_gossip(&self.srv, &self.cl, &self.conn, &info);
-            } else {
-                let urls_changed = {
-                    let mut cur = entry.info();
-                    let changed = cur.connect_urls != info.connect_urls || cur.ldm != info.ldm;
-                    *cur = info;
-                    changed
-                };
-                if urls_changed {
-                    self.srv.cluster_changed();
-                }
+            } else if self.cl.update_peer_info(&info) {
+                self.srv.cluster_changed();
             }
             return Ok(());
         }
         self.register(info)
     }
 
+    /// Refuse this connection with `text` (sent as `-ERR` and logged).
+    fn refuse(&self, text: &str) -> Result<(), CloseReason> {
+        tracing::error!("{} - {text}", self.conn.log_prefix());
+        self.send_err(text);
+        Err(CloseReason::ProtocolViolation)
+    }
+
     fn register(&mut self, info: ServerInfo) -> Result<(), CloseReason> {
         if info.server_id.is_empty() {
             return Err(CloseReason::ProtocolViolation);
         }
+        let mut hello = mesh::Hello {
+            id: Arc::from(info.server_id.as_str()),
+            pool_size: info.route_pool_size as i32,
+            pool_idx: u16::try_from(info.route_pool_idx).unwrap_or(u16::MAX),
+            account: (!info.route_account.is_empty())
+                .then(|| Arc::from(info.route_account.as_str())),
+            gossip_mode: mesh::GossipMode::from_wire(info.gossip_mode),
+            ..Default::default()
+        };
         if info.server_id == self.srv.id {
             // The mesh remembers the address (never dialled again).
-            self.cl.hello(&self.srv, &self.conn, &info, None);
+            self.cl.hello(&self.srv, &self.conn, hello, None);
             tracing::debug!(
                 "{} - Detected route to self, closing",
                 self.conn.log_prefix()
@@ -502,6 +564,23 @@ impl Route {
                 return Err(CloseReason::ClusterNameConflict);
             }
         }
+        // What this connection is for: the slot we dialled it for, or the one the dialler's
+        // INFO names (nats-server 2.10+ route.go addRoute). A peer without `route_pool_size`
+        // (2.9), or this server with `pool_size: -1`, means one route for every account.
+        let remote_pool = info.route_pool_size as usize;
+        let no_pool = remote_pool == 0 || self.cl.pool_size().is_none();
+        let (account, pool_idx) = match &self.solicit {
+            Some(s) => match &s.slot {
+                Slot::Account(a) => (Some(a.clone()), 0),
+                Slot::Pool(i) => (None, usize::from(*i)),
+            },
+            None => (hello.account.clone(), info.route_pool_idx as usize),
+        };
+        if let Some(acc) = &account {
+            if self.cl.is_pinned(acc) {
+                self.pinned = self.srv.accounts.lookup(acc.as_bytes());
+            }
+        }
         self.conn.headers.store(info.headers, Relaxed);
         let gossip_url = if info.ip.is_empty() {
             let ip = self.conn.addr.ip();
@@ -513,25 +592,43 @@ impl Route {
         } else {
             info.ip.clone()
         };
+        hello.addr = super::driver::addr_of(&gossip_url);
+        hello.url = Arc::from(gossip_url.as_str());
         {
             let mut m = self.conn.meta();
             m.name = info.server_name.clone();
         }
+        let peer_lnocu = info.lnocu;
         let entry = Arc::new(RouteEntry {
             conn: self.conn.clone(),
             remote_id: info.server_id.clone(),
             remote_name: info.server_name.clone(),
             did_solicit: self.solicit.is_some(),
             is_configured: self.solicit.as_ref().is_some_and(|s| s.configured),
+            account: account.clone(),
+            pool_idx: std::sync::atomic::AtomicUsize::new(if no_pool { 0 } else { pool_idx }),
+            no_pool,
             gossip_url,
             info: std::sync::Mutex::new(info),
             num_subs: Default::default(),
             start: SystemTime::now(),
         });
-        // Which of two duplicate routes survives, and whom to tell about whom, is the
+        // Which duplicate survives, which slots to open and whom to tell about whom is the
         // mesh's decision (both ends agree without talking).
-        let info = entry.info().clone();
-        match self.cl.hello(&self.srv, &self.conn, &info, Some(&entry)) {
+        let first = match self.cl.hello(&self.srv, &self.conn, hello, Some(&entry)) {
+            Verdict::Refused(why) => {
+                let acc = account.as_deref().unwrap_or_default();
+                let text = match why {
+                    CloseWhy::NoPool => format!(
+                        "Not possible to have a dedicated route for account {acc:?} between those servers"
+                    ),
+                    CloseWhy::UnknownAccount => format!("No route for account {acc:?}"),
+                    _ => format!(
+                        "Invalid route pool index: {pool_idx} - pool size is {remote_pool}"
+                    ),
+                };
+                return self.refuse(&text);
+            }
             Verdict::Close(reason) => {
                 tracing::debug!(
                     "{} - Duplicate route to {}, closing",
@@ -541,31 +638,49 @@ impl Route {
                 return Err(reason);
             }
             Verdict::Spare => {
-                // The peer dialled this one and another: it closes one of them.
+                // The peer dialled this one and another for one slot: it closes one.
                 self.entry = Some(entry);
                 self.next_ping = Instant::now() + FIRST_PING;
                 return Ok(());
             }
-            Verdict::Registered { .. } => {}
+            Verdict::Registered { first } => first,
+        };
+        if account.is_some() {
+            self.conn.no_account.store(true, Relaxed);
+            self.parser_no_account = true;
         }
-        tracing::info!(
-            "{} - Route connection created to {} ({})",
-            self.conn.log_prefix(),
-            entry.remote_name,
-            entry.remote_id
-        );
-        let gateway_url = entry.info().gateway_url.clone();
-        crate::gateway::peer_url(&self.srv, &entry.remote_id, &gateway_url);
+        self.parser_lnocu = peer_lnocu;
+        match &account {
+            Some(a) => tracing::info!(
+                "{} - Route connection created to {} ({}) for account {a:?}",
+                self.conn.log_prefix(),
+                entry.remote_name,
+                entry.remote_id
+            ),
+            None if no_pool => tracing::info!(
+                "{} - Route connection created to {} ({})",
+                self.conn.log_prefix(),
+                entry.remote_name,
+                entry.remote_id
+            ),
+            None => tracing::info!(
+                "{} - Route connection created to {} ({}), pool slot {pool_idx}",
+                self.conn.log_prefix(),
+                entry.remote_name,
+                entry.remote_id
+            ),
+        }
         self.entry = Some(entry.clone());
-        // Our interest (the mesh already told the newcomer about the others).
-        self.cl.dump(&self.srv.accounts.all(), &self.conn);
-        crate::gateway::to_new_route(&self.srv, &self.conn);
-        self.srv.cluster_changed();
+        self.cl.on_registered(&self.srv, &entry, first);
         self.next_ping = Instant::now() + FIRST_PING;
         Ok(())
     }
 
     fn account(&mut self, name: &[u8]) -> Option<Arc<Account>> {
+        if let Some(a) = &self.pinned {
+            // A pinned-account route names no account: it is the connection's.
+            return Some(a.clone());
+        }
         if let Some((n, a)) = &self.acc_cache {
             if &n[..] == name {
                 return Some(a.clone());
@@ -688,15 +803,7 @@ impl Route {
         let r = acc.sublist.matches(subject);
         self.fan
             .publish(&acc, &r, &msg, Origin::Route, Some(&m.queues));
-        if !self.fan.retired.is_empty() {
-            for sub in std::mem::take(&mut self.fan.retired) {
-                if acc.retire(&sub) {
-                    self.srv
-                        .local_interest_changed(&acc, &sub.subject, sub.queue.as_ref(), -1);
-                    crate::imports::client_unsubscribed(&self.srv, &acc, &sub);
-                }
-            }
-        }
+        self.fan.retire_in(&self.srv, &acc, 0);
     }
 
     fn cleanup(&mut self) {
@@ -709,9 +816,10 @@ impl Route {
             }
         }
         if let Some(e) = self.entry.take() {
-            crate::gateway::peer_url(&self.srv, &e.remote_id, "");
             e.num_subs.store(0, Relaxed);
+            // The peer is gone only with its last connection (a pool has several).
             if self.cl.unregister(&e) {
+                crate::gateway::peer_url(&self.srv, &e.remote_id, "");
                 self.srv.cluster_changed();
             }
         }
@@ -720,17 +828,52 @@ impl Route {
     }
 }
 
-/// `INFO` about a registered peer, as forwarded to other routes: no nonce, `ip` set.
-pub(super) fn gossip_json(r: &RouteEntry) -> Vec<u8> {
-    let mut info = r.info().clone();
-    info.nonce.clear();
-    info.ip = r.gossip_url.clone();
+/// `INFO` about a registered peer, as forwarded to other routes: only the fields of the
+/// route protocol (nothing of the peer's we do not understand is relayed), no nonce, `ip`
+/// set, `route_account` for a pinned-account route, the gossip mode for the receiver.
+pub(super) fn gossip_json(r: &RouteEntry, gossip_mode: u8) -> Vec<u8> {
+    let info = gossip_info(r, gossip_mode);
     let json = serde_json::to_vec(&info).unwrap_or_default();
     let mut line = Vec::with_capacity(json.len() + 8);
     line.extend_from_slice(b"INFO ");
     line.extend_from_slice(&json);
     line.extend_from_slice(b"\r\n");
     line
+}
+
+fn gossip_info(r: &RouteEntry, gossip_mode: u8) -> ServerInfo {
+    let p = r.info();
+    ServerInfo {
+        server_id: p.server_id.clone(),
+        server_name: p.server_name.clone(),
+        version: p.version.clone(),
+        proto: p.proto,
+        go: p.go.clone(),
+        host: p.host.clone(),
+        port: p.port,
+        headers: p.headers,
+        auth_required: p.auth_required,
+        tls_required: p.tls_required,
+        tls_verify: p.tls_verify,
+        max_payload: p.max_payload,
+        jetstream: p.jetstream,
+        ip: r.gossip_url.clone(),
+        cluster: p.cluster.clone(),
+        cluster_dynamic: p.cluster_dynamic,
+        domain: p.domain.clone(),
+        connect_urls: p.connect_urls.clone(),
+        ws_connect_urls: p.ws_connect_urls.clone(),
+        import: p.import.clone(),
+        export: p.export.clone(),
+        lnoc: p.lnoc,
+        lnocu: p.lnocu,
+        route_pool_size: if r.no_pool { 0 } else { p.route_pool_size },
+        route_account: r.account.as_deref().unwrap_or_default().to_string(),
+        gossip_mode,
+        gateway_url: p.gateway_url.clone(),
+        leafnode_urls: p.leafnode_urls.clone(),
+        ..Default::default()
+    }
 }
 
 fn trace_line(op: &Op<'_>) -> String {

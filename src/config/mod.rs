@@ -81,6 +81,29 @@ pub struct ClusterOpts {
     pub ping_max: Option<u32>,
     /// Route TLS (`cluster { tls { … } }`).
     pub tls: Option<crate::tls::TlsOpts>,
+    /// Route connections per peer (`pool_size`, nats-server 2.10+, default 3); each account's
+    /// traffic rides one of them. `-1` (or 0) is nats-server 2.9's single route per peer.
+    pub pool_size: i32,
+    /// Accounts with a route connection of their own to every pooled peer (`accounts`); the
+    /// system account is added automatically while pooling is on.
+    pub pinned_accounts: Vec<String>,
+    /// Seeds are retried after 1 s, doubling to 30 s while they fail (`connect_backoff`).
+    pub connect_backoff: bool,
+}
+
+/// nats-server 2.10+'s default route pool size.
+pub const DEFAULT_ROUTE_POOL_SIZE: i32 = 3;
+
+impl ClusterOpts {
+    /// Route connections per pooled peer, or `None` without pooling (`pool_size` negative,
+    /// nats-server 2.9's one route per peer). 0 means the default, as nats-server.
+    pub fn pool(&self) -> Option<usize> {
+        match self.pool_size {
+            n if n < 0 => None,
+            0 => Some(DEFAULT_ROUTE_POOL_SIZE as usize),
+            n => Some(n as usize),
+        }
+    }
 }
 
 impl Default for ClusterOpts {
@@ -100,6 +123,9 @@ impl Default for ClusterOpts {
             ping_interval: None,
             ping_max: None,
             tls: None,
+            pool_size: DEFAULT_ROUTE_POOL_SIZE,
+            pinned_accounts: Vec::new(),
+            connect_backoff: false,
         }
     }
 }
@@ -134,6 +160,8 @@ pub struct GatewayOpts {
     pub token: Option<String>,
     pub auth_timeout: Duration,
     pub gateways: Vec<RemoteGatewayOpts>,
+    /// Failed dials back off from 1 s to 30 s (`connect_backoff`, nats-server 2.12+).
+    pub connect_backoff: bool,
     /// Gateway TLS (`gateway { tls { … } }`): inbound and outbound connections.
     pub tls: Option<crate::tls::TlsOpts>,
 }
@@ -152,6 +180,7 @@ impl Default for GatewayOpts {
             token: None,
             auth_timeout: DEFAULT_AUTH_TIMEOUT,
             gateways: Vec::new(),
+            connect_backoff: false,
             tls: None,
         }
     }
@@ -387,6 +416,21 @@ impl Options {
         }
         if self.max_control_line < 32 {
             return Err("max_control_line is too small".into());
+        }
+        if let Some(c) = &self.cluster {
+            // nats-server 2.10+'s checks and texts (server.go validateCluster).
+            if !c.pinned_accounts.is_empty() && c.pool_size < 0 {
+                return Err("pool_size cannot be negative if pinned accounts are specified".into());
+            }
+            let mut seen = std::collections::HashSet::new();
+            for a in &c.pinned_accounts {
+                if !seen.insert(a) {
+                    return Err(format!(
+                        "found duplicate account name {a:?} in pinned accounts list {:?}",
+                        c.pinned_accounts
+                    ));
+                }
+            }
         }
         if !self.no_system_account
             && self.system_account != crate::account::SYSTEM_ACCOUNT

@@ -390,7 +390,29 @@ fn cluster_diff(
         ping_interval,
         ping_max,
         tls,
+        pool_size,
+        pinned_accounts,
+        connect_backoff,
     } = new;
+    if connect_backoff != &old.connect_backoff {
+        return Err(refuse(
+            "cluster connect_backoff",
+            old.connect_backoff,
+            connect_backoff,
+        ));
+    }
+    // nats-server reloads pool sizes and pinned accounts by closing and redialling every
+    // route; natsd does not do that yet.
+    if pool_size != &old.pool_size {
+        return Err(refuse("cluster pool_size", old.pool_size, pool_size));
+    }
+    if pinned_accounts != &old.pinned_accounts {
+        return Err(refuse(
+            "cluster accounts",
+            format!("{:?}", old.pinned_accounts),
+            format!("{pinned_accounts:?}"),
+        ));
+    }
     if name != &old.name {
         return Err(refuse("cluster name", opt_str(&old.name), opt_str(name)));
     }

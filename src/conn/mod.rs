@@ -121,6 +121,8 @@ pub struct Conn {
     pub headers: AtomicBool,
     /// The client accepts asynchronous INFO (CONNECT `protocol` >= 1).
     pub async_info: AtomicBool,
+    /// A pinned-account route: RMSG/HMSG go without the account (nats-server 2.10+).
+    pub no_account: AtomicBool,
     /// Unix nanos of the last inbound activity.
     pub last_activity: AtomicU64,
     pub meta: Mutex<ConnMeta>,
@@ -148,6 +150,7 @@ impl Conn {
             counters: Counters::default(),
             headers: AtomicBool::new(false),
             async_info: AtomicBool::new(false),
+            no_account: AtomicBool::new(false),
             last_activity: AtomicU64::new(unix_nanos(start)),
             meta: Mutex::new(ConnMeta::default()),
             subs: Mutex::new(FastMap::default()),

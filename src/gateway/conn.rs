@@ -489,42 +489,35 @@ impl GwConn {
         let r = acc.sublist.matches(subject);
         self.fan.publish(&acc, &r, &msg, origin, Some(&m.queues));
         self.fan.route_reply = None;
-        if !self.fan.retired.is_empty() {
-            for sub in std::mem::take(&mut self.fan.retired) {
-                if acc.retire(&sub) {
-                    self.srv
-                        .local_interest_changed(&acc, &sub.subject, sub.queue.as_ref(), -1);
-                }
-            }
-        }
+        // Shared with routes: this copy used to skip the import shadows (a leak).
+        self.fan.retire_in(&self.srv, &acc, 0);
     }
 
     /// A `_GR_.` reply for another server of this cluster: over the route to it, as is.
     fn forward_to_server(&mut self, acc: &Account, server_hash: &[u8], m: &RoutedMsg<'_>) {
         let Some(cl) = &self.srv.cluster else { return };
-        for r in cl.routes() {
-            if reply::hash6(r.remote_id.as_bytes())[..] == server_hash[..] {
-                let header = m.header.filter(|_| r.conn.headers.load(Relaxed));
-                let need = 64
-                    + acc.name.len()
-                    + m.subject.len()
-                    + m.reply.map_or(0, <[u8]>::len)
-                    + header.map_or(0, <[u8]>::len)
-                    + m.payload.len();
-                self.fan.push(&r.conn, need, |b| {
-                    encode::write_rmsg(
-                        b,
-                        acc.name.as_bytes(),
-                        m.subject,
-                        m.reply,
-                        &[],
-                        header,
-                        m.payload,
-                    )
-                });
-                return;
-            }
-        }
+        let Some(r) = cl.carrier_to(
+            |id| reply::hash6(id.as_bytes())[..] == server_hash[..],
+            &acc.name,
+        ) else {
+            return;
+        };
+        let header = m.header.filter(|_| r.conn.headers.load(Relaxed));
+        // A pinned-account route names no account.
+        let name: &[u8] = if r.account.is_some() {
+            b""
+        } else {
+            acc.name.as_bytes()
+        };
+        let need = 64
+            + name.len()
+            + m.subject.len()
+            + m.reply.map_or(0, <[u8]>::len)
+            + header.map_or(0, <[u8]>::len)
+            + m.payload.len();
+        self.fan.push(&r.conn, need, |b| {
+            encode::write_rmsg(b, name, m.subject, m.reply, &[], header, m.payload)
+        });
     }
 
     fn cleanup(&mut self) {

@@ -10,7 +10,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpStream;
 
-const RETRY: Duration = Duration::from_secs(1);
 const DIAL_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// How an outbound gateway came about.
@@ -47,12 +46,14 @@ async fn dial_loop(srv: Arc<ServerShared>, gw: Arc<Gateway>, name: String, confi
     let mut next_url = 0usize;
     // As nats-server: the first solicit after a short delay (listeners up, routes formed).
     let mut delay = Duration::from_millis(if configured { 100 } else { 50 });
+    let mut backoff = crate::util::backoff::Backoff::new(gw.opts.connect_backoff);
     loop {
         tokio::select! {
             _ = srv.shutdown_signal() => break,
             _ = tokio::time::sleep(delay) => {}
         }
-        delay = RETRY;
+        // Until this attempt connects, the next waits as `connect_backoff` says.
+        delay = backoff.failed();
         if gw.is_closed() {
             break;
         }
@@ -121,6 +122,7 @@ async fn dial_loop(srv: Arc<ServerShared>, gw: Arc<Gateway>, name: String, confi
         };
         if super::conn::run(srv.clone(), gw.clone(), s, addr, Some(sol)).await {
             attempts = 0;
+            delay = backoff.reset();
         } else if !configured && attempts > gw.opts.connect_retries {
             break;
         }

@@ -201,7 +201,7 @@ pub fn render(srv: &std::sync::Arc<ServerShared>) -> String {
     e.single(
         "natsd_routes",
         Gauge,
-        "Route connections currently registered.",
+        "Route connections currently registered (every pool slot and pinned account).",
         routes.len() as f64,
     );
     type RouteValue = fn(&crate::cluster::RouteEntry) -> Option<f64>;
@@ -253,9 +253,16 @@ pub fn render(srv: &std::sync::Arc<ServerShared>) -> String {
         e.family(name, kind, help);
         for r in &routes {
             if let Some(v) = value(r) {
+                // A pooled peer has several connections: its pool slot, or its pinned account.
+                let idx = r.pool_idx.load(Relaxed).to_string();
                 e.sample(
                     name,
-                    &[("remote_id", &r.remote_id), ("remote_name", &r.remote_name)],
+                    &[
+                        ("remote_id", &r.remote_id),
+                        ("remote_name", &r.remote_name),
+                        ("pool_idx", &idx),
+                        ("account", r.account.as_deref().unwrap_or_default()),
+                    ],
                     v,
                 );
             }

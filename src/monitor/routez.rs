@@ -35,6 +35,13 @@ pub struct RouteInfo {
     pub subscriptions_list: Vec<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub subscriptions_list_detail: Vec<SubDetail>,
+    /// The pinned account of this connection (nats-server 2.10+).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub account: String,
+    /// nats-server 2.10+'s route compression mode: natsd does not negotiate S2 yet, so
+    /// `not supported`, as nats-server shows a peer that does not know compression.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub compression: String,
 }
 
 #[derive(Serialize, Debug)]
@@ -117,6 +124,8 @@ pub fn routez(srv: &ServerShared, subs: SubsMode) -> Routez {
                 subscriptions: r.num_subs.load(Relaxed),
                 subscriptions_list: list,
                 subscriptions_list_detail: detail,
+                account: r.account.as_deref().unwrap_or_default().to_string(),
+                compression: "not supported".to_string(),
             }
         })
         .collect();
@@ -132,7 +141,7 @@ pub fn routez(srv: &ServerShared, subs: SubsMode) -> Routez {
 /// This server's own view: itself, its routes and its gateways.
 pub fn local_view(srv: &ServerShared) -> ServerView {
     let mut view = match &srv.cluster {
-        Some(cl) => ServerView::local(&srv.id, &srv.name, &cl.name(), &cl.routes()),
+        Some(cl) => ServerView::local(&srv.id, &srv.name, &cl.name(), &cl.peers()),
         None => ServerView {
             server_id: srv.id.clone(),
             server_name: srv.name.clone(),

@@ -50,6 +50,13 @@ pub struct ClusterVarz {
     pub urls: Vec<String>,
     #[serde(serialize_with = "go_float", skip_serializing_if = "is_zero_f64")]
     pub tls_timeout: f64,
+    /// The configured route pool size (nats-server 2.10+; `-1` without pools).
+    #[serde(skip_serializing_if = "is_zero_i32")]
+    pub pool_size: i32,
+}
+
+fn is_zero_i32(v: &i32) -> bool {
+    *v == 0
 }
 
 fn is_zero_u16(v: &u16) -> bool {
@@ -88,6 +95,10 @@ impl ClusterVarz {
             auth_timeout: cl.opts.auth_timeout.as_secs_f64(),
             urls,
             tls_timeout: 2.0,
+            pool_size: match cl.opts.pool() {
+                Some(n) => n as i32,
+                None => cl.opts.pool_size,
+            },
         }
     }
 }
@@ -333,11 +344,12 @@ mod tests {
             auth_timeout: 2.0,
             urls: vec![],
             tls_timeout: 2.0,
+            pool_size: 3,
         })
         .unwrap();
         assert_eq!(
             v,
-            r#"{"name":"C1","addr":"127.0.0.1","cluster_port":6222,"auth_timeout":2,"tls_timeout":2}"#
+            r#"{"name":"C1","addr":"127.0.0.1","cluster_port":6222,"auth_timeout":2,"tls_timeout":2,"pool_size":3}"#
         );
     }
 }

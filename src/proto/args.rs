@@ -163,11 +163,29 @@ pub fn unsub(a: &[u8]) -> Result<(&[u8], Option<u64>), ParseError> {
     }
 }
 
-/// `acc subj [queue weight]` (RS+, and LS+ after its origin).
+/// The account that leads a route op, or `""` on a pinned-account route (`with_acc` false:
+/// nats-server 2.10+ leaves the account out there, the connection names it).
+fn account<'a>(
+    a: &'a [u8],
+    with_acc: bool,
+    why: &'static str,
+) -> Result<(&'a [u8], &'a [u8]), ParseError> {
+    if with_acc {
+        pop_front(a).ok_or(ParseError::BadArgs(why))
+    } else {
+        Ok((&[][..], a))
+    }
+}
+
+/// `acc subj [queue weight]` (RS+, and LS+ after its origin); `subj [queue weight]` on a
+/// pinned-account route (`with_acc` false, the account comes back as `""`).
 #[allow(clippy::type_complexity)]
-pub fn sub_plus(a: &[u8]) -> Result<(&[u8], &[u8], Option<(&[u8], u32)>), ParseError> {
+pub fn sub_plus(
+    a: &[u8],
+    with_acc: bool,
+) -> Result<(&[u8], &[u8], Option<(&[u8], u32)>), ParseError> {
     const WHY: &str = "RS+/LS+ take account subject [queue weight]";
-    let (acc, r) = pop_front(a).ok_or(ParseError::BadArgs(WHY))?;
+    let (acc, r) = account(a, with_acc, WHY)?;
     let (subj, r) = pop_front(r).ok_or(ParseError::BadArgs(WHY))?;
     match pop_front(r) {
         None => Ok((acc, subj, None)),
@@ -179,10 +197,11 @@ pub fn sub_plus(a: &[u8]) -> Result<(&[u8], &[u8], Option<(&[u8], u32)>), ParseE
     }
 }
 
-/// `acc subj [queue]` (RS-, and LS- after its optional origin).
-pub fn sub_minus(a: &[u8]) -> Result<(&[u8], &[u8], Opt<'_>), ParseError> {
+/// `acc subj [queue]` (RS-, and LS- after its optional origin); no account on a
+/// pinned-account route (`with_acc` false).
+pub fn sub_minus(a: &[u8], with_acc: bool) -> Result<(&[u8], &[u8], Opt<'_>), ParseError> {
     const WHY: &str = "RS-/LS- take account subject [queue]";
-    let (acc, r) = pop_front(a).ok_or(ParseError::BadArgs(WHY))?;
+    let (acc, r) = account(a, with_acc, WHY)?;
     let (subj, r) = pop_front(r).ok_or(ParseError::BadArgs(WHY))?;
     match pop_front(r) {
         None => Ok((acc, subj, None)),
@@ -209,8 +228,9 @@ pub struct Routed<'a> {
 }
 
 /// `[origin] acc subj [reply | + reply q… | | q…] [hdr_len] size`.
-/// `origin` is present for LMSG; `hdr` for HMSG and LMSG.
-pub fn routed(a: &[u8], origin: bool, hdr: bool) -> Result<Routed<'_>, ParseError> {
+/// `origin` is present for LMSG; `hdr` for HMSG and LMSG; no `acc` on a pinned-account route
+/// (`with_acc` false: the account comes back as `""`).
+pub fn routed(a: &[u8], origin: bool, hdr: bool, with_acc: bool) -> Result<Routed<'_>, ParseError> {
     const WHY: &str = "routed message: missing arguments";
     let (origin, a) = if origin {
         let (o, r) = pop_front(a).ok_or(ParseError::BadArgs(WHY))?;
@@ -218,7 +238,7 @@ pub fn routed(a: &[u8], origin: bool, hdr: bool) -> Result<Routed<'_>, ParseErro
     } else {
         (None, a)
     };
-    let (account, a) = pop_front(a).ok_or(ParseError::BadArgs(WHY))?;
+    let (account, a) = account(a, with_acc, WHY)?;
     let (subject, a) = pop_front(a).ok_or(ParseError::BadArgs(WHY))?;
     let (a, size) = pop_back(a).ok_or(ParseError::BadArgs(WHY))?;
     let total = parse_size(size)?;
@@ -289,28 +309,31 @@ mod tests {
 
     #[test]
     fn routed_forms() {
-        let r = routed(b"$G foo 5", false, false).unwrap();
+        let r = routed(b"$G foo 5", false, false, true).unwrap();
         assert_eq!((r.reply, r.queues, r.total), (None, &b""[..], 5));
-        let r = routed(b"$G foo bar 5", false, false).unwrap();
+        let r = routed(b"$G foo bar 5", false, false, true).unwrap();
         assert_eq!(r.reply, Some(&b"bar"[..]));
-        let r = routed(b"$G foo + r q1 q2  5", false, false).unwrap();
+        let r = routed(b"$G foo + r q1 q2  5", false, false, true).unwrap();
         assert_eq!((r.reply, r.queues), (Some(&b"r"[..]), &b"q1 q2"[..]));
-        let r = routed(b"$G foo + r 5", false, false).unwrap();
+        let r = routed(b"$G foo + r 5", false, false, true).unwrap();
         assert_eq!((r.reply, r.queues), (Some(&b"r"[..]), &b""[..]));
-        let r = routed(b"$G foo | q1 5", false, false).unwrap();
+        let r = routed(b"$G foo | q1 5", false, false, true).unwrap();
         assert_eq!((r.reply, r.queues), (None, &b"q1"[..]));
-        let r = routed(b"$G foo | 5", false, false).unwrap();
+        let r = routed(b"$G foo | 5", false, false, true).unwrap();
         assert_eq!(r.reply, Some(&b"|"[..]));
         assert_eq!(
-            routed(b"$G foo x y 5", false, false),
+            routed(b"$G foo x y 5", false, false, true),
             Err(ParseError::BadArgs("Bad or Missing Reply Indicator"))
         );
-        assert!(routed(b"$G", false, false).is_err());
-        assert!(routed(b"$G foo", false, false).is_err());
-        let r = routed(b"O $G foo + r q 3 7", true, true).unwrap();
+        assert!(routed(b"$G", false, false, true).is_err());
+        assert!(routed(b"$G foo", false, false, true).is_err());
+        let r = routed(b"O $G foo + r q 3 7", true, true, true).unwrap();
         assert_eq!(r.origin, Some(&b"O"[..]));
         assert_eq!((r.hdr, r.total, r.queues), (Some(3), 7, &b"q"[..]));
-        assert_eq!(routed(b"$G foo 8 7", false, true), Err(ParseError::BadSize));
-        assert!(routed(b"$G foo 7", false, true).is_err());
+        assert_eq!(
+            routed(b"$G foo 8 7", false, true, true),
+            Err(ParseError::BadSize)
+        );
+        assert!(routed(b"$G foo 7", false, true, true).is_err());
     }
 }

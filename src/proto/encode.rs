@@ -158,7 +158,8 @@ fn sizes(buf: &mut BytesMut, header: Option<usize>, payload: usize) {
     buf.put_slice(CRLF);
 }
 
-/// Route/gateway message: `RMSG` (no header) or `HMSG` (with header) in the forms of spec §3.1:
+/// Route/gateway message: `RMSG` (no header) or `HMSG` (with header) in the forms of spec §3.1
+/// (an empty `account` leaves it out, as on a pinned-account route):
 /// `<acc> <subj> [reply] <sizes>`, or with queue groups `<acc> <subj> + <reply> q… <sizes>` /
 /// `<acc> <subj> | q… <sizes>`.
 pub fn write_rmsg(
@@ -175,7 +176,10 @@ pub fn write_rmsg(
     let q: usize = queues.iter().map(|q| q.len() + 1).sum();
     buf.reserve(SLACK + account.len() + subject.len() + r + q + h + payload.len());
     buf.put_slice(if header.is_some() { b"HMSG" } else { b"RMSG" });
-    word(buf, account);
+    // An empty account: a pinned-account route, where nats-server 2.10+ leaves it out.
+    if !account.is_empty() {
+        word(buf, account);
+    }
     word(buf, subject);
     if queues.is_empty() {
         if let Some(r) = reply {
@@ -207,7 +211,10 @@ fn interest(buf: &mut BytesMut, verb: &[u8], origin: Option<&[u8]>, acc: &[u8], 
     if let Some(o) = origin {
         word(buf, o);
     }
-    word(buf, acc);
+    // An empty account: a pinned-account route (no account on the wire).
+    if !acc.is_empty() {
+        word(buf, acc);
+    }
     word(buf, subj);
 }
 

@@ -129,7 +129,7 @@ pub struct ServerInfo {
     pub info_on_connect: bool,
     #[serde(skip_serializing_if = "is_false", deserialize_with = "nullable")]
     pub connect_info: bool,
-    /// 2.10 route pooling: we never send it (no pooling), but must notice a peer's.
+    /// 2.10 route pooling: the sender's pool size (absent without pools).
     #[serde(skip_serializing_if = "is_zero_u32", deserialize_with = "nullable")]
     pub route_pool_size: u32,
     #[serde(skip_serializing_if = "is_zero_u32", deserialize_with = "nullable")]
@@ -149,6 +149,9 @@ pub struct ServerInfo {
         deserialize_with = "nullable"
     )]
     pub compression: String,
+    /// 2.11 gossip of new routes: 0 default, 1 disabled, 2 override.
+    #[serde(skip_serializing_if = "is_zero_u8", deserialize_with = "nullable")]
+    pub gossip_mode: u8,
 
     // Gateway specific.
     #[serde(

@@ -374,6 +374,8 @@ pub struct Parser {
     kind: Kind,
     limits: Limits,
     lnocu: bool,
+    /// Route ops carry no account (a pinned-account route of nats-server 2.10+).
+    no_account: bool,
     /// Bytes `[0, scanned)` of the pending control line contain no `\n`.
     scanned: usize,
     /// Index of the pending control line's `\n` + 1 once known (0 = not yet found).
@@ -397,6 +399,7 @@ impl Parser {
             kind,
             limits,
             lnocu: false,
+            no_account: false,
             scanned: 0,
             line_end: 0,
             need: 0,
@@ -419,6 +422,12 @@ impl Parser {
     /// Route peers that advertised `lnocu` (2.10) put the origin first in `LS-`.
     pub fn set_lnocu(&mut self, on: bool) {
         self.lnocu = on;
+    }
+
+    /// On a pinned-account route (INFO `route_account`) RS+/RS-/LS+/LS-/RMSG/HMSG/LMSG leave
+    /// the account out; ops then come with an empty `account` for the session to fill in.
+    pub fn set_no_account(&mut self, on: bool) {
+        self.no_account = on;
     }
 
     /// Forget partial-frame scan state (use if the caller's buffer was replaced).
@@ -523,7 +532,7 @@ impl Parser {
                 Op::Unsub { sid, max }
             }
             Verb::RsPlus => {
-                let (account, subject, queue) = args::sub_plus(a)?;
+                let (account, subject, queue) = args::sub_plus(a, !self.no_account)?;
                 Op::RsPlus {
                     account,
                     subject,
@@ -531,7 +540,7 @@ impl Parser {
                 }
             }
             Verb::RsMinus => {
-                let (account, subject, queue) = args::sub_minus(a)?;
+                let (account, subject, queue) = args::sub_minus(a, !self.no_account)?;
                 Op::RsMinus {
                     account,
                     subject,
@@ -540,7 +549,7 @@ impl Parser {
             }
             Verb::LsPlus => {
                 let (origin, rest) = args::pop_front(a).ok_or(ParseError::BadArgs("LS+ origin"))?;
-                let (account, subject, queue) = args::sub_plus(rest)?;
+                let (account, subject, queue) = args::sub_plus(rest, !self.no_account)?;
                 Op::LsPlus {
                     origin,
                     account,
@@ -555,7 +564,7 @@ impl Parser {
                 } else {
                     (None, a)
                 };
-                let (account, subject, queue) = args::sub_minus(rest)?;
+                let (account, subject, queue) = args::sub_minus(rest, !self.no_account)?;
                 Op::LsMinus {
                     origin,
                     account,
@@ -598,7 +607,7 @@ impl Parser {
                 )));
             }
             Verb::Rmsg | Verb::Hmsg | Verb::Lmsg => {
-                let r = args::routed(a, verb == Verb::Lmsg, verb != Verb::Rmsg)?;
+                let r = args::routed(a, verb == Verb::Lmsg, verb != Verb::Rmsg, !self.no_account)?;
                 let p = match self.payload(buf, body, r.total)? {
                     Some(p) => p,
                     None => return Ok(None),

@@ -355,7 +355,7 @@ impl ServerShared {
         serde_json::to_vec(&self.route_info(cl, nonce, ip)).unwrap_or_default()
     }
 
-    fn route_info(
+    pub(crate) fn route_info(
         &self,
         cl: &Cluster,
         nonce: bool,
@@ -397,6 +397,10 @@ impl ServerShared {
             tls_required: cl.tls.is_some(),
             tls_verify: cl.opts.tls.as_ref().is_some_and(|t| t.verify),
             ip: ip.unwrap_or_default(),
+            // nats-server 2.10+: our pool size (pools on), and we read `LS-` with its origin.
+            route_pool_size: cl.pool_size().map_or(0, |n| n as u32),
+            lnoc: true,
+            lnocu: true,
             gateway_url: self
                 .gateway
                 .as_ref()
@@ -491,6 +495,13 @@ impl Server {
         let cluster_opts = opts.cluster.clone().map(|mut c| {
             if let Some(g) = &opts.gateway {
                 c.name.get_or_insert_with(|| g.name.clone());
+            }
+            // With pools, the system account gets a route of its own (nats-server 2.10+).
+            if c.pool_size >= 0 && !opts.no_system_account {
+                let sys = opts.system_account.clone();
+                if !c.pinned_accounts.contains(&sys) {
+                    c.pinned_accounts.push(sys);
+                }
             }
             c
         });

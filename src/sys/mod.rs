@@ -490,7 +490,8 @@ pub fn statsz(srv: &ServerShared) -> Statsz {
             bytes: v.in_bytes,
         },
         slow_consumers: v.slow_consumers,
-        active_servers: routes.len() + 1,
+        // Servers, not route connections (a pooled peer has several).
+        active_servers: srv.cluster.as_ref().map_or(0, |c| c.num_peers()) + 1,
         routes,
     }
 }

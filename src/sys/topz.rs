@@ -62,6 +62,8 @@ pub fn view_of(answer: &[u8]) -> Option<ServerView> {
         return None;
     }
     let cluster = str_of(s, "cluster");
+    // A pooled peer has several route connections (pool slots, pinned accounts): one edge.
+    let mut seen = std::collections::HashSet::new();
     let edges = d
         .get("routes")
         .and_then(Value::as_array)
@@ -69,7 +71,7 @@ pub fn view_of(answer: &[u8]) -> Option<ServerView> {
             rs.iter()
                 .filter_map(|r| {
                     let to = str_of(r, "remote_id");
-                    if to.is_empty() {
+                    if to.is_empty() || !seen.insert(to.clone()) {
                         return None;
                     }
                     Some(ViewEdge {

@@ -92,14 +92,23 @@ pub fn fetch_routez(host: &str, port: u16) -> Result<Observed, String> {
     let v: serde_json::Value =
         serde_json::from_str(&body).map_err(|e| format!("/routez is not JSON: {e}"))?;
     let server_name = v["server_name"].as_str().unwrap_or("").to_string();
-    let remotes = v["routes"]
-        .as_array()
-        .map(|rs| {
-            rs.iter()
-                .map(|r| r["remote_name"].as_str().unwrap_or("").to_string())
-                .collect()
-        })
-        .unwrap_or_default();
+    // A pooled peer shows once per route connection (pool slots, pinned accounts): one
+    // route in the topology's sense.
+    let mut remotes: Vec<String> = Vec::new();
+    for r in v["routes"].as_array().into_iter().flatten() {
+        let name = r["remote_name"].as_str().unwrap_or("").to_string();
+        let pooled = r.get("account").is_some()
+            || v["routes"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|o| o["remote_id"] == r["remote_id"])
+                .count()
+                > 1;
+        if !(pooled && remotes.contains(&name)) {
+            remotes.push(name);
+        }
+    }
     Ok(Observed {
         server_name,
         remotes,

@@ -1,5 +1,6 @@
 //! Small helpers with no protocol knowledge: time formats in nats-server's styles and random ids.
 
+pub mod backoff;
 pub mod ids;
 pub mod time;
 

@@ -50,9 +50,10 @@ pub fn route_port(s: &Server) -> u16 {
         .expect("route listener")
 }
 
-/// How many routes a node has (0 without a cluster).
+/// How many servers a node has routes to (0 without a cluster): with pools (the default)
+/// each has several route connections.
 pub fn routes(s: &Server) -> usize {
-    s.shared().cluster.as_ref().map_or(0, |c| c.num_routes())
+    s.shared().cluster.as_ref().map_or(0, |c| c.num_peers())
 }
 
 /// Start `n` nodes with `opts(name, seed)`, all seeded to the first (`n0`), and wait for a

@@ -7,6 +7,7 @@ pub mod cluster;
 pub mod gw;
 pub mod natsserver;
 pub mod pki;
+pub mod traffic;
 
 use natsd::{Options, Server};
 use std::future::Future;

@@ -52,6 +52,18 @@ pub struct NatsServer {
     pub gateway_port: u16,
     /// From `Starting http monitor on …` (port 0 when it has none).
     pub http: SocketAddr,
+    /// Every line it logged so far.
+    pub log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl NatsServer {
+    /// The lines logged so far that contain `text`.
+    pub fn log_lines(&self, text: &str) -> Vec<String> {
+        self.log
+            .lock()
+            .map(|l| l.iter().filter(|x| x.contains(text)).cloned().collect())
+            .unwrap_or_default()
+    }
 }
 
 impl Drop for NatsServer {
@@ -111,8 +123,13 @@ pub fn launch_bin(bin: &str, args: &[String], wait: Wait) -> NatsServer {
         .expect("spawn nats-server");
     let stderr = child.stderr.take().expect("stderr");
     let (tx, rx) = mpsc::channel();
+    let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let keep = log.clone();
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Ok(mut l) = keep.lock() {
+                l.push(line.clone());
+            }
             let _ = tx.send(line);
         }
     });
@@ -155,6 +172,7 @@ pub fn launch_bin(bin: &str, args: &[String], wait: Wait) -> NatsServer {
         route_port: route.unwrap_or(0),
         gateway_port: gateway.unwrap_or(0),
         http: http.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0))),
+        log,
     }
 }
 

@@ -91,6 +91,9 @@ pub struct Config {
     pub pinned: Vec<Arc<str>>,
     /// Extra attempts for a gossiped peer.
     pub connect_retries: u32,
+    /// `connect_backoff` (nats-server 2.12): a seed that leads to no peer is tried again after
+    /// 1 s, doubling to 30 s; once it does, every second again.
+    pub connect_backoff: bool,
     /// Seeds the RNG (jitter).
     pub rng_seed: u64,
 }
@@ -303,6 +306,8 @@ pub struct Mesh {
     cfg: Config,
     rng: SmallRng,
     seeds: BTreeMap<Arc<str>, bool>,
+    /// The wait before a seed's next resolution (grows with `connect_backoff`).
+    seed_backoff: HashMap<Arc<str>, Duration>,
     conns: HashMap<ConnId, Conn>,
     dials: HashMap<DialId, Dial>,
     next_dial: DialId,
@@ -325,6 +330,7 @@ impl Mesh {
             rng: SmallRng::seed_from_u64(cfg.rng_seed),
             cfg,
             seeds: BTreeMap::new(),
+            seed_backoff: HashMap::new(),
             conns: HashMap::new(),
             dials: HashMap::new(),
             next_dial: 1,
@@ -391,7 +397,10 @@ impl Mesh {
                     out.push(Action::Resolve { seed });
                 }
             }
-            Event::RemoveSeed { seed } => self.remove_seed(&seed, out),
+            Event::RemoveSeed { seed } => {
+                self.seed_backoff.remove(&seed);
+                self.remove_seed(&seed, out)
+            }
             Event::SeedResolved { seed, addrs } => self.resolved(seed, Some(addrs), out),
             Event::ResolveFailed { seed } => self.resolved(seed, None, out),
             Event::DialFailed { dial } => self.dial_failed(dial),
@@ -449,12 +458,23 @@ impl Mesh {
         if self.seeds.remove(seed).is_none() {
             return;
         }
+        let by_seed =
+            |c: &Conn| matches!(&c.dial, Some(Dial { origin: Origin::Seed(s), .. }) if s == seed);
+        // The peers that seed led to: the other connections we dialled to them (pool slots,
+        // pinned accounts) go too.
+        let reached: HashSet<Arc<str>> = self
+            .conns
+            .values()
+            .filter(|c| by_seed(c))
+            .filter_map(|c| c.at.as_ref().map(|(id, _)| id.clone()))
+            .collect();
         let mut victims: Vec<ConnId> = self
             .conns
             .iter()
             .filter(|(_, c)| {
                 !c.closing
-                    && matches!(&c.dial, Some(Dial { origin: Origin::Seed(s), .. }) if s == seed)
+                    && (by_seed(c)
+                        || matches!(&c.dial, Some(Dial { origin: Origin::Slot(id), .. }) if reached.contains(id)))
             })
             .map(|(id, _)| *id)
             .collect();
@@ -472,6 +492,14 @@ impl Mesh {
         let mut addrs = addrs.unwrap_or_default();
         addrs.sort_unstable();
         addrs.dedup();
+        // Before claiming: does this seed already lead to a peer (or to us)?
+        let reached = addrs.iter().any(|a| {
+            self.self_addrs.contains(a)
+                || self
+                    .addr_ids
+                    .get(a)
+                    .is_some_and(|id| self.peers.contains_key(id))
+        });
         for addr in addrs {
             if self.claim(addr) {
                 let d = Dial {
@@ -484,7 +512,17 @@ impl Mesh {
                 self.dial(d, out);
             }
         }
-        let at = self.now + RETRY + self.jitter();
+        let backoff = self.cfg.connect_backoff;
+        let wait = self.seed_backoff.entry(seed.clone()).or_insert(RETRY);
+        let delay = if reached || !backoff {
+            *wait = RETRY;
+            RETRY
+        } else {
+            let d = *wait;
+            *wait = (d * 2).min(MAX_BACKOFF);
+            d
+        };
+        let at = self.now + delay + self.jitter();
         self.arm(at, Timer::Resolve(seed));
     }
 

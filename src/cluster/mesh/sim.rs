@@ -342,6 +342,7 @@ impl Sim {
             pool_size: node.cfg.pool,
             pinned: node.cfg.pinned.clone(),
             connect_retries: node.cfg.connect_retries,
+            connect_backoff: false,
             rng_seed: self.rng.random(),
         };
         node.mesh = Some(Mesh::new(cfg));

@@ -12,6 +12,7 @@ fn cfg(id: &str, pool: i32) -> Config {
             Vec::new()
         },
         connect_retries: 1,
+        connect_backoff: false,
         rng_seed: 7,
     }
 }
@@ -485,4 +486,31 @@ fn a_newcomer_is_told_about_every_other_peer_and_the_others_about_it() {
             },
         ]
     );
+}
+
+#[test]
+fn connect_backoff_doubles_a_failing_seeds_wait_to_thirty_seconds() {
+    let s: Arc<str> = Arc::from("s");
+    for (backoff, want) in [
+        (true, vec![1u64, 2, 4, 8, 16, 30, 30]),
+        (false, vec![1, 1, 1, 1, 1, 1, 1]),
+    ] {
+        let mut m = Mesh::new(Config {
+            connect_backoff: backoff,
+            ..cfg("B", -1)
+        });
+        step(&mut m, Event::AddSeed { seed: s.clone() }, 0);
+        let mut now = 0u64;
+        let mut waits = Vec::new();
+        for _ in 0..want.len() {
+            // Nothing answers there: every resolution fails.
+            step(&mut m, Event::ResolveFailed { seed: s.clone() }, now);
+            let next = m.next_deadline().expect("a resolve timer").as_millis() as u64;
+            waits.push((next - now) / 1000);
+            now = next;
+            let out = step(&mut m, Event::Tick, now);
+            assert_eq!(out, vec![Action::Resolve { seed: s.clone() }]);
+        }
+        assert_eq!(waits, want, "connect_backoff {backoff}");
+    }
 }

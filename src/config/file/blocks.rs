@@ -281,7 +281,17 @@ pub(super) fn cluster(
             }
             "tls" => c.tls = Some(tls_block(e, false)?),
             "permissions" => return Err(not_supported(&e.key, &e.key_pos, "route permissions")),
-            "accounts" => return Err(not_supported(&e.key, &e.key_pos, "pinned accounts")),
+            "pool_size" => {
+                let n = integer(k, v)?;
+                c.pool_size = i32::try_from(n).map_err(|_| {
+                    ConfigError::at(
+                        &v.pos,
+                        format!("invalid value for {k:?}: {n} is out of range"),
+                    )
+                })?;
+            }
+            "accounts" => c.pinned_accounts = strings(k, v)?,
+            "connect_backoff" => c.connect_backoff = boolean(k, v)?,
             _ => return Err(refuse(e, k)),
         }
     }
@@ -317,6 +327,7 @@ pub(super) fn gateway(m: &Map) -> Result<GatewayOpts, ConfigError> {
             "advertise" | "gateway_advertise" => g.advertise = Some(string(k, v)?),
             "connect_retries" => g.connect_retries = count(k, v, u32::MAX as u64)? as u32,
             "reject_unknown" | "reject_unknown_cluster" => g.reject_unknown = boolean(k, v)?,
+            "connect_backoff" => g.connect_backoff = boolean(k, v)?,
             "authorization" => {
                 for (ak, ae) in options(map(k, v)?) {
                     let av = &ae.value;

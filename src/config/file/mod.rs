@@ -95,7 +95,7 @@ fn not_yet(key: &str) -> Option<&'static str> {
         "nkey" | "nkeys" => "nkey auth",
         "allowed_connection_types" => "connection types",
         "allow_responses" | "allow_resp" => "response permissions",
-        "pool_size" | "compression" => "route pooling/compression",
+        "compression" => "route compression",
         "auth_callout" => "auth callout",
         _ => return None,
     })
@@ -386,7 +386,7 @@ pub fn apply(
             "server_name" => {
                 let name = string(k, v)?;
                 if name.contains(' ') {
-                    return Err(ConfigError::at(&v.pos, "server_name cannot contain spaces"));
+                    return Err(ConfigError::at(&v.pos, "server name cannot contain spaces"));
                 }
                 opts.server_name = Some(name);
             }

@@ -280,9 +280,11 @@ impl GwConn {
             inb.name,
             inb.remote_id
         );
-        // Tell it about the other gateways we know (it may dial them: implicit gateways).
+        // Tell it about the other gateways we know (it may dial them: implicit gateways):
+        // neither its own cluster nor ours (a gossip naming the receiver's outbound peer is
+        // an "unknown command 1" to nats-server).
         for (name, r) in self.gw.remotes() {
-            if name == inb.name || r.urls.is_empty() {
+            if name == inb.name || name == self.gw.name || r.urls.is_empty() {
                 continue;
             }
             let g = ServerInfo {
