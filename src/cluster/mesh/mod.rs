@@ -755,8 +755,14 @@ impl Mesh {
             p.dialled |= by_me;
             p.slots.insert(slot.clone(), keep);
             p.backoff = RETRY;
-            if p.addr.is_none() {
-                p.addr = dial.as_ref().map(|d| d.addr).or(h.addr);
+            // An address we reached it at beats one its INFO implies.
+            match &dial {
+                Some(d) => {
+                    p.addr = Some(d.addr);
+                    p.url = d.url.clone();
+                }
+                None if p.addr.is_none() => p.addr = h.addr,
+                None => {}
             }
         }
         if !active {
@@ -877,25 +883,24 @@ impl Mesh {
         let Some(p) = self.peers.get(id) else {
             return;
         };
-        let Some(addr) = p.addr else {
-            return;
-        };
-        let owner = p
+        // The rest of the pool goes where our dial for it went: the address a peer's INFO
+        // implies (its `ip`, or an accepted connection's source) may not be one it listens on.
+        let Some((addr, url)) = p
             .slots
             .values()
             .next()
             .and_then(|c| c.first())
             .and_then(|c| self.conns.get(c))
-            .is_some_and(|c| c.dial.is_some());
-        if !owner {
+            .and_then(|c| c.dial.as_ref())
+            .map(|d| (d.addr, d.url.clone()))
+        else {
             return;
-        }
+        };
         let missing: Vec<Slot> = self
             .expected_slots(p)
             .into_iter()
             .filter(|s| !p.slots.contains_key(s) && !p.dialing.contains(s))
             .collect();
-        let url = p.url.clone();
         for slot in missing {
             if let Some(p) = self.peers.get_mut(id) {
                 p.dialing.insert(slot.clone());

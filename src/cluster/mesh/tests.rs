@@ -514,3 +514,56 @@ fn connect_backoff_doubles_a_failing_seeds_wait_to_thirty_seconds() {
         assert_eq!(waits, want, "connect_backoff {backoff}");
     }
 }
+
+/// A (smaller id) is first reached by B's connection, then its own dial to B lands and wins
+/// slot 0: A dialled the surviving slot, so A dials the rest of the pool, at the address its
+/// dial reached (B's INFO and its connection's source may name another).
+#[test]
+fn the_end_whose_dial_wins_slot_zero_late_fills_the_pool_where_it_dialled() {
+    let mut m = Mesh::new(cfg("A", 3));
+    let out = seed(&mut m, vec![addr(2)]);
+    let (d, _, _) = dials(&out)[0].clone();
+    step(
+        &mut m,
+        Event::Accepted {
+            conn: 1,
+            addr: addr(9),
+        },
+        1,
+    );
+    let out = step(
+        &mut m,
+        Event::Hello {
+            conn: 1,
+            hello: hello("B", 3),
+        },
+        2,
+    );
+    assert!(dials(&out).is_empty(), "not ours to fill: {out:?}");
+    step(&mut m, Event::Dialled { dial: d, conn: 2 }, 3);
+    let out = step(
+        &mut m,
+        Event::Hello {
+            conn: 2,
+            hello: hello("B", 3),
+        },
+        4,
+    );
+    assert!(out.contains(&Action::Close {
+        conn: 1,
+        why: CloseWhy::Duplicate
+    }));
+    // Where our own dial reached B, not where B's first INFO (addr(9)) suggested.
+    assert_eq!(
+        dials(&out)
+            .into_iter()
+            .map(|(_, a, s)| (a, s))
+            .collect::<Vec<_>>(),
+        vec![
+            (addr(2), Slot::Pool(1)),
+            (addr(2), Slot::Pool(2)),
+            (addr(2), Slot::Account(Arc::from("$SYS")))
+        ],
+        "{out:?}"
+    );
+}
