@@ -289,7 +289,8 @@ impl JetStream {
 }
 
 /// The accounts with JetStream: those configured with `jetstream: enabled`, or (none
-/// configured) every account but the system account, as nats-server.
+/// configured) the global account when it is the only one besides the system account, as
+/// nats-server (with other accounts configured and none enabled, none has JetStream).
 fn js_accounts(srv: &ServerShared) -> Vec<Arc<Account>> {
     let sys = srv.system_account_name();
     srv.accounts
@@ -302,7 +303,7 @@ fn js_accounts(srv: &ServerShared) -> Vec<Arc<Account>> {
 /// Whether account `name` has JetStream under options `o` (`sys`: the system account).
 pub(crate) fn has_jetstream(o: &crate::config::Options, sys: &str, name: &str) -> bool {
     if o.jetstream_accounts.is_empty() {
-        name != sys
+        name == crate::account::GLOBAL_ACCOUNT && o.accounts.iter().all(|a| a == sys)
     } else {
         o.jetstream_accounts.iter().any(|n| n == name)
     }
