@@ -3,6 +3,7 @@
 //! live in their own modules and are handed sockets from here.
 
 mod lame_duck;
+pub mod listen;
 pub mod ports_file;
 
 use crate::account::Accounts;
@@ -576,13 +577,13 @@ impl Server {
         }
         if let Some(hp) = o.http_port {
             let host = o.http_host.clone().unwrap_or_else(|| o.host.clone());
-            let l = TcpListener::bind((host.as_str(), hp)).await.map_err(|e| {
+            let l = listen::bind(&host, hp).await.map_err(|e| {
                 io::Error::new(
                     e.kind(),
                     format!("can't listen on monitor {host}:{hp}: {e}"),
                 )
             })?;
-            let addr = l.local_addr()?;
+            let addr = listen::local_addr(&l)?;
             let _ = shared.http_addr.set(addr);
             tracing::info!("Starting http monitor on {}", addr);
             tasks.spawn(crate::monitor::serve(
@@ -593,13 +594,13 @@ impl Server {
         }
         if let Some(hp) = o.https_port {
             let host = o.http_host.clone().unwrap_or_else(|| o.host.clone());
-            let l = TcpListener::bind((host.as_str(), hp)).await.map_err(|e| {
+            let l = listen::bind(&host, hp).await.map_err(|e| {
                 io::Error::new(
                     e.kind(),
                     format!("can't listen on https monitor {host}:{hp}: {e}"),
                 )
             })?;
-            let addr = l.local_addr()?;
+            let addr = listen::local_addr(&l)?;
             let _ = shared.https_addr.set(addr);
             tracing::info!("Starting https monitor on {}", addr);
             tasks.spawn(crate::monitor::serve_https(
@@ -608,15 +609,13 @@ impl Server {
                 shared.shutdown.clone(),
             ));
         }
-        let l = TcpListener::bind((o.host.as_str(), o.port))
-            .await
-            .map_err(|e| {
-                io::Error::new(
-                    e.kind(),
-                    format!("can't listen on {}:{}: {e}", o.host, o.port),
-                )
-            })?;
-        let addr = l.local_addr()?;
+        let l = listen::bind(&o.host, o.port).await.map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("can't listen on {}:{}: {e}", o.host, o.port),
+            )
+        })?;
+        let addr = listen::local_addr(&l)?;
         let _ = shared.client_addr.set(addr);
         tracing::info!("Listening for client connections on {}", addr);
         if o.tls.is_some() {
@@ -761,6 +760,7 @@ async fn accept_loop(srv: Arc<ServerShared>, l: TcpListener, tasks: TaskTracker)
             _ = srv.stop_accept.cancelled() => return,
             r = l.accept() => match r {
                 Ok((stream, addr)) => {
+                    let addr = listen::peer(addr);
                     tasks.spawn(crate::client::serve(srv.clone(), stream, addr));
                 }
                 Err(e) => {
