@@ -233,6 +233,15 @@ impl JetStream {
             return Ok(None);
         };
         let config = JsConfig::from_opts(o);
+        // nats-server's words for a store directory (or its `jetstream` directory) that is a
+        // file.
+        let configured = config.store_dir.parent().unwrap_or(&config.store_dir);
+        if [configured, &config.store_dir]
+            .iter()
+            .any(|d| d.exists() && !d.is_dir())
+        {
+            return Err("Can't start JetStream: storage directory is not a directory".into());
+        }
         std::fs::create_dir_all(&config.store_dir).map_err(|e| {
             format!(
                 "could not create JetStream storage directory {}: {e}",

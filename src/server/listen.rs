@@ -49,6 +49,21 @@ pub fn peer(a: SocketAddr) -> SocketAddr {
     SocketAddr::new(a.ip().to_canonical(), a.port())
 }
 
+/// nats-server's (Go's) words for a failed listen on `host:port`:
+/// `listen tcp 127.0.0.1:4222: bind: address already in use`.
+pub fn go_listen_error(host: &str, port: u16, e: &io::Error) -> String {
+    let why = match e.kind() {
+        io::ErrorKind::AddrInUse => "bind: address already in use".to_string(),
+        io::ErrorKind::AddrNotAvailable => "bind: cannot assign requested address".to_string(),
+        io::ErrorKind::PermissionDenied => "bind: permission denied".to_string(),
+        _ => {
+            let t = e.to_string();
+            t.split(" (os error").next().unwrap_or(&t).to_lowercase()
+        }
+    };
+    format!("listen tcp {host}:{port}: {why}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -82,6 +97,17 @@ mod tests {
             .expect("connect ::1");
         let (_, from) = l.accept().await.expect("accept");
         assert_eq!(peer(from), c.local_addr().expect("local"));
+    }
+
+    #[tokio::test]
+    async fn a_port_in_use_is_worded_as_go_words_it() {
+        let l = bind("127.0.0.1", 0).await.expect("bind");
+        let port = l.local_addr().expect("addr").port();
+        let e = bind("127.0.0.1", port).await.expect_err("in use");
+        assert_eq!(
+            go_listen_error("127.0.0.1", port, &e),
+            format!("listen tcp 127.0.0.1:{port}: bind: address already in use")
+        );
     }
 
     #[tokio::test]

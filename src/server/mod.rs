@@ -578,10 +578,9 @@ impl Server {
         if let Some(hp) = o.http_port {
             let host = o.http_host.clone().unwrap_or_else(|| o.host.clone());
             let l = listen::bind(&host, hp).await.map_err(|e| {
-                io::Error::new(
-                    e.kind(),
-                    format!("can't listen on monitor {host}:{hp}: {e}"),
-                )
+                let go = listen::go_listen_error(&host, hp, &e);
+                let m = format!("Can't start monitoring: can't listen to the monitor port: {go}");
+                io::Error::new(e.kind(), m)
             })?;
             let addr = listen::local_addr(&l)?;
             let _ = shared.http_addr.set(addr);
@@ -610,10 +609,9 @@ impl Server {
             ));
         }
         let l = listen::bind(&o.host, o.port).await.map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!("can't listen on {}:{}: {e}", o.host, o.port),
-            )
+            let go = listen::go_listen_error(&o.host, o.port, &e);
+            let m = format!("Error listening on port: {}:{}, {go:?}", o.host, o.port);
+            io::Error::new(e.kind(), m)
         })?;
         let addr = listen::local_addr(&l)?;
         let _ = shared.client_addr.set(addr);
