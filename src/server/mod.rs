@@ -31,6 +31,15 @@ pub struct Stats {
     pub out_bytes: AtomicU64,
     pub slow_consumers: AtomicU64,
     pub total_connections: AtomicU64,
+    /// From and to clients only (`/varz` `in_client_msgs`…).
+    pub in_client_msgs: AtomicU64,
+    pub in_client_bytes: AtomicU64,
+    pub out_client_msgs: AtomicU64,
+    pub out_client_bytes: AtomicU64,
+    /// Clients closed as stale.
+    pub stale_clients: AtomicU64,
+    /// Client batches that waited for stalled destinations.
+    pub stalled_clients: AtomicU64,
 }
 
 /// State every connection and the monitor share.
