@@ -63,6 +63,9 @@ pub struct Fanout {
     pub in_bytes: u64,
     pub out_msgs: u64,
     pub out_bytes: u64,
+    /// The part of `out_*` that went to clients.
+    out_client_msgs: u64,
+    out_client_bytes: u64,
     trace: bool,
     /// Internal subscriptions matched by the current publish: run after it (handlers may
     /// publish again, up to `MAX_INTERNAL_DEPTH` levels, so relay loops end).
@@ -130,6 +133,8 @@ impl Fanout {
             in_bytes: 0,
             out_msgs: 0,
             out_bytes: 0,
+            out_client_msgs: 0,
+            out_client_bytes: 0,
             trace: crate::logging::trace_enabled(),
             internal: Vec::new(),
             depth: 0,
@@ -219,6 +224,10 @@ impl Fanout {
         dest.counters.out_bytes.fetch_add(size, Relaxed);
         self.out_msgs += 1;
         self.out_bytes += size;
+        if dest.kind == ConnKind::Client {
+            self.out_client_msgs += 1;
+            self.out_client_bytes += size;
+        }
         if self.trace {
             tracing::trace!(
                 "{} - ->> [MSG {} {} {}]",
@@ -434,15 +443,24 @@ impl Fanout {
     /// each, slow down for stalled ones.
     pub async fn end_batch(&mut self, own: &Arc<Conn>) {
         self.run_hooks();
+        let client = own.kind == ConnKind::Client;
         if self.in_msgs > 0 {
             own.counters.in_msgs.fetch_add(self.in_msgs, Relaxed);
             own.counters.in_bytes.fetch_add(self.in_bytes, Relaxed);
+            if client {
+                let s = &self.srv.stats;
+                s.in_client_msgs.fetch_add(self.in_msgs, Relaxed);
+                s.in_client_bytes.fetch_add(self.in_bytes, Relaxed);
+            }
             self.flush_counters();
         }
         for d in self.to_kick.drain(..) {
             d.out.kick();
         }
         if !self.stalled.is_empty() {
+            if client {
+                self.srv.stats.stalled_clients.fetch_add(1, Relaxed);
+            }
             let stalled = std::mem::take(&mut self.stalled);
             let deadline = Instant::now() + STALL_WAIT;
             for d in &stalled {
@@ -466,6 +484,12 @@ impl Fanout {
         s.in_bytes.fetch_add(self.in_bytes, Relaxed);
         s.out_msgs.fetch_add(self.out_msgs, Relaxed);
         s.out_bytes.fetch_add(self.out_bytes, Relaxed);
+        if self.out_client_msgs > 0 {
+            s.out_client_msgs.fetch_add(self.out_client_msgs, Relaxed);
+            s.out_client_bytes.fetch_add(self.out_client_bytes, Relaxed);
+            self.out_client_msgs = 0;
+            self.out_client_bytes = 0;
+        }
         self.in_msgs = 0;
         self.in_bytes = 0;
         self.out_msgs = 0;

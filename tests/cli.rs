@@ -470,3 +470,70 @@ fn js_and_sd_flags_start_jetstream() {
     drop(n);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// What a server that cannot start says: stderr without log prefixes (pid, time, `[FTL]`) and
+/// without the program name (`natsd: ` / `nats-server: `), and the exit code.
+fn startup_failure(bin: &str, args: &[&str]) -> (Option<i32>, Vec<String>) {
+    let out = common::binary::run_within(bin, args, DEADLINE, Duration::from_millis(10));
+    let lines = text(&out.stderr)
+        .lines()
+        .filter_map(|l| match try_parse_log_line(l) {
+            Some((_, lvl, msg)) => (lvl != "INF").then_some(msg),
+            None => Some(
+                l.trim_start_matches("natsd: ")
+                    .trim_start_matches("nats-server: ")
+                    .to_string(),
+            ),
+        })
+        .filter(|l| !l.is_empty())
+        .collect();
+    (out.status.code(), lines)
+}
+
+/// Startup errors in nats-server's words (2.9.10 and 2.15.1 say the same), which tools and
+/// test harnesses match on: a client port in use, a syntax error in the config file, a
+/// JetStream store directory that is a file. All exit 1.
+#[test]
+fn startup_errors_say_what_nats_server_says() {
+    common::natsserver::assert_installed();
+    let v215 = common::natsserver::assert_installed_215();
+    let dir = tmp_path("startup-errors");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let file = dir.join("a-file");
+    std::fs::write(&file, "x").expect("file");
+    let file = file.to_string_lossy().into_owned();
+    let bad = common::binary::write_conf(&dir, "bad.conf", "listen: 127.0.0.1:-1\nport = \n");
+    let bad = bad.to_string_lossy().into_owned();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = taken.local_addr().expect("addr").port().to_string();
+    let cases: [(&[&str], String); 3] = [
+        (
+            &["-a", "127.0.0.1", "-p", &port],
+            format!(
+                "Error listening on port: 127.0.0.1:{port}, \
+                 \"listen tcp 127.0.0.1:{port}: bind: address already in use\""
+            ),
+        ),
+        (
+            &["-c", &bad],
+            // The line and wording after it are natsd's own (Go counts this one as line 3).
+            "Parse error on line ".to_string(),
+        ),
+        (
+            &["-a", "127.0.0.1", "-p", "-1", "-js", "-sd", &file],
+            "Can't start JetStream: storage directory is not a directory".to_string(),
+        ),
+    ];
+    for (args, want) in cases {
+        for bin in [BIN, common::natsserver::NATS_SERVER, v215.as_str()] {
+            let (code, lines) = startup_failure(bin, args);
+            assert_eq!(code, Some(1), "{bin} {args:?}: {lines:?}");
+            assert!(
+                lines.iter().any(|l| l.starts_with(&want)),
+                "{bin} {args:?}: want {want:?}, got {lines:?}"
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

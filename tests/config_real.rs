@@ -482,7 +482,7 @@ authorization {
     assert!(e.msg.contains("CLIENT_PORT"), "{e}");
     let (code, err) = check(&main);
     assert_eq!(code, 1, "{err}");
-    assert!(err.contains("auth.conf:1:36:"), "{err} ({})", inc.display());
+    assert!(err.contains("auth.conf:1:36)"), "{err} ({})", inc.display());
 }
 
 // ---------------------------------------------------------------------------------------

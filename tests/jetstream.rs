@@ -353,7 +353,7 @@ async fn publish_acks_dedupe_expectations_and_limits() {
     let v = api(&nc, "$JS.API.STREAM.MSG.DELETE.P", r#"{"seq":7}"#).await;
     assert_eq!(v["success"], true);
     let v = api(&nc, "$JS.API.STREAM.MSG.DELETE.P", r#"{"seq":200}"#).await;
-    assert_eq!(err_of(&v), (500, 10057, "stream store EOF".into()));
+    assert_eq!(err_of(&v), (400, 10043, "sequence 200 not found".into()));
 
     // Limits: discard new refuses, per-subject keeps the newest, max_msg_size refuses.
     js.create_stream(stream::Config {

@@ -203,7 +203,15 @@ async fn more_endpoints_match_nats_server() {
             })
             .unwrap_or_else(|| panic!("no nats-server entry like {o}"));
         same_shape("subsz entry", t, o, &[], &mut errs);
-        let keys = |v: &Value| v.as_object().map(|m| m.keys().cloned().collect::<Vec<_>>());
+        // natsd also has 2.10+'s `account_tag` (newer_monitoring_fields_as_nats_server_2_15).
+        let keys = |v: &Value| {
+            v.as_object().map(|m| {
+                m.keys()
+                    .filter(|k| *k != "account_tag")
+                    .cloned()
+                    .collect::<Vec<_>>()
+            })
+        };
         if keys(t) != keys(o) {
             errs.push(format!("subsz entry keys: nats-server {t}, natsd {o}"));
         }
@@ -402,7 +410,15 @@ async fn more_endpoints_match_nats_server() {
     // No connections left: /accstatz lists nothing, unless `unused`; counters kept.
     let (t, o) = both(&ns, &nd, "/accstatz").await;
     same_values("accstatz(after)", &t, &o, &["/account_statz"], &mut errs);
-    let (mut t, o) = both(&ns, &nd, "/accstatz?unused=1").await;
+    let (mut t, mut o) = both(&ns, &nd, "/accstatz?unused=1").await;
+    // natsd also has 2.10+'s `name` and `num_subscriptions` (checked against 2.15.1 in
+    // newer_monitoring_fields_as_nats_server_2_15).
+    for a in o["account_statz"].as_array_mut().into_iter().flatten() {
+        if let Some(m) = a.as_object_mut() {
+            m.remove("name");
+            m.remove("num_subscriptions");
+        }
+    }
     // (nats-server lists accounts in its map's random order; natsd by name.)
     if let Some(a) = t["account_statz"].as_array_mut() {
         a.sort_by(|x, y| x["acc"].as_str().cmp(&y["acc"].as_str()));
@@ -473,4 +489,139 @@ async fn sids_sorted_numerically_jsonp_and_index() {
     let v = http_json(http, "/varz").await;
     assert_eq!(v["http_req_stats"]["/subsz"], 3, "{v}");
     nd.shutdown().await;
+}
+
+/// The 2.10+ fields that exporters and dashboards read (issue 15): present in natsd with
+/// 2.15.1's names and JSON types after the same traffic, with the same values where both
+/// count the same thing. (`slow_consumer_stats` comes with the slow-consumer work; `/varz`
+/// `jetstream.limits` and `/jsz` `limits` describe limits natsd does not have; the per-kind
+/// `routes`/`gateways`/`leafs` counts of `/accstatz` are not kept.)
+#[tokio::test]
+async fn newer_monitoring_fields_as_nats_server_2_15() {
+    let bin = natsserver::assert_installed_215();
+    let dir = common::js_dir("mon215");
+    let ours = common::start(natsd::Options {
+        http_port: Some(0),
+        jetstream: Some(natsd::config::JetStreamOpts {
+            store_dir: Some(dir.join("natsd")),
+            ..Default::default()
+        }),
+        ..natsd::Options::local()
+    })
+    .await;
+    let sd = dir.join("go").to_string_lossy().into_owned();
+    let args: Vec<String> = ["-a", "127.0.0.1", "-p", "-1", "-m", "-1", "-js", "-sd", &sd]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let theirs = natsserver::launch_bin(
+        &bin,
+        &args,
+        natsserver::Wait {
+            client: true,
+            ..natsserver::Wait::READY
+        },
+    );
+    let (ours_http, theirs_http) = (http_addr(&ours), theirs.http);
+    let _a = traffic(ours.client_addr()).await;
+    let _b = traffic(theirs.client).await;
+    let mut errs = Vec::new();
+    let pick = |v: &Value, keys: &[&str]| -> Value {
+        Value::Object(
+            keys.iter()
+                .filter_map(|k| Some((k.to_string(), v.get(*k)?.clone())))
+                .collect(),
+        )
+    };
+    let varz_keys = [
+        "in_client_msgs",
+        "in_client_bytes",
+        "out_client_msgs",
+        "out_client_bytes",
+        "stale_connections",
+        "stalled_clients",
+        "stale_connection_stats",
+    ];
+    let (t, o) = (
+        http_json(theirs_http, "/varz").await,
+        http_json(ours_http, "/varz").await,
+    );
+    let (t2, o2) = (pick(&t, &varz_keys), pick(&o, &varz_keys));
+    natsserver::same_shape("varz", &t2, &o2, &[], true, &mut errs);
+    same_values(
+        "varz",
+        &t2,
+        &o2,
+        &["/in_client_msgs", "/out_client_msgs"],
+        &mut errs,
+    );
+    let js = [
+        "/jetstream/config/sync_interval",
+        "/jetstream/stats/api/level",
+    ];
+    for p in js {
+        if o.pointer(p).is_none() {
+            errs.push(format!("varz{p} missing in natsd"));
+        }
+    }
+    assert_eq!(
+        o.pointer("/jetstream/config/strict"),
+        Some(&Value::Bool(false))
+    );
+    let (t, o) = (
+        http_json(theirs_http, "/jsz").await,
+        http_json(ours_http, "/jsz").await,
+    );
+    for p in [
+        "/api/level",
+        "/total",
+        "/config/sync_interval",
+        "/config/strict",
+    ] {
+        match (t.pointer(p), o.pointer(p)) {
+            (Some(a), Some(b)) if natsserver::kind(a) == natsserver::kind(b) => {}
+            (a, b) => errs.push(format!("jsz{p}: nats-server {a:?}, natsd {b:?}")),
+        }
+    }
+    same_values("jsz", &t, &o, &["/total"], &mut errs);
+    let q = "/accstatz?acc=$G";
+    let (t, o) = (
+        http_json(theirs_http, q).await,
+        http_json(ours_http, q).await,
+    );
+    for p in [
+        "/account_statz/0/name",
+        "/account_statz/0/num_subscriptions",
+    ] {
+        if o.pointer(p).is_none() {
+            errs.push(format!("accstatz{p} missing in natsd ({o})"));
+        }
+    }
+    same_values("accstatz", &t, &o, &["/account_statz/0/name"], &mut errs);
+    let q = "/subsz?subs=1&acc=$G";
+    let (t, o) = (
+        http_json(theirs_http, q).await,
+        http_json(ours_http, q).await,
+    );
+    same_values(
+        "subsz",
+        &t,
+        &o,
+        &["/subscriptions_list/0/account_tag"],
+        &mut errs,
+    );
+    for path in ["/ipqueuesz", "/stacksz"] {
+        let (code, _) = http_get(ours_http, path).await;
+        if code != 200 {
+            errs.push(format!("{path}: {code}"));
+        }
+    }
+    assert_eq!(
+        http_json(ours_http, "/ipqueuesz").await,
+        http_json(theirs_http, "/ipqueuesz").await
+    );
+    drop(theirs);
+    ours.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(errs.is_empty(), "{}", errs.join("\n"));
 }

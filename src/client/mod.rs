@@ -394,6 +394,7 @@ impl Client {
                 self.conn.log_prefix()
             );
             self.send_err(errs::STALE);
+            self.srv.stats.stale_clients.fetch_add(1, Relaxed);
             return Flow::Close(CloseReason::StaleConnection);
         }
         self.pings_out += 1;

@@ -266,7 +266,8 @@ pub struct Options {
     pub https_port: Option<u16>,
     /// JetStream (`-js`, `-sd`, `jetstream {}`); `None`: off.
     pub jetstream: Option<JetStreamOpts>,
-    /// Accounts with `jetstream: enabled`; empty: every account but the system account.
+    /// Accounts with `jetstream: enabled`; empty: the global account alone, when no other
+    /// account but the system account is configured (nats-server).
     pub jetstream_accounts: Vec<String>,
     /// The limits of the accounts in `jetstream_accounts` (from their `jetstream { … }` map;
     /// an account missing here is unlimited).

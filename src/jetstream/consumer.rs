@@ -434,7 +434,24 @@ impl Consumer {
             } else {
                 (m.header.as_ref().map(|h| h.to_vec()), &m.data)
             };
-            // Pull: the request's byte budget.
+            // Pull: the request's byte budget counts what goes on the wire (subject, ack
+            // reply, headers, payload), as nats-server; the ack's pending count is estimated.
+            let wire = match self.waiting.front() {
+                Some(r) if r.max_bytes > 0 && !self.is_push() => {
+                    let rem = match (src, remaining) {
+                        (Source::Stream, Some(r)) => r.saturating_sub(1),
+                        (Source::Stream, None) => self.num_pending(store).saturating_sub(1),
+                        _ => self.num_pending(store),
+                    };
+                    let ack = format!(
+                        "$JS.ACK.{}.{}.{}.{}.{}.{}.{}",
+                        self.stream, self.name, dc, m.seq, self.dseq, m.ts, rem
+                    );
+                    let h = hdr.as_ref().map_or(0, Vec::len);
+                    (m.subject.len() + ack.len() + h + payload.len()) as i64
+                }
+                _ => 0,
+            };
             let to = if self.is_push() {
                 self.cfg.deliver_subject.clone()
             } else {
@@ -456,12 +473,12 @@ impl Consumer {
                     self.waiting.pop_front();
                     continue;
                 }
-                if req.max_bytes > 0 && size > req.max_bytes {
-                    if req.delivered == 0 {
-                        let h = status_header("409 Message Size Exceeds MaxBytes", &[]);
-                        let reply = req.reply.clone();
-                        cx.send(&reply, None, Some(&h), b"");
-                    }
+                // The next message does not fit in what is left of the request's bytes: it
+                // ends with a 409 saying what it still wanted, delivered some or not.
+                if req.max_bytes > 0 && wire > req.max_bytes {
+                    let h = req.pending_header("409 Message Size Exceeds MaxBytes");
+                    let reply = req.reply.clone();
+                    cx.send(&reply, None, Some(&h), b"");
                     self.waiting.pop_front();
                     continue;
                 }
@@ -507,7 +524,17 @@ impl Consumer {
                     req.delivered += 1;
                     req.last = now;
                     if req.max_bytes > 0 {
-                        req.max_bytes -= size;
+                        // What went on the wire, as nats-server counts it: subject, ack reply,
+                        // headers and payload.
+                        let sent = m.subject.len()
+                            + ack.len()
+                            + hdr.as_ref().map_or(0, Vec::len)
+                            + payload.len();
+                        req.max_bytes -= sent as i64;
+                        if req.max_bytes <= 0 {
+                            // Used up exactly: done, without a status (nats-server).
+                            req.batch = 0;
+                        }
                     }
                     if req.batch <= 0 {
                         self.waiting.pop_front();
@@ -529,10 +556,12 @@ impl Consumer {
             let mut keep = VecDeque::new();
             while let Some(r) = self.waiting.pop_front() {
                 if r.no_wait && (empty || r.delivered > 0) {
+                    // 2.9.10: a 408 with what it still wanted after some were delivered
+                    // (2.15.1 says 404 there; clients take either as the end of the fetch).
                     let h = if r.delivered == 0 {
                         status_header("404 No Messages", &[])
                     } else {
-                        status_header("408 Request Timeout", &[])
+                        r.timeout_header()
                     };
                     cx.send(&r.reply, None, Some(&h), b"");
                 } else {

@@ -233,6 +233,15 @@ impl JetStream {
             return Ok(None);
         };
         let config = JsConfig::from_opts(o);
+        // nats-server's words for a store directory (or its `jetstream` directory) that is a
+        // file.
+        let configured = config.store_dir.parent().unwrap_or(&config.store_dir);
+        if [configured, &config.store_dir]
+            .iter()
+            .any(|d| d.exists() && !d.is_dir())
+        {
+            return Err("Can't start JetStream: storage directory is not a directory".into());
+        }
         std::fs::create_dir_all(&config.store_dir).map_err(|e| {
             format!(
                 "could not create JetStream storage directory {}: {e}",
@@ -289,7 +298,8 @@ impl JetStream {
 }
 
 /// The accounts with JetStream: those configured with `jetstream: enabled`, or (none
-/// configured) every account but the system account, as nats-server.
+/// configured) the global account when it is the only one besides the system account, as
+/// nats-server (with other accounts configured and none enabled, none has JetStream).
 fn js_accounts(srv: &ServerShared) -> Vec<Arc<Account>> {
     let sys = srv.system_account_name();
     srv.accounts
@@ -302,7 +312,7 @@ fn js_accounts(srv: &ServerShared) -> Vec<Arc<Account>> {
 /// Whether account `name` has JetStream under options `o` (`sys`: the system account).
 pub(crate) fn has_jetstream(o: &crate::config::Options, sys: &str, name: &str) -> bool {
     if o.jetstream_accounts.is_empty() {
-        name != sys
+        name == crate::account::GLOBAL_ACCOUNT && o.accounts.iter().all(|a| a == sys)
     } else {
         o.jetstream_accounts.iter().any(|n| n == name)
     }

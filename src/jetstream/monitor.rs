@@ -10,6 +10,9 @@ use std::collections::HashMap;
 
 #[derive(Serialize, Debug, Default, Clone)]
 pub struct Api {
+    /// The JetStream API level (nats-server 2.11+ reports 1 and up; natsd serves 2.9's API,
+    /// level 0, so clients use no later feature).
+    pub level: u32,
     pub total: u64,
     pub errors: u64,
 }
@@ -22,6 +25,10 @@ pub struct Config {
     pub store_dir: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub domain: Option<String>,
+    /// How often file stores are synced (nanoseconds), as 2.10+ reports it.
+    pub sync_interval: u128,
+    /// 2.11+'s strict API mode (unknown fields refused); natsd ignores unknown fields.
+    pub strict: bool,
 }
 
 #[derive(Serialize, Debug, Default, Clone)]
@@ -131,6 +138,8 @@ pub struct Jsz {
     pub consumers: usize,
     pub messages: u64,
     pub bytes: u64,
+    /// The number of accounts the details page through (2.10+).
+    pub total: usize,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub account_details: Vec<AccountDetail>,
 }
@@ -173,6 +182,8 @@ fn config(js: &JetStream) -> Config {
         max_storage: js.config.max_storage,
         store_dir: js.config.store_dir.display().to_string(),
         domain: js.config.domain.clone(),
+        sync_interval: js.config.sync.interval.as_nanos(),
+        strict: false,
     }
 }
 
@@ -190,6 +201,7 @@ pub fn varz(js: &JetStream) -> Varz {
             api: Api {
                 total: t.api_total,
                 errors: t.api_errors,
+                ..Default::default()
             },
             ..Default::default()
         },
@@ -281,6 +293,7 @@ pub fn jsz(js: &JetStream, server_id: &str, leader: &str, q: &JszQuery) -> Jsz {
                 api: Api {
                     total: ja.api_total,
                     errors: ja.api_errors,
+                    ..Default::default()
                 },
                 stream_detail: streams,
             });
@@ -300,11 +313,13 @@ pub fn jsz(js: &JetStream, server_id: &str, leader: &str, q: &JszQuery) -> Jsz {
         api: Api {
             total: t.api_total,
             errors: t.api_errors,
+            ..Default::default()
         },
         streams: t.streams,
         consumers: t.consumers,
         messages: t.messages,
         bytes: t.bytes,
+        total: e.accounts.len(),
         account_details: details,
     }
 }

@@ -179,6 +179,11 @@ pub fn check(c: &StreamConfig, max_payload: usize) -> Result<(), ApiError> {
             "stream name is required and can not contain '.', '*', '>'",
         ));
     }
+    if c.description.as_ref().is_some_and(|d| d.len() > 4096) {
+        return Err(ApiError::stream_config(
+            "stream description is too long, maximum allowed is 4096",
+        ));
+    }
     if c.num_replicas > 1 {
         return Err(ApiError::replicas());
     }

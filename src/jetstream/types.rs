@@ -9,6 +9,38 @@ use std::time::{SystemTime, UNIX_EPOCH};
 fn nd<'de, D: Deserializer<'de>, T: Default + Deserialize<'de>>(d: D) -> Result<T, D::Error> {
     Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
 }
+/// Decode an API request as Go's `json.Unmarshal` does: a `null` member of any object, at any
+/// depth, leaves the field as it was (absent). Clients (the v2 Python packages) send
+/// `{"subjects_filter": null, "offset": null}` and the like. Except in the fields of
+/// nats-server's enum types (`ENUM_FIELDS`), whose decoders refuse `null` (10025).
+pub fn from_json<T: serde::de::DeserializeOwned>(p: &[u8]) -> serde_json::Result<T> {
+    let mut v: serde_json::Value = serde_json::from_slice(p)?;
+    drop_nulls(&mut v);
+    T::deserialize(v)
+}
+
+/// Stream and consumer fields of nats-server's enum types (retention, discard, storage;
+/// deliver, ack and replay policies).
+pub const ENUM_FIELDS: [&str; 6] = [
+    "retention",
+    "discard",
+    "storage",
+    "deliver_policy",
+    "ack_policy",
+    "replay_policy",
+];
+
+fn drop_nulls(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Object(m) => {
+            m.retain(|k, x| !x.is_null() || ENUM_FIELDS.contains(&k.as_str()));
+            m.values_mut().for_each(drop_nulls);
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(drop_nulls),
+        _ => {}
+    }
+}
+
 fn is_false(b: &bool) -> bool {
     !*b
 }
@@ -60,7 +92,8 @@ pub struct StreamConfig {
         skip_serializing_if = "Vec::is_empty"
     )]
     pub subjects: Vec<String>,
-    #[serde(default, deserialize_with = "nd")]
+    /// `null` is invalid JSON here, as nats-server's enum types say.
+    #[serde(default)]
     pub retention: Retention,
     #[serde(default, deserialize_with = "nd")]
     pub max_consumers: i64,
@@ -74,9 +107,11 @@ pub struct StreamConfig {
     pub max_msgs_per_subject: i64,
     #[serde(default, deserialize_with = "nd")]
     pub max_msg_size: i32,
-    #[serde(default, deserialize_with = "nd")]
+    /// `null` is invalid JSON here, as nats-server's enum types say.
+    #[serde(default)]
     pub discard: DiscardPolicy,
-    #[serde(default, deserialize_with = "nd")]
+    /// `null` is invalid JSON here, as nats-server's enum types say.
+    #[serde(default)]
     pub storage: Storage,
     #[serde(default, deserialize_with = "nd")]
     pub num_replicas: i64,
@@ -178,7 +213,8 @@ pub struct ConsumerConfig {
         skip_serializing_if = "String::is_empty"
     )]
     pub description: String,
-    #[serde(default, deserialize_with = "nd")]
+    /// `null` is invalid JSON here, as nats-server's enum types say.
+    #[serde(default)]
     pub deliver_policy: DeliverPolicy,
     #[serde(default, deserialize_with = "nd", skip_serializing_if = "is_zero_u")]
     pub opt_start_seq: u64,
@@ -188,7 +224,8 @@ pub struct ConsumerConfig {
         skip_serializing_if = "Option::is_none"
     )]
     pub opt_start_time: Option<String>,
-    #[serde(default, deserialize_with = "nd")]
+    /// `null` is invalid JSON here, as nats-server's enum types say.
+    #[serde(default)]
     pub ack_policy: AckPolicy,
     #[serde(default, deserialize_with = "nd", skip_serializing_if = "is_zero")]
     pub ack_wait: i64,
@@ -206,7 +243,8 @@ pub struct ConsumerConfig {
         skip_serializing_if = "String::is_empty"
     )]
     pub filter_subject: String,
-    #[serde(default, deserialize_with = "nd")]
+    /// `null` is invalid JSON here, as nats-server's enum types say.
+    #[serde(default)]
     pub replay_policy: ReplayPolicy,
     #[serde(default, deserialize_with = "nd", skip_serializing_if = "is_zero_u")]
     pub rate_limit_bps: u64,

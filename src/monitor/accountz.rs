@@ -103,9 +103,14 @@ pub struct DataStats {
 #[derive(Serialize, Debug)]
 pub struct AccountStat {
     pub acc: String,
+    /// The account's name (2.10+; with JWT accounts `acc` is the key): what exporters label
+    /// their gauges with.
+    pub name: String,
     pub conns: usize,
     pub leafnodes: usize,
     pub total_conns: usize,
+    /// Subscriptions in the account's sublist (2.10+).
+    pub num_subscriptions: usize,
     pub sent: DataStats,
     pub received: DataStats,
     pub slow_consumers: u64,
@@ -168,9 +173,11 @@ pub fn accstatz(srv: &ServerShared, p: &HashMap<String, String>) -> Result<Accou
             let t = totals.remove(&a.name).unwrap_or_default();
             Some(AccountStat {
                 acc: a.name.clone(),
+                name: a.name.clone(),
                 conns,
                 leafnodes: 0,
                 total_conns: conns,
+                num_subscriptions: a.sublist.count(),
                 sent: t.sent,
                 received: t.received,
                 slow_consumers: t.slow,

@@ -12,6 +12,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 #[derive(Serialize, Clone, Debug)]
 pub struct SubDetail {
     pub account: String,
+    /// The account's name tag (2.10+): its name, natsd having no JWT accounts.
+    pub account_tag: String,
     pub subject: String,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub qgroup: String,
@@ -27,6 +29,7 @@ impl SubDetail {
     pub fn of(account: &str, s: &crate::account::Subscription) -> SubDetail {
         SubDetail {
             account: account.to_string(),
+            account_tag: account.to_string(),
             subject: String::from_utf8_lossy(&s.subject).into_owned(),
             qgroup: s
                 .queue

@@ -244,3 +244,28 @@ pub enum JszOut {
     Disabled(Jsz),
     Enabled(Box<crate::jetstream::monitor::Jsz>),
 }
+
+/// One line per thread of this process: `thread <tid> [<name>] <state>` (Linux; elsewhere
+/// a line saying it is not available).
+pub fn threads() -> String {
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return "thread list not available on this system\n".to_string();
+    };
+    let mut tids: Vec<u64> = dir
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    tids.sort_unstable();
+    let mut out = String::new();
+    for tid in tids {
+        let base = format!("/proc/self/task/{tid}");
+        let name = std::fs::read_to_string(format!("{base}/comm")).unwrap_or_default();
+        // `stat`: "tid (comm) S …": the state letter follows the last ')'.
+        let stat = std::fs::read_to_string(format!("{base}/stat")).unwrap_or_default();
+        let state = stat
+            .rsplit_once(')')
+            .and_then(|(_, r)| r.split_whitespace().next())
+            .unwrap_or("?");
+        out.push_str(&format!("thread {tid} [{}] {state}\n", name.trim()));
+    }
+    out
+}

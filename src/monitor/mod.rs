@@ -182,6 +182,8 @@ pub fn router(srv: Arc<ServerShared>) -> Router {
         .route(&at("/jsz"), get(jsz_h))
         .route(&at("/topz"), get(topz_h))
         .route(&at("/healthz"), get(healthz_h))
+        .route(&at("/ipqueuesz"), get(ipqueuesz_h))
+        .route(&at("/stacksz"), get(stacksz_h))
         .route(&at("/metrics"), get(metrics_h))
         .fallback(not_found)
         .with_state(srv)
@@ -422,6 +424,24 @@ async fn healthz_h(State(srv): State<Arc<ServerShared>>, Query(p): Params) -> Re
     count(&srv, "/healthz");
     let (h, status) = health(&srv);
     compact_json_response(status, &h, &p)
+}
+
+/// nats-server's internal queues with messages waiting: natsd has none of its kind (its
+/// connections write their own buffers), so `{}` — what nats-server says when none wait.
+async fn ipqueuesz_h(State(srv): State<Arc<ServerShared>>, Query(p): Params) -> Response {
+    count(&srv, "/ipqueuesz");
+    compact_json_response(StatusCode::OK, &varz::Empty {}, &p)
+}
+
+/// nats-server dumps its goroutines' stacks; natsd lists its threads (id, name, state) from
+/// `/proc/self/task`, as text.
+async fn stacksz_h(State(srv): State<Arc<ServerShared>>) -> Response {
+    count(&srv, "/stacksz");
+    (
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        misc::threads(),
+    )
+        .into_response()
 }
 
 #[cfg(test)]

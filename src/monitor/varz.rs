@@ -218,7 +218,16 @@ pub struct Varz {
     pub out_msgs: u64,
     pub in_bytes: u64,
     pub out_bytes: u64,
+    /// Messages and bytes from and to clients only (2.10+; routes and gateways left out).
+    pub in_client_msgs: u64,
+    pub in_client_bytes: u64,
+    pub out_client_msgs: u64,
+    pub out_client_bytes: u64,
     pub slow_consumers: u64,
+    /// Connections closed as stale (no PONG in time), all kinds (2.10+).
+    pub stale_connections: u64,
+    /// Times a client publisher waited for a destination's buffer to drain (2.10+).
+    pub stalled_clients: u64,
     pub subscriptions: usize,
     pub http_req_stats: BTreeMap<String, u64>,
     pub config_load_time: String,
@@ -227,8 +236,18 @@ pub struct Varz {
     pub tags: Vec<String>,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub system_account: String,
+    pub stale_connection_stats: KindCounts,
     /// natsd's own version (not in nats-server's `/varz`).
     pub natsd_version: String,
+}
+
+/// A count by connection kind, as 2.10+'s `stale_connection_stats`.
+#[derive(Serialize, Default, Debug)]
+pub struct KindCounts {
+    pub clients: u64,
+    pub routes: u64,
+    pub gateways: u64,
+    pub leafs: u64,
 }
 
 /// Resident set size in bytes, from /proc (0 where unavailable).
@@ -306,7 +325,13 @@ impl Varz {
             out_msgs: srv.stats.out_msgs.load(Relaxed),
             in_bytes: srv.stats.in_bytes.load(Relaxed),
             out_bytes: srv.stats.out_bytes.load(Relaxed),
+            in_client_msgs: srv.stats.in_client_msgs.load(Relaxed),
+            in_client_bytes: srv.stats.in_client_bytes.load(Relaxed),
+            out_client_msgs: srv.stats.out_client_msgs.load(Relaxed),
+            out_client_bytes: srv.stats.out_client_bytes.load(Relaxed),
             slow_consumers: srv.stats.slow_consumers.load(Relaxed),
+            stale_connections: srv.stats.stale_clients.load(Relaxed),
+            stalled_clients: srv.stats.stalled_clients.load(Relaxed),
             subscriptions,
             http_req_stats: srv
                 .http_req_stats
@@ -316,6 +341,11 @@ impl Varz {
             config_load_time: rfc3339_nano(srv.start),
             tags: o.server_tags.clone(),
             system_account: srv.system_account_name().into(),
+            // Routes and gateways close stale connections in their own modules, uncounted.
+            stale_connection_stats: KindCounts {
+                clients: srv.stats.stale_clients.load(Relaxed),
+                ..Default::default()
+            },
             natsd_version: NATSD_VERSION.into(),
         }
     }

@@ -3,6 +3,7 @@
 //! live in their own modules and are handed sockets from here.
 
 mod lame_duck;
+pub mod listen;
 pub mod ports_file;
 
 use crate::account::Accounts;
@@ -30,6 +31,15 @@ pub struct Stats {
     pub out_bytes: AtomicU64,
     pub slow_consumers: AtomicU64,
     pub total_connections: AtomicU64,
+    /// From and to clients only (`/varz` `in_client_msgs`…).
+    pub in_client_msgs: AtomicU64,
+    pub in_client_bytes: AtomicU64,
+    pub out_client_msgs: AtomicU64,
+    pub out_client_bytes: AtomicU64,
+    /// Clients closed as stale.
+    pub stale_clients: AtomicU64,
+    /// Client batches that waited for stalled destinations.
+    pub stalled_clients: AtomicU64,
 }
 
 /// State every connection and the monitor share.
@@ -587,13 +597,12 @@ impl Server {
         }
         if let Some(hp) = o.http_port {
             let host = o.http_host.clone().unwrap_or_else(|| o.host.clone());
-            let l = TcpListener::bind((host.as_str(), hp)).await.map_err(|e| {
-                io::Error::new(
-                    e.kind(),
-                    format!("can't listen on monitor {host}:{hp}: {e}"),
-                )
+            let l = listen::bind(&host, hp).await.map_err(|e| {
+                let go = listen::go_listen_error(&host, hp, &e);
+                let m = format!("Can't start monitoring: can't listen to the monitor port: {go}");
+                io::Error::new(e.kind(), m)
             })?;
-            let addr = l.local_addr()?;
+            let addr = listen::local_addr(&l)?;
             let _ = shared.http_addr.set(addr);
             tracing::info!("Starting http monitor on {}", addr);
             tasks.spawn(crate::monitor::serve(
@@ -604,13 +613,13 @@ impl Server {
         }
         if let Some(hp) = o.https_port {
             let host = o.http_host.clone().unwrap_or_else(|| o.host.clone());
-            let l = TcpListener::bind((host.as_str(), hp)).await.map_err(|e| {
+            let l = listen::bind(&host, hp).await.map_err(|e| {
                 io::Error::new(
                     e.kind(),
                     format!("can't listen on https monitor {host}:{hp}: {e}"),
                 )
             })?;
-            let addr = l.local_addr()?;
+            let addr = listen::local_addr(&l)?;
             let _ = shared.https_addr.set(addr);
             tracing::info!("Starting https monitor on {}", addr);
             tasks.spawn(crate::monitor::serve_https(
@@ -619,15 +628,12 @@ impl Server {
                 shared.shutdown.clone(),
             ));
         }
-        let l = TcpListener::bind((o.host.as_str(), o.port))
-            .await
-            .map_err(|e| {
-                io::Error::new(
-                    e.kind(),
-                    format!("can't listen on {}:{}: {e}", o.host, o.port),
-                )
-            })?;
-        let addr = l.local_addr()?;
+        let l = listen::bind(&o.host, o.port).await.map_err(|e| {
+            let go = listen::go_listen_error(&o.host, o.port, &e);
+            let m = format!("Error listening on port: {}:{}, {go:?}", o.host, o.port);
+            io::Error::new(e.kind(), m)
+        })?;
+        let addr = listen::local_addr(&l)?;
         let _ = shared.client_addr.set(addr);
         tracing::info!("Listening for client connections on {}", addr);
         if o.tls.is_some() {
@@ -772,6 +778,7 @@ async fn accept_loop(srv: Arc<ServerShared>, l: TcpListener, tasks: TaskTracker)
             _ = srv.stop_accept.cancelled() => return,
             r = l.accept() => match r {
                 Ok((stream, addr)) => {
+                    let addr = listen::peer(addr);
                     tasks.spawn(crate::client::serve(srv.clone(), stream, addr));
                 }
                 Err(e) => {

@@ -5,6 +5,7 @@
 pub mod binary;
 pub mod cluster;
 pub mod gw;
+pub mod jsref;
 pub mod natsserver;
 pub mod pki;
 pub mod traffic;

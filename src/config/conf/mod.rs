@@ -46,9 +46,18 @@ pub struct ConfigError {
     pub line: u32,
     pub col: u32,
     pub msg: String,
+    /// A syntax error of the server's config file, shown as nats-server shows one:
+    /// `Parse error on line N: '<msg>'`, then `(file:line:col)` (`ConfigError::parse_error`).
+    pub parse: bool,
 }
 
 impl ConfigError {
+    /// Mark a positioned error as a syntax error of the server's config file.
+    pub fn parse_error(mut self) -> Self {
+        self.parse = self.line > 0;
+        self
+    }
+
     /// An error at a position.
     pub fn at(pos: &Pos, msg: impl Into<String>) -> Self {
         ConfigError {
@@ -56,6 +65,7 @@ impl ConfigError {
             line: pos.line,
             col: pos.col,
             msg: msg.into(),
+            parse: false,
         }
     }
 
@@ -66,12 +76,21 @@ impl ConfigError {
             line: 0,
             col: 0,
             msg: msg.into(),
+            parse: false,
         }
     }
 }
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.parse {
+            // nats-server's words first; where exactly after them.
+            write!(f, "Parse error on line {}: '{}' (", self.line, self.msg)?;
+            if let Some(p) = &self.file {
+                write!(f, "{}:", p.display())?;
+            }
+            return write!(f, "{}:{})", self.line, self.col);
+        }
         match (&self.file, self.line) {
             (Some(p), 0) => write!(f, "{}: {}", p.display(), self.msg),
             (Some(p), l) => write!(f, "{}:{}:{}: {}", p.display(), l, self.col, self.msg),

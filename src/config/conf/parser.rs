@@ -65,6 +65,7 @@ fn parse_file_in(path: &Path, ctx: &mut Ctx) -> Result<Map, ConfigError> {
             line,
             col,
             msg: "the file is not UTF-8 text".into(),
+            parse: false,
         }
     })?;
     let canon = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());

@@ -48,7 +48,8 @@ pub fn load(path: &Path) -> Result<Options, ConfigError> {
 
 /// Load a config file; the caller decides what to do with the warnings.
 pub fn load_with_warnings(path: &Path) -> Result<Loaded, ConfigError> {
-    let map = conf::parse_file(path)?;
+    // Syntax errors as nats-server words them (tools match on "Parse error on line").
+    let map = conf::parse_file(path).map_err(ConfigError::parse_error)?;
     finish(&map, Some(path))
 }
 
@@ -63,7 +64,7 @@ pub fn check(path: &Path) -> Result<(), ConfigError> {
 
 /// Load config text (includes are relative to the current directory).
 pub fn load_str(src: &str) -> Result<Loaded, ConfigError> {
-    let map = conf::parse_str(src)?;
+    let map = conf::parse_str(src).map_err(ConfigError::parse_error)?;
     finish(&map, None)
 }
 

@@ -25,6 +25,11 @@ pub fn apply_defaults(c: &mut ConsumerConfig, ephemeral: bool) {
 /// nats-server's consumer config checks (after defaults) against its stream and the
 /// account's `max_ack_pending` (-1: none).
 pub fn check(c: &ConsumerConfig, s: &StreamConfig, max_ack_pending: i64) -> Result<(), ApiError> {
+    // nats-server's JSMaxDescriptionLen, counted in bytes.
+    if c.description.len() > 4096 {
+        let d = "consumer description is too long, maximum allowed is 4096";
+        return Err(ApiError::new(400, 10107, d));
+    }
     if c.num_replicas > 1 {
         return Err(ApiError::replicas());
     }

@@ -23,10 +23,15 @@ pub struct PullReq {
 impl PullReq {
     /// The `408 Request Timeout` status of an expired request, with what it still wanted.
     pub(super) fn timeout_header(&self) -> Vec<u8> {
+        self.pending_header("408 Request Timeout")
+    }
+
+    /// `status` with the messages and bytes the request still wanted.
+    pub(super) fn pending_header(&self, status: &str) -> Vec<u8> {
         let pm = self.batch.to_string();
         let pb = self.max_bytes.to_string();
         status_header(
-            "408 Request Timeout",
+            status,
             &[("Nats-Pending-Messages", &pm), ("Nats-Pending-Bytes", &pb)],
         )
     }

@@ -39,18 +39,18 @@ fn plain_dir_name(name: &str) -> bool {
 }
 
 impl Engine {
-    /// The system account has no JetStream but may purge any account: subscribe
-    /// `$JS.API.ACCOUNT.PURGE.*` there (and with the domain prefix).
+    /// The system account has no JetStream (its other requests get 10039, as nats-server)
+    /// but may purge any account: `$JS.API.ACCOUNT.PURGE.*` (and with the domain prefix).
     pub fn serve_system(&mut self, srv: &Arc<ServerShared>, acc: Arc<Account>) {
+        self.refuse_account(srv, acc.clone());
+        let Some(domain) = self.config.domain.clone() else {
+            return;
+        };
         let name: Arc<str> = Arc::from(acc.name.as_str());
-        let domain = self.config.domain.clone();
-        let h = handler(self.tx.clone(), name, EventKind::Api, domain.clone());
-        let mut subjects = vec!["$JS.API.ACCOUNT.PURGE.*".to_string()];
-        subjects.extend(domain.map(|d| format!("$JS.{d}.API.ACCOUNT.PURGE.*")));
-        for s in subjects {
-            if let Some(sub) = subscribe(srv, &acc, &s, None, h.clone()) {
-                self.refused.push((acc.clone(), sub));
-            }
+        let h = handler(self.tx.clone(), name, EventKind::Api, Some(domain.clone()));
+        let s = format!("$JS.{domain}.API.ACCOUNT.PURGE.*");
+        if let Some(sub) = subscribe(srv, &acc, &s, None, h) {
+            self.refused.push((acc, sub));
         }
     }
 

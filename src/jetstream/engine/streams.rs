@@ -385,6 +385,9 @@ impl JsAccount {
 
     pub(super) fn msg_delete(&mut self, name: &str, p: &[u8]) -> Res {
         const T: &str = "stream_msg_delete_response";
+        if super::snapshots::is_empty_request(p) {
+            return Err((ApiError::bad_request(), T));
+        }
         let req: DeleteReq = body(p).map_err(|e| (e, T))?;
         let st = self
             .streams
@@ -396,12 +399,23 @@ impl JsAccount {
         if st.cfg.sealed {
             return Err((ApiError::sealed(), T));
         }
+        // As nats-server 2.9.10 and 2.15.1: a sequence that is not there is 400 10043, except
+        // that the file store reports 0 and past-the-end sequences as store errors.
+        let not_found = || {
+            let d = format!("sequence {} not found", req.seq);
+            (ApiError::new(400, 10043, d), T)
+        };
+        let file = st.cfg.storage == Storage::File;
         if req.seq == 0 || req.seq > st.store.state().last_seq {
-            return Err((ApiError::new(500, 10057, "stream store EOF"), T));
+            return Err(match (file, req.seq) {
+                (false, _) => not_found(),
+                (true, 0) => (ApiError::new(500, 10057, "no message found"), T),
+                (true, _) => (ApiError::new(500, 10057, "stream store EOF"), T),
+            });
         }
         match st.store.remove(req.seq, !req.no_erase) {
             Ok(true) => {}
-            Ok(false) => return Err((ApiError::new(500, 10057, "no message found"), T)),
+            Ok(false) => return Err(not_found()),
             Err(e) => return Err((ApiError::new(500, 10057, e.to_string()), T)),
         }
         for c in st.consumers.values_mut() {
@@ -428,7 +442,7 @@ impl JsAccount {
                 ..Default::default()
             }
         } else {
-            match serde_json::from_slice::<GetReq>(p) {
+            match from_json::<GetReq>(p) {
                 Ok(r) if !p.iter().all(u8::is_ascii_whitespace) => r,
                 _ => {
                     let h = status_header("408 Malformed Request", &[]);

@@ -11,7 +11,7 @@
 use super::{err_json, persist, Engine, Globals, JsAccount};
 use crate::account::Subscription;
 use crate::jetstream::consumer::Cx;
-use crate::jetstream::types::{ApiError, Obj, StreamConfig};
+use crate::jetstream::types::{from_json, ApiError, Obj, StreamConfig};
 use crate::jetstream::{handler, stream, subscribe, Event, EventKind, JsConfig, Queue};
 use crate::server::ServerShared;
 use serde::{Deserialize, Serialize};
@@ -294,8 +294,7 @@ impl JsAccount {
         p: &[u8],
     ) -> Res {
         const T: &str = "stream_template_create_response";
-        let req: CreateReq =
-            serde_json::from_slice(p).map_err(|_| (ApiError::invalid_json(), T))?;
+        let req: CreateReq = from_json(p).map_err(|_| (ApiError::invalid_json(), T))?;
         if req.name != name {
             let d = "template name in subject does not match request";
             return Err((ApiError::new(400, 10073, d), T));

@@ -1,0 +1,360 @@
+//! JetStream answers that client libraries' own suites (nats-py and its v2 packages, nats.c,
+//! async-nats) rely on, compared on natsd, nats-server 2.15.1 and 2.9.10 running the same
+//! configuration (issue 15): accounts without JetStream, message deletes of missing sequences,
+//! description limits, pull requests cut by `max_bytes` or ended by `no_wait`, and a pull
+//! request left behind by a client that gave up.
+
+mod common;
+
+use common::jsref::{self, Ref};
+use futures::StreamExt;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+async fn api(nc: &async_nats::Client, subject: &str, body: &str) -> Value {
+    common::js_api(nc, subject, body).await
+}
+
+/// `{code, err_code, description}` of an error answer, or `"ok"`.
+fn outcome(v: &Value) -> Value {
+    match v.get("error") {
+        Some(e) => e.clone(),
+        None => json!("ok"),
+    }
+}
+
+async fn stop(refs: Vec<Ref>) {
+    for r in refs {
+        r.stop().await;
+    }
+}
+
+/// `$JS.API.INFO` (and another request) from an account without JetStream: 503 10039 in every
+/// case nats-server has it — an account not enabled when another is, every account when
+/// accounts are configured and none enables JetStream (also the global account), and the
+/// system account (natsd answered it with no responders).
+#[tokio::test]
+async fn accounts_without_jetstream_get_10039() {
+    let e10039 =
+        json!({"code": 503, "err_code": 10039, "description": "JetStream not enabled for account"});
+    let cases = [
+        (
+            "some-enabled",
+            "accounts { A { jetstream: enabled, users: [{user: a, password: a}] }
+                        B { users: [{user: b, password: b}] } }",
+            vec![("a", json!("ok")), ("b", e10039.clone())],
+        ),
+        (
+            "none-enabled",
+            "authorization { users: [{user: g, password: g}] }
+             accounts { A { users: [{user: a, password: a}] }
+                        SYS { users: [{user: s, password: s}] } }
+             system_account: SYS",
+            vec![
+                ("g", e10039.clone()),
+                ("a", e10039.clone()),
+                ("s", e10039.clone()),
+            ],
+        ),
+        (
+            "global-only",
+            "authorization { users: [{user: g, password: g}] }
+             accounts { SYS { users: [{user: s, password: s}] } }
+             system_account: SYS",
+            vec![("g", json!("ok")), ("s", e10039.clone())],
+        ),
+    ];
+    for (tag, conf, want) in cases {
+        let refs = jsref::each(tag, conf).await;
+        for r in &refs {
+            for (user, expected) in &want {
+                let nc = r.client(Some(user)).await;
+                // 2.9.10 answers only INFO in the system account (below).
+                let subjects: &[&str] = if *user == "s" {
+                    &["$JS.API.INFO"]
+                } else {
+                    &["$JS.API.INFO", "$JS.API.STREAM.NAMES"]
+                };
+                for subject in subjects {
+                    let v = api(&nc, subject, "").await;
+                    assert_eq!(
+                        &outcome(&v),
+                        expected,
+                        "{} ({tag}), user {user}, {subject}: {v}",
+                        r.name
+                    );
+                }
+                if *user == "s" && !r.name.contains("2.9.10") {
+                    let v = api(&nc, "$JS.API.STREAM.NAMES", "").await;
+                    assert_eq!(v["type"], "io.nats.jetstream.api.v1.system_response", "{v}");
+                    assert_eq!(&outcome(&v), expected, "{}: {v}", r.name);
+                }
+            }
+        }
+        stop(refs).await;
+    }
+}
+
+/// `STREAM.MSG.DELETE` of a sequence that is not there: 400 10043 "sequence N not found" (the
+/// file store reports 0 and past-the-end as store errors); an empty request is 10003.
+#[tokio::test]
+async fn deleting_a_missing_sequence() {
+    let refs = jsref::each("msgdel", "").await;
+    for r in &refs {
+        let nc = r.client(None).await;
+        for storage in ["memory", "file"] {
+            let cfg = json!({"name": "D", "subjects": ["d.>"], "storage": storage});
+            let v = api(&nc, "$JS.API.STREAM.CREATE.D", &cfg.to_string()).await;
+            assert_eq!(outcome(&v), json!("ok"), "{}: {v}", r.name);
+            let del = |b: &'static str| {
+                let nc = nc.clone();
+                async move { outcome(&api(&nc, "$JS.API.STREAM.MSG.DELETE.D", b).await) }
+            };
+            let nf = |n: u64| {
+                json!({"code": 400, "err_code": 10043,
+                       "description": format!("sequence {n} not found")})
+            };
+            let eof = json!({"code": 500, "err_code": 10057, "description": "stream store EOF"});
+            let empty_want = if storage == "memory" {
+                nf(1)
+            } else {
+                eof.clone()
+            };
+            assert_eq!(
+                del(r#"{"seq":1}"#).await,
+                empty_want,
+                "{} {storage}",
+                r.name
+            );
+            for i in 0..3 {
+                api(&nc, &format!("d.{i}"), "x").await;
+            }
+            assert_eq!(del(r#"{"seq":2}"#).await, json!("ok"), "{}", r.name);
+            assert_eq!(del(r#"{"seq":2}"#).await, nf(2), "{} {storage}", r.name);
+            assert_eq!(
+                del("{}").await,
+                json!({"code": 400, "err_code": 10003, "description": "bad request"}),
+                "{} {storage}",
+                r.name
+            );
+            let (zero, past) = if storage == "memory" {
+                (nf(0), nf(99))
+            } else {
+                (
+                    json!({"code": 500, "err_code": 10057, "description": "no message found"}),
+                    eof.clone(),
+                )
+            };
+            assert_eq!(del(r#"{"seq":0}"#).await, zero, "{} {storage}", r.name);
+            assert_eq!(
+                del(r#"{"seq":99,"no_erase":true}"#).await,
+                past,
+                "{} {storage}",
+                r.name
+            );
+            api(&nc, "$JS.API.STREAM.DELETE.D", "").await;
+        }
+    }
+    stop(refs).await;
+}
+
+/// Descriptions over 4,096 bytes: a consumer's is refused with 10107, a stream's with 10052;
+/// exactly 4,096 is fine.
+#[tokio::test]
+async fn descriptions_are_limited_to_4096_bytes() {
+    let refs = jsref::each("desc", "").await;
+    for r in &refs {
+        let nc = r.client(None).await;
+        let long = "x".repeat(4097);
+        let cfg = json!({"name": "L", "subjects": ["l"], "storage": "memory", "description": long});
+        let v = api(&nc, "$JS.API.STREAM.CREATE.L", &cfg.to_string()).await;
+        assert_eq!(
+            outcome(&v),
+            json!({"code": 500, "err_code": 10052,
+                   "description": "stream description is too long, maximum allowed is 4096"}),
+            "{}",
+            r.name
+        );
+        let cfg = json!({"name": "L", "subjects": ["l"], "storage": "memory"});
+        api(&nc, "$JS.API.STREAM.CREATE.L", &cfg.to_string()).await;
+        let con = |d: &str| {
+            json!({"stream_name": "L",
+                   "config": {"durable_name": "C", "ack_policy": "explicit", "description": d}})
+            .to_string()
+        };
+        let v = api(&nc, "$JS.API.CONSUMER.CREATE.L.C", &con(&long)).await;
+        assert_eq!(
+            outcome(&v),
+            json!({"code": 400, "err_code": 10107,
+                   "description": "consumer description is too long, maximum allowed is 4096"}),
+            "{}",
+            r.name
+        );
+        let v = api(&nc, "$JS.API.CONSUMER.CREATE.L.C", &con(&long[..4096])).await;
+        assert_eq!(outcome(&v), json!("ok"), "{}: {v}", r.name);
+    }
+    stop(refs).await;
+}
+
+/// What a pull request's inbox receives until its end: `p.N` for messages, the status line
+/// with the pending counts for the closing status, `-` when nothing came for a while.
+async fn replies(sub: &mut async_nats::Subscriber, quiet: Duration) -> Vec<String> {
+    let mut out = Vec::new();
+    loop {
+        let Ok(Some(m)) = tokio::time::timeout(quiet, sub.next()).await else {
+            out.push("-".to_string());
+            return out;
+        };
+        match m.status {
+            None => out.push(m.subject.to_string()),
+            Some(s) => {
+                let h = |k: &str| {
+                    m.headers
+                        .as_ref()
+                        .and_then(|h| h.get(k))
+                        .map_or(String::new(), |v| v.to_string())
+                };
+                out.push(format!(
+                    "{} {} [{}] [{}]",
+                    s.as_u16(),
+                    m.description.as_deref().unwrap_or(""),
+                    h("Nats-Pending-Messages"),
+                    h("Nats-Pending-Bytes")
+                ));
+                return out;
+            }
+        }
+    }
+}
+
+/// A pull consumer `C` on stream `P` (`p.>`) holding `n` messages of 100 bytes `p.0`….
+async fn pull_setup(nc: &async_nats::Client, n: usize) {
+    let cfg = json!({"name": "P", "subjects": ["p.>"], "storage": "memory"});
+    api(nc, "$JS.API.STREAM.CREATE.P", &cfg.to_string()).await;
+    let con =
+        json!({"stream_name": "P", "config": {"durable_name": "C", "ack_policy": "explicit"}});
+    api(nc, "$JS.API.CONSUMER.CREATE.P.C", &con.to_string()).await;
+    for i in 0..n {
+        api(nc, &format!("p.{i}"), &"x".repeat(100)).await;
+    }
+}
+
+async fn pull(nc: &async_nats::Client, inbox: &str, req: &str) {
+    nc.publish_with_reply(
+        "$JS.API.CONSUMER.MSG.NEXT.P.C",
+        inbox.to_string(),
+        req.to_string().into(),
+    )
+    .await
+    .expect("publish");
+}
+
+/// A pull request with `max_bytes` gets what fits, then (mid-batch too) a 409 with what it
+/// still wanted; bytes count the subject, ack reply, headers and payload (142 here); a
+/// request whose bytes are used up exactly ends without a status.
+#[tokio::test]
+async fn max_bytes_cuts_a_pull_request() {
+    let refs = jsref::each("maxbytes", "").await;
+    let q = Duration::from_millis(300);
+    for r in &refs {
+        let nc = r.client(None).await;
+        pull_setup(&nc, 3).await;
+        let mut sub = nc.subscribe("in.1").await.expect("sub");
+        pull(
+            &nc,
+            "in.1",
+            r#"{"batch":10,"max_bytes":50,"expires":5000000000}"#,
+        )
+        .await;
+        assert_eq!(
+            replies(&mut sub, q).await,
+            ["409 Message Size Exceeds MaxBytes [10] [50]"],
+            "{}",
+            r.name
+        );
+        pull(
+            &nc,
+            "in.1",
+            r#"{"batch":10,"max_bytes":273,"expires":5000000000}"#,
+        )
+        .await;
+        assert_eq!(
+            replies(&mut sub, q).await,
+            ["p.0", "409 Message Size Exceeds MaxBytes [9] [131]"],
+            "{}",
+            r.name
+        );
+        pull(
+            &nc,
+            "in.1",
+            r#"{"batch":10,"max_bytes":284,"expires":5000000000}"#,
+        )
+        .await;
+        assert_eq!(
+            replies(&mut sub, q).await,
+            ["p.1", "p.2", "-"],
+            "{}",
+            r.name
+        );
+    }
+    stop(refs).await;
+}
+
+/// A `no_wait` fetch of 13 with 2 messages there gets the 2 and then its end: 408 with what it
+/// still wanted on natsd and 2.9.10 (2.15.1 ends it with 404 No Messages); with none there,
+/// 404 at once.
+#[tokio::test]
+async fn no_wait_delivers_what_is_there_then_ends() {
+    let refs = jsref::each("nowait", "").await;
+    let q = Duration::from_millis(500);
+    for r in &refs {
+        let nc = r.client(None).await;
+        pull_setup(&nc, 2).await;
+        let mut sub = nc.subscribe("in.1").await.expect("sub");
+        pull(&nc, "in.1", r#"{"batch":13,"no_wait":true}"#).await;
+        let got = replies(&mut sub, q).await;
+        let end = if r.name.contains("2.15") {
+            "404 No Messages [] []"
+        } else {
+            "408 Request Timeout [11] [0]"
+        };
+        assert_eq!(got, ["p.0", "p.1", end], "{}", r.name);
+        pull(&nc, "in.1", r#"{"batch":13,"no_wait":true}"#).await;
+        let got = replies(&mut sub, q).await;
+        assert_eq!(got, ["404 No Messages [] []"], "{}", r.name);
+    }
+    stop(refs).await;
+}
+
+/// A fetch that timed out in the client (its inbox gone, or its expiry passed) leaves no
+/// request behind that takes the next message: the next fetch gets it at once.
+#[tokio::test]
+async fn a_timed_out_fetch_does_not_capture_the_next_message() {
+    let refs = jsref::each("orphan", "").await;
+    for r in &refs {
+        let nc = r.client(None).await;
+        pull_setup(&nc, 0).await;
+        // The client gave up and unsubscribed; the request would wait 30 s more.
+        let sub = nc.subscribe("in.gone").await.expect("sub");
+        pull(&nc, "in.gone", r#"{"batch":1,"expires":30000000000}"#).await;
+        nc.flush().await.expect("flush");
+        drop(sub);
+        nc.flush().await.expect("flush");
+        // Expired on the server's clock, whether or not its timer got to it yet.
+        let mut stale = nc.subscribe("in.stale").await.expect("sub");
+        pull(&nc, "in.stale", r#"{"batch":1,"expires":1000000}"#).await;
+        let first = tokio::time::timeout(Duration::from_secs(5), stale.next()).await;
+        let first = first
+            .expect("the expired request is answered")
+            .expect("msg");
+        assert_eq!(first.status.map(|s| s.as_u16()), Some(408), "{}", r.name);
+        api(&nc, "p.0", "x").await;
+        let mut sub = nc.subscribe("in.next").await.expect("sub");
+        pull(&nc, "in.next", r#"{"batch":1,"expires":10000000000}"#).await;
+        // Well before the 10 s the request may wait: the message is there.
+        let m = tokio::time::timeout(Duration::from_secs(5), sub.next()).await;
+        let m = m.expect("delivered at once").expect("msg");
+        assert_eq!((m.subject.as_str(), m.status), ("p.0", None), "{}", r.name);
+    }
+    stop(refs).await;
+}
