@@ -139,7 +139,8 @@ impl Route {
         let writer = tokio::spawn(writer::run(
             self.conn.clone(),
             wr,
-            self.srv.opts.write_deadline,
+            self.srv
+                .write_cfg(ConnKind::Route, self.srv.opts.write_deadline),
         ));
         self.start();
         self.read_loop(rd).await;

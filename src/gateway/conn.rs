@@ -196,7 +196,8 @@ impl GwConn {
         let writer = tokio::spawn(writer::run(
             self.conn.clone(),
             wr,
-            self.srv.opts.write_deadline,
+            self.srv
+                .write_cfg(ConnKind::Gateway, self.srv.opts.write_deadline),
         ));
         self.start();
         self.read_loop(rd).await;

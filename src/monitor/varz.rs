@@ -216,8 +216,29 @@ pub struct Varz {
     pub tags: Vec<String>,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub system_account: String,
+    pub slow_consumer_stats: SlowConsumerStats,
     /// natsd's own version (not in nats-server's `/varz`).
     pub natsd_version: String,
+}
+
+/// `slow_consumer_stats`, as nats-server 2.10+.
+#[derive(Serialize, Clone, Debug, Default)]
+pub struct SlowConsumerStats {
+    pub clients: u64,
+    pub routes: u64,
+    pub gateways: u64,
+    pub leafs: u64,
+}
+
+impl SlowConsumerStats {
+    fn of(s: &crate::conn::writer::SlowConsumerStats) -> Self {
+        SlowConsumerStats {
+            clients: s.clients.load(Relaxed),
+            routes: s.routes.load(Relaxed),
+            gateways: s.gateways.load(Relaxed),
+            leafs: s.leafs.load(Relaxed),
+        }
+    }
 }
 
 /// Resident set size in bytes, from /proc (0 where unavailable).
@@ -295,7 +316,8 @@ impl Varz {
             out_msgs: srv.stats.out_msgs.load(Relaxed),
             in_bytes: srv.stats.in_bytes.load(Relaxed),
             out_bytes: srv.stats.out_bytes.load(Relaxed),
-            slow_consumers: srv.stats.slow_consumers.load(Relaxed),
+            slow_consumers: srv.stats.slow.total.load(Relaxed),
+            slow_consumer_stats: SlowConsumerStats::of(&srv.stats.slow),
             subscriptions,
             http_req_stats: srv
                 .http_req_stats

@@ -263,6 +263,8 @@ pub(super) fn cluster(
             "connect_retries" => c.connect_retries = count(k, v, u32::MAX as u64)? as u32,
             "ping_interval" => c.ping_interval = Some(duration(k, v, warnings)?),
             "ping_max" => c.ping_max = Some(count(k, v, u32::MAX as u64)? as u32),
+            "write_deadline" => c.write_deadline = Some(duration(k, v, warnings)?),
+            "write_timeout" => c.write_timeout = write_timeout(k, v)?,
             "authorization" => {
                 for (ak, ae) in options(map(k, v)?) {
                     let av = &ae.value;
@@ -288,7 +290,10 @@ pub(super) fn cluster(
     Ok(c)
 }
 
-pub(super) fn gateway(m: &Map) -> Result<GatewayOpts, ConfigError> {
+pub(super) fn gateway(
+    m: &Map,
+    warnings: &mut Vec<ConfigError>,
+) -> Result<GatewayOpts, ConfigError> {
     let mut g = GatewayOpts::default();
     const DEFAULT_GATEWAY_PORT: u16 = 7222;
     for (key, e) in options(m) {
@@ -317,6 +322,8 @@ pub(super) fn gateway(m: &Map) -> Result<GatewayOpts, ConfigError> {
             "advertise" | "gateway_advertise" => g.advertise = Some(string(k, v)?),
             "connect_retries" => g.connect_retries = count(k, v, u32::MAX as u64)? as u32,
             "reject_unknown" | "reject_unknown_cluster" => g.reject_unknown = boolean(k, v)?,
+            "write_deadline" => g.write_deadline = Some(duration(k, v, warnings)?),
+            "write_timeout" => g.write_timeout = write_timeout(k, v)?,
             "authorization" => {
                 for (ak, ae) in options(map(k, v)?) {
                     let av = &ae.value;
