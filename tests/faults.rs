@@ -168,3 +168,63 @@ async fn write_deadline_slow_consumer_is_counted() {
     p.expect("PONG").await;
     srv.shutdown().await;
 }
+
+/// One client of a storm: connect, INFO, CONNECT + PING, PONG.
+async fn storm_client(addr: std::net::SocketAddr) -> std::io::Result<TcpStream> {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let s = TcpStream::connect(addr).await?;
+    let mut r = BufReader::new(s);
+    let mut line = String::new();
+    r.read_line(&mut line).await?;
+    if !line.starts_with("INFO ") {
+        return Err(std::io::Error::other(format!("not INFO: {line}")));
+    }
+    r.get_mut()
+        .write_all(format!("CONNECT {CLIENT_CONNECT}\r\nPING\r\n").as_bytes())
+        .await?;
+    loop {
+        line.clear();
+        if r.read_line(&mut line).await? == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        if line == "PONG\r\n" {
+            return Ok(r.into_inner());
+        }
+    }
+}
+
+/// 2,000 clients connecting at once (a restarted server's clients all reconnecting): every
+/// one gets its PONG, and the server counts them all. Bounded by a generous deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_storm_is_absorbed() {
+    let srv = start(Options {
+        http_port: Some(0),
+        ..Options::local()
+    })
+    .await;
+    let n = 2000;
+    let addr = srv.client_addr();
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..n {
+        tasks.spawn(tokio::time::timeout(
+            Duration::from_secs(30),
+            storm_client(addr),
+        ));
+    }
+    let mut conns = Vec::new();
+    while let Some(r) = tasks.join_next().await {
+        match r.expect("task") {
+            Ok(Ok(s)) => conns.push(s),
+            Ok(Err(e)) => panic!("a client of the storm failed: {e}"),
+            Err(_) => panic!("a client of the storm got no PONG within 30 s"),
+        }
+    }
+    assert_eq!(conns.len(), n);
+    assert_eq!(
+        varz(&srv).await["connections"],
+        n,
+        "every client is registered"
+    );
+    drop(conns);
+    srv.shutdown().await;
+}

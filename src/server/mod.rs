@@ -598,12 +598,14 @@ impl Server {
         }
         if let Some(hp) = o.http_port {
             let host = o.http_host.clone().unwrap_or_else(|| o.host.clone());
-            let l = TcpListener::bind((host.as_str(), hp)).await.map_err(|e| {
-                io::Error::new(
-                    e.kind(),
-                    format!("can't listen on monitor {host}:{hp}: {e}"),
-                )
-            })?;
+            let l = crate::util::net::listen((host.as_str(), hp))
+                .await
+                .map_err(|e| {
+                    io::Error::new(
+                        e.kind(),
+                        format!("can't listen on monitor {host}:{hp}: {e}"),
+                    )
+                })?;
             let addr = l.local_addr()?;
             let _ = shared.http_addr.set(addr);
             tracing::info!("Starting http monitor on {}", addr);
@@ -615,12 +617,14 @@ impl Server {
         }
         if let Some(hp) = o.https_port {
             let host = o.http_host.clone().unwrap_or_else(|| o.host.clone());
-            let l = TcpListener::bind((host.as_str(), hp)).await.map_err(|e| {
-                io::Error::new(
-                    e.kind(),
-                    format!("can't listen on https monitor {host}:{hp}: {e}"),
-                )
-            })?;
+            let l = crate::util::net::listen((host.as_str(), hp))
+                .await
+                .map_err(|e| {
+                    io::Error::new(
+                        e.kind(),
+                        format!("can't listen on https monitor {host}:{hp}: {e}"),
+                    )
+                })?;
             let addr = l.local_addr()?;
             let _ = shared.https_addr.set(addr);
             tracing::info!("Starting https monitor on {}", addr);
@@ -630,7 +634,7 @@ impl Server {
                 shared.shutdown.clone(),
             ));
         }
-        let l = TcpListener::bind((o.host.as_str(), o.port))
+        let l = crate::util::net::listen((o.host.as_str(), o.port))
             .await
             .map_err(|e| {
                 io::Error::new(
@@ -655,7 +659,7 @@ impl Server {
         });
         if let Some(cl) = &shared.cluster {
             let co = &cl.opts;
-            let l = TcpListener::bind((co.host.as_str(), co.port))
+            let l = crate::util::net::listen((co.host.as_str(), co.port))
                 .await
                 .map_err(|e| {
                     io::Error::new(

@@ -1,6 +1,7 @@
 //! Small helpers with no protocol knowledge: time formats in nats-server's styles and random ids.
 
 pub mod ids;
+pub mod net;
 pub mod time;
 
 /// HashMap with foldhash: per-process seeded like std's, several times faster than SipHash on
