@@ -228,3 +228,40 @@ async fn connection_storm_is_absorbed() {
     drop(conns);
     srv.shutdown().await;
 }
+
+/// A connection to the route port that never sends CONNECT is closed after the cluster's own
+/// `authorization { timeout }` (here 0.5 s), not after a 2 s floor (main before this test).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_route_connection_is_closed_at_the_cluster_auth_timeout() {
+    let mut opts = common::cluster::node_opts("a", None);
+    if let Some(c) = opts.cluster.as_mut() {
+        c.username = Some("r".into());
+        c.password = Some("s3cret".into());
+        c.auth_timeout = Duration::from_millis(500);
+    }
+    let srv = start(opts).await;
+    let port = common::cluster::route_port(&srv);
+    let started = Instant::now();
+    let mut s = TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    let mut buf = vec![0u8; 4096];
+    // INFO, then nothing until the server closes.
+    let closed = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match s.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await;
+    assert!(closed.is_ok(), "never closed");
+    // Well under the 2 s the old floor imposed (1 s of slack over the configured 0.5 s).
+    assert!(
+        started.elapsed() < Duration::from_millis(1500),
+        "closed after {:?}",
+        started.elapsed()
+    );
+    srv.shutdown().await;
+}

@@ -248,7 +248,7 @@ impl GwConn {
     async fn read_loop<R: AsyncRead + Unpin>(&mut self, mut rd: R) {
         let mut parser = Parser::new(Kind::Route, Limits::route());
         let handshake_deadline =
-            Instant::now() + self.gw.opts.auth_timeout.max(Duration::from_millis(100));
+            Instant::now() + crate::auth::peer_auth_timeout(self.gw.opts.auth_timeout);
         let mut buf = BytesMut::with_capacity(READ_CHUNK);
         let conn = self.conn.clone();
         loop {

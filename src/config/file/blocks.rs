@@ -287,7 +287,21 @@ pub(super) fn cluster(
             _ => return Err(refuse(e, k)),
         }
     }
+    c.auth_timeout = tls_auth_default(m, c.auth_timeout, c.tls.as_ref());
     Ok(c)
+}
+
+/// nats-server's default `authorization { timeout }` of a cluster or gateway block with TLS
+/// and no timeout of its own: the TLS timeout plus one second.
+fn tls_auth_default(m: &Map, t: Duration, tls: Option<&crate::tls::TlsOpts>) -> Duration {
+    let explicit = options(m).any(|(k, e)| {
+        k == "authorization"
+            && matches!(&e.value.kind, Kind::Map(a) if options(a).any(|(k, _)| k == "timeout"))
+    });
+    match tls {
+        Some(tls) if !explicit => tls.timeout + Duration::from_secs(1),
+        _ => t,
+    }
 }
 
 pub(super) fn gateway(
@@ -353,6 +367,7 @@ pub(super) fn gateway(
             _ => return Err(refuse(e, k)),
         }
     }
+    g.auth_timeout = tls_auth_default(m, g.auth_timeout, g.tls.as_ref());
     Ok(g)
 }
 
