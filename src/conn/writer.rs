@@ -171,3 +171,80 @@ async fn finish<W: AsyncWrite + Unpin>(conn: &Conn, mut w: W) {
     conn.out.release();
     let _ = tokio::time::timeout(FINAL_FLUSH, w.shutdown()).await;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conn::Push;
+    use tokio::io::AsyncReadExt;
+
+    fn cfg(stats: &Arc<SlowConsumerStats>) -> WriteCfg {
+        WriteCfg {
+            deadline: Duration::from_millis(200),
+            policy: WriteTimeoutPolicy::Default,
+            stats: stats.clone(),
+        }
+    }
+
+    fn conn(kind: ConnKind) -> Arc<Conn> {
+        let addr = "127.0.0.1:1".parse().expect("addr");
+        Arc::new(Conn::new(1, kind, addr, 1 << 20))
+    }
+
+    fn push(c: &Conn, n: usize) {
+        let r = c.out.push_now(n, |b| b.extend_from_slice(&vec![b'x'; n]));
+        assert!(matches!(r, Push::Ok { .. }));
+    }
+
+    /// A peer that reads 32 bytes every 20 ms: the whole write misses the 200 ms deadline over
+    /// and over, but each deadline's worth of it moves bytes. A route keeps going (one slow-consumer event per episode) and delivers all; a
+    /// client is closed.
+    #[tokio::test]
+    async fn a_late_write_that_moves_bytes_keeps_a_route_and_closes_a_client() {
+        for kind in [ConnKind::Route, ConnKind::Client] {
+            let stats = Arc::new(SlowConsumerStats::default());
+            let c = conn(kind);
+            let (w, mut r) = tokio::io::duplex(64);
+            let task = tokio::spawn(run(c.clone(), w, cfg(&stats)));
+            push(&c, 1000);
+            let mut got = 0;
+            let mut buf = [0u8; 32];
+            while got < 1000 && !c.is_closed() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                got += r.read(&mut buf).await.expect("read");
+            }
+            if kind == ConnKind::Route {
+                assert_eq!(got, 1000, "everything delivered");
+                assert!(!c.is_closed());
+                assert_eq!(stats.routes.load(Relaxed), 1, "one episode, counted once");
+                c.close(CloseReason::ServerShutdown);
+            } else {
+                assert_eq!(
+                    c.close_reason(),
+                    Some(CloseReason::SlowConsumerWriteDeadline)
+                );
+                assert_eq!(stats.clients.load(Relaxed), 1);
+            }
+            assert_eq!(stats.total.load(Relaxed), 1);
+            drop(r);
+            let _ = task.await;
+        }
+    }
+
+    /// A route whose peer reads nothing at all within the deadline is closed (nothing moved).
+    #[tokio::test]
+    async fn a_route_that_moves_nothing_is_closed() {
+        let stats = Arc::new(SlowConsumerStats::default());
+        let c = conn(ConnKind::Route);
+        let (w, _r) = tokio::io::duplex(64);
+        let task = tokio::spawn(run(c.clone(), w, cfg(&stats)));
+        push(&c, 64);
+        push(&c, 1000);
+        let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
+        assert_eq!(
+            c.close_reason(),
+            Some(CloseReason::SlowConsumerWriteDeadline)
+        );
+        assert_eq!(stats.routes.load(Relaxed), 1);
+    }
+}
