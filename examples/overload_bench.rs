@@ -6,8 +6,9 @@
 //!   until the last one has its PONG.
 //!
 //! Each run starts the server afresh (`PATH -a 127.0.0.1 -p PORT`) and reports its peak RSS
-//! (`VmHWM`). Run 20,000 clients under `ulimit -n 65536` (the clients' sockets and the
-//! server's).
+//! (`VmHWM`). The clients of a storm are spread over child processes of at most 5,000 each
+//! (this program again, `--storm-child ADDR N`: they connect at the same moment), so the
+//! client side needs no raised `ulimit -n`; the server needs one descriptor per client.
 //!
 //! ```sh
 //! cargo build --release --bin natsd --example overload_bench
@@ -135,21 +136,81 @@ async fn stuck_run(path: &str, n: usize, stuck: bool) -> Res<(f64, f64)> {
     Ok((start.elapsed().as_secs_f64(), srv.peak_rss_mib()))
 }
 
+/// Clients per child process of a storm.
+const PER_CHILD: usize = 5000;
+
 /// Seconds until `n` clients connecting at once all have their PONG; peak RSS.
 async fn storm_run(path: &str, n: usize) -> Res<(f64, f64)> {
+    use std::io::{BufRead, Write};
     let srv = Server::start(path)?;
-    let addr = srv.addr;
+    let exe = std::env::current_exe()?;
+    let mut children = Vec::new();
+    let mut left = n;
+    while left > 0 {
+        let k = left.min(PER_CHILD);
+        left -= k;
+        let mut c = Command::new(&exe)
+            .args(["--storm-child", &srv.addr.to_string(), &k.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()?;
+        let out = std::io::BufReader::new(c.stdout.take().ok_or("stdout")?);
+        children.push((c, out));
+    }
+    // Each child prints "ready" when its runtime is up, then connects on a "go" line.
+    let mut line = String::new();
+    for (_, out) in &mut children {
+        line.clear();
+        out.read_line(&mut line)?;
+    }
     let start = Instant::now();
+    for (c, _) in &mut children {
+        c.stdin.as_mut().ok_or("stdin")?.write_all(b"go\n")?;
+    }
+    for (_, out) in &mut children {
+        line.clear();
+        out.read_line(&mut line)?;
+        if line.trim() != "done" {
+            return Err(format!("a storm child failed: {line:?}").into());
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let rss = srv.peak_rss_mib();
+    for (mut c, _) in children {
+        drop(c.stdin.take());
+        let _ = c.wait();
+    }
+    Ok((secs, rss))
+}
+
+/// A storm child: `n` clients of `addr` connect on "go"; "done" once all have their PONG,
+/// then they stay connected until stdin closes.
+async fn storm_child(addr: SocketAddr, n: usize) -> Res<()> {
+    let read_line = || {
+        tokio::task::spawn_blocking(|| {
+            let mut l = String::new();
+            std::io::stdin().read_line(&mut l).map(|_| l)
+        })
+    };
+    println!("ready");
+    read_line().await??;
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..n {
         tasks.spawn(async move { client(addr, "").await });
     }
     let mut conns = Vec::with_capacity(n);
     while let Some(r) = tasks.join_next().await {
-        conns.push(r??);
+        match r? {
+            Ok(c) => conns.push(c),
+            Err(e) => {
+                println!("error: {e}");
+                return Ok(());
+            }
+        }
     }
-    let secs = start.elapsed().as_secs_f64();
-    Ok((secs, srv.peak_rss_mib()))
+    println!("done");
+    let _ = read_line().await;
+    Ok(())
 }
 
 fn median(mut v: Vec<(f64, f64)>) -> (f64, f64) {
@@ -167,6 +228,11 @@ async fn main() -> Res<()> {
     let mut scenarios = vec!["stuck".to_string(), "storm".to_string()];
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
+        if a == "--storm-child" {
+            let addr = args.next().ok_or("addr")?.parse()?;
+            let n = args.next().ok_or("count")?.parse()?;
+            return storm_child(addr, n).await;
+        }
         let v = args.next().ok_or(format!("{a} needs a value"))?;
         match a.as_str() {
             "--server" => servers.push(v),
