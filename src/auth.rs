@@ -136,6 +136,38 @@ fn secret_matches(configured: &str, presented: &str) -> bool {
     diff == 0
 }
 
+/// A route's or gateway's CONNECT credentials (`user`, `pass`) against its block's
+/// `authorization` (`token`, or `user` and `password`; nothing configured: anyone), every
+/// secret compared in constant time (or with bcrypt) as client credentials are.
+pub fn peer_credentials_ok(
+    token: Option<&str>,
+    user: Option<&str>,
+    password: Option<&str>,
+    presented_user: &str,
+    presented_pass: &str,
+) -> bool {
+    if let Some(t) = token {
+        return secret_matches(t, presented_pass) | secret_matches(t, presented_user);
+    }
+    match user {
+        None => true,
+        Some(u) => {
+            secret_matches(u, presented_user)
+                & password.is_some_and(|p| secret_matches(p, presented_pass))
+        }
+    }
+}
+
+/// How long a route or gateway may take to send CONNECT: its `authorization { timeout }`
+/// (nats-server's default when 0).
+pub fn peer_auth_timeout(configured: std::time::Duration) -> std::time::Duration {
+    if configured.is_zero() {
+        crate::config::DEFAULT_AUTH_TIMEOUT
+    } else {
+        configured
+    }
+}
+
 impl Authenticator {
     pub fn new(o: &Options) -> Self {
         Authenticator {
@@ -259,6 +291,25 @@ impl Rulebook {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn peer_credentials() {
+        let ok = peer_credentials_ok;
+        // Nothing configured: anyone.
+        assert!(ok(None, None, None, "", ""));
+        // A token: in pass or user.
+        assert!(ok(Some("tok"), None, None, "", "tok"));
+        assert!(ok(Some("tok"), None, None, "tok", ""));
+        assert!(!ok(Some("tok"), None, None, "to", "tokk"));
+        // User and password, plain or bcrypt.
+        assert!(ok(None, Some("r"), Some("pw"), "r", "pw"));
+        assert!(!ok(None, Some("r"), Some("pw"), "r", "pW"));
+        assert!(!ok(None, Some("r"), Some("pw"), "x", "pw"));
+        assert!(!ok(None, Some("r"), None, "r", ""));
+        let hash = bcrypt::hash("pw", 4).expect("hash");
+        assert!(ok(None, Some("r"), Some(&hash), "r", "pw"));
+        assert!(!ok(None, Some("r"), Some(&hash), "r", "px"));
+    }
     use crate::config::User;
 
     fn creds<'a>(u: Option<&'a str>, p: Option<&'a str>, t: Option<&'a str>) -> Credentials<'a> {

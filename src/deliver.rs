@@ -16,8 +16,11 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// How long a producer waits, per batch, for stalled destinations to drain.
-const STALL_WAIT: Duration = Duration::from_millis(100);
+/// How long a client producer waits, per read batch in all, for destinations past their stall
+/// mark to drain (nats-server's `stallTotalAllowed`)...
+const STALL_TOTAL: Duration = Duration::from_millis(10);
+/// ... and for one destination (nats-server's `stallClientMaxDuration`).
+const STALL_ONE: Duration = Duration::from_millis(5);
 
 /// One message as it arrived.
 #[derive(Clone, Copy)]
@@ -187,17 +190,32 @@ impl Fanout {
         }
     }
 
+    /// A destination past its `max_pending`. A client is closed (counted, logged). A route
+    /// or gateway is never closed for it (as nats-server, which bounds only clients): the
+    /// message is dropped for it, and the episode counted and logged once until its writer
+    /// catches up.
     fn slow_consumer(&self, dest: &Arc<Conn>) {
         if dest.is_closed() {
             return;
         }
-        self.srv.stats.slow_consumers.fetch_add(1, Relaxed);
+        let keep = matches!(dest.kind, ConnKind::Route | ConnKind::Gateway);
+        if keep && dest.out.set_slow(true) {
+            return;
+        }
+        self.srv.stats.slow.count(dest.kind);
         tracing::info!(
-            "{} - Slow Consumer Detected: MaxPending of {} Exceeded",
+            "{} - Slow Consumer Detected: MaxPending of {} Exceeded{}",
             dest.log_prefix(),
-            dest.out.max_pending()
+            dest.out.max_pending(),
+            if keep {
+                ", dropping messages until it drains"
+            } else {
+                ""
+            }
         );
-        dest.close(CloseReason::SlowConsumerPendingBytes);
+        if !keep {
+            dest.close(CloseReason::SlowConsumerPendingBytes);
+        }
     }
 
     /// Deliver to one local subscriber. False when nothing was delivered.
@@ -440,7 +458,10 @@ impl Fanout {
     }
 
     /// After a batch: publish the counters (server-wide and `own`'s), wake destinations once
-    /// each, slow down for stalled ones.
+    /// each, and, for a client producer, slow down for destinations past their stall mark
+    /// (at most [`STALL_TOTAL`] per batch; a destination that did not drain in one wait is
+    /// not waited for again until it writes: see `Outbound::wait_drained`). Routes and
+    /// gateways never wait (as nats-server), unless `no_fast_producer_stall`, clients do.
     pub async fn end_batch(&mut self, own: &Arc<Conn>) {
         self.run_hooks();
         let client = own.kind == ConnKind::Client;
@@ -462,14 +483,15 @@ impl Fanout {
                 self.srv.stats.stalled_clients.fetch_add(1, Relaxed);
             }
             let stalled = std::mem::take(&mut self.stalled);
-            let deadline = Instant::now() + STALL_WAIT;
-            for d in &stalled {
+            let wait = own.kind == ConnKind::Client && !self.srv.opts.no_fast_producer_stall;
+            let deadline = Instant::now() + STALL_TOTAL;
+            for d in stalled.iter().filter(|_| wait) {
                 let left = deadline.saturating_duration_since(Instant::now());
                 if left.is_zero() {
                     break;
                 }
                 if !Arc::ptr_eq(d, own) {
-                    d.out.wait_drained(left).await;
+                    d.out.wait_drained(left.min(STALL_ONE)).await;
                 }
             }
             self.stalled = stalled;

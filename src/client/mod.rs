@@ -65,7 +65,11 @@ pub async fn serve(srv: Arc<ServerShared>, stream: TcpStream, addr: SocketAddr) 
     }
     // Plaintext: the socket's own halves, no extra layer.
     let (rd, wr) = stream.into_split();
-    let writer = tokio::spawn(writer::run(conn.clone(), wr, opts.write_deadline));
+    let writer = tokio::spawn(writer::run(
+        conn.clone(),
+        wr,
+        srv.write_cfg(ConnKind::Client, opts.write_deadline),
+    ));
 
     let mut c = Client::new(srv.clone(), conn.clone(), opts);
     c.send_info();

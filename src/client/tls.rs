@@ -22,6 +22,7 @@ pub(super) async fn serve_tls(
         .map_or(Duration::from_secs(2), |t| t.timeout);
     let allow_non_tls = opts.allow_non_tls;
     let write_deadline = opts.write_deadline;
+    let write_cfg = srv.write_cfg(ConnKind::Client, write_deadline);
     let mut c = Client::new(srv.clone(), conn.clone(), opts);
     // Lines before the handshake go straight to the socket: there is no writer yet.
     let mut early = c.info_line();
@@ -80,7 +81,7 @@ pub(super) async fn serve_tls(
         // Plaintext (anything but a TLS record, or nothing within the TLS timeout), as
         // nats-server's `allow_non_tls`.
         let (rd, wr) = stream.into_split();
-        let writer = tokio::spawn(writer::run(conn.clone(), wr, write_deadline));
+        let writer = tokio::spawn(writer::run(conn.clone(), wr, write_cfg.clone()));
         c.read_loop(rd).await;
         c.finish();
         let _ = writer.await;
@@ -139,7 +140,7 @@ pub(super) async fn serve_tls(
         m.tls_cipher_suite = suite;
     }
     let (rd, wr) = tokio::io::split(stream);
-    let writer = tokio::spawn(writer::run(conn.clone(), wr, write_deadline));
+    let writer = tokio::spawn(writer::run(conn.clone(), wr, write_cfg.clone()));
     c.read_loop(rd).await;
     c.finish();
     let _ = writer.await;

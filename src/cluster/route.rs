@@ -158,7 +158,8 @@ impl Route {
         let writer = tokio::spawn(writer::run(
             self.conn.clone(),
             wr,
-            self.srv.opts.write_deadline,
+            self.srv
+                .write_cfg(ConnKind::Route, self.srv.opts.write_deadline),
         ));
         self.start();
         self.read_loop(rd).await;
@@ -251,7 +252,7 @@ impl Route {
     async fn read_loop<R: AsyncRead + Unpin>(&mut self, mut rd: R) {
         let mut parser = Parser::new(Kind::Route, Limits::route());
         let handshake_deadline =
-            Instant::now() + self.cl.opts.auth_timeout.max(Duration::from_secs(2));
+            Instant::now() + crate::auth::peer_auth_timeout(self.cl.opts.auth_timeout);
         let mut buf = BytesMut::with_capacity(READ_CHUNK);
         let conn = self.conn.clone();
         loop {
@@ -483,22 +484,12 @@ impl Route {
 
     fn route_auth_ok(&self, ci: &RouteConnectInfo) -> bool {
         let o = &self.cl.opts;
-        if let Some(t) = &o.token {
-            return &ci.pass == t || &ci.user == t;
-        }
-        match &o.username {
-            None => true,
-            Some(u) => {
-                &ci.user == u
-                    && o.password.as_deref().is_some_and(|p| {
-                        if p.starts_with("$2") {
-                            bcrypt::verify(&ci.pass, p).unwrap_or(false)
-                        } else {
-                            p == ci.pass
-                        }
-                    })
-            }
-        }
+        let (t, u, p) = (
+            o.token.as_deref(),
+            o.username.as_deref(),
+            o.password.as_deref(),
+        );
+        crate::auth::peer_credentials_ok(t, u, p, &ci.user, &ci.pass)
     }
 
     fn on_info(&mut self, json: &[u8]) -> Result<(), CloseReason> {

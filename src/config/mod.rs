@@ -79,6 +79,10 @@ pub struct ClusterOpts {
     /// Overrides of the server-wide ping settings for routes.
     pub ping_interval: Option<Duration>,
     pub ping_max: Option<u32>,
+    /// `write_deadline` of route connections (None: the top-level one).
+    pub write_deadline: Option<Duration>,
+    /// `write_timeout` of route connections (default: retry).
+    pub write_timeout: crate::conn::writer::WriteTimeoutPolicy,
     /// Route TLS (`cluster { tls { … } }`).
     pub tls: Option<crate::tls::TlsOpts>,
     /// Route connections per peer (`pool_size`, nats-server 2.10+, default 3); each account's
@@ -122,6 +126,8 @@ impl Default for ClusterOpts {
             auth_timeout: DEFAULT_AUTH_TIMEOUT,
             ping_interval: None,
             ping_max: None,
+            write_deadline: None,
+            write_timeout: Default::default(),
             tls: None,
             pool_size: DEFAULT_ROUTE_POOL_SIZE,
             pinned_accounts: Vec::new(),
@@ -162,6 +168,10 @@ pub struct GatewayOpts {
     pub gateways: Vec<RemoteGatewayOpts>,
     /// Failed dials back off from 1 s to 30 s (`connect_backoff`, nats-server 2.12+).
     pub connect_backoff: bool,
+    /// `write_deadline` of gateway connections (None: the top-level one).
+    pub write_deadline: Option<Duration>,
+    /// `write_timeout` of gateway connections (default: retry).
+    pub write_timeout: crate::conn::writer::WriteTimeoutPolicy,
     /// Gateway TLS (`gateway { tls { … } }`): inbound and outbound connections.
     pub tls: Option<crate::tls::TlsOpts>,
 }
@@ -181,6 +191,8 @@ impl Default for GatewayOpts {
             auth_timeout: DEFAULT_AUTH_TIMEOUT,
             gateways: Vec::new(),
             connect_backoff: false,
+            write_deadline: None,
+            write_timeout: Default::default(),
             tls: None,
         }
     }
@@ -239,6 +251,11 @@ pub struct Options {
     pub ping_interval: Duration,
     pub ping_max: u32,
     pub write_deadline: Duration,
+    /// `write_timeout`: what a client write past `write_deadline` does (default: close).
+    pub write_timeout: crate::conn::writer::WriteTimeoutPolicy,
+    /// `no_fast_producer_stall`: a publisher never waits for a destination past 3/4 of its
+    /// `max_pending` (its messages to it are dropped when it is full instead).
+    pub no_fast_producer_stall: bool,
     pub max_closed_clients: usize,
     /// Client URL (`host:port`) to advertise instead of the listen address.
     pub client_advertise: Option<String>,
@@ -355,6 +372,8 @@ impl Default for Options {
             ping_interval: DEFAULT_PING_INTERVAL,
             ping_max: DEFAULT_PING_MAX,
             write_deadline: DEFAULT_WRITE_DEADLINE,
+            write_timeout: Default::default(),
+            no_fast_producer_stall: false,
             max_closed_clients: DEFAULT_MAX_CLOSED_CLIENTS,
             client_advertise: None,
             cluster: None,

@@ -103,6 +103,8 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
         ping_interval,
         ping_max,
         write_deadline,
+        write_timeout,
+        no_fast_producer_stall,
         max_closed_clients,
         client_advertise,
         cluster,
@@ -323,6 +325,12 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
     if max_pending != &old.max_pending {
         ch.push(format!("max_pending = {max_pending}"));
     }
+    if write_timeout != &old.write_timeout {
+        ch.push(format!("write_timeout = {write_timeout:?}"));
+    }
+    if no_fast_producer_stall != &old.no_fast_producer_stall {
+        ch.push(format!("no_fast_producer_stall = {no_fast_producer_stall}"));
+    }
     if write_deadline != &old.write_deadline {
         ch.push(format!("write_deadline = {}", go_duration(*write_deadline)));
     }
@@ -389,6 +397,8 @@ fn cluster_diff(
         auth_timeout,
         ping_interval,
         ping_max,
+        write_deadline,
+        write_timeout,
         tls,
         pool_size,
         pinned_accounts,
@@ -453,6 +463,9 @@ fn cluster_diff(
     }
     if ping_interval != &old.ping_interval || ping_max != &old.ping_max {
         return Err("config reload not supported for cluster ping_interval/ping_max".into());
+    }
+    if write_deadline != &old.write_deadline || write_timeout != &old.write_timeout {
+        return Err("config reload not supported for cluster write_deadline/write_timeout".into());
     }
     if tls != &old.tls {
         return Err("config reload not supported for cluster tls".into());

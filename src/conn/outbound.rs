@@ -3,6 +3,7 @@
 //! whole buffer in one swap and writes it in one call. The pending-bytes bound lives here.
 
 use bytes::BytesMut;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Mutex;
 use tokio::sync::Notify;
 
@@ -34,11 +35,13 @@ pub struct Outbound {
     drained: Notify,
     max_pending: usize,
     stall_at: usize,
+    /// A producer waited for this destination to drain and it did not: producers stop
+    /// waiting for it until its writer completes a write.
+    stuck: AtomicBool,
+    /// In a slow-consumer episode (a late write, or a route/gateway past its bound): such
+    /// episodes are counted once.
+    slow: AtomicBool,
 }
-
-/// Producers slow down when a destination holds this much unwritten data (or half its
-/// `max_pending`, whichever is lower), as nats-server stalls fast producers.
-const STALL_CAP: usize = 8 * 1024 * 1024;
 
 impl Outbound {
     pub fn new(max_pending: usize) -> Self {
@@ -50,7 +53,10 @@ impl Outbound {
             notify: Notify::new(),
             drained: Notify::new(),
             max_pending,
-            stall_at: (max_pending / 2).min(STALL_CAP),
+            // As nats-server: producers wait when a destination is 3/4 full.
+            stall_at: max_pending / 4 * 3,
+            stuck: AtomicBool::new(false),
+            slow: AtomicBool::new(false),
         }
     }
 
@@ -75,7 +81,7 @@ impl Outbound {
         f(&mut st.buf);
         Push::Ok {
             kick: was_empty,
-            stall: st.buf.len() > self.stall_at,
+            stall: st.buf.len() > self.stall_at && !self.stuck.load(Relaxed),
         }
     }
 
@@ -145,10 +151,18 @@ impl Outbound {
 
     /// Called by the writer after each write.
     pub fn signal_drained(&self) {
+        self.stuck.store(false, Relaxed);
         self.drained.notify_waiters();
     }
 
-    /// Wait (at most `limit`) until the buffer is below the stall mark or closed.
+    /// Enter (true) or leave a slow-consumer episode; returns whether one was under way.
+    pub fn set_slow(&self, slow: bool) -> bool {
+        self.slow.swap(slow, Relaxed)
+    }
+
+    /// Wait (at most `limit`) until the buffer is below the stall mark or closed. When it is
+    /// not, producers stop waiting for this destination until its next completed write: a
+    /// consumer that does not read costs each producer one bounded wait, not one per batch.
     pub async fn wait_drained(&self, limit: std::time::Duration) {
         let deadline = tokio::time::Instant::now() + limit;
         loop {
@@ -162,6 +176,7 @@ impl Outbound {
                 }
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                self.stuck.store(true, Relaxed);
                 return;
             }
         }
@@ -188,6 +203,21 @@ mod tests {
         assert_eq!(o.push(1, |b| b.extend_from_slice(b"y")), Push::Closed);
         assert!(o.take(&mut spare));
         assert_eq!(&spare[..], b"x");
+    }
+
+    #[tokio::test]
+    async fn a_destination_that_does_not_drain_is_not_waited_for_again_until_it_writes() {
+        let o = Outbound::new(8);
+        let stall = |p| matches!(p, Push::Ok { stall: true, .. });
+        assert!(!stall(o.push(6, |b| b.extend_from_slice(b"abcdef"))));
+        assert!(stall(o.push(1, |b| b.extend_from_slice(b"g"))));
+        // A producer waits once, in vain: the next pushes do not ask it to wait again.
+        o.wait_drained(std::time::Duration::from_millis(1)).await;
+        assert!(!stall(o.push(1, |b| b.extend_from_slice(b"h"))));
+        // The writer wrote something: producers wait for it again.
+        o.signal_drained();
+        o.lock().buf.truncate(7);
+        assert!(stall(o.push(1, |b| b.extend_from_slice(b"h"))));
     }
 
     #[test]

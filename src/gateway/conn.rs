@@ -196,7 +196,8 @@ impl GwConn {
         let writer = tokio::spawn(writer::run(
             self.conn.clone(),
             wr,
-            self.srv.opts.write_deadline,
+            self.srv
+                .write_cfg(ConnKind::Gateway, self.srv.opts.write_deadline),
         ));
         self.start();
         self.read_loop(rd).await;
@@ -247,7 +248,7 @@ impl GwConn {
     async fn read_loop<R: AsyncRead + Unpin>(&mut self, mut rd: R) {
         let mut parser = Parser::new(Kind::Route, Limits::route());
         let handshake_deadline =
-            Instant::now() + self.gw.opts.auth_timeout.max(Duration::from_millis(100));
+            Instant::now() + crate::auth::peer_auth_timeout(self.gw.opts.auth_timeout);
         let mut buf = BytesMut::with_capacity(READ_CHUNK);
         let conn = self.conn.clone();
         loop {

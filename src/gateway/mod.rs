@@ -576,7 +576,7 @@ pub fn inbound_by_name(gw: &Gateway) -> HashMap<String, Vec<Arc<Inbound>>> {
 /// Bind the gateway listener, start accepting and dialling the configured gateways.
 pub async fn listen(srv: &Arc<ServerShared>, gw: &Arc<Gateway>) -> std::io::Result<()> {
     let o = &gw.opts;
-    let l = tokio::net::TcpListener::bind((o.host.as_str(), o.port))
+    let l = crate::util::net::listen((o.host.as_str(), o.port))
         .await
         .map_err(|e| {
             std::io::Error::new(

@@ -193,9 +193,26 @@ pub fn render(srv: &std::sync::Arc<ServerShared>) -> String {
     e.single(
         "natsd_slow_consumers_total",
         Counter,
-        "Connections closed because their pending output exceeded max_pending.",
-        st.slow_consumers.load(Relaxed) as f64,
+        "Slow-consumer events (pending output past max_pending, or a write past write_deadline).",
+        st.slow.total.load(Relaxed) as f64,
     );
+    e.family(
+        "natsd_slow_consumers_by_kind_total",
+        Counter,
+        "Slow-consumer events by connection kind (client, route, gateway, leaf).",
+    );
+    for (kind, n) in [
+        ("client", &st.slow.clients),
+        ("route", &st.slow.routes),
+        ("gateway", &st.slow.gateways),
+        ("leaf", &st.slow.leafs),
+    ] {
+        e.sample(
+            "natsd_slow_consumers_by_kind_total",
+            &[("kind", kind)],
+            n.load(Relaxed) as f64,
+        );
+    }
 
     let routes = srv.cluster.as_ref().map(|c| c.routes()).unwrap_or_default();
     e.single(

@@ -237,17 +237,29 @@ pub struct Varz {
     #[serde(skip_serializing_if = "String::is_empty")]
     pub system_account: String,
     pub stale_connection_stats: KindCounts,
+    pub slow_consumer_stats: KindCounts,
     /// natsd's own version (not in nats-server's `/varz`).
     pub natsd_version: String,
 }
 
-/// A count by connection kind, as 2.10+'s `stale_connection_stats`.
-#[derive(Serialize, Default, Debug)]
+/// A count by connection kind, as 2.10+'s `stale_connection_stats` and `slow_consumer_stats`.
+#[derive(Serialize, Clone, Default, Debug)]
 pub struct KindCounts {
     pub clients: u64,
     pub routes: u64,
     pub gateways: u64,
     pub leafs: u64,
+}
+
+impl KindCounts {
+    fn slow(s: &crate::conn::writer::SlowConsumerStats) -> Self {
+        KindCounts {
+            clients: s.clients.load(Relaxed),
+            routes: s.routes.load(Relaxed),
+            gateways: s.gateways.load(Relaxed),
+            leafs: s.leafs.load(Relaxed),
+        }
+    }
 }
 
 /// Resident set size in bytes, from /proc (0 where unavailable).
@@ -329,7 +341,8 @@ impl Varz {
             in_client_bytes: srv.stats.in_client_bytes.load(Relaxed),
             out_client_msgs: srv.stats.out_client_msgs.load(Relaxed),
             out_client_bytes: srv.stats.out_client_bytes.load(Relaxed),
-            slow_consumers: srv.stats.slow_consumers.load(Relaxed),
+            slow_consumers: srv.stats.slow.total.load(Relaxed),
+            slow_consumer_stats: KindCounts::slow(&srv.stats.slow),
             stale_connections: srv.stats.stale_clients.load(Relaxed),
             stalled_clients: srv.stats.stalled_clients.load(Relaxed),
             subscriptions,

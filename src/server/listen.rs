@@ -15,7 +15,7 @@ pub async fn bind(host: &str, port: u16) -> io::Result<TcpListener> {
             Err(e) => tracing::debug!("no dual-stack listener on port {port} ({e}): IPv4 only"),
         }
     }
-    TcpListener::bind((host, port)).await
+    crate::util::net::listen((host, port)).await
 }
 
 /// An IPv6 socket on `ip` that takes IPv4 clients too (on the wildcard: every IPv4 address).
@@ -26,7 +26,7 @@ fn dual_stack(ip: Ipv6Addr, port: u16) -> io::Result<TcpListener> {
     s.set_reuse_address(true)?;
     s.set_nonblocking(true)?;
     s.bind(&SocketAddr::from((ip, port)).into())?;
-    s.listen(1024)?;
+    s.listen(crate::util::net::LISTEN_BACKLOG as i32)?;
     TcpListener::from_std(s.into())
 }
 

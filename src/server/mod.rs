@@ -29,7 +29,8 @@ pub struct Stats {
     pub in_bytes: AtomicU64,
     pub out_msgs: AtomicU64,
     pub out_bytes: AtomicU64,
-    pub slow_consumers: AtomicU64,
+    /// Slow-consumer events, in all and by connection kind.
+    pub slow: Arc<crate::conn::writer::SlowConsumerStats>,
     pub total_connections: AtomicU64,
     /// From and to clients only (`/varz` `in_client_msgs`…).
     pub in_client_msgs: AtomicU64,
@@ -103,6 +104,27 @@ impl ServerShared {
     }
 
     /// The options in force now. Read once per connection or event, never per message.
+    /// The writer settings of a `kind` connection: its write deadline (`deadline`, or the
+    /// route's / gateway's own) and `write_timeout` policy, and where slow consumers count.
+    pub fn write_cfg(
+        &self,
+        kind: crate::conn::ConnKind,
+        deadline: std::time::Duration,
+    ) -> crate::conn::writer::WriteCfg {
+        use crate::conn::ConnKind::{Gateway, Route};
+        let o = &self.opts;
+        let (deadline, policy) = match (kind, &o.cluster, &o.gateway) {
+            (Route, Some(c), _) => (c.write_deadline.unwrap_or(deadline), c.write_timeout),
+            (Gateway, _, Some(g)) => (g.write_deadline.unwrap_or(deadline), g.write_timeout),
+            _ => (deadline, self.live_opts().write_timeout),
+        };
+        crate::conn::writer::WriteCfg {
+            deadline,
+            policy,
+            stats: self.stats.slow.clone(),
+        }
+    }
+
     pub fn live_opts(&self) -> Arc<Options> {
         self.live.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
@@ -650,7 +672,7 @@ impl Server {
         });
         if let Some(cl) = &shared.cluster {
             let co = &cl.opts;
-            let l = TcpListener::bind((co.host.as_str(), co.port))
+            let l = crate::util::net::listen((co.host.as_str(), co.port))
                 .await
                 .map_err(|e| {
                     io::Error::new(

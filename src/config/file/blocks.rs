@@ -263,6 +263,8 @@ pub(super) fn cluster(
             "connect_retries" => c.connect_retries = count(k, v, u32::MAX as u64)? as u32,
             "ping_interval" => c.ping_interval = Some(duration(k, v, warnings)?),
             "ping_max" => c.ping_max = Some(count(k, v, u32::MAX as u64)? as u32),
+            "write_deadline" => c.write_deadline = Some(duration(k, v, warnings)?),
+            "write_timeout" => c.write_timeout = write_timeout(k, v)?,
             "authorization" => {
                 for (ak, ae) in options(map(k, v)?) {
                     let av = &ae.value;
@@ -295,10 +297,27 @@ pub(super) fn cluster(
             _ => return Err(refuse(e, k)),
         }
     }
+    c.auth_timeout = tls_auth_default(m, c.auth_timeout, c.tls.as_ref());
     Ok(c)
 }
 
-pub(super) fn gateway(m: &Map) -> Result<GatewayOpts, ConfigError> {
+/// nats-server's default `authorization { timeout }` of a cluster or gateway block with TLS
+/// and no timeout of its own: the TLS timeout plus one second.
+fn tls_auth_default(m: &Map, t: Duration, tls: Option<&crate::tls::TlsOpts>) -> Duration {
+    let explicit = options(m).any(|(k, e)| {
+        k == "authorization"
+            && matches!(&e.value.kind, Kind::Map(a) if options(a).any(|(k, _)| k == "timeout"))
+    });
+    match tls {
+        Some(tls) if !explicit => tls.timeout + Duration::from_secs(1),
+        _ => t,
+    }
+}
+
+pub(super) fn gateway(
+    m: &Map,
+    warnings: &mut Vec<ConfigError>,
+) -> Result<GatewayOpts, ConfigError> {
     let mut g = GatewayOpts::default();
     const DEFAULT_GATEWAY_PORT: u16 = 7222;
     for (key, e) in options(m) {
@@ -328,6 +347,8 @@ pub(super) fn gateway(m: &Map) -> Result<GatewayOpts, ConfigError> {
             "connect_retries" => g.connect_retries = count(k, v, u32::MAX as u64)? as u32,
             "reject_unknown" | "reject_unknown_cluster" => g.reject_unknown = boolean(k, v)?,
             "connect_backoff" => g.connect_backoff = boolean(k, v)?,
+            "write_deadline" => g.write_deadline = Some(duration(k, v, warnings)?),
+            "write_timeout" => g.write_timeout = write_timeout(k, v)?,
             "authorization" => {
                 for (ak, ae) in options(map(k, v)?) {
                     let av = &ae.value;
@@ -357,6 +378,7 @@ pub(super) fn gateway(m: &Map) -> Result<GatewayOpts, ConfigError> {
             _ => return Err(refuse(e, k)),
         }
     }
+    g.auth_timeout = tls_auth_default(m, g.auth_timeout, g.tls.as_ref());
     Ok(g)
 }
 

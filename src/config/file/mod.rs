@@ -152,6 +152,19 @@ fn string(key: &str, v: &Value) -> Result<String, ConfigError> {
     }
 }
 
+/// A `write_timeout` value, with nats-server's error text.
+fn write_timeout(
+    key: &str,
+    v: &Value,
+) -> Result<crate::conn::writer::WriteTimeoutPolicy, ConfigError> {
+    crate::conn::writer::WriteTimeoutPolicy::parse(&string(key, v)?).ok_or_else(|| {
+        ConfigError::at(
+            &v.pos,
+            "write_timeout must be 'default', 'close' or 'retry'",
+        )
+    })
+}
+
 fn boolean(key: &str, v: &Value) -> Result<bool, ConfigError> {
     match &v.kind {
         Kind::Bool(b) => Ok(*b),
@@ -431,6 +444,8 @@ pub fn apply(
             "ping_interval" => opts.ping_interval = duration(k, v, warnings)?,
             "ping_max" => opts.ping_max = count(k, v, u32::MAX as u64)? as u32,
             "write_deadline" => opts.write_deadline = duration(k, v, warnings)?,
+            "write_timeout" => opts.write_timeout = write_timeout(k, v)?,
+            "no_fast_producer_stall" => opts.no_fast_producer_stall = boolean(k, v)?,
             // nats-server 2.9 refuses a duration under 30 s; natsd accepts any positive one
             // (short drains are handy in tests and small deployments).
             "lame_duck_duration" => {
@@ -451,7 +466,7 @@ pub fn apply(
             "authorization" => authorization(map(k, v)?, opts)?,
             "accounts" => accounts(map(k, v)?, opts)?,
             "cluster" => opts.cluster = Some(cluster(map(k, v)?, warnings)?),
-            "gateway" => opts.gateway = Some(gateway(map(k, v)?)?),
+            "gateway" => opts.gateway = Some(gateway(map(k, v)?, warnings)?),
             "jetstream" if jetstream_off(v) => opts.jetstream = None,
             "jetstream" => opts.jetstream = jetstream(k, v, warnings)?,
             "system_account" => opts.system_account = string(k, v)?,

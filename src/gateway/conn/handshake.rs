@@ -7,22 +7,12 @@ use super::*;
 impl GwConn {
     pub(super) fn auth_ok(&self, ci: &RouteConnectInfo) -> bool {
         let o = &self.gw.opts;
-        if let Some(t) = &o.token {
-            return &ci.pass == t || &ci.user == t;
-        }
-        match &o.username {
-            None => true,
-            Some(u) => {
-                &ci.user == u
-                    && o.password.as_deref().is_some_and(|p| {
-                        if p.starts_with("$2") {
-                            bcrypt::verify(&ci.pass, p).unwrap_or(false)
-                        } else {
-                            p == ci.pass
-                        }
-                    })
-            }
-        }
+        let (t, u, p) = (
+            o.token.as_deref(),
+            o.username.as_deref(),
+            o.password.as_deref(),
+        );
+        crate::auth::peer_credentials_ok(t, u, p, &ci.user, &ci.pass)
     }
 
     pub(super) fn on_connect(&mut self, json: &[u8]) -> Result<(), CloseReason> {

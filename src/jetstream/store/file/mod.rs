@@ -35,6 +35,7 @@ mod query;
 mod read;
 pub mod record;
 mod recover;
+mod seqfile;
 mod subjects;
 mod sync;
 mod write;
@@ -160,6 +161,10 @@ struct Inner {
     touched: BTreeSet<u32>,
     /// The background syncer, when `policy.interval` is non-zero.
     syncer: Option<Arc<Syncer>>,
+    /// The `last_seq` file (`seqfile.rs`), and the generation of its last unsynced write
+    /// (0: clean).
+    seqfile: Option<seqfile::SeqFile>,
+    seq_dirty: u64,
 }
 
 fn io_err(what: &str, path: &Path, e: std::io::Error) -> StoreError {
@@ -573,6 +578,13 @@ impl Inner {
                 if e.kind() != std::io::ErrorKind::NotFound {
                     return Err(io_err("remove", &seg.path, e));
                 }
+            }
+        }
+        self.seqfile = None;
+        let seqs = seqfile::path(&self.dir);
+        if let Err(e) = std::fs::remove_file(&seqs) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                return Err(io_err("remove", &seqs, e));
             }
         }
         if let Err(e) = std::fs::remove_dir(&self.dir) {

@@ -150,7 +150,7 @@ impl Inner {
         let idx = w.idx;
         self.note_written(idx);
         self.mark_dirty();
-        Ok(())
+        self.write_last_seq()
     }
 
     pub(super) fn note_written(&mut self, idx: u32) {
@@ -198,6 +198,15 @@ impl Inner {
                 file,
             });
         }
+        if let Some(f) = self.seqfile.as_ref().filter(|_| self.seq_dirty > 0) {
+            let path = super::seqfile::path(&self.dir);
+            let file = f.file().try_clone().map_err(|e| io_err("open", &path, e))?;
+            files.push(ToSync {
+                seg: None,
+                path,
+                file,
+            });
+        }
         if self.dir_dirty > 0 {
             let file = File::open(&self.dir).map_err(|e| io_err("open", &self.dir, e))?;
             files.push(ToSync {
@@ -222,11 +231,15 @@ impl Inner {
                     if self.dir_dirty <= gen {
                         self.dir_dirty = 0;
                     }
+                    if self.seq_dirty <= gen {
+                        self.seq_dirty = 0;
+                    }
                 }
             }
         }
         let clean = self.unsynced.is_empty()
             && self.dir_dirty == 0
+            && self.seq_dirty == 0
             && self.writer.as_ref().is_none_or(|w| w.buf.is_empty());
         if clean {
             self.dirty_since = None;

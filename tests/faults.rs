@@ -1,0 +1,481 @@
+//! Faults and overload, as users meet them: a subscriber that never reads next to healthy
+//! ones, slow-consumer accounting. Every test is bounded in time (deadlines, no sleeps).
+
+mod common;
+
+use common::*;
+use natsd::Options;
+use std::time::{Duration, Instant};
+use tokio::io::AsyncReadExt;
+use tokio::net::{TcpSocket, TcpStream};
+
+const PAYLOAD: usize = 512;
+
+/// A subscriber on `subject` that never reads, with a tiny receive buffer so the server's
+/// pending bytes for it grow almost at once.
+async fn stuck_subscriber(srv: &natsd::Server, subject: &str) -> Raw {
+    let sock = TcpSocket::new_v4().expect("socket");
+    sock.set_recv_buffer_size(4096).expect("rcvbuf");
+    let stream = sock.connect(srv.client_addr()).await.expect("connect");
+    let mut r = Raw {
+        stream,
+        buf: Vec::new(),
+    };
+    let info = r.line().await;
+    assert!(info.starts_with("INFO "), "{info}");
+    r.send(&format!(
+        "CONNECT {CLIENT_CONNECT}\r\nSUB {subject} 9\r\nPING\r\n"
+    ))
+    .await;
+    r.expect("PONG").await;
+    r
+}
+
+/// A healthy subscriber: counts the bytes of `n` messages of `subject` (sid one digit),
+/// returns when all arrived or `until` passed (false).
+async fn healthy_subscriber(srv: &natsd::Server, subject: &str, sid: u8) -> Raw {
+    let mut r = Raw::client(srv).await;
+    r.send(&format!("SUB {subject} {sid}\r\n")).await;
+    r.flush().await;
+    r
+}
+
+async fn receive_all(mut r: Raw, subject: &str, n: usize, until: Instant) -> bool {
+    // "MSG <subject> <sid> 512\r\n" + payload + "\r\n", sid one digit.
+    let frame = format!("MSG {subject} 1 {PAYLOAD}\r\n").len() + PAYLOAD + 2;
+    let want = frame * n;
+    let mut got = r.buf.len();
+    let mut tmp = vec![0u8; 256 * 1024];
+    let mut stream: TcpStream = r.stream;
+    while got < want {
+        let left = until.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, stream.read(&mut tmp)).await {
+            Ok(Ok(0)) | Ok(Err(_)) | Err(_) => return false,
+            Ok(Ok(k)) => got += k,
+        }
+    }
+    r.buf.clear();
+    true
+}
+
+/// Publish `n` messages of `PAYLOAD` bytes to `subject`, then PING/PONG.
+async fn publish(p: &mut Raw, subject: &str, n: usize) {
+    let frame = format!("PUB {subject} {PAYLOAD}\r\n{}\r\n", "x".repeat(PAYLOAD));
+    let batch = frame.repeat(100);
+    for _ in 0..n / 100 {
+        p.send(&batch).await;
+    }
+    p.flush().await;
+}
+
+async fn varz(srv: &natsd::Server) -> serde_json::Value {
+    http_json(http_addr(srv), "/varz").await
+}
+
+/// 1 publisher, 4 subscribers that read and 1 that never does: the healthy ones get every
+/// message long before the stuck one's write deadline (the default 10 s) could cut it — a
+/// destination whose buffer fills never holds the publisher back. On main before this test
+/// the publisher waited for the stuck one until its write deadline closed it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stuck_subscriber_does_not_stall_healthy_ones() {
+    let srv = start(Options {
+        http_port: Some(0),
+        ..Options::local()
+    })
+    .await;
+    let n = 60_000; // 30 MB: far past what the kernel buffers of the stuck client absorb.
+    let _stuck = stuck_subscriber(&srv, "flood").await;
+    let mut healthy = Vec::new();
+    for sid in 1..=4 {
+        healthy.push(healthy_subscriber(&srv, "flood", sid).await);
+    }
+    let start = Instant::now();
+    // Bounded by the write deadline: that is when the stuck client would be cut.
+    let until = start + srv_write_deadline();
+    let readers: Vec<_> = healthy
+        .into_iter()
+        .map(|r| tokio::spawn(receive_all(r, "flood", n, until)))
+        .collect();
+    let mut p = Raw::client(&srv).await;
+    publish(&mut p, "flood", n).await;
+    for r in readers {
+        assert!(
+            r.await.expect("reader"),
+            "a healthy subscriber did not get all {n} messages before the stuck one's write deadline"
+        );
+    }
+    // The stuck client is still there (nothing cut it yet): the healthy ones did not wait for it.
+    let v = varz(&srv).await;
+    assert_eq!(v["slow_consumers"], 0, "{v}");
+    let c = http_json(http_addr(&srv), "/connz").await;
+    assert!(
+        c["connections"].as_array().is_some_and(|a| a
+            .iter()
+            .any(|x| x["pending_bytes"].as_u64().unwrap_or(0) > 0)),
+        "the stuck subscriber is still connected, behind: {c}"
+    );
+    srv.shutdown().await;
+}
+
+fn srv_write_deadline() -> Duration {
+    Options::local().write_deadline
+}
+
+/// A client whose write misses the write deadline is a slow consumer: closed with nats-server's
+/// reason, and counted in `/varz` `slow_consumers` and `slow_consumer_stats.clients` and in
+/// `/metrics`. On main before this test the write-deadline path counted nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn write_deadline_slow_consumer_is_counted() {
+    let srv = start(Options {
+        http_port: Some(0),
+        write_deadline: Duration::from_millis(500),
+        ..Options::local()
+    })
+    .await;
+    let _stuck = stuck_subscriber(&srv, "flood").await;
+    let mut p = Raw::client(&srv).await;
+    let end = Instant::now() + DEADLINE;
+    loop {
+        publish(&mut p, "flood", 2_000).await;
+        if varz(&srv).await["slow_consumers"] != 0 {
+            break;
+        }
+        assert!(Instant::now() < end, "the stuck client was never cut");
+    }
+    let v = varz(&srv).await;
+    assert_eq!(v["slow_consumers"], 1, "{v}");
+    assert_eq!(
+        v["slow_consumer_stats"],
+        serde_json::json!({"clients": 1, "routes": 0, "gateways": 0, "leafs": 0})
+    );
+    wait_for("the stuck client in closed connections", || {
+        let srv = &srv;
+        async move {
+            let c = http_json(http_addr(srv), "/connz?state=closed").await;
+            c["connections"].as_array().is_some_and(|a| {
+                a.iter()
+                    .any(|c| c["reason"] == "Slow Consumer (Write Deadline)")
+            })
+        }
+    })
+    .await;
+    let (_, metrics) = http_get(http_addr(&srv), "/metrics").await;
+    assert!(
+        metrics.contains("natsd_slow_consumers_by_kind_total{kind=\"client\"} 1\n"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("natsd_slow_consumers_total 1\n"),
+        "{metrics}"
+    );
+    // The publisher is unaffected.
+    p.send("PING\r\n").await;
+    p.expect("PONG").await;
+    srv.shutdown().await;
+}
+
+/// One client of a storm: connect, INFO, CONNECT + PING, PONG.
+async fn storm_client(addr: std::net::SocketAddr) -> std::io::Result<TcpStream> {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let s = TcpStream::connect(addr).await?;
+    let mut r = BufReader::new(s);
+    let mut line = String::new();
+    r.read_line(&mut line).await?;
+    if !line.starts_with("INFO ") {
+        return Err(std::io::Error::other(format!("not INFO: {line}")));
+    }
+    r.get_mut()
+        .write_all(format!("CONNECT {CLIENT_CONNECT}\r\nPING\r\n").as_bytes())
+        .await?;
+    loop {
+        line.clear();
+        if r.read_line(&mut line).await? == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        if line == "PONG\r\n" {
+            return Ok(r.into_inner());
+        }
+    }
+}
+
+/// 2,000 clients connecting at once (a restarted server's clients all reconnecting): every
+/// one gets its PONG, and the server counts them all. Bounded by a generous deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_storm_is_absorbed() {
+    let srv = start(Options {
+        http_port: Some(0),
+        ..Options::local()
+    })
+    .await;
+    let n = 2000;
+    let addr = srv.client_addr();
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..n {
+        tasks.spawn(tokio::time::timeout(
+            Duration::from_secs(30),
+            storm_client(addr),
+        ));
+    }
+    let mut conns = Vec::new();
+    while let Some(r) = tasks.join_next().await {
+        match r.expect("task") {
+            Ok(Ok(s)) => conns.push(s),
+            Ok(Err(e)) => panic!("a client of the storm failed: {e}"),
+            Err(_) => panic!("a client of the storm got no PONG within 30 s"),
+        }
+    }
+    assert_eq!(conns.len(), n);
+    assert_eq!(
+        varz(&srv).await["connections"],
+        n,
+        "every client is registered"
+    );
+    drop(conns);
+    srv.shutdown().await;
+}
+
+/// A connection to the route port that never sends CONNECT is closed after the cluster's own
+/// `authorization { timeout }` (here 0.5 s), not after a 2 s floor (main before this test).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_route_connection_is_closed_at_the_cluster_auth_timeout() {
+    let mut opts = common::cluster::node_opts("a", None);
+    if let Some(c) = opts.cluster.as_mut() {
+        c.username = Some("r".into());
+        c.password = Some("s3cret".into());
+        c.auth_timeout = Duration::from_millis(500);
+    }
+    let srv = start(opts).await;
+    let port = common::cluster::route_port(&srv);
+    let started = Instant::now();
+    let mut s = TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    let mut buf = vec![0u8; 4096];
+    // INFO, then nothing until the server closes.
+    let closed = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match s.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await;
+    assert!(closed.is_ok(), "never closed");
+    // Well under the 2 s the old floor imposed (1 s of slack over the configured 0.5 s).
+    assert!(
+        started.elapsed() < Duration::from_millis(1500),
+        "closed after {:?}",
+        started.elapsed()
+    );
+    srv.shutdown().await;
+}
+
+// ---- Cluster faults: natsd processes killed, stopped and resumed. ----
+
+use common::binary::{tmp_dir, write_conf, Proc};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+/// One natsd process of a test cluster (`C1`, routes to the seed's route port).
+struct Node {
+    p: Proc,
+    conf: std::path::PathBuf,
+    client: std::net::SocketAddr,
+    http: std::net::SocketAddr,
+}
+
+impl Node {
+    fn start(dir: &std::path::Path, name: &str, route_port: u16, seed: u16) -> Node {
+        let http_port = free_port();
+        let conf = write_conf(
+            dir,
+            &format!("{name}.conf"),
+            &format!(
+                "server_name: {name}\nlisten: 127.0.0.1:-1\nhttp: 127.0.0.1:{http_port}\n\
+                 cluster {{\n name: C1\n listen: 127.0.0.1:{route_port}\n \
+                 routes: [nats-route://127.0.0.1:{seed}]\n ping_interval: \"500ms\"\n ping_max: 2\n}}\n"
+            ),
+        );
+        Node::run(conf)
+    }
+
+    fn run(conf: std::path::PathBuf) -> Node {
+        let p = Proc::ready(
+            &["-c", conf.to_str().expect("path")],
+            Stdio::null(),
+            "Server is ready",
+        );
+        let client = p.client_addr();
+        let http = p.addr_after("Starting http monitor on ");
+        Node {
+            p,
+            conf,
+            client,
+            http,
+        }
+    }
+
+    async fn routez(&self) -> serde_json::Value {
+        http_json(self.http, "/routez").await
+    }
+
+    /// Exactly `n` routes, to `n` different servers (no duplicates).
+    async fn has_routes(&self, n: usize) -> bool {
+        let r = self.routez().await;
+        let ids: std::collections::BTreeSet<_> = r["routes"]
+            .as_array()
+            .map(|a| a.iter().map(|x| x["remote_id"].to_string()).collect())
+            .unwrap_or_default();
+        r["num_routes"] == n && ids.len() == n
+    }
+}
+
+async fn wait_routes(nodes: &[&Node], n: usize, what: &str) {
+    wait_for(what, || async move {
+        for x in nodes {
+            if !x.has_routes(n).await {
+                return false;
+            }
+        }
+        true
+    })
+    .await;
+}
+
+/// A subscriber on `subject` at `addr` that counts the messages it reads (16-byte payloads).
+async fn counting_subscriber(addr: std::net::SocketAddr, subject: &str) -> Arc<AtomicU64> {
+    let mut r = Raw::client_at(addr).await;
+    r.send(&format!("SUB {subject} 1\r\n")).await;
+    r.flush().await;
+    let n = Arc::new(AtomicU64::new(0));
+    let count = n.clone();
+    let frame = format!("MSG {subject} 1 16\r\n").len() as u64 + 18;
+    let mut s = r.stream;
+    tokio::spawn(async move {
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut bytes = 0u64;
+        while let Ok(k) = s.read(&mut buf).await {
+            if k == 0 {
+                break;
+            }
+            bytes += k as u64;
+            count.store(bytes / frame, Relaxed);
+        }
+    });
+    n
+}
+
+/// A publisher at `addr` sending 16-byte messages to `subject` until `stop`.
+fn publisher(addr: std::net::SocketAddr, subject: &str, stop: Arc<AtomicBool>) {
+    let batch = format!("PUB {subject} 16\r\n0123456789abcdef\r\n").repeat(50);
+    tokio::spawn(async move {
+        let mut p = Raw::client_at(addr).await;
+        while !stop.load(Relaxed) {
+            p.send(&batch).await;
+            p.flush().await;
+        }
+    });
+}
+
+/// Wait until `c` counts `more` messages past `from`.
+async fn keeps_receiving(c: &Arc<AtomicU64>, more: u64, what: &str) {
+    let from = c.load(Relaxed);
+    wait_for(what, || {
+        let now = c.load(Relaxed);
+        async move { now >= from + more }
+    })
+    .await;
+}
+
+/// Five nodes under traffic; one is killed with SIGKILL: the subscribers on the others keep
+/// receiving, the survivors drop their routes to it, and when it comes back (same config)
+/// the full mesh re-forms with no duplicate route and its new subscriber gets messages.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill9_of_a_node_under_traffic() {
+    let dir = tmp_dir("faults", "kill9");
+    let ports: Vec<u16> = (0..5).map(|_| free_port()).collect();
+    let nodes: Vec<Node> = (0..5)
+        .map(|i| Node::start(&dir, &format!("n{i}"), ports[i], ports[0]))
+        .collect();
+    let all: Vec<&Node> = nodes.iter().collect();
+    wait_routes(&all, 4, "a full mesh of 5").await;
+    let subs = [
+        counting_subscriber(nodes[1].client, "t").await,
+        counting_subscriber(nodes[2].client, "t").await,
+        counting_subscriber(nodes[4].client, "t").await,
+    ];
+    let stop = Arc::new(AtomicBool::new(false));
+    publisher(nodes[3].client, "t", stop.clone());
+    for s in &subs {
+        keeps_receiving(s, 1000, "traffic everywhere").await;
+    }
+    let mut nodes = nodes;
+    let victim = nodes.pop().expect("n4");
+    let conf = victim.conf.clone();
+    victim.p.signal("-9");
+    drop(victim);
+    keeps_receiving(&subs[0], 5000, "n1 after the kill").await;
+    keeps_receiving(&subs[1], 5000, "n2 after the kill").await;
+    let survivors: Vec<&Node> = nodes.iter().collect();
+    wait_routes(&survivors, 3, "routes to the killed node gone").await;
+    // It comes back: one route per pair again, and its subscribers get the traffic.
+    nodes.push(Node::run(conf));
+    let all: Vec<&Node> = nodes.iter().collect();
+    wait_routes(&all, 4, "the full mesh again, no duplicate").await;
+    let back = counting_subscriber(nodes[4].client, "t").await;
+    keeps_receiving(&back, 1000, "the restarted node's subscriber").await;
+    keeps_receiving(&subs[0], 1000, "n1 at the end").await;
+    stop.store(true, Relaxed);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A node stopped with SIGSTOP (its routes half-open: the sockets stay, nothing is read or
+/// answered) next to traffic: the other nodes' subscribers keep receiving, the others find
+/// the stopped node's routes stale by ping and drop them; after SIGCONT the mesh heals with
+/// no duplicate route and interest converges within 2 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigstop_and_sigcont_of_a_node() {
+    let dir = tmp_dir("faults", "sigstop");
+    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let nodes: Vec<Node> = (0..3)
+        .map(|i| Node::start(&dir, &format!("n{i}"), ports[i], ports[0]))
+        .collect();
+    let all: Vec<&Node> = nodes.iter().collect();
+    wait_routes(&all, 2, "a full mesh of 3").await;
+    let healthy = counting_subscriber(nodes[0].client, "t").await;
+    let on_stopped = counting_subscriber(nodes[2].client, "t").await;
+    let stop = Arc::new(AtomicBool::new(false));
+    publisher(nodes[1].client, "t", stop.clone());
+    keeps_receiving(&healthy, 1000, "traffic on n0").await;
+    keeps_receiving(&on_stopped, 1000, "traffic on n2").await;
+    nodes[2].p.signal("-STOP");
+    // A slow (stopped) route does not hold up the others.
+    keeps_receiving(&healthy, 20_000, "n0 while n2 is stopped").await;
+    wait_routes(
+        &[&nodes[0], &nodes[1]],
+        1,
+        "the stopped node's routes found stale",
+    )
+    .await;
+    nodes[2].p.signal("-CONT");
+    let all: Vec<&Node> = nodes.iter().collect();
+    wait_routes(&all, 2, "the mesh healed, no duplicate").await;
+    // Interest made after the heal reaches the other nodes within 2 s: a new subscriber on
+    // the resumed node gets what a publisher on another node sends.
+    let healed = Instant::now();
+    let fresh = counting_subscriber(nodes[2].client, "fresh").await;
+    publisher(nodes[1].client, "fresh", stop.clone());
+    while fresh.load(Relaxed) == 0 {
+        assert!(
+            healed.elapsed() < Duration::from_secs(2),
+            "interest did not converge within 2 s of the heal"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    keeps_receiving(&on_stopped, 1000, "the resumed node's first subscriber").await;
+    keeps_receiving(&healthy, 1000, "n0 at the end").await;
+    stop.store(true, Relaxed);
+    let _ = std::fs::remove_dir_all(&dir);
+}
