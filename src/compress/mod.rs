@@ -3,6 +3,8 @@
 //! Nothing here does I/O or knows a connection; the route session owns an `Encoder` and a
 //! `Decoder` once negotiation says so.
 
+pub mod mode;
 pub mod stream;
 
+pub use mode::{CompressionMode, CompressionOpts};
 pub use stream::{DecodeError, Decoder, Encoder, Level};
