@@ -81,6 +81,9 @@ pub struct ClusterOpts {
     pub ping_max: Option<u32>,
     /// Route TLS (`cluster { tls { … } }`).
     pub tls: Option<crate::tls::TlsOpts>,
+    /// `cluster { compression: … }`, validated; default `accept` as nats-server 2.10+. Parsed
+    /// only: routes do not negotiate compression yet.
+    pub compression: crate::compress::CompressionOpts,
 }
 
 impl Default for ClusterOpts {
@@ -100,6 +103,7 @@ impl Default for ClusterOpts {
             ping_interval: None,
             ping_max: None,
             tls: None,
+            compression: crate::compress::CompressionOpts::route_default(),
         }
     }
 }

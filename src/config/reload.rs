@@ -390,6 +390,7 @@ fn cluster_diff(
         ping_interval,
         ping_max,
         tls,
+        compression,
     } = new;
     if name != &old.name {
         return Err(refuse("cluster name", opt_str(&old.name), opt_str(name)));
@@ -434,6 +435,13 @@ fn cluster_diff(
     }
     if tls != &old.tls {
         return Err("config reload not supported for cluster tls".into());
+    }
+    if compression != &old.compression {
+        return Err(refuse(
+            "cluster compression",
+            old.compression.mode,
+            compression.mode,
+        ));
     }
     let mut added = Vec::new();
     for r in routes {
@@ -701,6 +709,18 @@ mod tests {
         )
         .unwrap_err()
         .contains("cluster name"));
+        // Routes do not negotiate compression yet: a change cannot be applied live.
+        let mut c5 = c.clone();
+        c5.compression =
+            crate::compress::CompressionOpts::new(crate::compress::CompressionMode::S2Fast);
+        let new = Options {
+            cluster: Some(c5),
+            ..Options::default()
+        };
+        assert_eq!(
+            diff(&old, &new).unwrap_err(),
+            "config reload not supported for cluster compression: old=accept, new=s2_fast"
+        );
         let e = diff(&old, &Options::default()).unwrap_err();
         assert_eq!(
             e,
