@@ -55,6 +55,19 @@ fn decode_all(stream: &[u8]) -> Result<BytesMut, DecodeError> {
 }
 
 #[test]
+fn checksum_is_the_masked_crc32c() {
+    for n in [0usize, 1, 15, 16, 17, 1000, 70_000] {
+        let data = noise(n, n as u64 + 1);
+        assert_eq!(checksum(&data), minlz::crc::crc(&data), "{n} bytes");
+    }
+    // The framing format's reference value: masked CRC-32C of "123456789" (0xe3069283).
+    assert_eq!(
+        checksum(b"123456789"),
+        0xe306_9283u32.rotate_right(15).wrapping_add(0xa282_ead8)
+    );
+}
+
+#[test]
 fn round_trip_every_level_and_size() {
     let inputs = [
         b"PING\r\n".to_vec(),
