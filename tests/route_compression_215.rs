@@ -10,7 +10,9 @@ use bytes::BytesMut;
 use common::natsserver::{assert_installed_215, launch_bin, NatsServer, Wait};
 use common::DEADLINE;
 use natsd::compress::stream::STREAM_IDENTIFIER;
-use natsd::compress::{Decoder, Encoder, Level};
+use natsd::compress::{
+    CompressionMode, CompressionOpts, Decoder, Encoder, InfoStep, Level, RouteCompression,
+};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
@@ -434,19 +436,53 @@ fn nats_server_215_reads_natsd_s2_streams() {
         lines(&mut plain, &mut |l| clear.push(l));
     }
     assert!(clear[0].starts_with("INFO "), "{clear:?}");
-    assert_eq!(info_field(&clear[0], "compression"), Some("s2_fast".into()));
+    let remote = info_field(&clear[0], "compression");
+    assert_eq!(remote, Some("s2_fast".into()));
+    // The handshake as natsd's RouteCompression steps it, on the dialler's side.
+    let mut rc = RouteCompression::new(CompressionOpts::new(CompressionMode::S2Fast), true);
+    assert!(rc.hold_info() && rc.hold_pings());
+    let step = rc.on_info(
+        remote.as_ref().and_then(|v| v.as_str()),
+        Duration::from_millis(1),
+    );
+    let Ok(InfoStep::Switch {
+        level,
+        info_mode,
+        info_in_clear: true,
+        ..
+    }) = step
+    else {
+        panic!("expected a dialler's switch, got {step:?}");
+    };
+    assert_eq!((level, info_mode), (Level::Fast, CompressionMode::S2Fast));
     // Our negotiation INFO in clear; from then on both directions are compressed.
     sock.write_all(info("n1").as_bytes()).expect("INFO");
     let mut dec = Decoder::new();
     dec.feed(&plain);
     let mut p = Peer {
         sock,
-        enc: Encoder::new(Level::Fast),
+        enc: Encoder::new(level),
         dec,
         out: BytesMut::new(),
         got: Vec::new(),
     };
     p.read_until("compressed INFO", |l| l.starts_with("INFO "));
+    let second = p
+        .got
+        .iter()
+        .find(|l| l.starts_with("INFO "))
+        .cloned()
+        .unwrap_or_default();
+    let remote = info_field(&second, "compression");
+    assert_eq!(
+        rc.on_info(
+            remote.as_ref().and_then(|v| v.as_str()),
+            Duration::from_millis(1)
+        ),
+        Ok(InfoStep::AfterSwitch {
+            info_mode: CompressionMode::S2Fast
+        })
+    );
     p.send(Level::Uncompressed, &info("n2"));
     p.send(Level::Fast, "RS+ $G s2.to.peer\r\nPING\r\n");
     p.read_until("PONG", |l| l == "PONG");
