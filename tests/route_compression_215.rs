@@ -522,3 +522,85 @@ fn nats_server_215_reads_natsd_s2_streams() {
     p.read_until("RMSG", |l| l.starts_with("RMSG $G s2.to.peer"));
     p.read_until("payload", |l| l == "hello");
 }
+
+/// `natsd -t` accepts the `cluster { compression }` configs nats-server 2.15.1 accepts and
+/// refuses those it refuses. nats-server's `-t` only parses (it validates the mode at
+/// startup), so its verdict here is `-t` and then a start: ready = accepted, exit = refused.
+#[test]
+fn natsd_check_agrees_with_nats_server_215_on_compression_configs() {
+    use common::binary::{line_channel, run_within, BIN};
+    let bin = assert_installed_215();
+    let cases = [
+        ("s2_fast", true),
+        ("on", true),
+        ("off", true),
+        ("accept", true),
+        ("not_supported", true),
+        ("\"S2_Best\"", true),
+        ("{ mode: auto, rtt_thresholds: [1ms, 2ms, 3ms, 4ms] }", true),
+        ("{ rtt_thresholds: [10ms, 5ms] }", true),
+        ("{ mode: fast, rtt_thresholds: [10ms, 5ms] }", true),
+        ("{ mode: auto, rtt: [1m] }", true),
+        ("bogus", false),
+        ("s2_uncompressed", false),
+        ("5", false),
+        ("{ mode: auto, rtt_thresholds: [10ms, 5ms] }", false),
+        (
+            "{ mode: auto, rtt_thresholds: [1ms, 2ms, 3ms, 4ms, 5ms] }",
+            false,
+        ),
+        ("{ mode: auto, rtt_thresholds: [\"0s\"] }", false),
+        ("{ mode: auto, foo: 1 }", false),
+        ("{ mode: auto, rtt: [1m, 2m] }", false),
+    ];
+    for (i, (c, accepted)) in cases.into_iter().enumerate() {
+        let conf = tempfile_path::write(
+            &format!("check{i}"),
+            &format!(
+                "listen: \"127.0.0.1:-1\"\ncluster {{ name: C, listen: \"127.0.0.1:-1\", compression: {c} }}\n"
+            ),
+        );
+        let path = conf.0.to_string_lossy().into_owned();
+        let t = run_within(
+            &bin,
+            &["-t", "-c", &path],
+            DEADLINE,
+            Duration::from_millis(10),
+        );
+        let theirs = t.status.success() && {
+            let mut child = std::process::Command::new(&bin)
+                .args(["-c", &path])
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("spawn nats-server");
+            let rx = line_channel(child.stderr.take().expect("stderr"));
+            // Ready, or exited (the channel closes at EOF), within the deadline.
+            let end = Instant::now() + DEADLINE;
+            let mut ready = false;
+            while let Ok(l) = rx.recv_timeout(end.saturating_duration_since(Instant::now())) {
+                if l.ends_with("Server is ready") {
+                    ready = true;
+                    break;
+                }
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+            ready
+        };
+        assert_eq!(theirs, accepted, "nats-server 2.15.1 on compression: {c}");
+        let ours = run_within(
+            BIN,
+            &["-t", "-c", &path],
+            DEADLINE,
+            Duration::from_millis(10),
+        );
+        assert_eq!(
+            ours.status.success(),
+            accepted,
+            "natsd -t on compression: {c}: {}",
+            String::from_utf8_lossy(&ours.stderr)
+        );
+    }
+}
