@@ -8,6 +8,7 @@ pub mod account;
 pub mod auth;
 pub mod client;
 pub mod cluster;
+pub mod compress;
 pub mod config;
 pub mod conn;
 pub mod deliver;

@@ -93,6 +93,9 @@ pub struct ClusterOpts {
     pub pinned_accounts: Vec<String>,
     /// Seeds are retried after 1 s, doubling to 30 s while they fail (`connect_backoff`).
     pub connect_backoff: bool,
+    /// `cluster { compression: … }`, validated; default `accept` as nats-server 2.10+. Parsed
+    /// only: routes do not negotiate compression yet.
+    pub compression: crate::compress::CompressionOpts,
 }
 
 /// nats-server 2.10+'s default route pool size.
@@ -132,6 +135,7 @@ impl Default for ClusterOpts {
             pool_size: DEFAULT_ROUTE_POOL_SIZE,
             pinned_accounts: Vec::new(),
             connect_backoff: false,
+            compression: crate::compress::CompressionOpts::route_default(),
         }
     }
 }

@@ -403,6 +403,7 @@ fn cluster_diff(
         pool_size,
         pinned_accounts,
         connect_backoff,
+        compression,
     } = new;
     if connect_backoff != &old.connect_backoff {
         return Err(refuse(
@@ -469,6 +470,13 @@ fn cluster_diff(
     }
     if tls != &old.tls {
         return Err("config reload not supported for cluster tls".into());
+    }
+    if compression != &old.compression {
+        return Err(refuse(
+            "cluster compression",
+            old.compression.mode,
+            compression.mode,
+        ));
     }
     let mut added = Vec::new();
     for r in routes {
@@ -736,6 +744,18 @@ mod tests {
         )
         .unwrap_err()
         .contains("cluster name"));
+        // Routes do not negotiate compression yet: a change cannot be applied live.
+        let mut c5 = c.clone();
+        c5.compression =
+            crate::compress::CompressionOpts::new(crate::compress::CompressionMode::S2Fast);
+        let new = Options {
+            cluster: Some(c5),
+            ..Options::default()
+        };
+        assert_eq!(
+            diff(&old, &new).unwrap_err(),
+            "config reload not supported for cluster compression: old=accept, new=s2_fast"
+        );
         let e = diff(&old, &Options::default()).unwrap_err();
         assert_eq!(
             e,

@@ -282,6 +282,7 @@ pub(super) fn cluster(
                 }
             }
             "tls" => c.tls = Some(tls_block(e, false)?),
+            "compression" => c.compression = compression(k, v, CompressionOpts::route_default())?,
             "permissions" => return Err(not_supported(&e.key, &e.key_pos, "route permissions")),
             "pool_size" => {
                 let n = integer(k, v)?;
@@ -421,4 +422,102 @@ fn remote_gateway(m: &Map, at: &Pos) -> Result<RemoteGatewayOpts, ConfigError> {
         ));
     }
     Ok(r)
+}
+
+/// `compression: <mode> | <boolean> | { mode: <mode>, rtt_thresholds: [<duration>, ...] }`, as
+/// nats-server 2.10+ reads it in `cluster {}` (and in `leafnodes {}` and its remotes, with
+/// their own default). `true` means `default`'s "on" mode (s2_fast for routes, s2_auto for
+/// leafnodes), `false` means off; a map without `mode` leaves the default (nats-server ignores
+/// its thresholds then). The mode is validated here, with nats-server's texts, where
+/// nats-server only does it at startup (its `-t` lets `compression: bogus` pass).
+pub(super) fn compression(
+    key: &str,
+    v: &Value,
+    default: CompressionOpts,
+) -> Result<CompressionOpts, ConfigError> {
+    let on_mode = if default.mode == CompressionMode::S2Auto {
+        CompressionMode::S2Auto
+    } else {
+        CompressionMode::S2Fast
+    };
+    let mut mode = None;
+    let mut rtts = Vec::new();
+    match &v.kind {
+        Kind::String(s) => mode = Some(s.clone()),
+        Kind::Bool(b) => mode = Some(if *b { on_mode } else { CompressionMode::Off }.to_string()),
+        Kind::Map(m) => {
+            for (mk, e) in options(m) {
+                let mk = mk.as_str();
+                match mk {
+                    "mode" => mode = Some(string(mk, &e.value)?),
+                    "rtt_thresholds" | "thresholds" | "rtts" | "rtt" => match &e.value.kind {
+                        Kind::Array(items) => {
+                            for (i, item) in items.iter().enumerate() {
+                                rtts.push(threshold_nanos(mk, item, i + 1 == items.len())?);
+                            }
+                        }
+                        _ => return Err(wrong_type(mk, &e.value, "an array of durations")),
+                    },
+                    _ => return Err(unknown(e)),
+                }
+            }
+        }
+        other => {
+            return Err(ConfigError::at(
+                &v.pos,
+                format!(
+                    "field {key:?} should be a boolean or a structure, got {}",
+                    go_type_name(other)
+                ),
+            ))
+        }
+    }
+    let Some(mode) = mode else {
+        return Ok(default);
+    };
+    CompressionOpts::from_config(&mode, &rtts, on_mode).map_err(|e| ConfigError::at(&v.pos, e))
+}
+
+/// An RTT threshold: a duration string as Go's `time.ParseDuration` reads it, negative ones
+/// included, in nanoseconds.
+fn threshold_nanos(key: &str, v: &Value, last: bool) -> Result<i64, ConfigError> {
+    let s = match &v.kind {
+        Kind::String(s) => s,
+        // nats-server's lexer reads the last item of an array, `[1m]`, as the string "1m" (one
+        // minute), where ours reads a number with a size suffix; other items are numbers to
+        // both, and refused.
+        Kind::Integer {
+            value,
+            unit: Some(u),
+        } if last && u == "m" => return Ok(value.saturating_mul(60_000)),
+        Kind::Integer { unit: Some(u), .. } if last => {
+            return Err(ConfigError::at(
+                &v.pos,
+                format!("time: unknown unit {u:?} in duration"),
+            ))
+        }
+        _ => return Err(wrong_type(key, v, "a duration such as \"10ms\"")),
+    };
+    let t = s.trim();
+    let (neg, body) = match t.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, t),
+    };
+    let nanos = parse_go_duration(body)
+        .and_then(|d| i64::try_from(d.as_nanos()).ok())
+        .ok_or_else(|| ConfigError::at(&v.pos, format!("time: invalid duration {s:?}")))?;
+    Ok(if neg { -nanos } else { nanos })
+}
+
+/// The Go type nats-server names in its "should be a boolean or a structure" errors.
+fn go_type_name(k: &Kind) -> &'static str {
+    match k {
+        Kind::String(_) => "string",
+        Kind::Integer { .. } => "int64",
+        Kind::Float(_) => "float64",
+        Kind::Bool(_) => "bool",
+        Kind::DateTime(_) => "time.Time",
+        Kind::Array(_) => "[]interface {}",
+        Kind::Map(_) => "map[string]interface {}",
+    }
 }

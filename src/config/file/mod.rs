@@ -14,6 +14,7 @@ use super::{
     ClusterOpts, GatewayOpts, Options, Permissions, RemoteGatewayOpts, SubjectPermission, User,
     NATSD_VERSION,
 };
+use crate::compress::{CompressionMode, CompressionOpts};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 

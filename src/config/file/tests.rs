@@ -558,3 +558,105 @@ fn gateway_tls_blocks() {
     assert_eq!((e.line, e.col), (4, 2), "{e}");
     assert_eq!(e.msg, "Gateway authorization does not allow multiple users");
 }
+
+/// `cluster { compression }`: accepted and refused as nats-server 2.15.1 accepts and refuses
+/// (its `-t` or its startup: natsd reports the startup errors at `-t` already), compared on
+/// loopback case by case (docs/nats-server-behaviour.md, "Route compression").
+#[test]
+fn cluster_compression() {
+    use crate::compress::CompressionMode::*;
+    let ms = Duration::from_millis;
+    let of = |c: &str| {
+        load(&format!("cluster {{ port: -1, compression: {c} }}"))
+            .options
+            .cluster
+            .unwrap_or_default()
+            .compression
+    };
+    let fail = |c: &str| err(&format!("cluster {{ port: -1, compression: {c} }}")).msg;
+    assert_eq!(
+        load("cluster { port: -1 }")
+            .options
+            .cluster
+            .unwrap_or_default()
+            .compression
+            .mode,
+        Accept
+    );
+    for (c, mode) in [
+        ("s2_fast", S2Fast),
+        ("fast", S2Fast),
+        ("on", S2Fast),
+        ("ON", S2Fast),
+        ("true", S2Fast),
+        ("yes", S2Fast),
+        ("\"Enabled\"", S2Fast),
+        ("off", Off),
+        ("no", Off),
+        ("false", Off),
+        ("\"disabled\"", Off),
+        ("accept", Accept),
+        ("s2_better", S2Better),
+        ("best", S2Best),
+        ("not_supported", NotSupported),
+        ("\"not supported\"", NotSupported),
+        ("{}", Accept),
+        ("{ rtt_thresholds: [10ms, 5ms] }", Accept),
+        ("{ mode: fast, rtt_thresholds: [10ms, 5ms] }", S2Fast),
+        ("{ Mode: s2_best, THRESHOLDS: [1ms] }", S2Best),
+    ] {
+        assert_eq!(of(c).mode, mode, "{c}");
+    }
+    assert_eq!(of("s2_auto").rtt_thresholds, vec![ms(10), ms(50), ms(100)]);
+    assert_eq!(
+        of("{ mode: auto, rtt: [] }").rtt_thresholds,
+        vec![ms(10), ms(50), ms(100)]
+    );
+    assert_eq!(
+        of("{ mode: s2_auto, rtt_thresholds: [0s, 20ms, 30ms, 40ms, 0s] }").rtt_thresholds,
+        vec![ms(0), ms(20), ms(30), ms(40)]
+    );
+    assert_eq!(
+        of("{ mode: auto, rtts: [-5ms, 20ms] }").rtt_thresholds,
+        vec![ms(0), ms(20)]
+    );
+    assert_eq!(
+        of("{ mode: auto, rtt: [\"1.5s\", \"1h2m\"] }").rtt_thresholds,
+        vec![ms(1500), Duration::from_secs(3720)]
+    );
+    // nats-server's lexer reads `1m` as a string only as an array's last item.
+    assert_eq!(
+        of("{ mode: auto, rtt: [1m] }").rtt_thresholds,
+        vec![Duration::from_secs(60)]
+    );
+    assert!(fail("{ mode: auto, rtt: [1m, 2m] }").contains("expected a duration"));
+    assert_eq!(
+        fail("{ mode: auto, rtt: [1k] }"),
+        "time: unknown unit \"k\" in duration"
+    );
+    for (c, msg) in [
+        ("bogus", "unsupported compression mode \"bogus\""),
+        ("s2_uncompressed", "unsupported compression mode \"s2_uncompressed\""),
+        ("5", "field \"compression\" should be a boolean or a structure, got int64"),
+        ("[]", "field \"compression\" should be a boolean or a structure, got []interface {}"),
+        (
+            "{ mode: s2_auto, rtt_thresholds: [10ms, 5ms] }",
+            "RTT threshold values [10ms 5ms] should be in ascending order",
+        ),
+        (
+            "{ mode: auto, rtt_thresholds: [1ms, 2ms, 3ms, 4ms, 5ms] }",
+            "compression mode \"auto\" should have no more than 4 RTT thresholds: [1ms 2ms 3ms 4ms 5ms]",
+        ),
+        (
+            "{ mode: auto, rtt_thresholds: [\"0s\", \"-1s\"] }",
+            "compression mode \"auto\" requires at least one RTT threshold",
+        ),
+        ("{ mode: auto, rtt_thresholds: [10xs] }", "time: invalid duration \"10xs\""),
+        ("{ mode: auto, foo: 1 }", "unknown field \"foo\""),
+    ] {
+        assert_eq!(fail(c), msg, "{c}");
+    }
+    assert!(fail("{ mode: 5 }").contains("expected a string"));
+    assert!(fail("{ mode: on }").contains("expected a string"));
+    assert!(fail("{ mode: s2_auto, rtt_thresholds: 10ms }").contains("expected an array"));
+}
