@@ -321,14 +321,15 @@ impl Node {
         http_json(self.http, "/routez").await
     }
 
-    /// Exactly `n` routes, to `n` different servers (no duplicates).
+    /// Routes to `n` different servers, each with exactly its pool (3 connections and the
+    /// pinned `$SYS` one: no duplicates, nothing missing).
     async fn has_routes(&self, n: usize) -> bool {
         let r = self.routez().await;
         let ids: std::collections::BTreeSet<_> = r["routes"]
             .as_array()
             .map(|a| a.iter().map(|x| x["remote_id"].to_string()).collect())
             .unwrap_or_default();
-        r["num_routes"] == n && ids.len() == n
+        r["num_routes"] == 4 * n && ids.len() == n
     }
 }
 

@@ -310,6 +310,9 @@ pub struct Mesh {
     seed_backoff: HashMap<Arc<str>, Duration>,
     conns: HashMap<ConnId, Conn>,
     dials: HashMap<DialId, Dial>,
+    /// Dials in flight whose connection is to be closed as soon as it is made (their seed
+    /// was removed).
+    cancelled: HashSet<DialId>,
     next_dial: DialId,
     /// Addresses with a seed or gossip dial (or the connection it made) in flight.
     dialing: HashSet<SocketAddr>,
@@ -333,6 +336,7 @@ impl Mesh {
             seed_backoff: HashMap::new(),
             conns: HashMap::new(),
             dials: HashMap::new(),
+            cancelled: HashSet::new(),
             next_dial: 1,
             dialing: HashSet::new(),
             self_addrs: HashSet::new(),
@@ -482,6 +486,14 @@ impl Mesh {
         for c in victims {
             self.close(c, CloseWhy::Removed, out);
         }
+        // Pool and pinned dials to those peers still in flight: closed once made.
+        let slot_dials: Vec<DialId> = self
+            .dials
+            .iter()
+            .filter(|(_, d)| matches!(&d.origin, Origin::Slot(id) if reached.contains(id)))
+            .map(|(id, _)| *id)
+            .collect();
+        self.cancelled.extend(slot_dials);
     }
 
     fn resolved(&mut self, seed: Arc<str>, addrs: Option<Vec<SocketAddr>>, out: &mut Vec<Action>) {
@@ -569,6 +581,10 @@ impl Mesh {
         let Some(d) = self.dials.remove(&dial) else {
             return;
         };
+        if self.cancelled.remove(&dial) {
+            self.dial_over(&d);
+            return;
+        }
         self.dial_over(&d);
         match &d.origin {
             Origin::Seed(_) => {}
@@ -601,7 +617,8 @@ impl Mesh {
         let Some(d) = self.dials.remove(&dial) else {
             return;
         };
-        let removed = matches!(&d.origin, Origin::Seed(s) if !self.seeds.contains_key(s));
+        let removed = matches!(&d.origin, Origin::Seed(s) if !self.seeds.contains_key(s))
+            | self.cancelled.remove(&dial);
         self.conns.insert(
             conn,
             Conn {
@@ -891,6 +908,7 @@ impl Mesh {
             .next()
             .and_then(|c| c.first())
             .and_then(|c| self.conns.get(c))
+            .filter(|c| !c.closing)
             .and_then(|c| c.dial.as_ref())
             .map(|d| (d.addr, d.url.clone()))
         else {

@@ -567,3 +567,84 @@ fn the_end_whose_dial_wins_slot_zero_late_fills_the_pool_where_it_dialled() {
         "{out:?}"
     );
 }
+
+/// A seed removed (reload) while the pool it led to is still being dialled: the pool's
+/// connections in flight are closed as they land and never dialled again, so no route to
+/// the peer survives the removal.
+#[test]
+fn removing_a_seed_cancels_the_pool_dials_in_flight() {
+    let mut m = Mesh::new(cfg("A", 3));
+    let out = seed(&mut m, vec![addr(2)]);
+    let (d, _, _) = dials(&out)[0].clone();
+    step(&mut m, Event::Dialled { dial: d, conn: 1 }, 1);
+    let out = step(
+        &mut m,
+        Event::Hello {
+            conn: 1,
+            hello: hello("B", 3),
+        },
+        2,
+    );
+    let slots = dials(&out);
+    assert_eq!(slots.len(), 3, "{out:?}");
+    let out = step(
+        &mut m,
+        Event::RemoveSeed {
+            seed: Arc::from("s"),
+        },
+        3,
+    );
+    assert_eq!(
+        out,
+        vec![Action::Close {
+            conn: 1,
+            why: CloseWhy::Removed
+        }]
+    );
+    // One slot dial connects, one fails, one connects later.
+    let out = step(
+        &mut m,
+        Event::Dialled {
+            dial: slots[0].0,
+            conn: 2,
+        },
+        4,
+    );
+    assert_eq!(
+        out,
+        vec![Action::Close {
+            conn: 2,
+            why: CloseWhy::Removed
+        }]
+    );
+    let out = step(&mut m, Event::DialFailed { dial: slots[1].0 }, 5);
+    assert!(out.is_empty(), "{out:?}");
+    step(&mut m, Event::Closed { conn: 1 }, 6);
+    step(&mut m, Event::Closed { conn: 2 }, 6);
+    let out = step(
+        &mut m,
+        Event::Dialled {
+            dial: slots[2].0,
+            conn: 3,
+        },
+        7,
+    );
+    assert_eq!(
+        out,
+        vec![Action::Close {
+            conn: 3,
+            why: CloseWhy::Removed
+        }]
+    );
+    step(&mut m, Event::Closed { conn: 3 }, 8);
+    // Nothing redials B afterwards.
+    let mut t = 8;
+    while let Some(next) = m.next_deadline() {
+        t = t.max(next.as_millis() as u64);
+        let out = step(&mut m, Event::Tick, t);
+        assert!(dials(&out).is_empty(), "redialled at {t} ms: {out:?}");
+        if t > 120_000 {
+            break;
+        }
+    }
+}
