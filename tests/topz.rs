@@ -97,6 +97,9 @@ async fn topz_sees_the_whole_mesh_a_stopped_node_and_its_return() {
             for k in ["from", "to", "kind", "did_solicit", "is_configured", "rtt"] {
                 assert!(e.get(k).is_some(), "{k}: {e}");
             }
+            // One edge per pair, with its pool: 3 connections and the pinned $SYS one.
+            assert_eq!(e["connections"], 4, "{e}");
+            assert_eq!(e["pinned_accounts"], serde_json::json!(["$SYS"]), "{e}");
         }
         for n in t["nodes"].as_array().into_iter().flatten() {
             for k in ["server_id", "server_name", "cluster", "reachable"] {

@@ -35,6 +35,10 @@ pub struct ViewEdge {
     pub did_solicit: bool,
     pub is_configured: bool,
     pub rtt: Option<Duration>,
+    /// Route connections to that peer (pool slots and pinned accounts; 1 without pools).
+    pub connections: usize,
+    /// The pinned accounts among them (their own connection each).
+    pub accounts: Vec<String>,
 }
 
 /// One server's own account of itself and its connections.
@@ -54,9 +58,15 @@ impl ServerView {
         cluster: &str,
         routes: &[Arc<RouteEntry>],
     ) -> ServerView {
-        let edges = routes
-            .iter()
-            .map(|r| ViewEdge {
+        // One edge per peer, however many connections its pool has.
+        let mut edges: Vec<ViewEdge> = Vec::new();
+        for r in routes {
+            if let Some(e) = edges.iter_mut().find(|e| e.to == r.remote_id) {
+                e.connections += 1;
+                e.accounts.extend(r.account.as_deref().map(str::to_string));
+                continue;
+            }
+            edges.push(ViewEdge {
                 from: server_id.to_string(),
                 to: r.remote_id.clone(),
                 to_name: r.remote_name.clone(),
@@ -72,8 +82,18 @@ impl ServerView {
                 did_solicit: r.did_solicit,
                 is_configured: r.is_configured,
                 rtt: r.conn.meta().rtt,
-            })
-            .collect();
+                connections: 1,
+                accounts: r
+                    .account
+                    .as_deref()
+                    .map(str::to_string)
+                    .into_iter()
+                    .collect(),
+            });
+        }
+        for e in &mut edges {
+            e.accounts.sort();
+        }
         ServerView {
             server_id: server_id.to_string(),
             server_name: server_name.to_string(),
@@ -103,6 +123,8 @@ pub struct Edge {
     pub did_solicit: bool,
     pub is_configured: bool,
     pub rtt: Option<Duration>,
+    pub connections: usize,
+    pub accounts: Vec<String>,
 }
 
 #[derive(Serialize, Debug, Clone, PartialEq)]
@@ -113,6 +135,12 @@ pub struct EdgeJson {
     pub did_solicit: bool,
     pub is_configured: bool,
     pub rtt: String,
+    /// Route connections in the pair as `from` reports them (a pool of 3 and the pinned
+    /// `$SYS` route: 4; one without pools).
+    pub connections: usize,
+    /// Pinned accounts with a connection of their own in the pair.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pinned_accounts: Vec<String>,
 }
 
 /// The merged graph and what it lacks.
@@ -196,6 +224,8 @@ impl Topology {
                         did_solicit: e.did_solicit,
                         is_configured: e.is_configured,
                         rtt: e.rtt,
+                        connections: e.connections,
+                        accounts: e.accounts.clone(),
                     },
                 );
             }
@@ -312,6 +342,8 @@ impl Topology {
                     did_solicit: w.did_solicit,
                     is_configured: w.is_configured,
                     rtt: go_duration(w.rtt.unwrap_or_default()),
+                    connections: w.connections,
+                    pinned_accounts: w.accounts.clone(),
                 }
             })
             .collect();
@@ -445,6 +477,8 @@ mod tests {
             did_solicit: solicit,
             is_configured: false,
             rtt: Some(Duration::from_micros(500)),
+            connections: 1,
+            accounts: Vec::new(),
         }
     }
 

@@ -632,6 +632,8 @@ pub fn topology_edges(srv: &ServerShared) -> Vec<crate::cluster::topology::ViewE
             did_solicit: true,
             is_configured: o.configured,
             rtt: o.conn.meta().rtt,
+            connections: 1,
+            accounts: Vec::new(),
         })
         .collect();
     v.extend(gw.inbounds().iter().map(|i| ViewEdge {
@@ -643,6 +645,8 @@ pub fn topology_edges(srv: &ServerShared) -> Vec<crate::cluster::topology::ViewE
         did_solicit: false,
         is_configured: i.configured,
         rtt: i.conn.meta().rtt,
+        connections: 1,
+        accounts: Vec::new(),
     }));
     v
 }

@@ -141,7 +141,7 @@ pub fn routez(srv: &ServerShared, subs: SubsMode) -> Routez {
 /// This server's own view: itself, its routes and its gateways.
 pub fn local_view(srv: &ServerShared) -> ServerView {
     let mut view = match &srv.cluster {
-        Some(cl) => ServerView::local(&srv.id, &srv.name, &cl.name(), &cl.peers()),
+        Some(cl) => ServerView::local(&srv.id, &srv.name, &cl.name(), &cl.routes()),
         None => ServerView {
             server_id: srv.id.clone(),
             server_name: srv.name.clone(),

@@ -62,41 +62,54 @@ pub fn view_of(answer: &[u8]) -> Option<ServerView> {
         return None;
     }
     let cluster = str_of(s, "cluster");
-    // A pooled peer has several route connections (pool slots, pinned accounts): one edge.
-    let mut seen = std::collections::HashSet::new();
-    let edges = d
+    // A pooled peer has several route connections (pool slots, pinned accounts): one edge
+    // with their count and the pinned accounts among them.
+    let mut edges: Vec<ViewEdge> = Vec::new();
+    for r in d
         .get("routes")
         .and_then(Value::as_array)
-        .map(|rs| {
-            rs.iter()
-                .filter_map(|r| {
-                    let to = str_of(r, "remote_id");
-                    if to.is_empty() || !seen.insert(to.clone()) {
-                        return None;
-                    }
-                    Some(ViewEdge {
-                        from: id.clone(),
-                        to,
-                        to_name: str_of(r, "remote_name"),
-                        to_cluster: cluster.clone(),
-                        kind: EdgeKind::Route,
-                        did_solicit: r
-                            .get("did_solicit")
-                            .and_then(Value::as_bool)
-                            .unwrap_or(false),
-                        is_configured: r
-                            .get("is_configured")
-                            .and_then(Value::as_bool)
-                            .unwrap_or(false),
-                        rtt: r
-                            .get("rtt")
-                            .and_then(Value::as_str)
-                            .and_then(crate::config::file::parse_go_duration),
-                    })
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+        .into_iter()
+        .flatten()
+    {
+        let to = str_of(r, "remote_id");
+        if to.is_empty() {
+            continue;
+        }
+        let account = r
+            .get("account")
+            .and_then(Value::as_str)
+            .filter(|a| !a.is_empty())
+            .map(str::to_string);
+        if let Some(e) = edges.iter_mut().find(|e| e.to == to) {
+            e.connections += 1;
+            e.accounts.extend(account);
+            continue;
+        }
+        edges.push(ViewEdge {
+            from: id.clone(),
+            to,
+            to_name: str_of(r, "remote_name"),
+            to_cluster: cluster.clone(),
+            kind: EdgeKind::Route,
+            did_solicit: r
+                .get("did_solicit")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            is_configured: r
+                .get("is_configured")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            rtt: r
+                .get("rtt")
+                .and_then(Value::as_str)
+                .and_then(crate::config::file::parse_go_duration),
+            connections: 1,
+            accounts: account.into_iter().collect(),
+        });
+    }
+    for e in &mut edges {
+        e.accounts.sort();
+    }
     Some(ServerView {
         server_id: id,
         server_name: str_of(s, "name"),
@@ -132,6 +145,8 @@ pub fn gateway_edges_of(answer: &[u8]) -> Option<(String, Vec<ViewEdge>)> {
                 .get("rtt")
                 .and_then(Value::as_str)
                 .and_then(crate::config::file::parse_go_duration),
+            connections: 1,
+            accounts: Vec::new(),
         })
     };
     let mut edges = Vec::new();
