@@ -57,6 +57,27 @@ pub struct NatsServer {
 }
 
 impl NatsServer {
+    /// The process id (to signal it: lame duck mode is SIGUSR2).
+    #[allow(dead_code)]
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Wait up to `within` for the process to exit by itself; true when it did.
+    #[allow(dead_code)]
+    pub fn exited_within(&mut self, within: std::time::Duration) -> bool {
+        let end = Instant::now() + within;
+        loop {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return true;
+            }
+            if Instant::now() >= end {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
     /// The lines logged so far that contain `text`.
     pub fn log_lines(&self, text: &str) -> Vec<String> {
         self.log
