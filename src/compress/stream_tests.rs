@@ -424,3 +424,77 @@ fn cross_check_with_the_crates_stream_reader_and_writer() {
         );
     }
 }
+
+/// Decodes `data` fed `chunk` bytes at a time with output `budget`; the bytes and whether it
+/// failed. Checks the memory bounds on the way.
+fn decode_cut(data: &[u8], chunk: usize, budget: usize) -> (Vec<u8>, bool) {
+    let mut d = Decoder::new();
+    let mut all = Vec::new();
+    let mut out = BytesMut::new();
+    for c in data.chunks(chunk.max(1)) {
+        d.feed(c);
+        loop {
+            match d.decode(&mut out, budget) {
+                Ok(more) => {
+                    assert!(out.len() <= budget.saturating_add(MAX_BLOCK_SIZE));
+                    all.extend_from_slice(&out);
+                    out.clear();
+                    if !more {
+                        break;
+                    }
+                }
+                Err(_) => {
+                    all.extend_from_slice(&out);
+                    return (all, true);
+                }
+            }
+        }
+        assert!(d.buffered() <= HEADER + MAX_COMPRESSED_CHUNK + chunk);
+    }
+    (all, false)
+}
+
+/// What the fuzz target (fuzz/fuzz_targets/s2_decoder.rs) checks, on mutated streams: where
+/// the input is cut and the output budget change neither the bytes nor the verdict.
+#[test]
+fn chunking_and_budget_do_not_change_the_result() {
+    let input = route_traffic(300, 40);
+    let mut stream = BytesMut::new();
+    let mut enc = Encoder::new(Level::Fast);
+    for (i, part) in input.chunks(2000).enumerate() {
+        enc.set_level(LEVELS[i % 4]);
+        enc.encode(part, &mut stream);
+    }
+    let mut seed = 0x1234_5678_9abc_def0u64;
+    for round in 0..300u64 {
+        let r = noise(8, seed ^ round);
+        let mut data = stream.to_vec();
+        if round > 0 {
+            // Flip, drop or insert a byte somewhere.
+            let at = (usize::from(r[0]) << 8 | usize::from(r[1])) % data.len();
+            match r[2] % 3 {
+                0 => data[at] ^= r[3] | 1,
+                1 => {
+                    data.remove(at);
+                }
+                _ => data.insert(at, r[3]),
+            }
+        }
+        let chunk = 1 + (usize::from(r[4]) << 8 | usize::from(r[5])) % 4096;
+        let budget = 1 + usize::from(r[6]) * 512;
+        let whole = decode_cut(&data, data.len(), usize::MAX);
+        let cut = decode_cut(&data, chunk, budget);
+        assert_eq!(
+            whole.1, cut.1,
+            "round {round}: verdicts differ (chunk {chunk})"
+        );
+        assert!(
+            whole.0 == cut.0,
+            "round {round}: bytes differ (chunk {chunk})"
+        );
+        if round == 0 {
+            assert!(!whole.1 && whole.0 == input);
+        }
+        seed = seed.rotate_left(9) ^ round;
+    }
+}
