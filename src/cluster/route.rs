@@ -42,6 +42,8 @@ pub struct Solicit {
 const READ_CHUNK: usize = 64 * 1024;
 /// The first PING on a new route, as nats-server does.
 const FIRST_PING: Duration = Duration::from_secs(1);
+/// The bound on a route handshake when the cluster requires no auth (nats-server: none).
+const NO_AUTH_HANDSHAKE: Duration = Duration::from_secs(10);
 
 /// Serve one route connection until it closes.
 pub async fn run(
@@ -251,8 +253,17 @@ impl Route {
 
     async fn read_loop<R: AsyncRead + Unpin>(&mut self, mut rd: R) {
         let mut parser = Parser::new(Kind::Route, Limits::route());
-        let handshake_deadline =
-            Instant::now() + crate::auth::peer_auth_timeout(self.cl.opts.auth_timeout);
+        // With cluster auth, the handshake must finish within its `authorization { timeout }`
+        // (nats-server's auth timer). Without, nats-server sets no timer at all; natsd still
+        // bounds it, but loosely: in a storm (a hundred nodes starting at once on two cores)
+        // a 2 s bound closed one handshake in ten that would have finished.
+        let auth_timeout = crate::auth::peer_auth_timeout(self.cl.opts.auth_timeout);
+        let handshake_deadline = Instant::now()
+            + if self.route_auth_required() {
+                auth_timeout
+            } else {
+                auth_timeout.max(NO_AUTH_HANDSHAKE)
+            };
         let mut buf = BytesMut::with_capacity(READ_CHUNK);
         let conn = self.conn.clone();
         loop {
@@ -604,6 +615,13 @@ impl Route {
             num_subs: Default::default(),
             start: SystemTime::now(),
         });
+        // A pinned account's connection speaks the account-less forms from the peer's next op
+        // on, whatever the mesh decides (a spare that is kept for a while gets them too).
+        if account.is_some() {
+            self.conn.no_account.store(true, Relaxed);
+            self.parser_no_account = true;
+        }
+        self.parser_lnocu = peer_lnocu;
         // Which duplicate survives, which slots to open and whom to tell about whom is the
         // mesh's decision (both ends agree without talking).
         let first = match self.cl.hello(&self.srv, &self.conn, hello, Some(&entry)) {
@@ -636,11 +654,6 @@ impl Route {
             }
             Verdict::Registered { first } => first,
         };
-        if account.is_some() {
-            self.conn.no_account.store(true, Relaxed);
-            self.parser_no_account = true;
-        }
-        self.parser_lnocu = peer_lnocu;
         match &account {
             Some(a) => tracing::info!(
                 "{} - Route connection created to {} ({}) for account {a:?}",

@@ -42,6 +42,9 @@ pub type DialId = u64;
 
 /// Between resolutions of a configured seed, and between attempts of a gossiped peer.
 pub const RETRY: Duration = Duration::from_secs(1);
+/// How long the larger id of a pair told about each other waits for the smaller one's dial
+/// before dialling itself (a handshake in a storm of starting nodes can take over a second).
+pub const DEFER_TO_SMALLER: Duration = Duration::from_secs(2);
 /// Longest wait between attempts to open a missing pool slot.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
 const JITTER_MS: u64 = 100;
@@ -963,7 +966,7 @@ impl Mesh {
         let wait = if *self.cfg.server_id < *g.id {
             Duration::ZERO
         } else {
-            RETRY
+            DEFER_TO_SMALLER
         };
         self.pending.insert(g.id.clone(), p);
         let at = self.now + wait + self.jitter();
@@ -1013,6 +1016,17 @@ impl Mesh {
             self.dial_over(d);
         }
         let Some((id, slot)) = c.at else {
+            // A pool or pinned dial that connected but never got through the handshake (a
+            // handshake timeout in a storm, a peer that closed it): try that slot again.
+            if let Some(Dial {
+                origin: Origin::Slot(id),
+                ..
+            }) = &c.dial
+            {
+                if c.why != Some(CloseWhy::Removed) {
+                    self.slot_retry(&id.clone());
+                }
+            }
             return;
         };
         let Some(p) = self.peers.get_mut(&id) else {

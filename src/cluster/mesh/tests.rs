@@ -648,3 +648,48 @@ fn removing_a_seed_cancels_the_pool_dials_in_flight() {
         }
     }
 }
+
+/// A pool dial that connects but closes before its handshake (a handshake timeout during a
+/// storm) is tried again: the pool is filled in the end.
+#[test]
+fn a_pool_connection_lost_before_its_handshake_is_dialled_again() {
+    let mut m = Mesh::new(cfg("A", 3));
+    let out = seed(&mut m, vec![addr(2)]);
+    let (d, _, _) = dials(&out)[0].clone();
+    step(&mut m, Event::Dialled { dial: d, conn: 1 }, 1);
+    let out = step(
+        &mut m,
+        Event::Hello {
+            conn: 1,
+            hello: hello("B", 3),
+        },
+        2,
+    );
+    let slots = dials(&out);
+    assert_eq!(slots.len(), 3, "{out:?}");
+    let (lost, _, lost_slot) = slots[0].clone();
+    step(
+        &mut m,
+        Event::Dialled {
+            dial: lost,
+            conn: 2,
+        },
+        3,
+    );
+    step(&mut m, Event::Closed { conn: 2 }, 4);
+    let mut t = 4;
+    let mut again = Vec::new();
+    while again.is_empty() && t < 60_000 {
+        let Some(next) = m.next_deadline() else { break };
+        t = t.max(next.as_millis() as u64);
+        again = dials(&step(&mut m, Event::Tick, t));
+    }
+    assert_eq!(
+        again
+            .iter()
+            .map(|(_, a, s)| (*a, s.clone()))
+            .collect::<Vec<_>>(),
+        vec![(addr(2), lost_slot)],
+        "at {t} ms"
+    );
+}
