@@ -452,3 +452,37 @@ fn a_corrupt_compressed_stream_closes_the_route() {
         seen.extend_from_slice(&buf[..n]);
     }
 }
+
+/// A peer whose INFO names a compression mode nobody knows is refused as nats-server refuses
+/// it: `-ERR 'unsupported route compression mode "zstd"'`, then the route closes.
+#[test]
+fn an_unknown_compression_mode_is_refused() {
+    let (a, _conf) = node_with(BIN, "A", "", "compression: s2_fast\n pool_size: -1", None);
+    let mut sock = TcpStream::connect(("127.0.0.1", a.route_port)).expect("route connect");
+    sock.set_read_timeout(Some(DEADLINE)).expect("timeout");
+    let id = "NFAKEROUTEPEER000000000000000000000000000000000000000ZSTD";
+    sock.write_all(
+        format!(
+            "CONNECT {{\"echo\":true,\"verbose\":false,\"pedantic\":false,\
+             \"tls_required\":false,\"headers\":true,\"name\":\"{id}\",\"cluster\":\"C\"}}\r\n\
+             INFO {{\"server_id\":\"{id}\",\"server_name\":\"z\",\"version\":\"2.15.1\",\
+             \"proto\":3,\"host\":\"127.0.0.1\",\"port\":1,\"headers\":true,\
+             \"cluster\":\"C\",\"compression\":\"zstd\"}}\r\n"
+        )
+        .as_bytes(),
+    )
+    .expect("CONNECT and INFO");
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match sock.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => seen.extend_from_slice(&buf[..n]),
+        }
+    }
+    let text = String::from_utf8_lossy(&seen);
+    assert!(
+        text.contains("-ERR 'unsupported route compression mode \"zstd\"'\r\n"),
+        "{text}"
+    );
+}
