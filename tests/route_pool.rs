@@ -418,12 +418,12 @@ async fn gossip_carries_only_route_protocol_fields() {
     )
     .await;
     ping_pong(&mut first).await;
-    // The newcomer's INFO has fields natsd must not relay (its nonce, its compression mode,
-    // an unknown field).
+    // The newcomer's INFO has fields natsd must not relay (its nonce, its compression mode —
+    // `off`: this fake peer does not speak S2 —, an unknown field).
     let (mut second, _) = fake_peer(
         route_addr(&srv),
         "NSECONDPEER00000000000000000000000000000000000000000000",
-        r#","nonce":"abc","compression":"s2_fast","xkey":"XK","future_field":7,"connect_urls":["127.0.0.1:4999"]"#,
+        r#","nonce":"abc","compression":"off","xkey":"XK","future_field":7,"connect_urls":["127.0.0.1:4999"]"#,
     )
     .await;
     ping_pong(&mut second).await;

@@ -1016,18 +1016,21 @@ async fn gossiped_peer_is_dialled_with_connect_then_info() {
         ci.get("lang").is_none() && ci.get("gateway").is_none(),
         "{l}"
     );
-    // CONNECT and INFO together: the mesh dialled slot 0 (no `route_pool_idx`), pools on.
+    // Our (acceptor's) INFO, without pools or compression (a 2.9). natsd, configured for
+    // compression (`accept`, the default), held its INFO until now, as nats-server 2.10+
+    // does: it names the outcome (`not supported`) and the slot the mesh dialled (0: no
+    // `route_pool_idx`); natsd registers the route.
+    let mut mine = serde_json::from_str::<serde_json::Value>(&info_json(&other, true)).expect("j");
+    mine["port"] = port.into();
+    d.send(&format!("INFO {mine}\r\n")).await;
     let l = d.raw.line().await;
     let info: serde_json::Value =
         serde_json::from_str(l.strip_prefix("INFO ").expect("INFO second")).expect("json");
     assert_eq!(info["server_id"], srv.id());
     assert_eq!(info["proto"], 2);
     assert_eq!(info["route_pool_size"], 3);
+    assert_eq!(info["compression"], "not supported");
     assert!(info.get("route_pool_idx").is_none(), "{info}");
-    // Our (acceptor's) INFO, without pools (a 2.9): natsd registers the route.
-    let mut mine = serde_json::from_str::<serde_json::Value>(&info_json(&other, true)).expect("j");
-    mine["port"] = port.into();
-    d.send(&format!("INFO {mine}\r\n")).await;
     wait_route(&srv, &other).await;
     let routes = cluster(&srv).routes();
     let r = routes.iter().find(|r| r.remote_id == other).expect("route");

@@ -55,6 +55,48 @@ async fn natsd_nodes_mesh_over_mutual_tls() {
     }
 }
 
+/// Compression inside TLS: the S2 streams travel as TLS application data, every route
+/// connection (the pool and the pinned `$SYS` one) negotiates `s2_fast`, traffic crosses.
+#[tokio::test]
+async fn natsd_nodes_compress_routes_over_tls() {
+    let pki = Pki::new("s2tls");
+    let compressed = |name: &str, seed: Option<u16>| {
+        let mut o = node(name, seed, Some(pki.opts()));
+        if let Some(c) = o.cluster.as_mut() {
+            c.compression =
+                natsd::compress::CompressionOpts::new(natsd::compress::CompressionMode::S2Fast);
+        }
+        o
+    };
+    let a = start(compressed("a", None)).await;
+    let b = start(compressed("b", Some(route_port(&a)))).await;
+    let modes = |s: &Server| -> Vec<&'static str> {
+        s.shared()
+            .cluster
+            .as_ref()
+            .map(|c| {
+                c.routes()
+                    .iter()
+                    .map(|r| r.compression().as_str())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    wait_for("4 compressed TLS routes each way", || {
+        let ok = [&a, &b].iter().all(|s| {
+            let m = modes(s);
+            m.len() == 4 && m.iter().all(|x| *x == "s2_fast")
+        });
+        async move { ok }
+    })
+    .await;
+    cross(&a, &b).await;
+    cross(&b, &a).await;
+    for s in [a, b] {
+        s.shutdown().await;
+    }
+}
+
 #[tokio::test]
 async fn a_node_without_tls_or_with_a_foreign_ca_cannot_join() {
     let pki = Pki::new("strict");

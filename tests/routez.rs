@@ -117,10 +117,8 @@ async fn routez_on_a_seeded_three_node_mesh() {
             let pinned: Vec<&&Value> = to.iter().filter(|r| r.get("account").is_some()).collect();
             assert_eq!(pinned.len(), 1, "{z:#}");
             assert_eq!(pinned[0]["account"], "$SYS");
-            assert!(
-                to.iter().all(|r| r["compression"] == "not supported"),
-                "{z:#}"
-            );
+            // Both `accept` (the default): negotiated off, as nats-server shows it.
+            assert!(to.iter().all(|r| r["compression"] == "off"), "{z:#}");
         }
         let mut want: Vec<&str> = ids
             .iter()

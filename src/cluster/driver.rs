@@ -191,6 +191,15 @@ impl Cluster {
             conn: conn.cid,
             hello,
         };
+        // Listed as a spare before the mesh decides: should it keep this connection as a
+        // spare, another route task may promote it (its slot's active connection closing)
+        // as soon as the mesh lock is released, and the promotion takes the entry from here.
+        // Filled afterwards, such a promotion found nothing and the connection stayed open
+        // but unregistered at this end while the peer counted it (the dialler holding its
+        // INFO for compression made that window easy to hit).
+        if let Some(entry) = entry {
+            super::lock(&self.spares).insert(conn.cid, entry.clone());
+        }
         let (mine, others) = self.decide(ev, Some(conn.cid));
         let mut verdict = Verdict::Spare;
         for a in mine {
@@ -208,14 +217,16 @@ impl Cluster {
         if let Some(entry) = entry {
             match verdict {
                 Verdict::Registered { .. } => {
+                    super::lock(&self.spares).remove(&conn.cid);
                     if !self.store(entry) {
                         verdict = Verdict::Close(CloseReason::ServerShutdown);
                     }
                 }
-                Verdict::Spare => {
-                    super::lock(&self.spares).insert(conn.cid, entry.clone());
+                // Listed above (or already promoted and stored by another task).
+                Verdict::Spare => {}
+                Verdict::Refused(_) | Verdict::Close(_) => {
+                    super::lock(&self.spares).remove(&conn.cid);
                 }
-                Verdict::Refused(_) | Verdict::Close(_) => {}
             }
         }
         for a in others {

@@ -38,6 +38,10 @@ pub struct RouteEntry {
     pub no_pool: bool,
     /// The URL other servers should dial to reach the peer (`nats-route://ip:port/`).
     pub gossip_url: String,
+    /// The negotiated compression mode (`/routez` `compression`): `off`, `not supported` (the
+    /// peer or this server does not know compression) or the `s2_*` level in force (s2_auto's
+    /// follows the RTT).
+    pub compression: Mutex<crate::compress::CompressionMode>,
     /// The peer's latest INFO.
     pub info: Mutex<ServerInfo>,
     /// Remote subscriptions learned from this route.
@@ -48,6 +52,14 @@ pub struct RouteEntry {
 impl RouteEntry {
     pub fn info(&self) -> MutexGuard<'_, ServerInfo> {
         self.info.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn compression(&self) -> crate::compress::CompressionMode {
+        *self.compression.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn set_compression(&self, mode: crate::compress::CompressionMode) {
+        *self.compression.lock().unwrap_or_else(|e| e.into_inner()) = mode;
     }
 }
 

@@ -9,6 +9,7 @@ use super::tls_stream::TlsStream;
 use super::url::RouteUrl;
 use super::{Cluster, RouteEntry, Verdict};
 use crate::account::{Account, SubRef, Subscription};
+use crate::compress::{CompressionMode, Decoder, InfoStep, RouteCompression};
 use crate::conn::{writer, CloseReason, Conn, ConnKind};
 use crate::deliver::{Fanout, Msg, Origin};
 use crate::proto::info::{RouteConnectInfo, ServerInfo};
@@ -40,6 +41,9 @@ pub struct Solicit {
 }
 
 const READ_CHUNK: usize = 64 * 1024;
+/// Decoded bytes handed to the parser per round on a compressed route (the decoder overshoots
+/// by at most one 4 MiB block): a highly compressible burst never decodes all at once.
+const DECODE_BUDGET: usize = 256 * 1024;
 /// The first PING on a new route, as nats-server does.
 const FIRST_PING: Duration = Duration::from_secs(1);
 /// The bound on a route handshake when the cluster requires no auth (nats-server: none).
@@ -106,6 +110,17 @@ struct Route {
     parser_no_account: bool,
     /// The parser must expect `LS- <origin> …` (the peer understands `lnocu`).
     parser_lnocu: bool,
+    /// This connection's compression handshake and negotiated mode.
+    comp: RouteCompression,
+    /// A dialler that held its INFO (compression configured) still owes it.
+    info_held: bool,
+    /// The `compression` that INFO carries: the negotiated mode (`s2_auto` when so
+    /// configured).
+    held_info_mode: CompressionMode,
+    /// The peer's bytes after the current op are an S2 stream: the reader must switch.
+    switch_reader: bool,
+    /// When the connection started (s2_auto's RTT before any PONG, as nats-server).
+    started: Instant,
 }
 
 impl Route {
@@ -115,6 +130,7 @@ impl Route {
         conn: Arc<Conn>,
         solicit: Option<Solicit>,
     ) -> Self {
+        let comp = RouteCompression::new(cl.opts.compression.clone(), solicit.is_some());
         Route {
             fan: Fanout::new(srv.clone()),
             trace: crate::logging::trace_enabled(),
@@ -132,6 +148,11 @@ impl Route {
             pinned: None,
             parser_no_account: false,
             parser_lnocu: false,
+            comp,
+            info_held: false,
+            held_info_mode: CompressionMode::NotSupported,
+            switch_reader: false,
+            started: Instant::now(),
         }
     }
 
@@ -196,15 +217,22 @@ impl Route {
         }
     }
 
-    /// Our INFO line: the pool slot or pinned account the mesh dialled this for.
-    fn info_line(&self) -> Vec<u8> {
+    /// Our INFO line, with `compression` (nats-server 2.10+ writes every mode, `"not
+    /// supported"` included): the pool slot or pinned account the mesh dialled this for, and
+    /// its gossip mode — or, for a dialler's compression negotiation INFO (`negotiation`), only
+    /// the pinned account, as nats-server's (no pool index, default gossip mode).
+    fn info_line(&self, compression: CompressionMode, negotiation: bool) -> Vec<u8> {
         let mut info = self.srv.route_info(&self.cl, true, None);
+        info.compression = compression.as_str().to_string();
         if let Some(s) = &self.solicit {
             match &s.slot {
-                Slot::Pool(i) => info.route_pool_idx = u32::from(*i),
+                Slot::Pool(i) if !negotiation => info.route_pool_idx = u32::from(*i),
+                Slot::Pool(_) => {}
                 Slot::Account(a) => info.route_account = a.to_string(),
             }
-            info.gossip_mode = s.gossip_mode;
+            if !negotiation {
+                info.gossip_mode = s.gossip_mode;
+            }
         }
         let json = serde_json::to_vec(&info).unwrap_or_default();
         let mut line = Vec::with_capacity(json.len() + 8);
@@ -214,10 +242,18 @@ impl Route {
         line
     }
 
-    /// The dialler sends CONNECT and INFO together: the mesh chose the slot before dialling
-    /// (a pool's slots 1.. and pinned routes only once the peer's first INFO said it pools).
+    /// The dialler sends CONNECT and INFO together (the mesh chose the slot before dialling:
+    /// a pool's slots 1.. and pinned routes only once the peer's first INFO said it pools),
+    /// except that with compression configured (`accept`, the default, included) it holds its
+    /// INFO until the peer's INFO has come, as nats-server 2.10+ does: that INFO then names
+    /// the negotiated mode.
     fn start(&mut self) {
-        let info = self.info_line();
+        self.info_held = self.comp.hold_info();
+        let info = if self.info_held {
+            Vec::new()
+        } else {
+            self.info_line(self.comp.initial_info_mode(), false)
+        };
         match &self.solicit {
             Some(s) => {
                 tracing::debug!(
@@ -264,17 +300,24 @@ impl Route {
             } else {
                 auth_timeout.max(NO_AUTH_HANDSHAKE)
             };
+        // Protocol bytes for the parser; on a compressed route the decoder's output.
         let mut buf = BytesMut::with_capacity(READ_CHUNK);
+        // Once the peer compresses: what the socket returns goes here first.
+        let mut dec: Option<Decoder> = None;
         let conn = self.conn.clone();
         loop {
-            if buf.capacity() - buf.len() < READ_CHUNK / 4 {
-                buf.reserve(READ_CHUNK);
+            let into = match dec.as_mut() {
+                Some(d) => d.input(),
+                None => &mut buf,
+            };
+            if into.capacity() - into.len() < READ_CHUNK / 4 {
+                into.reserve(READ_CHUNK);
             }
             let next_ping = self.next_ping;
             let read = tokio::select! {
                 biased;
                 _ = conn.closed() => return,
-                r = rd.read_buf(&mut buf) => r,
+                r = rd.read_buf(into) => r,
                 _ = tokio::time::sleep_until(handshake_deadline), if self.entry.is_none() => {
                     tracing::error!("{} - Route handshake timeout", conn.log_prefix());
                     if !self.connect_seen && self.solicit.is_none() && self.route_auth_required() {
@@ -296,51 +339,91 @@ impl Route {
                 return;
             }
             conn.touch(SystemTime::now());
-            // Op by op (not `parse_all`): registration may switch the parser to a pinned
-            // route's account-less forms for the very next op in this buffer.
-            let mut consumed = 0;
-            let mut stop = None;
-            while consumed < buf.len() {
-                match parser.parse(&buf[consumed..]) {
-                    Ok(Some((op, n))) => {
-                        consumed += n;
-                        if let Err(e) = self.handle(op) {
-                            stop = Some(Stop::Handler(e));
-                            break;
-                        }
-                        if self.parser_no_account {
-                            parser.set_no_account(true);
-                        }
-                        if self.parser_lnocu {
-                            parser.set_lnocu(true);
-                        }
+            let close = loop {
+                // A compressed route: decode a budget's worth, parse it, repeat while the
+                // decoder has whole chunks left.
+                let more = match dec.as_mut().map(|d| d.decode(&mut buf, DECODE_BUDGET)) {
+                    None => false,
+                    Some(Ok(more)) => more,
+                    Some(Err(e)) => {
+                        tracing::error!(
+                            "{} - Route compressed stream error, closing: {e}",
+                            conn.log_prefix()
+                        );
+                        break Some(CloseReason::ReadError);
                     }
-                    Ok(None) => break,
-                    Err(e) => {
-                        stop = Some(Stop::Parse(e));
-                        break;
-                    }
+                };
+                let (consumed, close) = self.parse_batch(&mut parser, &buf);
+                buf.advance(consumed);
+                if close.is_some() {
+                    break close;
                 }
-            }
-            let close = stop.map(|stop| match stop {
-                Stop::Handler(reason) => reason,
-                Stop::Parse(e) => {
-                    let rest = &buf[consumed..];
-                    let snippet = String::from_utf8_lossy(&rest[..rest.len().min(32)]);
-                    tracing::error!(
-                        "{} - Route parser ERROR: {e}: proto: {snippet:?}",
-                        conn.log_prefix()
-                    );
-                    CloseReason::ProtocolViolation
+                if std::mem::take(&mut self.switch_reader) {
+                    // The op just handled was the INFO that switched the peer's writer: the
+                    // rest of this read (if any) is already compressed.
+                    let mut d = Decoder::new();
+                    d.feed(&buf);
+                    buf.clear();
+                    dec = Some(d);
+                    continue;
                 }
-            });
-            buf.advance(consumed);
+                if !more {
+                    break None;
+                }
+                self.end_batch().await;
+            };
             self.end_batch().await;
             if let Some(r) = close {
                 conn.close(r);
                 return;
             }
         }
+    }
+
+    /// Parses and handles the ops in `buf` op by op (not `parse_all`: registration may switch
+    /// the parser to a pinned route's account-less forms for the very next op, and a
+    /// compression switch ends the plain bytes). Returns the bytes consumed and why to close.
+    fn parse_batch(&mut self, parser: &mut Parser, buf: &[u8]) -> (usize, Option<CloseReason>) {
+        let mut consumed = 0;
+        let mut stop = None;
+        while consumed < buf.len() {
+            match parser.parse(&buf[consumed..]) {
+                Ok(Some((op, n))) => {
+                    consumed += n;
+                    if let Err(e) = self.handle(op) {
+                        stop = Some(Stop::Handler(e));
+                        break;
+                    }
+                    if self.parser_no_account {
+                        parser.set_no_account(true);
+                    }
+                    if self.parser_lnocu {
+                        parser.set_lnocu(true);
+                    }
+                    if self.switch_reader {
+                        break;
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    stop = Some(Stop::Parse(e));
+                    break;
+                }
+            }
+        }
+        let close = stop.map(|stop| match stop {
+            Stop::Handler(reason) => reason,
+            Stop::Parse(e) => {
+                let rest = &buf[consumed..];
+                let snippet = String::from_utf8_lossy(&rest[..rest.len().min(32)]);
+                tracing::error!(
+                    "{} - Route parser ERROR: {e}: proto: {snippet:?}",
+                    self.conn.log_prefix()
+                );
+                CloseReason::ProtocolViolation
+            }
+        });
+        (consumed, close)
     }
 
     async fn end_batch(&mut self) {
@@ -392,7 +475,21 @@ impl Route {
             Op::Pong => {
                 self.pings_out = 0;
                 if let Some(t) = self.rtt_start.take() {
-                    self.conn.meta().rtt = Some(t.elapsed());
+                    let rtt = t.elapsed();
+                    self.conn.meta().rtt = Some(rtt);
+                    // s2_auto: the level follows the RTT (client.go
+                    // updateS2AutoCompressionLevel); the writer takes it from the next batch.
+                    if let Some(level) = self.comp.on_pong(rtt) {
+                        tracing::debug!(
+                            "{} - Route compression level now {} (RTT {rtt:?})",
+                            self.conn.log_prefix(),
+                            self.comp.mode()
+                        );
+                        self.conn.out.compress_from_now(level);
+                        if let Some(e) = &self.entry {
+                            e.set_compression(self.comp.mode());
+                        }
+                    }
                 }
                 Ok(())
             }
@@ -527,7 +624,46 @@ impl Route {
             }
             return Ok(());
         }
-        self.register(info)
+        // The peer's first INFO: compression is negotiated before anything else
+        // (route.go processRouteInfo / negotiateRouteCompression).
+        let since_start = self.started.elapsed();
+        let step = match self
+            .comp
+            .on_info(Some(info.compression.as_str()), since_start)
+        {
+            Ok(step) => step,
+            Err(text) => return self.refuse(&text),
+        };
+        match step {
+            InfoStep::Switch {
+                mode,
+                level,
+                info_mode,
+                info_in_clear,
+            } => {
+                tracing::debug!(
+                    "{} - Route compression negotiated: {mode}",
+                    self.conn.log_prefix()
+                );
+                // The dialler's INFO goes out in clear, then its writer compresses; the
+                // acceptor's writer compresses first, its (second) INFO opens the stream.
+                if info_in_clear {
+                    self.send(&self.info_line(info_mode, true));
+                    self.conn.out.compress_from_now(level);
+                } else {
+                    self.conn.out.compress_from_now(level);
+                    self.send(&self.info_line(info_mode, true));
+                }
+                // The peer's next bytes are compressed; it sends its INFO again.
+                self.switch_reader = true;
+                Ok(())
+            }
+            InfoStep::Plain { info_mode, .. } | InfoStep::AfterSwitch { info_mode } => {
+                self.held_info_mode = info_mode;
+                self.register(info)
+            }
+            InfoStep::Later => self.register(info),
+        }
     }
 
     /// Refuse this connection with `text` (sent as `-ERR` and logged).
@@ -565,6 +701,13 @@ impl Route {
                 self.send_err(&e);
                 return Err(CloseReason::ClusterNameConflict);
             }
+        }
+        // A dialler that held its INFO for compression sends it now, before registering (and
+        // so before our interest), naming the negotiated mode; after a switch it is the first
+        // thing in our compressed stream.
+        if self.info_held {
+            self.info_held = false;
+            self.send(&self.info_line(self.held_info_mode, false));
         }
         // What this connection is for: the slot we dialled it for, or the one the dialler's
         // INFO names (nats-server 2.10+ route.go addRoute). A peer without `route_pool_size`
@@ -611,6 +754,7 @@ impl Route {
             pool_idx: std::sync::atomic::AtomicUsize::new(if no_pool { 0 } else { pool_idx }),
             no_pool,
             gossip_url,
+            compression: std::sync::Mutex::new(self.comp.mode()),
             info: std::sync::Mutex::new(info),
             num_subs: Default::default(),
             start: SystemTime::now(),

@@ -93,8 +93,9 @@ pub struct ClusterOpts {
     pub pinned_accounts: Vec<String>,
     /// Seeds are retried after 1 s, doubling to 30 s while they fail (`connect_backoff`).
     pub connect_backoff: bool,
-    /// `cluster { compression: … }`, validated; default `accept` as nats-server 2.10+. Parsed
-    /// only: routes do not negotiate compression yet.
+    /// `cluster { compression: … }`, validated; default `accept` as nats-server 2.10+. Each
+    /// route connection negotiates it with its peer (`compress::RouteCompression`); a reload
+    /// cannot change it (refused, where nats-server re-applies it to live routes).
     pub compression: crate::compress::CompressionOpts,
 }
 

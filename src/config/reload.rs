@@ -744,7 +744,8 @@ mod tests {
         )
         .unwrap_err()
         .contains("cluster name"));
-        // Routes do not negotiate compression yet: a change cannot be applied live.
+        // Compression is negotiated per connection at its start; natsd does not re-apply a new
+        // setting to live routes (nats-server does: it closes or re-levels them), so refused.
         let mut c5 = c.clone();
         c5.compression =
             crate::compress::CompressionOpts::new(crate::compress::CompressionMode::S2Fast);

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio_util::sync::CancellationToken;
 
-pub use outbound::{Outbound, Push};
+pub use outbound::{Outbound, Push, Switch};
 
 use crate::account::Subscription;
 

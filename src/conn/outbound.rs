@@ -2,6 +2,7 @@
 //! the writer task is woken only when the buffer goes from empty to non-empty, then takes the
 //! whole buffer in one swap and writes it in one call. The pending-bytes bound lives here.
 
+use crate::compress::Level;
 use bytes::BytesMut;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Mutex;
@@ -27,6 +28,16 @@ pub enum Push {
 struct State {
     buf: BytesMut,
     closed: bool,
+    /// Compression starts (or changes level) at this offset of `buf`: bytes before it are
+    /// written as before, bytes from it on through an S2 encoder at that level.
+    compress: Option<Switch>,
+}
+
+/// Where in a taken batch the writer starts compressing (or changes level), and at what level.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Switch {
+    pub at: usize,
+    pub level: Level,
 }
 
 pub struct Outbound {
@@ -49,6 +60,7 @@ impl Outbound {
             state: Mutex::new(State {
                 buf: BytesMut::new(),
                 closed: false,
+                compress: None,
             }),
             notify: Notify::new(),
             drained: Notify::new(),
@@ -116,6 +128,17 @@ impl Outbound {
         self.drained.notify_waiters();
     }
 
+    /// Everything appended from now on goes out compressed at `level` (S2 stream format), or,
+    /// when already compressing, at the new level; what is queued before stays as it was.
+    /// The writer applies it to the batch that holds this point. Two calls before the
+    /// writer takes the batch keep the first offset and the last level (any level reads the
+    /// same; where compression starts is what matters).
+    pub fn compress_from_now(&self, level: Level) {
+        let mut st = self.lock();
+        let at = st.compress.map_or(st.buf.len(), |prev| prev.at);
+        st.compress = Some(Switch { at, level });
+    }
+
     /// Swap the pending bytes out for `spare` (the writer's emptied buffer). Returns the
     /// bytes to write (maybe empty) and whether the buffer is closed.
     ///
@@ -124,6 +147,12 @@ impl Outbound {
     /// (growing copies it: the allocator has no in-place remap for large blocks); the first
     /// write under a quarter of it gives the burst's memory back.
     pub fn take(&self, spare: &mut BytesMut) -> bool {
+        self.take_switch(spare).0
+    }
+
+    /// [`Outbound::take`], and the compression switch that falls in the taken bytes (its
+    /// offset is into `spare`).
+    pub fn take_switch(&self, spare: &mut BytesMut) -> (bool, Option<Switch>) {
         let written = spare.len();
         spare.clear();
         if spare.capacity() > MAX_KEPT_CAPACITY && written < spare.capacity() / 4 {
@@ -131,7 +160,7 @@ impl Outbound {
         }
         let mut st = self.lock();
         std::mem::swap(&mut st.buf, spare);
-        st.closed
+        (st.closed, st.compress.take())
     }
 
     /// Drop whatever is still queued and the buffer's memory: the connection is gone. (Stale

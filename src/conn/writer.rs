@@ -6,7 +6,8 @@
 //! clients are closed; routes and gateways keep going (counted once per episode) as long as
 //! the late write moved some bytes, and are closed only when it moved none.
 
-use super::{CloseReason, Conn, ConnKind};
+use super::{CloseReason, Conn, ConnKind, Switch};
+use crate::compress::Encoder;
 use bytes::BytesMut;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -110,17 +111,57 @@ async fn write_within<W: AsyncWrite + Unpin>(
     Ok(Ok(()))
 }
 
+/// A route's outbound compression (nats-server's `c.out.cw`): once switched on, every batch
+/// the writer takes goes out as one complete S2 stream (as Go's `s2.Writer` `Reset` + `Write`
+/// + `Close` per flush), built in a buffer kept across batches.
+#[derive(Default)]
+struct Compress {
+    enc: Option<Encoder>,
+    out: BytesMut,
+}
+
+/// A compressed batch buffer past this size is given back when a batch uses under a quarter.
+const MAX_KEPT_COMPRESSED: usize = 4 * 1024 * 1024;
+
+impl Compress {
+    /// The bytes to write for `batch`: `batch` itself while nothing compresses, else the
+    /// plain part before `switch` (if any) followed by the compressed rest.
+    fn batch<'a>(&'a mut self, batch: &'a [u8], switch: Option<Switch>) -> &'a [u8] {
+        if self.enc.is_none() && switch.is_none() {
+            return batch;
+        }
+        if self.out.capacity() > MAX_KEPT_COMPRESSED && batch.len() < self.out.capacity() / 4 {
+            self.out = BytesMut::new();
+        }
+        self.out.clear();
+        let at = switch.map_or(batch.len(), |s| s.at.min(batch.len()));
+        let (head, tail) = batch.split_at(at);
+        match &mut self.enc {
+            Some(enc) => enc.encode(head, &mut self.out),
+            None => self.out.extend_from_slice(head),
+        }
+        if let Some(s) = switch {
+            let enc = self.enc.get_or_insert_with(|| Encoder::new(s.level));
+            enc.set_level(s.level);
+            enc.encode(tail, &mut self.out);
+        }
+        &self.out
+    }
+}
+
 pub async fn run<W: AsyncWrite + Unpin>(conn: Arc<Conn>, mut w: W, cfg: WriteCfg) {
     let mut spare = BytesMut::new();
+    let mut compress = Compress::default();
     loop {
-        let closed = conn.out.take(&mut spare);
+        let (closed, switch) = conn.out.take_switch(&mut spare);
+        let data = compress.batch(&spare, switch);
         let mut at = 0;
         let mut late = false;
-        while at < spare.len() {
+        while at < data.len() {
             let deadline = if closed { FINAL_FLUSH } else { cfg.deadline };
-            match write_within(&conn, &mut w, &spare[at..], deadline).await {
+            match write_within(&conn, &mut w, &data[at..], deadline).await {
                 Ok(Ok(())) => {
-                    at = spare.len();
+                    at = data.len();
                     conn.out.signal_drained();
                 }
                 Ok(Err(e)) => {
@@ -142,7 +183,7 @@ pub async fn run<W: AsyncWrite + Unpin>(conn: Arc<Conn>, mut w: W, cfg: WriteCfg
                         if again { "State" } else { "Detected" },
                         cfg.deadline,
                         1,
-                        spare.len() - at
+                        data.len() - at
                     );
                     if written == 0 || cfg.policy.closes(conn.kind) {
                         conn.close(CloseReason::SlowConsumerWriteDeadline);
@@ -246,5 +287,55 @@ mod tests {
             Some(CloseReason::SlowConsumerWriteDeadline)
         );
         assert_eq!(stats.routes.load(Relaxed), 1);
+    }
+
+    /// Bytes queued before `compress_from_now` go out as they are; from that point on every
+    /// batch is one S2 stream, and the level can change between batches.
+    #[tokio::test]
+    async fn a_switch_compresses_everything_after_it() {
+        use crate::compress::{Decoder, Level};
+        let stats = Arc::new(SlowConsumerStats::default());
+        let c = conn(ConnKind::Route);
+        let (w, mut r) = tokio::io::duplex(1 << 20);
+        c.out.push(6, |b| b.extend_from_slice(b"PLAIN\n"));
+        c.out.compress_from_now(Level::Fast);
+        let body = "RMSG $G a 10\r\n0123456789\r\n".repeat(100);
+        c.out
+            .push(body.len(), |b| b.extend_from_slice(body.as_bytes()));
+        let task = tokio::spawn(run(c.clone(), w, cfg(&stats)));
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        while got.len() < 6 + 10 {
+            let n = r.read(&mut buf).await.expect("read");
+            got.extend_from_slice(&buf[..n]);
+        }
+        assert_eq!(&got[..6], b"PLAIN\n");
+        let mut dec = Decoder::new();
+        dec.feed(&got[6..]);
+        let mut out = BytesMut::new();
+        let want = format!("{body}PING\r\n");
+        let mut level_changed = false;
+        let mut wire = got.len();
+        while out.len() < want.len() {
+            while dec.decode(&mut out, usize::MAX).expect("decodes") {}
+            if out.len() >= body.len() && !level_changed {
+                level_changed = true;
+                c.out.compress_from_now(Level::Best);
+                c.out.push_now(6, |b| b.extend_from_slice(b"PING\r\n"));
+            }
+            if out.len() < want.len() {
+                let n = r.read(&mut buf).await.expect("read");
+                assert!(n > 0, "writer ended");
+                wire += n;
+                dec.feed(&buf[..n]);
+            }
+        }
+        assert_eq!(&out[..], want.as_bytes());
+        assert!(
+            wire < body.len() / 4,
+            "compressed: {wire} bytes on the wire"
+        );
+        c.close(CloseReason::ServerShutdown);
+        let _ = task.await;
     }
 }

@@ -38,8 +38,8 @@ pub struct RouteInfo {
     /// The pinned account of this connection (nats-server 2.10+).
     #[serde(skip_serializing_if = "String::is_empty")]
     pub account: String,
-    /// nats-server 2.10+'s route compression mode: natsd does not negotiate S2 yet, so
-    /// `not supported`, as nats-server shows a peer that does not know compression.
+    /// nats-server 2.10+'s negotiated route compression mode: `off`, `not supported` (a peer
+    /// without compression) or the `s2_*` level in force.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub compression: String,
 }
@@ -125,7 +125,7 @@ pub fn routez(srv: &ServerShared, subs: SubsMode) -> Routez {
                 subscriptions_list: list,
                 subscriptions_list_detail: detail,
                 account: r.account.as_deref().unwrap_or_default().to_string(),
-                compression: "not supported".to_string(),
+                compression: r.compression().as_str().to_string(),
             }
         })
         .collect();

@@ -684,14 +684,6 @@ impl Server {
             let _ = cl.listen_addr.set(addr);
             tracing::info!("Cluster name is {}", cl.name());
             tracing::info!("Listening for route connections on {}", addr);
-            if co.compression.mode != crate::compress::CompressionMode::Accept
-                && co.compression.mode.needs_compression()
-            {
-                tracing::warn!(
-                    "Route compression {:?} is configured but not negotiated yet: routes stay uncompressed",
-                    co.compression.mode.as_str()
-                );
-            }
             tasks.spawn(route_accept_loop(shared.clone(), cl.clone(), l));
             crate::cluster::discovery::start(&shared, cl);
         }

@@ -8,6 +8,7 @@ pub mod gw;
 pub mod jsref;
 pub mod natsserver;
 pub mod pki;
+pub mod s2proxy;
 pub mod traffic;
 
 use natsd::{Options, Server};

@@ -35,6 +35,9 @@ struct SimConn {
     broken: bool,
     slot: Slot,
     last: [Duration; 2],
+    /// The dialler's INFO, held until the acceptor's has arrived (route compression is
+    /// configured by default, `accept`: nats-server 2.10+ and natsd hold it).
+    held: Option<Hello>,
 }
 
 enum Kind {
@@ -252,6 +255,7 @@ impl Sim {
                     slot: slot.clone(),
 
                     last: [now; 2],
+                    held: None,
                 });
                 let (d_end, a_end) = (2 * k, 2 * k + 1);
                 let d1 = self.delay();
@@ -269,15 +273,11 @@ impl Sim {
                     addr: from,
                 };
                 self.push(now + d2, m, mgen, Kind::ConnEv(a_end, accepted));
-                // The dialler sends CONNECT+INFO at once, the acceptor its INFO on accept.
+                // The dialler sends CONNECT at once and its INFO once the acceptor's has come
+                // (it holds it: compression is negotiated first); the acceptor its INFO on
+                // accept.
                 let h = self.hello(n, &slot, mode);
-                self.send(
-                    d_end,
-                    Some(Event::Hello {
-                        conn: a_end,
-                        hello: h,
-                    }),
-                );
+                self.conns[k as usize].held = Some(h);
                 let h = self.hello(m, &Slot::Pool(0), GossipMode::Default);
                 let at = (now + d2 + self.delay()).max(now + d1);
                 self.conns[k as usize].last[1] = at;
@@ -425,6 +425,21 @@ impl Sim {
                 }
                 if self.conns[k].broken && !matches!(ev, Event::Accepted { .. }) {
                     return;
+                }
+                // The acceptor's INFO reached the dialler: its held INFO goes out first (not
+                // to itself: a route to self is closed without it).
+                if let Event::Hello { hello, .. } = &ev {
+                    if e == 0 && hello.id != self.nodes[n].id {
+                        if let Some(h) = self.conns[k].held.take() {
+                            self.send(
+                                conn,
+                                Some(Event::Hello {
+                                    conn: conn ^ 1,
+                                    hello: h,
+                                }),
+                            );
+                        }
+                    }
                 }
                 self.deliver(n, ev);
             }
