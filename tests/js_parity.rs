@@ -358,3 +358,102 @@ async fn a_timed_out_fetch_does_not_capture_the_next_message() {
     }
     stop(refs).await;
 }
+
+/// Ten clients binding one durable push consumer at once, each with its own deliver subject
+/// it already listens on (what nats.go, nats.c and nats-py do for `js.subscribe(durable=…)`):
+/// the first create wins, the others are refused while the winner's deliver subject has
+/// interest (10013, `consumer name already in use`: the clients then read `push_bound` and
+/// say "consumer is already bound to a subscription"); consumer info says `push_bound` while
+/// bound and not after; once the winner has gone, another client may take the consumer over
+/// and gets what the winner left unacknowledged at once.
+#[tokio::test]
+async fn one_of_ten_binds_a_durable_push_consumer() {
+    let refs = jsref::each("pushbound", "").await;
+    for r in &refs {
+        let admin = r.client(None).await;
+        let v = api(
+            &admin,
+            "$JS.API.STREAM.CREATE.PB",
+            r#"{"name":"PB","subjects":["pb.>"],"storage":"memory"}"#,
+        )
+        .await;
+        assert_eq!(outcome(&v), json!("ok"), "{}: {v}", r.name);
+        let mut clients = Vec::new();
+        for i in 0..10 {
+            let nc = r.client(None).await;
+            let sub = nc.subscribe(format!("dlv.{i}")).await.expect("sub");
+            nc.flush().await.expect("flush");
+            clients.push((nc, sub));
+        }
+        let creates = clients.iter().enumerate().map(|(i, (nc, _))| {
+            let body = format!(
+                r#"{{"stream_name":"PB","config":{{"durable_name":"D","deliver_subject":"dlv.{i}","ack_policy":"explicit"}}}}"#
+            );
+            async move { api(nc, "$JS.API.CONSUMER.DURABLE.CREATE.PB.D", &body).await }
+        });
+        let answers = futures::future::join_all(creates).await;
+        let winners: Vec<usize> = (0..10)
+            .filter(|&i| answers[i].get("error").is_none())
+            .collect();
+        assert_eq!(winners.len(), 1, "{}: {answers:?}", r.name);
+        let w = winners[0];
+        for (i, a) in answers.iter().enumerate() {
+            if i != w {
+                assert_eq!(
+                    outcome(a),
+                    json!({"code": 400, "err_code": 10013, "description": "consumer name already in use"}),
+                    "{}",
+                    r.name
+                );
+            }
+        }
+        let info = api(&admin, "$JS.API.CONSUMER.INFO.PB.D", "").await;
+        assert_eq!(info["push_bound"], true, "{}: {info}", r.name);
+        assert_eq!(
+            info["config"]["deliver_subject"],
+            format!("dlv.{w}"),
+            "{}",
+            r.name
+        );
+        // Only the winner gets messages.
+        admin.publish("pb.x", "1".into()).await.expect("publish");
+        let m = tokio::time::timeout(Duration::from_secs(5), clients[w].1.next())
+            .await
+            .expect("delivered in time")
+            .expect("msg");
+        assert_eq!(m.subject.as_str(), "pb.x", "{}", r.name);
+        // The winner leaves: not bound any more, and a newcomer takes the consumer over.
+        let (nc, sub) = clients.remove(w);
+        drop(sub);
+        nc.flush().await.expect("flush");
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            let info = api(&admin, "$JS.API.CONSUMER.INFO.PB.D", "").await;
+            if info.get("push_bound").is_none() {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{}: still bound: {info}",
+                r.name
+            );
+        }
+        let nc2 = &clients[0].0;
+        let mut newcomer = nc2.subscribe("dlv.new").await.expect("sub");
+        nc2.flush().await.expect("flush");
+        let again = api(
+            nc2,
+            "$JS.API.CONSUMER.DURABLE.CREATE.PB.D",
+            r#"{"stream_name":"PB","config":{"durable_name":"D","deliver_subject":"dlv.new","ack_policy":"explicit"}}"#,
+        )
+        .await;
+        assert_eq!(outcome(&again), json!("ok"), "{}: {again}", r.name);
+        // What the winner left unacknowledged goes to the newcomer at once, not after ack_wait.
+        let m = tokio::time::timeout(Duration::from_secs(5), newcomer.next())
+            .await
+            .expect("redelivered at once")
+            .expect("msg");
+        assert_eq!(m.subject.as_str(), "pb.x", "{}", r.name);
+    }
+    stop(refs).await;
+}
