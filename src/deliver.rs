@@ -79,6 +79,12 @@ pub struct Fanout {
     /// Deliver to this server's own subscribers only (no routes, no gateways): a message
     /// whose wire subject is not the one it was matched for.
     local_only: bool,
+    /// The subject the current local-only publish was matched for when the wire subject
+    /// differs (a JetStream delivery: matched on the deliver subject or pull request inbox,
+    /// sent with the stream subject); see [`Fanout::publish_local_to`].
+    matched: Option<Vec<u8>>,
+    /// `matched` as the internal handler now running sees it.
+    handler_matched: Option<Vec<u8>>,
     /// Work an internal handler left for the end of the batch, once per key (JetStream's
     /// flush and PubAcks after a burst of publishes handled in place).
     hooks: Vec<(usize, BatchHook)>,
@@ -143,6 +149,8 @@ impl Fanout {
             depth: 0,
             handler_origin: Origin::Route,
             local_only: false,
+            matched: None,
+            handler_matched: None,
             hooks: Vec::new(),
         }
     }
@@ -385,9 +393,42 @@ impl Fanout {
         n
     }
 
+    /// [`Fanout::publish_local`] of `m` to the subscribers of `to` in `acc`, `m.subject` on
+    /// the wire (as nats-server's `pa.deliver`): internal handlers (stream import shadows,
+    /// service response relays) see `to` as [`Fanout::matched_subject`].
+    pub fn publish_local_to(
+        &mut self,
+        acc: &Account,
+        to: &[u8],
+        m: &Msg<'_>,
+        origin: Origin,
+    ) -> u64 {
+        let r = acc.sublist.matches(to);
+        let has_internal = r
+            .psubs
+            .iter()
+            .chain(r.qsubs.iter().flat_map(|g| g.members.iter()))
+            .any(|s| s.conn.kind == ConnKind::Internal);
+        let prev = if has_internal {
+            self.matched.replace(to.to_vec())
+        } else {
+            self.matched.take()
+        };
+        let n = self.publish_local(acc, &r, m, origin);
+        self.matched = prev;
+        n
+    }
+
+    /// Inside an internal handler: the subject the message was matched for, when it differs
+    /// from its wire subject (see [`Fanout::publish_local_to`]).
+    pub fn matched_subject(&self) -> Option<&[u8]> {
+        self.handler_matched.as_deref()
+    }
+
     /// Run the handlers of the internal subscriptions the last match found.
     fn run_internal(&mut self, m: &Msg<'_>, origin: Origin) -> u64 {
         let subs = std::mem::take(&mut self.internal);
+        let matched = self.matched.take();
         if self.depth >= MAX_INTERNAL_DEPTH {
             tracing::debug!(
                 "internal delivery of {:?} dropped: more than {MAX_INTERNAL_DEPTH} relay hops",
@@ -404,6 +445,7 @@ impl Fanout {
                     continue;
                 }
                 self.handler_origin = origin;
+                self.handler_matched.clone_from(&matched);
                 h(self, m);
                 n += 1;
                 if last {
@@ -412,6 +454,8 @@ impl Fanout {
             }
         }
         self.depth -= 1;
+        self.handler_matched = None;
+        self.matched = matched;
         n
     }
 

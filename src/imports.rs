@@ -365,8 +365,12 @@ fn request_info_header(h: Option<&[u8]>, importer: &str) -> Vec<u8> {
 /// A response reached `_R_.<prefix>.<token>` in the exporting account: send it to the
 /// requester's reply subject in its account.
 fn relay_response(r: &Responses, fan: &mut Fanout, m: &Msg<'_>) {
-    let Some(token) = m
-        .subject
+    // A JetStream delivery to a pull request's reply: matched on `_R_…`, the stream
+    // subject on the wire, which the requester sees too (nats-server's `pa.deliver`).
+    let matched = fan.matched_subject().map(<[u8]>::to_vec);
+    let Some(token) = matched
+        .as_deref()
+        .unwrap_or(m.subject)
         .strip_prefix(r.prefix.as_bytes())
         .and_then(|t| std::str::from_utf8(t).ok())
     else {
@@ -382,6 +386,17 @@ fn relay_response(r: &Responses, fan: &mut Fanout, m: &Msg<'_>) {
         return;
     };
     let Some(acc) = acc.upgrade() else { return };
+    if matched.is_some() {
+        // The ack reply stays: an importer that also imports `$JS.ACK.>` acks with it.
+        let before = fan.retired.len();
+        fan.publish_local_to(&acc, &reply, m, r.origin);
+        if fan.retired.len() > before {
+            if let Some(srv) = r.srv.upgrade() {
+                fan.retire_in(&srv, &acc, before);
+            }
+        }
+        return;
+    }
     let out = Msg {
         subject: &reply,
         reply: None,
@@ -539,15 +554,24 @@ fn shadow_handler(
     let srv = Arc::downgrade(srv);
     let acc = Arc::downgrade(acc);
     Arc::new(move |fan, m| {
-        let Ok(subject) = std::str::from_utf8(m.subject) else {
+        // A JetStream delivery is matched on its deliver subject and keeps the stream's
+        // subject on the wire: nats-server maps the deliver subject, and shows the stream
+        // subject unless the import renames (`usePub`).
+        let matched = fan.matched_subject().map(<[u8]>::to_vec);
+        let Ok(subject) = std::str::from_utf8(matched.as_deref().unwrap_or(m.subject)) else {
             return;
         };
         let mapped = map_subject(&from, &to, subject);
         if !crate::subject::pattern_matches(&client.subject, mapped.as_bytes()) {
             return;
         }
+        let wire = if matched.is_some() && from == to {
+            m.subject
+        } else {
+            mapped.as_bytes()
+        };
         let out = Msg {
-            subject: mapped.as_bytes(),
+            subject: wire,
             ..*m
         };
         fan.to_sub(&client, &out);

@@ -27,6 +27,10 @@ pub struct TlsOpts {
     /// Key exchange groups in order of preference (`X25519`, `CurveP256`, `CurveP384`); empty:
     /// rustls' defaults.
     pub curve_preferences: Vec<String>,
+    /// Client port only (2.10+ `handshake_first`): the client starts TLS before any INFO.
+    /// `Some(ZERO)`: always (`true`); `Some(d)`: if the client sends nothing within `d`,
+    /// INFO goes out in the clear as usual (`"300ms"`, `"auto"` = 50 ms); `None`: off.
+    pub handshake_first: Option<Duration>,
 }
 
 impl Default for TlsOpts {
@@ -40,6 +44,7 @@ impl Default for TlsOpts {
             timeout: Duration::from_secs(2),
             cipher_suites: Vec::new(),
             curve_preferences: Vec::new(),
+            handshake_first: None,
         }
     }
 }

@@ -725,3 +725,183 @@ async fn same_client_behaviour_against_nats_server() {
         ours.shutdown().await;
     }
 }
+
+/// What a client that waits for INFO in the clear gets within `within`: the bytes before the
+/// server went quiet or closed.
+async fn clear_bytes(addr: SocketAddr, within: Duration) -> String {
+    let mut s = TcpStream::connect(addr).await.expect("connect");
+    let mut buf = vec![0u8; 4096];
+    match tokio::time::timeout(within, s.read(&mut buf)).await {
+        Ok(Ok(n)) => String::from_utf8_lossy(&buf[..n]).into_owned(),
+        _ => String::new(),
+    }
+}
+
+/// `tls { handshake_first: … }` (nats-server 2.10+): a client that starts TLS at once gets
+/// INFO (`tls_required`, even with `allow_non_tls`) inside TLS (a raw rustls client, then
+/// async-nats `tls_first`); with `true` a client waiting for INFO in the clear gets nothing
+/// (`allow_non_tls` or not), with a fallback delay it gets the usual INFO in the clear after
+/// the delay and goes on with the upgrade (or, with `allow_non_tls`, in plaintext). natsd and
+/// nats-server 2.15.1 alike.
+#[tokio::test]
+async fn handshake_first_as_nats_server_2_15() {
+    use common::natsserver;
+    let bin = natsserver::assert_installed_215();
+    let pki = Pki::new("hsfirst");
+    let tmp = TmpDir(tmp_dir("client-tls", "hsfirst-confs"));
+    let cases = [
+        ("true", false, false),
+        ("\"300ms\"", true, false),
+        ("auto", true, false),
+        ("true", false, true),
+        ("\"300ms\"", true, true),
+    ];
+    for (i, (mode, fallback, allow_non_tls)) in cases.into_iter().enumerate() {
+        let conf = write_conf(
+            &tmp.0,
+            &format!("hf-{i}.conf"),
+            &format!(
+                "listen: 127.0.0.1:-1\nallow_non_tls: {allow_non_tls}\ntls {{\n  cert_file: \
+                 \"{}\"\n  key_file: \"{}\"\n  timeout: 1\n  handshake_first: {mode}\n}}\n",
+                pki.p("cert.pem"),
+                pki.p("key.pem"),
+            ),
+        );
+        let ns = natsserver::launch_bin(
+            &bin,
+            &["-c".to_string(), conf.display().to_string()],
+            natsserver::Wait {
+                client: true,
+                ..natsserver::Wait::READY
+            },
+        );
+        let ours = start(natsd::config::file::load(&conf).expect("natsd loads it")).await;
+        for addr in [ns.client, ours.client_addr()] {
+            let what = format!("{mode} allow_non_tls={allow_non_tls} {addr}");
+            // TLS first: INFO is the first thing inside TLS.
+            let tcp = TcpStream::connect(addr).await.expect("connect");
+            let name = rustls::pki_types::ServerName::try_from("localhost").expect("name");
+            let mut tls = tokio::time::timeout(DEADLINE, pki.connector(false).connect(name, tcp))
+                .await
+                .expect("handshake in time")
+                .unwrap_or_else(|e| panic!("{what}: handshake: {e}"));
+            let mut buf = vec![0u8; 4096];
+            let n = tokio::time::timeout(DEADLINE, tls.read(&mut buf))
+                .await
+                .expect("INFO in time")
+                .expect("read");
+            let line = String::from_utf8_lossy(&buf[..n]);
+            let info: serde_json::Value = serde_json::from_str(
+                line.strip_prefix("INFO ")
+                    .unwrap_or_else(|| panic!("{what}: {line:?}"))
+                    .trim_end(),
+            )
+            .expect("INFO JSON");
+            assert_eq!(info["tls_required"], true, "{what}: {info}");
+            exercise(pki.client().tls_first(), addr).await;
+            // A client waiting for INFO in the clear.
+            let clear = clear_bytes(addr, Duration::from_secs(3)).await;
+            if !fallback {
+                assert_eq!(clear, "", "{what}");
+                continue;
+            }
+            let info: serde_json::Value = serde_json::from_str(
+                clear
+                    .strip_prefix("INFO ")
+                    .unwrap_or_else(|| panic!("{what}: {clear:?}"))
+                    .trim_end(),
+            )
+            .expect("INFO JSON");
+            if allow_non_tls {
+                assert!(info.get("tls_required").is_none(), "{what}: {info}");
+                assert_eq!(info["tls_available"], true, "{what}: {info}");
+                exercise(
+                    async_nats::ConnectOptions::new().connection_timeout(DEADLINE),
+                    addr,
+                )
+                .await;
+            } else {
+                assert_eq!(info["tls_required"], true, "{what}: {info}");
+            }
+            exercise(pki.client(), addr).await;
+        }
+        drop(ns);
+        ours.shutdown().await;
+    }
+}
+
+/// `handshake_first`'s values as nats-server 2.15.1 checks them (`-t`): booleans, `on`/`off`,
+/// `auto`, any Go duration (negative too), the `first` and `immediate` spellings, also in a
+/// route's tls block (parsed there, unused); anything else in nats-server's words.
+#[test]
+fn handshake_first_values_as_nats_server_2_15() {
+    use common::natsserver;
+    let bin = natsserver::assert_installed_215();
+    let pki = Pki::new("hsfirst-pki");
+    let tmp = TmpDir(tmp_dir("client-tls", "hsfirst-values"));
+    let tls = |key: &str, v: &str| {
+        format!(
+            "tls {{\n  cert_file: \"{}\"\n  key_file: \"{}\"\n  {key}: {v}\n}}\n",
+            pki.p("cert.pem"),
+            pki.p("key.pem"),
+        )
+    };
+    let mut confs = Vec::new();
+    for v in [
+        "true",
+        "false",
+        "\"on\"",
+        "\"OFF\"",
+        "\"auto\"",
+        "\"300ms\"",
+        "\"0s\"",
+        "\"-1s\"",
+        "\"yes\"",
+        "\"xyz\"",
+        "\"5\"",
+        "5",
+        "1.5",
+        "{a: 1}",
+    ] {
+        confs.push(format!(
+            "listen: 127.0.0.1:-1\n{}",
+            tls("handshake_first", v)
+        ));
+    }
+    confs.push(format!("listen: 127.0.0.1:-1\n{}", tls("first", "\"1s\"")));
+    confs.push(format!(
+        "listen: 127.0.0.1:-1\n{}",
+        tls("immediate", "\"no\"")
+    ));
+    confs.push(format!(
+        "listen: 127.0.0.1:-1\ncluster {{\n listen: 127.0.0.1:-1\n {}}}\n",
+        tls("handshake_first", "true")
+    ));
+    for (i, text) in confs.iter().enumerate() {
+        let conf = write_conf(&tmp.0, &format!("v{i}.conf"), text);
+        let conf = conf.display().to_string();
+        let theirs = std::process::Command::new(&bin)
+            .args(["-t", "-c", &conf])
+            .output()
+            .expect("nats-server -t");
+        let ours = run(&["-t", "-c", &conf]);
+        assert_eq!(
+            ours.status.success(),
+            theirs.status.success(),
+            "{text}\nnatsd: {}\nnats-server: {}",
+            String::from_utf8_lossy(&ours.stderr),
+            String::from_utf8_lossy(&theirs.stderr),
+        );
+        if !theirs.status.success() {
+            // nats-server: `file:line:col: message`, natsd the same line.
+            let want = String::from_utf8_lossy(&theirs.stderr)
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .trim_start_matches("nats-server: ")
+                .to_string();
+            let got = String::from_utf8_lossy(&ours.stderr);
+            assert!(got.contains(&want), "{text}\nwant {want:?}\ngot {got:?}");
+        }
+    }
+}

@@ -358,3 +358,215 @@ async fn a_timed_out_fetch_does_not_capture_the_next_message() {
     }
     stop(refs).await;
 }
+
+/// Ten clients binding one durable push consumer at once, each with its own deliver subject
+/// it already listens on (what nats.go, nats.c and nats-py do for `js.subscribe(durable=…)`):
+/// the first create wins, the others are refused while the winner's deliver subject has
+/// interest (10013, `consumer name already in use`: the clients then read `push_bound` and
+/// say "consumer is already bound to a subscription"); consumer info says `push_bound` while
+/// bound and not after; once the winner has gone, another client may take the consumer over
+/// and gets what the winner left unacknowledged at once.
+#[tokio::test]
+async fn one_of_ten_binds_a_durable_push_consumer() {
+    let refs = jsref::each("pushbound", "").await;
+    for r in &refs {
+        let admin = r.client(None).await;
+        let v = api(
+            &admin,
+            "$JS.API.STREAM.CREATE.PB",
+            r#"{"name":"PB","subjects":["pb.>"],"storage":"memory"}"#,
+        )
+        .await;
+        assert_eq!(outcome(&v), json!("ok"), "{}: {v}", r.name);
+        let mut clients = Vec::new();
+        for i in 0..10 {
+            let nc = r.client(None).await;
+            let sub = nc.subscribe(format!("dlv.{i}")).await.expect("sub");
+            nc.flush().await.expect("flush");
+            clients.push((nc, sub));
+        }
+        let creates = clients.iter().enumerate().map(|(i, (nc, _))| {
+            let body = format!(
+                r#"{{"stream_name":"PB","config":{{"durable_name":"D","deliver_subject":"dlv.{i}","ack_policy":"explicit"}}}}"#
+            );
+            async move { api(nc, "$JS.API.CONSUMER.DURABLE.CREATE.PB.D", &body).await }
+        });
+        let answers = futures::future::join_all(creates).await;
+        let winners: Vec<usize> = (0..10)
+            .filter(|&i| answers[i].get("error").is_none())
+            .collect();
+        assert_eq!(winners.len(), 1, "{}: {answers:?}", r.name);
+        let w = winners[0];
+        for (i, a) in answers.iter().enumerate() {
+            if i != w {
+                assert_eq!(
+                    outcome(a),
+                    json!({"code": 400, "err_code": 10013, "description": "consumer name already in use"}),
+                    "{}",
+                    r.name
+                );
+            }
+        }
+        let info = api(&admin, "$JS.API.CONSUMER.INFO.PB.D", "").await;
+        assert_eq!(info["push_bound"], true, "{}: {info}", r.name);
+        assert_eq!(
+            info["config"]["deliver_subject"],
+            format!("dlv.{w}"),
+            "{}",
+            r.name
+        );
+        // Only the winner gets messages.
+        admin.publish("pb.x", "1".into()).await.expect("publish");
+        let m = tokio::time::timeout(Duration::from_secs(5), clients[w].1.next())
+            .await
+            .expect("delivered in time")
+            .expect("msg");
+        assert_eq!(m.subject.as_str(), "pb.x", "{}", r.name);
+        // The winner leaves: not bound any more, and a newcomer takes the consumer over.
+        let (nc, sub) = clients.remove(w);
+        drop(sub);
+        nc.flush().await.expect("flush");
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            let info = api(&admin, "$JS.API.CONSUMER.INFO.PB.D", "").await;
+            if info.get("push_bound").is_none() {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{}: still bound: {info}",
+                r.name
+            );
+        }
+        let nc2 = &clients[0].0;
+        let mut newcomer = nc2.subscribe("dlv.new").await.expect("sub");
+        nc2.flush().await.expect("flush");
+        let again = api(
+            nc2,
+            "$JS.API.CONSUMER.DURABLE.CREATE.PB.D",
+            r#"{"stream_name":"PB","config":{"durable_name":"D","deliver_subject":"dlv.new","ack_policy":"explicit"}}"#,
+        )
+        .await;
+        assert_eq!(outcome(&again), json!("ok"), "{}: {again}", r.name);
+        // What the winner left unacknowledged goes to the newcomer at once, not after ack_wait.
+        let m = tokio::time::timeout(Duration::from_secs(5), newcomer.next())
+            .await
+            .expect("redelivered at once")
+            .expect("msg");
+        assert_eq!(m.subject.as_str(), "pb.x", "{}", r.name);
+    }
+    stop(refs).await;
+}
+
+/// A KV bucket in account A used from account I through imports, as nats.go's
+/// `TestKeyValueCrossAccounts` configures it: I imports A's `$JS.API.>` as `fromA.>`, `$KV.>` as
+/// `fromA.$KV.>`, and the stream `accI.>` (its inbox prefix), so a watcher in I gets its
+/// consumer's deliveries through the stream import. Both sides see each other's puts, the
+/// watcher in I gets the live updates, deletes too, and a pull consumer used from I gets its
+/// messages (natsd had both matched on the stream subject instead of the deliver subject or
+/// the `_R_` reply, and dropped them). 2.9.10 is left out: async-nats 0.51 cannot create a
+/// bucket there.
+#[tokio::test]
+async fn kv_watcher_across_accounts_gets_live_updates() {
+    use async_nats::jetstream;
+    let conf = r#"
+accounts: {
+  A: {
+    users: [ {user: a, password: a} ]
+    jetstream: enabled
+    exports: [
+      {service: "$JS.API.>"}
+      {service: "$KV.>"}
+      {stream: "accI.>"}
+    ]
+  }
+  I: {
+    users: [ {user: i, password: i} ]
+    imports: [
+      {service: {account: A, subject: "$JS.API.>"}, to: "fromA.>"}
+      {service: {account: A, subject: "$KV.>"}, to: "fromA.$KV.>"}
+      {stream: {subject: "accI.>", account: A}}
+    ]
+  }
+}
+"#;
+    let refs = jsref::each("kvcross", conf).await;
+    // 2.9.10 answers async-nats 0.51's bucket creation in a shape it cannot read.
+    for r in refs.iter().filter(|r| !r.name.contains("2.9")) {
+        let nc_a = r.client(Some("a")).await;
+        let js_a = jetstream::new(nc_a);
+        let kv_a = js_a
+            .create_key_value(jetstream::kv::Config {
+                bucket: "Map".into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap_or_else(|e| panic!("{}: create bucket: {e}", r.name));
+        let nc_i = async_nats::ConnectOptions::with_user_and_password("i".into(), "i".into())
+            .custom_inbox_prefix("accI")
+            .connect(r.url.as_str())
+            .await
+            .unwrap_or_else(|e| panic!("{}: connect: {e}", r.name));
+        let js_i = jetstream::with_prefix(nc_i, "fromA");
+        let kv_i = js_i
+            .get_key_value("Map")
+            .await
+            .unwrap_or_else(|e| panic!("{}: bucket from I: {e}", r.name));
+        let mut watch = kv_i
+            .watch_all()
+            .await
+            .unwrap_or_else(|e| panic!("{}: watch from I: {e}", r.name));
+        kv_a.put("a1", "from A".into()).await.expect("put from A");
+        kv_i.put("i1", "from I".into()).await.expect("put from I");
+        kv_a.delete("a1").await.expect("delete from A");
+        let mut seen = Vec::new();
+        while seen.len() < 3 {
+            let e = tokio::time::timeout(Duration::from_secs(5), watch.next())
+                .await
+                .unwrap_or_else(|_| panic!("{}: live updates in time, got {seen:?}", r.name))
+                .expect("entry")
+                .expect("entry ok");
+            seen.push(format!(
+                "{} {:?} {}",
+                e.key,
+                e.operation,
+                String::from_utf8_lossy(&e.value)
+            ));
+        }
+        assert_eq!(
+            seen,
+            ["a1 Put from A", "i1 Put from I", "a1 Delete "],
+            "{}",
+            r.name
+        );
+        let got = kv_a.get("i1").await.expect("get from A");
+        assert_eq!(got.as_deref(), Some(&b"from I"[..]), "{}", r.name);
+        // A pull consumer used from I: its message comes back through the response relay,
+        // with the stream's subject. (Only the first of a batch: `$JS.API.>` is exported
+        // with singleton responses, and nats-server ends the mapping at the first one too.)
+        let stream = js_i.get_stream("KV_Map").await.expect("stream from I");
+        let pull = stream
+            .create_consumer(jetstream::consumer::pull::Config {
+                ack_policy: jetstream::consumer::AckPolicy::None,
+                ..Default::default()
+            })
+            .await
+            .unwrap_or_else(|e| panic!("{}: pull consumer from I: {e}", r.name));
+        let mut batch = pull
+            .fetch()
+            .max_messages(1)
+            .expires(Duration::from_secs(2))
+            .messages()
+            .await
+            .expect("fetch");
+        let mut subjects = Vec::new();
+        while let Some(m) = tokio::time::timeout(Duration::from_secs(5), batch.next())
+            .await
+            .unwrap_or_else(|_| panic!("{}: fetch in time, got {subjects:?}", r.name))
+        {
+            subjects.push(m.expect("message").subject.to_string());
+        }
+        assert_eq!(subjects, ["$KV.Map.i1"], "{}", r.name);
+    }
+    stop(refs).await;
+}

@@ -8,6 +8,12 @@ use super::*;
 /// that does not start TLS fails the handshake (no `-ERR` reaches it) and is closed with
 /// `TLS Handshake Failure`. With `allow_non_tls` the first byte decides: a TLS record (0x16)
 /// means TLS, anything else (or nothing within the timeout) plaintext.
+///
+/// `handshake_first` (nats-server 2.10+): no INFO in the clear; the client's handshake comes
+/// first and INFO (`tls_required`) is the first thing inside TLS. Without a fallback delay
+/// this overrides `allow_non_tls`. With one, a client that sends nothing within the delay
+/// gets INFO in the clear and the usual flow (so clients of either kind connect); one that
+/// sends anything must be starting TLS.
 pub(super) async fn serve_tls(
     srv: Arc<ServerShared>,
     conn: Arc<Conn>,
@@ -20,26 +26,49 @@ pub(super) async fn serve_tls(
         .tls
         .as_ref()
         .map_or(Duration::from_secs(2), |t| t.timeout);
+    let handshake_first = opts.tls.as_ref().and_then(|t| t.handshake_first);
     let allow_non_tls = opts.allow_non_tls;
     let write_deadline = opts.write_deadline;
     let write_cfg = srv.write_cfg(ConnKind::Client, write_deadline);
     let mut c = Client::new(srv.clone(), conn.clone(), opts);
-    // Lines before the handshake go straight to the socket: there is no writer yet.
-    let mut early = c.info_line();
-    c.trace_out(&early);
     tracing::debug!("{} - Client connection created", conn.log_prefix());
+    let mut tls_first = handshake_first.is_some();
     let registered = c.register_quietly();
+    // Lines before the handshake go straight to the socket: there is no writer yet. As
+    // nats-server, a max-connections -ERR goes out in the clear (after INFO unless TLS first).
+    let mut early = Vec::new();
+    if !tls_first {
+        early = c.info_line();
+        c.trace_out(&early);
+    }
     if !registered {
         let err = format!("-ERR '{}'\r\n", errs::MAX_CONNECTIONS);
         c.trace_out(err.as_bytes());
         early.extend_from_slice(err.as_bytes());
     }
-    let wrote = tokio::time::timeout(write_deadline, stream.write_all(&early)).await;
-    if !matches!(wrote, Ok(Ok(()))) {
-        conn.close(CloseReason::WriteError);
+    if !early.is_empty() {
+        write_early(&conn, &mut stream, &early, write_deadline).await;
     }
     if !registered {
         c.max_connections_exceeded();
+    }
+    if let Some(wait) = handshake_first.filter(|w| !w.is_zero()) {
+        if !conn.is_closed() {
+            // Anything within the delay (regardless of what) means the client starts TLS.
+            let mut b = [0u8; 1];
+            let sent = tokio::select! {
+                _ = conn.closed() => false,
+                r = tokio::time::timeout(wait, stream.peek(&mut b)) => {
+                    matches!(r, Ok(Ok(n)) if n > 0)
+                }
+            };
+            if !sent {
+                tls_first = false;
+                let info = c.info_line();
+                c.trace_out(&info);
+                write_early(&conn, &mut stream, &info, write_deadline).await;
+            }
+        }
     }
     if conn.is_closed() {
         let _ = stream.shutdown().await;
@@ -77,7 +106,7 @@ pub(super) async fn serve_tls(
         }
         Err(_) => None,
     };
-    if allow_non_tls && tls_record != Some(true) {
+    if allow_non_tls && !tls_first && tls_record != Some(true) {
         // Plaintext (anything but a TLS record, or nothing within the TLS timeout), as
         // nats-server's `allow_non_tls`.
         let (rd, wr) = stream.into_split();
@@ -108,7 +137,7 @@ pub(super) async fn serve_tls(
         _ = conn.closed() => None,
         r = tokio::time::timeout_at(deadline, acceptor.accept(stream)) => Some(r),
     };
-    let stream = match hs {
+    let mut stream = match hs {
         None => {
             c.finish();
             return;
@@ -139,9 +168,40 @@ pub(super) async fn serve_tls(
         m.tls_version = version;
         m.tls_cipher_suite = suite;
     }
+    if tls_first {
+        // INFO now, as the first bytes inside TLS.
+        let info = crate::server::info_line(&srv.client_info_json_tls_first(&conn));
+        c.trace_out(&info);
+        let wrote = tokio::time::timeout(write_deadline, async {
+            stream.write_all(&info).await?;
+            stream.flush().await
+        })
+        .await;
+        if !matches!(wrote, Ok(Ok(()))) {
+            conn.close(CloseReason::WriteError);
+        }
+        if conn.is_closed() {
+            let _ = stream.shutdown().await;
+            c.finish();
+            return;
+        }
+    }
     let (rd, wr) = tokio::io::split(stream);
     let writer = tokio::spawn(writer::run(conn.clone(), wr, write_cfg.clone()));
     c.read_loop(rd).await;
     c.finish();
     let _ = writer.await;
+}
+
+/// Write lines before the handshake (there is no writer yet); a failed or late write closes
+/// the connection.
+async fn write_early(conn: &Conn, stream: &mut TcpStream, bytes: &[u8], deadline: Duration) {
+    use tokio::io::AsyncWriteExt;
+    if conn.is_closed() {
+        return;
+    }
+    let wrote = tokio::time::timeout(deadline, stream.write_all(bytes)).await;
+    if !matches!(wrote, Ok(Ok(()))) {
+        conn.close(CloseReason::WriteError);
+    }
 }

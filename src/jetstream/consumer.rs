@@ -679,6 +679,20 @@ impl Consumer {
         }
     }
 
+    /// A push consumer's deliver subject changed (a client took it over): everything pending
+    /// goes to the new subscriber now, as nats-server's `forceExpirePending`.
+    pub fn redeliver_all_now(&mut self, now: Instant) {
+        let seqs: Vec<u64> = self.pending.keys().copied().collect();
+        for seq in seqs {
+            if let Some(p) = self.pending.get_mut(&seq) {
+                p.deadline = now;
+            }
+            if self.in_redeliver.insert(seq) {
+                self.redeliver.push_back(seq);
+            }
+        }
+    }
+
     /// Timer work: redeliveries due, expired pull requests, heartbeats, stalled flow control.
     pub fn tick(&mut self, cx: &Cx<'_>, store: &dyn MsgStore, now: Instant) {
         if self.cfg.ack_policy != AckPolicy::None {

@@ -447,6 +447,14 @@ impl ServerShared {
         serde_json::to_vec(&self.client_info(c)).unwrap_or_default()
     }
 
+    /// The INFO JSON sent inside TLS to a client that started with the handshake
+    /// (`handshake_first`): `tls_required` even with `allow_non_tls`, as nats-server 2.10+.
+    pub fn client_info_json_tls_first(&self, c: &Conn) -> Vec<u8> {
+        let mut info = self.client_info(c);
+        info.tls_required = true;
+        serde_json::to_vec(&info).unwrap_or_default()
+    }
+
     fn client_info(&self, c: &Conn) -> crate::proto::info::ServerInfo {
         let port = self.client_addr.get().map(|a| a.port()).unwrap_or(0);
         let live = self.live_opts();
@@ -658,8 +666,19 @@ impl Server {
         let addr = listen::local_addr(&l)?;
         let _ = shared.client_addr.set(addr);
         tracing::info!("Listening for client connections on {}", addr);
-        if o.tls.is_some() {
-            tracing::info!("TLS required for client connections");
+        if let Some(t) = &o.tls {
+            // `handshake_first` without a fallback delay overrides `allow_non_tls`.
+            let tls_first_only = t.handshake_first == Some(std::time::Duration::ZERO);
+            if o.allow_non_tls && !tls_first_only {
+                tracing::info!("TLS available for client connections");
+            } else {
+                tracing::info!("TLS required for client connections");
+            }
+            if tls_first_only {
+                tracing::warn!(
+                    "Clients that are not using \"TLS Handshake First\" option will fail to connect"
+                );
+            }
         }
         if shared.auth.required() {
             tracing::info!("Server requires authentication for client connections");

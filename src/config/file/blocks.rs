@@ -199,6 +199,14 @@ pub(super) fn tls_block(e: &Entry, client: bool) -> Result<crate::tls::TlsOpts, 
                     t.curve_preferences.push(name);
                 }
             }
+            // nats-server parses it in every tls block, uses it on the client port (and
+            // leafnodes); routes and gateways ignore it.
+            "handshake_first" | "first" | "immediate" => {
+                let v = handshake_first(tk, &te.key_pos, tv)?;
+                if client {
+                    t.handshake_first = v;
+                }
+            }
             "verify_and_map" | "verify_cert_and_check_known_urls" => {
                 return Err(not_supported(
                     &te.key,
@@ -219,6 +227,45 @@ pub(super) fn tls_block(e: &Entry, client: bool) -> Result<crate::tls::TlsOpts, 
     // `file:2:1: error parsing X509 certificate/key pair: …`).
     crate::tls::server_config(&t).map_err(|m| ConfigError::at(&e.key_pos, m))?;
     Ok(t)
+}
+
+/// `handshake_first` (or `first`, `immediate`) as nats-server 2.10+ takes it: `true`/`false`
+/// (or the strings `true`/`on`/`false`/`off`), `"auto"` (a 50 ms fallback delay), or a Go
+/// duration (the fallback delay: INFO in the clear when the client is silent that long; zero
+/// or negative means no fallback, as `true`). nats-server's words for a bad value.
+fn handshake_first(key: &str, pos: &Pos, v: &Value) -> Result<Option<Duration>, ConfigError> {
+    match &v.kind {
+        Kind::Bool(true) => Ok(Some(Duration::ZERO)),
+        Kind::Bool(false) => Ok(None),
+        Kind::String(s) => match s.to_ascii_lowercase().as_str() {
+            "true" | "on" => Ok(Some(Duration::ZERO)),
+            "false" | "off" => Ok(None),
+            "auto" | "auto_fallback" => Ok(Some(Duration::from_millis(50))),
+            _ => {
+                // Go's time.ParseDuration; a negative delay is no fallback.
+                let d = match s.trim().strip_prefix('-') {
+                    Some(neg) => super::parse_go_duration(neg).map(|_| Duration::ZERO),
+                    None => super::parse_go_duration(s),
+                };
+                d.map(Some).ok_or_else(|| {
+                    ConfigError::at(pos, format!("field {key:?}'s value {s:?} is invalid"))
+                })
+            }
+        },
+        other => Err(ConfigError::at(
+            pos,
+            format!(
+                "field {key:?} should be a boolean or a string, got {}",
+                match other {
+                    Kind::Integer { .. } => "int64",
+                    Kind::Float(_) => "float64",
+                    Kind::Array(_) => "[]interface {}",
+                    Kind::Map(_) => "map[string]interface {}",
+                    _ => other.type_name(),
+                }
+            ),
+        )),
+    }
 }
 
 pub(super) fn cluster(

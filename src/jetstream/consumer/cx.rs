@@ -52,8 +52,7 @@ impl<'a> Cx<'a> {
         if to == subject {
             return fan.publish_in(self.acc, &m, origin);
         }
-        let r = self.acc.sublist.matches(to.as_bytes());
-        fan.publish_local(self.acc, &r, &m, origin)
+        fan.publish_local_to(self.acc, to.as_bytes(), &m, origin)
     }
 
     /// An ordinary internal publish (replies, statuses).

@@ -86,6 +86,14 @@ impl JsAccount {
         if let Some(c) = st.consumers.get(&name) {
             if c.cfg != cfg {
                 consumer::check_update(&c.cfg, &cfg).map_err(e)?;
+                // nats-server (`checkNewConsumerConfig`): a push consumer is taken over with a
+                // new deliver subject only while nobody listens on its current one; a client
+                // binding a bound durable gets 10013 and then reads `push_bound`.
+                if c.cfg.deliver_subject != cfg.deliver_subject
+                    && cx.has_interest(&c.cfg.deliver_subject)
+                {
+                    return Err(e(ApiError::new(400, 10013, "consumer name already in use")));
+                }
             }
         }
         consumer::check(&cfg, &st.cfg, self.limits.max_ack_pending).map_err(e)?;
@@ -116,8 +124,15 @@ impl JsAccount {
         if let Some(c) = st.consumers.get_mut(&name) {
             if c.cfg != cfg {
                 consumer::check_update(&c.cfg, &cfg).map_err(e)?;
+                let moved = c.cfg.deliver_subject != cfg.deliver_subject;
                 c.cfg = cfg;
                 c.dirty = true;
+                if moved {
+                    c.redeliver_all_now(tokio::time::Instant::now());
+                    let mut acked = Vec::new();
+                    c.pump(cx, st.store.as_ref(), &mut acked);
+                    retire(st, &acked);
+                }
             }
             let c = &st.consumers[&name];
             save_consumer_meta(st, c).map_err(|er| e(ApiError::consumer_create(er)))?;
