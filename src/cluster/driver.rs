@@ -66,6 +66,17 @@ pub(super) fn addr_of(url: &str) -> Option<SocketAddr> {
     Some(SocketAddr::new(u.host.parse::<IpAddr>().ok()?, u.port))
 }
 
+/// What the mesh decided for one event, with the registry already following it.
+struct Decided {
+    /// Actions about the calling route's own connection.
+    mine: Vec<Action>,
+    others: Vec<Action>,
+    /// Spares the mesh promoted, stored: each with `first`.
+    promoted: Vec<(Arc<RouteEntry>, bool)>,
+    /// The caller's entry was registered and stored.
+    stored_mine: bool,
+}
+
 impl Cluster {
     /// Feed the mesh one event and carry out what it decides. Actions about `me` (the calling
     /// route's own connection) are returned instead.
@@ -75,24 +86,65 @@ impl Cluster {
         ev: Event,
         me: Option<ConnId>,
     ) -> Vec<Action> {
-        let (mine, others) = self.decide(ev, me);
+        let Decided {
+            mine,
+            others,
+            promoted,
+            ..
+        } = self.decide_storing(ev, me, None);
+        for (e, first) in promoted {
+            self.on_registered(srv, &e, first);
+        }
         for a in others {
             self.perform(srv, a);
         }
         mine
     }
 
-    /// The mesh's actions for `ev`: those about `me`, and the others.
-    fn decide(&self, ev: Event, me: Option<ConnId>) -> (Vec<Action>, Vec<Action>) {
+    /// The mesh's actions for `ev` (those about `me`, and the others), and the registry follows the mesh's registrations before the mesh lock is
+    /// released: `mine` (the calling route's entry, when the mesh registers it) and spares it
+    /// promotes. Stored later, a registration decided first could land after a newer one for
+    /// the same slot and replace it, leaving the registry a connection short once the older
+    /// one closed (a pool slot missing from /routez while the mesh counted it). Returns the
+    /// promoted spares (for `on_registered`) and whether `mine` was stored.
+    fn decide_storing(
+        &self,
+        ev: Event,
+        me: Option<ConnId>,
+        mine: Option<&Arc<RouteEntry>>,
+    ) -> Decided {
         let mut out = Vec::new();
+        let mut promoted = Vec::new();
+        let mut stored_mine = false;
         {
             let mut m = self.mesh.lock().unwrap_or_else(|e| e.into_inner());
             m.handle(ev, self.epoch.elapsed(), &mut out);
+            for a in &out {
+                let Action::Register { conn, first, .. } = a else {
+                    continue;
+                };
+                let entry = super::lock(&self.spares).remove(conn);
+                if Some(*conn) == me {
+                    if let Some(e) = mine {
+                        stored_mine = self.store(e);
+                    }
+                } else if let Some(e) = entry {
+                    if self.store(&e) {
+                        promoted.push((e, *first));
+                    }
+                }
+            }
         }
         self.wake.notify_one();
-        out.into_iter().partition(|a| {
+        let split = out.into_iter().partition(|a| {
             matches!(a, Action::Register { conn, .. } | Action::Close { conn, .. } if Some(*conn) == me)
-        })
+        });
+        Decided {
+            mine: split.0,
+            others: split.1,
+            promoted,
+            stored_mine,
+        }
     }
 
     fn perform(self: &Arc<Self>, srv: &Arc<ServerShared>, a: Action) {
@@ -118,15 +170,8 @@ impl Cluster {
                     mode.wire(),
                 ));
             }
-            Action::Register { conn, first, .. } => {
-                // A spare takes over: it carries its slot from now on.
-                let entry = super::lock(&self.spares).remove(&conn);
-                if let Some(e) = entry {
-                    if self.store(&e) {
-                        self.on_registered(srv, &e, first);
-                    }
-                }
-            }
+            // Stored (a spare taking over its slot) under the mesh lock in `decide_storing`.
+            Action::Register { .. } => {}
             Action::Close { conn, why: w } => {
                 if let Some(c) = super::lock(&self.live).get(&conn) {
                     tracing::debug!("{} - Closing route: {w:?}", c.log_prefix());
@@ -200,7 +245,12 @@ impl Cluster {
         if let Some(entry) = entry {
             super::lock(&self.spares).insert(conn.cid, entry.clone());
         }
-        let (mine, others) = self.decide(ev, Some(conn.cid));
+        let Decided {
+            mine,
+            others,
+            promoted,
+            stored_mine: stored,
+        } = self.decide_storing(ev, Some(conn.cid), entry);
         let mut verdict = Verdict::Spare;
         for a in mine {
             match a {
@@ -213,12 +263,12 @@ impl Cluster {
                 _ => {}
             }
         }
-        // Registered before the rest is carried out: gossip about it needs its entry.
-        if let Some(entry) = entry {
+        // Registered (and stored) before the rest is carried out: gossip about it needs its
+        // entry.
+        if entry.is_some() {
             match verdict {
                 Verdict::Registered { .. } => {
-                    super::lock(&self.spares).remove(&conn.cid);
-                    if !self.store(entry) {
+                    if !stored {
                         verdict = Verdict::Close(CloseReason::ServerShutdown);
                     }
                 }
@@ -228,6 +278,9 @@ impl Cluster {
                     super::lock(&self.spares).remove(&conn.cid);
                 }
             }
+        }
+        for (e, first) in promoted {
+            self.on_registered(srv, &e, first);
         }
         for a in others {
             self.perform(srv, a);
