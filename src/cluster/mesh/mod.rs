@@ -961,7 +961,7 @@ impl Mesh {
             mode: g.gossip_mode,
         };
         // Both ends of a missing pair are often told about each other: the one with the
-        // smaller id (whose connection would win) dials first, the other a second later
+        // smaller id (whose connection would win) dials first, the other `DEFER_TO_SMALLER` later
         // if still needed.
         let wait = if *self.cfg.server_id < *g.id {
             Duration::ZERO
