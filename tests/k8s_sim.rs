@@ -1143,3 +1143,104 @@ fn pod_whose_dns_record_appears_late_joins() {
     }
     report!("(late) total {:?}", t_start.elapsed());
 }
+
+/// A partition and its heal (issue 16): three pods meshed, then pod 2's link goes down. The
+/// other two drop their routes to it (route PINGs every second, two unanswered) and keep their
+/// own pool whole; the link comes back; the full mesh returns with exactly the pool per pair
+/// (no duplicate left), stays so, and interest converges: each side's count of the other's
+/// subscriptions on its routes is what it was before the partition.
+#[test]
+fn a_partitioned_pod_rejoins_after_heal_without_duplicates_and_interest_converges() {
+    let dnsmasq = require_environment();
+    let mut sim = Sim::with_pods(&dnsmasq, "pt", 3);
+    for p in &sim.pods {
+        let conf = std::fs::read_to_string(&p.conf).expect("conf");
+        let conf = conf.replace(
+            "cluster {\n",
+            "cluster {\n  ping_interval: \"1s\"\n  ping_max: 2\n",
+        );
+        std::fs::write(&p.conf, conf).expect("conf");
+    }
+    sim.publish_dns();
+    let ns0 = sim.pods[0].ns.clone();
+    sim.wait_dns(&ns0);
+    sim.start_all();
+    wait_until("a full mesh of 3", Duration::from_secs(20), || {
+        sim.full_mesh()
+    });
+    // What each of pod 0 and pod 2 sees of the other's interest (its $SYS services and
+    // internal subscriptions), summed over the pair's connections.
+    let interest = |snap: &[(u16, Value)], at: usize, of: &str| -> u64 {
+        snap[2 * at + 1].1["routes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|r| r["remote_name"] == of)
+            .map(|r| r["subscriptions"].as_u64().unwrap_or(0))
+            .sum()
+    };
+    // Interest settles after the mesh forms (dumps and $SYS subscriptions): take it once two
+    // snapshots agree.
+    let (before, _) = wait_until("interest to settle", Duration::from_secs(20), || {
+        let a = sim.snapshot();
+        std::thread::sleep(Duration::from_millis(300));
+        let b = sim.snapshot();
+        let x = (interest(&a, 0, "nats-2"), interest(&a, 2, "nats-0"));
+        let y = (interest(&b, 0, "nats-2"), interest(&b, 2, "nats-0"));
+        if x == y && x.0 > 0 && x.1 > 0 {
+            Ok(x)
+        } else {
+            Err(format!("{x:?} then {y:?}"))
+        }
+    });
+
+    let ns2 = sim.pods[2].ns.clone();
+    must("ip", &["-n", &ns2, "link", "set", "eth0", "down"]);
+    let (_, dropped) = wait_until(
+        "pods 0 and 1 to drop their routes to the partitioned pod",
+        Duration::from_secs(20),
+        || {
+            let snap = sim.snapshot();
+            for i in 0..2 {
+                let other = sim.pods[1 - i].name.clone();
+                let names: Vec<String> = snap[2 * i + 1].1["routes"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|r| r["remote_name"].as_str().unwrap_or("?").to_string())
+                    .collect();
+                if names.len() != ROUTES_PER_PEER || names.iter().any(|n| *n != other) {
+                    return Err(format!("{}: {names:?}", sim.pods[i].name));
+                }
+            }
+            Ok(())
+        },
+    );
+    report!("partition: pods 0 and 1 dropped pod 2 after {dropped:?}");
+
+    must("ip", &["-n", &ns2, "link", "set", "eth0", "up"]);
+    let (_, healed) = wait_until(
+        "the full mesh after the heal",
+        Duration::from_secs(30),
+        || sim.full_mesh(),
+    );
+    let (_, converged) = wait_until(
+        "interest to converge after the heal",
+        Duration::from_secs(20),
+        || {
+            let snap = sim.snapshot();
+            let now = (interest(&snap, 0, "nats-2"), interest(&snap, 2, "nats-0"));
+            if now == before {
+                Ok(())
+            } else {
+                Err(format!("{now:?}, before the partition {before:?}"))
+            }
+        },
+    );
+    report!("heal: full mesh after {healed:?}, interest as before {converged:?} later");
+    // No duplicate churn afterwards: still exactly the pools a moment later.
+    std::thread::sleep(Duration::from_secs(2));
+    if let Err(e) = sim.full_mesh() {
+        panic!("the mesh did not stay whole after the heal: {e}");
+    }
+}

@@ -124,10 +124,8 @@ impl Cluster {
                     continue;
                 };
                 let entry = super::lock(&self.spares).remove(conn);
-                if Some(*conn) == me {
-                    if let Some(e) = mine {
-                        stored_mine = self.store(e);
-                    }
+                if let (true, Some(e)) = (Some(*conn) == me, mine) {
+                    stored_mine = self.store(e);
                 } else if let Some(e) = entry {
                     if self.store(&e) {
                         promoted.push((e, *first));
