@@ -1,3 +1,6 @@
+//! Tests of the compression modes (`mode.rs`): parsing `cluster { compression }` as nats-server
+//! 2.15.1 accepts and refuses it, and the negotiation rules between two configured modes.
+
 use super::CompressionMode::*;
 use super::*;
 

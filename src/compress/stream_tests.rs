@@ -1,3 +1,7 @@
+//! Tests of the S2 stream codec (`stream.rs`): round trips at every level, chunking and output
+//! budgets, corrupt and oversized input, and cross-checks with the `minlz` crate's own stream
+//! reader and writer.
+
 use super::*;
 use std::io::{Read, Write};
 
