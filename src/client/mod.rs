@@ -9,6 +9,7 @@
 
 use crate::account::{Account, SubRef, Subscription};
 use crate::auth::{CompiledPerms, Credentials};
+use crate::conn::driver::{self, AfterOp, Session};
 use crate::conn::{writer, CloseReason, Conn, ConnKind};
 use crate::deliver::{Fanout, Msg, Origin};
 use crate::proto::info::ConnectInfo;
@@ -17,13 +18,12 @@ use crate::server::ServerShared;
 use crate::subject;
 use crate::sublist::SublistResult;
 use crate::util::FastMap;
-use bytes::{Buf, BytesMut};
+use bytes::BytesMut;
 use rand::Rng;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
-use tokio::io::{AsyncRead, AsyncReadExt};
+use std::time::Duration;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
@@ -51,7 +51,6 @@ pub mod errs {
 
 /// Entries of the per-connection match cache.
 const L1_SIZE: usize = 64;
-const READ_CHUNK: usize = 64 * 1024;
 
 /// Accept one client connection and serve it until it closes.
 pub async fn serve(srv: Arc<ServerShared>, stream: TcpStream, addr: SocketAddr) {
@@ -65,18 +64,10 @@ pub async fn serve(srv: Arc<ServerShared>, stream: TcpStream, addr: SocketAddr) 
     }
     // Plaintext: the socket's own halves, no extra layer.
     let (rd, wr) = stream.into_split();
-    let writer = tokio::spawn(writer::run(
-        conn.clone(),
-        wr,
-        srv.write_cfg(ConnKind::Client, opts.write_deadline),
-    ));
-
-    let mut c = Client::new(srv.clone(), conn.clone(), opts);
-    c.send_info();
+    let cfg = srv.write_cfg(ConnKind::Client, opts.write_deadline);
+    let mut c = Client::new(srv, conn.clone(), opts);
     tracing::debug!("{} - Client connection created", conn.log_prefix());
-    if c.register() {
-        c.read_loop(rd).await;
-    }
+    let writer = driver::serve(&mut c, rd, wr, cfg).await;
     c.finish();
     let _ = writer.await;
 }
@@ -101,6 +92,12 @@ struct Client {
     last_in: Instant,
     /// When the ping timer fires next (re-armed early at CONNECT, to measure RTT).
     next_ping: Instant,
+    /// The ping timer's interval (refreshed by a config reload).
+    ping_interval: Duration,
+    /// Whether clients must authenticate (refreshed by a config reload).
+    auth_required: bool,
+    /// Config reloads, until the server drops the sender.
+    reloads: Option<tokio::sync::watch::Receiver<u64>>,
     /// When the PING whose PONG measures RTT was sent.
     rtt_start: Option<Instant>,
     rtt_known: bool,
@@ -142,6 +139,9 @@ impl Client {
         let fan_srv = srv.clone();
         Client {
             trace: crate::logging::trace_enabled(),
+            ping_interval: opts.ping_interval.max(Duration::from_millis(10)),
+            auth_required: srv.auth.required(),
+            reloads: Some(srv.reload_watch()),
             srv,
             opts,
             creds: None,
@@ -250,110 +250,6 @@ impl Client {
         }
     }
 
-    // ----- the read loop -----
-
-    /// Generic over the read half: the plaintext path gets its own copy with the socket's
-    /// half (`OwnedReadHalf`), TLS a `ReadHalf` of the TLS stream.
-    async fn read_loop<R: AsyncRead + Unpin>(&mut self, mut rd: R) {
-        let mut reloads = self.srv.reload_watch();
-        let mut reloads_open = true;
-        let opts = self.opts.clone();
-        let mut parser = Parser::new(
-            Kind::Client,
-            Limits {
-                max_control_line: opts.max_control_line,
-                max_payload: opts.max_payload,
-            },
-        );
-        let auth_deadline = Instant::now() + opts.auth_timeout;
-        let mut auth_required = self.srv.auth.required();
-        let mut ping_interval = opts.ping_interval.max(Duration::from_millis(10));
-        let mut buf = BytesMut::with_capacity(READ_CHUNK);
-        let conn = self.conn.clone();
-        // Timers live across iterations (reset only when their deadline moves): creating and
-        // dropping timer entries on every read would touch the runtime's timer wheel per message.
-        let auth_sleep = tokio::time::sleep_until(auth_deadline);
-        tokio::pin!(auth_sleep);
-        let mut armed_ping = self.next_ping;
-        let ping_sleep = tokio::time::sleep_until(armed_ping);
-        tokio::pin!(ping_sleep);
-        loop {
-            if buf.capacity() - buf.len() < READ_CHUNK / 4 {
-                buf.reserve(READ_CHUNK);
-            }
-            if self.next_ping != armed_ping {
-                armed_ping = self.next_ping;
-                ping_sleep.as_mut().reset(armed_ping);
-            }
-            let read = tokio::select! {
-                biased;
-                _ = conn.closed() => return,
-                r = rd.read_buf(&mut buf) => r,
-                r = reloads.changed(), if reloads_open => {
-                    if r.is_err() {
-                        reloads_open = false;
-                        continue;
-                    }
-                    if let Flow::Close(r) = self.on_reload() {
-                        conn.close(r);
-                        return;
-                    }
-                    parser.set_limits(Limits {
-                        max_control_line: self.opts.max_control_line,
-                        max_payload: self.opts.max_payload,
-                    });
-                    auth_required = self.srv.auth.required();
-                    ping_interval = self.opts.ping_interval.max(Duration::from_millis(10));
-                    continue;
-                }
-                _ = &mut auth_sleep, if auth_required && !self.connected => {
-                    self.send_err(errs::AUTH_TIMEOUT);
-                    tracing::error!("{} - Authentication Timeout", conn.log_prefix());
-                    conn.close(CloseReason::AuthenticationTimeout);
-                    return;
-                }
-                _ = &mut ping_sleep => {
-                    self.next_ping = Instant::now() + ping_interval;
-                    if let Flow::Close(r) = self.ping_timer(ping_interval) {
-                        conn.close(r);
-                        return;
-                    }
-                    continue;
-                }
-            };
-            if !conn.read_ok(&read) {
-                return;
-            }
-            let now = SystemTime::now();
-            self.last_in = Instant::now();
-            conn.touch(now);
-            let mut consumed = 0;
-            let mut outcome = Flow::Continue;
-            while consumed < buf.len() {
-                match parser.parse(&buf[consumed..]) {
-                    Ok(Some((op, n))) => {
-                        consumed += n;
-                        outcome = self.handle(op);
-                        if matches!(outcome, Flow::Close(_)) {
-                            break;
-                        }
-                    }
-                    Ok(None) => break,
-                    Err(e) => {
-                        outcome = Flow::Close(self.parse_error(e, &buf[consumed..]));
-                        break;
-                    }
-                }
-            }
-            buf.advance(consumed);
-            self.end_batch().await;
-            if let Flow::Close(r) = outcome {
-                conn.close(r);
-                return;
-            }
-        }
-    }
-
     /// Report a protocol error the way nats-server does (an -ERR only for some kinds; bad
     /// sizes and argument counts close silently) and pick the close reason.
     fn parse_error(&self, e: ParseError, rest: &[u8]) -> CloseReason {
@@ -373,15 +269,11 @@ impl Client {
         reason
     }
 
-    /// After a batch of ops: publish counters, wake destinations, slow down for stalled ones.
-    async fn end_batch(&mut self) {
-        self.fan.end_batch(&self.conn).await;
-    }
-
     /// nats-server's ping timer: a PING per interval unless the client was active within it
     /// (the first one always goes out, to measure RTT); `ping_max` unanswered PINGs and the
     /// next tick closes the connection as stale.
-    fn ping_timer(&mut self, interval: Duration) -> Flow {
+    fn ping_timer(&mut self) -> Flow {
+        let interval = self.ping_interval;
         tracing::debug!("{} - Client Ping Timer", self.conn.log_prefix());
         let idle = self.last_in.elapsed();
         if self.rtt_known && idle < interval {
@@ -564,5 +456,102 @@ impl Client {
             self.fan.to_sub(&s, &m);
             self.retire_finished();
         }
+    }
+}
+
+/// The client kind on the connection driver.
+impl Session for Client {
+    /// A config reload (false: the server dropped the sender; no more will come).
+    type Event = bool;
+
+    fn conn(&self) -> &Arc<Conn> {
+        &self.conn
+    }
+
+    /// INFO, then joining the server's clients (false over `max_connections`).
+    fn start(&mut self) -> bool {
+        self.send_info();
+        self.register()
+    }
+
+    fn parser(&self) -> Parser {
+        Parser::new(
+            Kind::Client,
+            Limits {
+                max_control_line: self.opts.max_control_line,
+                max_payload: self.opts.max_payload,
+            },
+        )
+    }
+
+    fn handshake_deadline(&self) -> Instant {
+        Instant::now() + self.opts.auth_timeout
+    }
+
+    fn handshake_pending(&self) -> bool {
+        self.auth_required && !self.connected
+    }
+
+    fn on_handshake_timeout(&mut self) -> CloseReason {
+        self.send_err(errs::AUTH_TIMEOUT);
+        tracing::error!("{} - Authentication Timeout", self.conn.log_prefix());
+        CloseReason::AuthenticationTimeout
+    }
+
+    fn next_tick(&self) -> Instant {
+        self.next_ping
+    }
+
+    fn on_tick(&mut self, now: Instant) -> Result<(), CloseReason> {
+        self.next_ping = now + self.ping_interval;
+        match self.ping_timer() {
+            Flow::Close(r) => Err(r),
+            Flow::Continue => Ok(()),
+        }
+    }
+
+    fn on_read(&mut self, now: Instant) {
+        self.last_in = now;
+    }
+
+    fn on_op(&mut self, op: Op<'_>, _parser: &mut Parser) -> Result<AfterOp, CloseReason> {
+        match self.handle(op) {
+            Flow::Close(r) => Err(r),
+            Flow::Continue => Ok(AfterOp::Continue),
+        }
+    }
+
+    fn on_parse_error(&mut self, e: ParseError, rest: &[u8]) -> CloseReason {
+        self.parse_error(e, rest)
+    }
+
+    /// After a batch of ops: publish counters, wake destinations, slow down for stalled ones.
+    async fn end_batch(&mut self) {
+        self.fan.end_batch(&self.conn).await;
+    }
+
+    async fn event(&mut self) -> bool {
+        match self.reloads.as_mut() {
+            Some(r) => r.changed().await.is_ok(),
+            None => std::future::pending().await,
+        }
+    }
+
+    /// A reload: re-check this connection against the new options and take up its limits.
+    fn on_event(&mut self, reloaded: bool, parser: &mut Parser) -> Result<(), CloseReason> {
+        if !reloaded {
+            self.reloads = None;
+            return Ok(());
+        }
+        if let Flow::Close(r) = self.on_reload() {
+            return Err(r);
+        }
+        parser.set_limits(Limits {
+            max_control_line: self.opts.max_control_line,
+            max_payload: self.opts.max_payload,
+        });
+        self.auth_required = self.srv.auth.required();
+        self.ping_interval = self.opts.ping_interval.max(Duration::from_millis(10));
+        Ok(())
     }
 }

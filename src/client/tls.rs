@@ -111,7 +111,7 @@ pub(super) async fn serve_tls(
         // nats-server's `allow_non_tls`.
         let (rd, wr) = stream.into_split();
         let writer = tokio::spawn(writer::run(conn.clone(), wr, write_cfg.clone()));
-        c.read_loop(rd).await;
+        driver::read_loop(&mut c, rd).await;
         c.finish();
         let _ = writer.await;
         return;
@@ -187,8 +187,8 @@ pub(super) async fn serve_tls(
         }
     }
     let (rd, wr) = tokio::io::split(stream);
-    let writer = tokio::spawn(writer::run(conn.clone(), wr, write_cfg.clone()));
-    c.read_loop(rd).await;
+    let writer = tokio::spawn(writer::run(conn.clone(), wr, write_cfg));
+    driver::read_loop(&mut c, rd).await;
     c.finish();
     let _ = writer.await;
 }

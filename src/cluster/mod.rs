@@ -8,7 +8,6 @@ mod driver;
 pub mod interest;
 pub mod mesh;
 pub mod route;
-pub mod tls_stream;
 pub mod topology;
 pub mod url;
 

@@ -5,23 +5,24 @@
 
 use super::discovery;
 use super::mesh::{self, CloseWhy, Slot};
-use super::tls_stream::TlsStream;
 use super::url::RouteUrl;
 use super::{Cluster, RouteEntry, Verdict};
 use crate::account::{Account, SubRef, Subscription};
-use crate::compress::{CompressionMode, Decoder, InfoStep, RouteCompression};
-use crate::conn::{writer, CloseReason, Conn, ConnKind};
+use crate::compress::{CompressionMode, InfoStep, RouteCompression};
+use crate::conn::driver::{self, AfterOp, Session};
+use crate::conn::tls::{Side, TlsStream};
+use crate::conn::{CloseReason, Conn, ConnKind};
 use crate::deliver::{Fanout, Msg, Origin};
 use crate::proto::info::{RouteConnectInfo, ServerInfo};
-use crate::proto::parser::{Kind, Limits, Op, Parser, RoutedMsg, Stop};
+use crate::proto::parser::{Kind, Limits, Op, ParseError, Parser, RoutedMsg};
 use crate::server::ServerShared;
 use crate::util::FastMap;
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
@@ -40,10 +41,6 @@ pub struct Solicit {
     pub gossip_mode: u8,
 }
 
-const READ_CHUNK: usize = 64 * 1024;
-/// Decoded bytes handed to the parser per round on a compressed route (the decoder overshoots
-/// by at most one 4 MiB block): a highly compressible burst never decodes all at once.
-const DECODE_BUDGET: usize = 256 * 1024;
 /// The first PING on a new route, as nats-server does.
 const FIRST_PING: Duration = Duration::from_secs(1);
 /// The bound on a route handshake when the cluster requires no auth (nats-server: none).
@@ -172,20 +169,16 @@ impl Route {
         self.send(format!("-ERR '{text}'\r\n").as_bytes());
     }
 
-    /// Run the connection: writer task, our opening lines, the read loop, cleanup.
+    /// Run the connection on the driver, then clean up.
     async fn serve<R, W>(&mut self, rd: R, wr: W)
     where
         R: AsyncRead + Unpin,
         W: AsyncWrite + Unpin + Send + 'static,
     {
-        let writer = tokio::spawn(writer::run(
-            self.conn.clone(),
-            wr,
-            self.srv
-                .write_cfg(ConnKind::Route, self.srv.opts.write_deadline),
-        ));
-        self.start();
-        self.read_loop(rd).await;
+        let cfg = self
+            .srv
+            .write_cfg(ConnKind::Route, self.srv.opts.write_deadline);
+        let writer = driver::serve(self, rd, wr, cfg).await;
         self.cleanup();
         let _ = writer.await;
     }
@@ -197,24 +190,11 @@ impl Route {
         stream: TcpStream,
         tls: &super::RouteTls,
     ) -> Result<TlsStream, String> {
-        let deadline = tls.timeout.max(Duration::from_millis(500));
-        match &self.solicit {
-            None => {
-                let s = tokio::time::timeout(deadline, tls.acceptor.accept(stream))
-                    .await
-                    .map_err(|_| "timeout".to_string())?
-                    .map_err(|e| e.to_string())?;
-                Ok(TlsStream::Server(Box::new(s)))
-            }
-            Some(sol) => {
-                let name = crate::tls::server_name(&sol.url.host)?;
-                let s = tokio::time::timeout(deadline, tls.connector.connect(name, stream))
-                    .await
-                    .map_err(|_| "timeout".to_string())?
-                    .map_err(|e| e.to_string())?;
-                Ok(TlsStream::Client(Box::new(s)))
-            }
-        }
+        let side = match &self.solicit {
+            None => Side::Accept(&tls.acceptor),
+            Some(sol) => Side::Connect(&tls.connector, &sol.url.host),
+        };
+        crate::conn::tls::handshake(stream, side, tls.timeout).await
     }
 
     /// Our INFO line, with `compression` (nats-server 2.10+ writes every mode, `"not
@@ -247,7 +227,7 @@ impl Route {
     /// except that with compression configured (`accept`, the default, included) it holds its
     /// INFO until the peer's INFO has come, as nats-server 2.10+ does: that INFO then names
     /// the negotiated mode.
-    fn start(&mut self) {
+    fn send_opening(&mut self) {
         self.info_held = self.comp.hold_info();
         let info = if self.info_held {
             Vec::new()
@@ -285,169 +265,6 @@ impl Route {
             }
             None => self.send(&info),
         }
-    }
-
-    async fn read_loop<R: AsyncRead + Unpin>(&mut self, mut rd: R) {
-        let mut parser = Parser::new(Kind::Route, Limits::route());
-        // With cluster auth, the handshake must finish within its `authorization { timeout }`
-        // (nats-server's auth timer). Without, nats-server sets no timer at all; natsd still
-        // bounds it, but loosely: in a storm (a hundred nodes starting at once on two cores)
-        // a 2 s bound closed one handshake in ten that would have finished.
-        let auth_timeout = crate::auth::peer_auth_timeout(self.cl.opts.auth_timeout);
-        let handshake_deadline = Instant::now()
-            + if self.route_auth_required() {
-                auth_timeout
-            } else {
-                auth_timeout.max(NO_AUTH_HANDSHAKE)
-            };
-        // Protocol bytes for the parser; on a compressed route the decoder's output.
-        let mut buf = BytesMut::with_capacity(READ_CHUNK);
-        // Once the peer compresses: what the socket returns goes here first.
-        let mut dec: Option<Decoder> = None;
-        let conn = self.conn.clone();
-        loop {
-            let into = match dec.as_mut() {
-                Some(d) => d.input(),
-                None => &mut buf,
-            };
-            if into.capacity() - into.len() < READ_CHUNK / 4 {
-                into.reserve(READ_CHUNK);
-            }
-            let next_ping = self.next_ping;
-            let read = tokio::select! {
-                biased;
-                _ = conn.closed() => return,
-                r = rd.read_buf(into) => r,
-                _ = tokio::time::sleep_until(handshake_deadline), if self.entry.is_none() => {
-                    tracing::error!("{} - Route handshake timeout", conn.log_prefix());
-                    if !self.connect_seen && self.solicit.is_none() && self.route_auth_required() {
-                        self.send_err("Authentication Timeout");
-                        conn.close(CloseReason::AuthenticationTimeout);
-                    } else {
-                        conn.close(CloseReason::ProtocolViolation);
-                    }
-                    return;
-                }
-                _ = tokio::time::sleep_until(next_ping) => {
-                    if !self.ping_timer() {
-                        return;
-                    }
-                    continue;
-                }
-            };
-            if !conn.read_ok(&read) {
-                return;
-            }
-            conn.touch(SystemTime::now());
-            let close = loop {
-                // A compressed route: decode a budget's worth, parse it, repeat while the
-                // decoder has whole chunks left.
-                let more = match dec.as_mut().map(|d| d.decode(&mut buf, DECODE_BUDGET)) {
-                    None => false,
-                    Some(Ok(more)) => more,
-                    Some(Err(e)) => {
-                        tracing::error!(
-                            "{} - Route compressed stream error, closing: {e}",
-                            conn.log_prefix()
-                        );
-                        break Some(CloseReason::ReadError);
-                    }
-                };
-                let (consumed, close) = self.parse_batch(&mut parser, &buf);
-                buf.advance(consumed);
-                if close.is_some() {
-                    break close;
-                }
-                if std::mem::take(&mut self.switch_reader) {
-                    // The op just handled was the INFO that switched the peer's writer: the
-                    // rest of this read (if any) is already compressed.
-                    let mut d = Decoder::new();
-                    d.feed(&buf);
-                    buf.clear();
-                    dec = Some(d);
-                    continue;
-                }
-                if !more {
-                    break None;
-                }
-                self.end_batch().await;
-            };
-            self.end_batch().await;
-            if let Some(r) = close {
-                conn.close(r);
-                return;
-            }
-        }
-    }
-
-    /// Parses and handles the ops in `buf` op by op (not `parse_all`: registration may switch
-    /// the parser to a pinned route's account-less forms for the very next op, and a
-    /// compression switch ends the plain bytes). Returns the bytes consumed and why to close.
-    fn parse_batch(&mut self, parser: &mut Parser, buf: &[u8]) -> (usize, Option<CloseReason>) {
-        let mut consumed = 0;
-        let mut stop = None;
-        while consumed < buf.len() {
-            match parser.parse(&buf[consumed..]) {
-                Ok(Some((op, n))) => {
-                    consumed += n;
-                    if let Err(e) = self.handle(op) {
-                        stop = Some(Stop::Handler(e));
-                        break;
-                    }
-                    if self.parser_no_account {
-                        parser.set_no_account(true);
-                    }
-                    if self.parser_lnocu {
-                        parser.set_lnocu(true);
-                    }
-                    if self.switch_reader {
-                        break;
-                    }
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    stop = Some(Stop::Parse(e));
-                    break;
-                }
-            }
-        }
-        let close = stop.map(|stop| match stop {
-            Stop::Handler(reason) => reason,
-            Stop::Parse(e) => {
-                let rest = &buf[consumed..];
-                let snippet = String::from_utf8_lossy(&rest[..rest.len().min(32)]);
-                tracing::error!(
-                    "{} - Route parser ERROR: {e}: proto: {snippet:?}",
-                    self.conn.log_prefix()
-                );
-                CloseReason::ProtocolViolation
-            }
-        });
-        (consumed, close)
-    }
-
-    async fn end_batch(&mut self) {
-        self.fan.end_batch(&self.conn).await;
-    }
-
-    /// Returns false when the route was closed as stale.
-    fn ping_timer(&mut self) -> bool {
-        let (interval, max) = self.cl.ping_settings(&self.srv);
-        self.next_ping = Instant::now() + interval;
-        if self.pings_out >= max {
-            tracing::debug!(
-                "{} - Stale Route Connection - Closing",
-                self.conn.log_prefix()
-            );
-            self.conn.close(CloseReason::StaleConnection);
-            return false;
-        }
-        self.pings_out += 1;
-        if self.rtt_start.is_none() {
-            self.rtt_start = Some(Instant::now());
-        }
-        self.send(b"PING\r\n");
-        true
     }
 
     fn route_auth_required(&self) -> bool {
@@ -973,6 +790,104 @@ impl Route {
         }
         self.fan.clear();
         self.acc_cache = None;
+    }
+}
+
+/// The route kind on the connection driver.
+impl Session for Route {
+    type Event = ();
+
+    fn conn(&self) -> &Arc<Conn> {
+        &self.conn
+    }
+
+    fn start(&mut self) -> bool {
+        self.send_opening();
+        true
+    }
+
+    fn parser(&self) -> Parser {
+        Parser::new(Kind::Route, Limits::route())
+    }
+
+    /// With cluster auth, the handshake must finish within its `authorization { timeout }`
+    /// (nats-server's auth timer). Without, nats-server sets no timer at all; natsd still
+    /// bounds it, but loosely: in a storm (a hundred nodes starting at once on two cores) a
+    /// 2 s bound closed one handshake in ten that would have finished.
+    fn handshake_deadline(&self) -> Instant {
+        let auth_timeout = crate::auth::peer_auth_timeout(self.cl.opts.auth_timeout);
+        Instant::now()
+            + if self.route_auth_required() {
+                auth_timeout
+            } else {
+                auth_timeout.max(NO_AUTH_HANDSHAKE)
+            }
+    }
+
+    fn handshake_pending(&self) -> bool {
+        self.entry.is_none()
+    }
+
+    fn on_handshake_timeout(&mut self) -> CloseReason {
+        tracing::error!("{} - Route handshake timeout", self.conn.log_prefix());
+        if !self.connect_seen && self.solicit.is_none() && self.route_auth_required() {
+            self.send_err("Authentication Timeout");
+            CloseReason::AuthenticationTimeout
+        } else {
+            CloseReason::ProtocolViolation
+        }
+    }
+
+    fn next_tick(&self) -> Instant {
+        self.next_ping
+    }
+
+    fn on_tick(&mut self, now: Instant) -> Result<(), CloseReason> {
+        let (interval, max) = self.cl.ping_settings(&self.srv);
+        self.next_ping = now + interval;
+        if self.pings_out >= max {
+            tracing::debug!(
+                "{} - Stale Route Connection - Closing",
+                self.conn.log_prefix()
+            );
+            return Err(CloseReason::StaleConnection);
+        }
+        self.pings_out += 1;
+        if self.rtt_start.is_none() {
+            self.rtt_start = Some(now);
+        }
+        self.send(b"PING\r\n");
+        Ok(())
+    }
+
+    /// Registration may switch the parser to a pinned route's account-less forms (and to
+    /// `LS- <origin>`) for the very next op; an INFO may switch the peer to compression.
+    fn on_op(&mut self, op: Op<'_>, parser: &mut Parser) -> Result<AfterOp, CloseReason> {
+        self.handle(op)?;
+        if self.parser_no_account {
+            parser.set_no_account(true);
+        }
+        if self.parser_lnocu {
+            parser.set_lnocu(true);
+        }
+        Ok(if std::mem::take(&mut self.switch_reader) {
+            AfterOp::Compressed
+        } else {
+            AfterOp::Continue
+        })
+    }
+
+    fn on_parse_error(&mut self, e: ParseError, rest: &[u8]) -> CloseReason {
+        tracing::error!(
+            "{} - Route parser ERROR: {e}: proto: {:?}",
+            self.conn.log_prefix(),
+            driver::snippet(rest)
+        );
+        CloseReason::ProtocolViolation
+    }
+
+    async fn end_batch(&mut self) {
+        self.fan.end_batch(&self.conn).await;
     }
 }
 

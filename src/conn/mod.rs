@@ -1,7 +1,10 @@
 //! What every connection kind shares: identity, counters, the outbound buffer with its writer
 //! task, and the close signal with its reason. Knows nothing of client or route semantics.
 
+pub mod accept;
+pub mod driver;
 pub mod outbound;
+pub mod tls;
 pub mod writer;
 
 use crate::util::FastMap;
@@ -25,6 +28,18 @@ pub enum ConnKind {
     Gateway,
     /// The server itself: internal subscriptions ($SYS services, import relays).
     Internal,
+}
+
+impl ConnKind {
+    /// The kind as log lines name it ("Route compressed stream error").
+    pub fn label(self) -> &'static str {
+        match self {
+            ConnKind::Client => "Client",
+            ConnKind::Route => "Route",
+            ConnKind::Gateway => "Gateway",
+            ConnKind::Internal => "Internal",
+        }
+    }
 }
 
 /// Why a connection closed; the texts are nats-server's `/connz` `reason` strings.

@@ -15,25 +15,25 @@ use super::interest::OutInterest;
 use super::reply;
 use super::{Gateway, Inbound, Outbound};
 use crate::account::Account;
-use crate::cluster::tls_stream::TlsStream;
 use crate::cluster::url::RouteUrl;
 use crate::config::COMPAT_VERSION;
-use crate::conn::{writer, CloseReason, Conn, ConnKind};
+use crate::conn::driver::{self, AfterOp, Session};
+use crate::conn::tls::{Side, TlsStream};
+use crate::conn::{CloseReason, Conn, ConnKind};
 use crate::deliver::{Fanout, Msg, Origin};
 use crate::proto::encode;
 use crate::proto::info::{b64_decode, RouteConnectInfo, ServerInfo};
-use crate::proto::parser::{Kind, Limits, Op, Parser, RoutedMsg, Stop};
+use crate::proto::parser::{Kind, Limits, Op, ParseError, Parser, RoutedMsg};
 use crate::server::ServerShared;
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
-const READ_CHUNK: usize = 64 * 1024;
 const FIRST_PING: Duration = Duration::from_secs(1);
 /// Remote interest one outbound keeps at most (bounded memory for a bad peer).
 const MAX_REMOTE_SUBS: usize = 1 << 20;
@@ -187,21 +187,16 @@ impl GwConn {
         self.send(format!("-ERR '{text}'\r\n").as_bytes());
     }
 
-    /// Writer task, our INFO (inbound), the read loop.
+    /// Writer task, our INFO (inbound), the read loop, on the driver.
     async fn serve<R, W>(&mut self, rd: R, wr: W)
     where
         R: AsyncRead + Unpin,
         W: AsyncWrite + Unpin + Send + 'static,
     {
-        let writer = tokio::spawn(writer::run(
-            self.conn.clone(),
-            wr,
-            self.srv
-                .write_cfg(ConnKind::Gateway, self.srv.opts.write_deadline),
-        ));
-        self.start();
-        self.read_loop(rd).await;
-        self.writer = Some(writer);
+        let cfg = self
+            .srv
+            .write_cfg(ConnKind::Gateway, self.srv.opts.write_deadline);
+        self.writer = Some(driver::serve(self, rd, wr, cfg).await);
     }
 
     /// Gateway TLS as nats-server 2.9 does it: the handshake first, on both sides, before
@@ -213,28 +208,15 @@ impl GwConn {
         connector: Option<tokio_rustls::TlsConnector>,
         timeout: Duration,
     ) -> Result<TlsStream, String> {
-        let deadline = timeout.max(Duration::from_millis(500));
-        match (&self.solicit, acceptor, connector) {
-            (None, Some(a), _) => {
-                let s = tokio::time::timeout(deadline, a.accept(stream))
-                    .await
-                    .map_err(|_| "timeout".to_string())?
-                    .map_err(|e| e.to_string())?;
-                Ok(TlsStream::Server(Box::new(s)))
-            }
-            (Some(sol), _, Some(c)) => {
-                let name = crate::tls::server_name(&sol.url.host)?;
-                let s = tokio::time::timeout(deadline, c.connect(name, stream))
-                    .await
-                    .map_err(|_| "timeout".to_string())?
-                    .map_err(|e| e.to_string())?;
-                Ok(TlsStream::Client(Box::new(s)))
-            }
-            _ => Err("no TLS configuration for this side".into()),
-        }
+        let side = match (&self.solicit, &acceptor, &connector) {
+            (None, Some(a), _) => Side::Accept(a),
+            (Some(sol), _, Some(c)) => Side::Connect(c, &sol.url.host),
+            _ => return Err("no TLS configuration for this side".into()),
+        };
+        crate::conn::tls::handshake(stream, side, timeout).await
     }
 
-    fn start(&mut self) {
+    fn send_opening(&mut self) {
         if self.solicit.is_none() {
             let info = gateway_info(&self.srv, &self.gw);
             self.send(&info_bytes(&info));
@@ -243,92 +225,6 @@ impl GwConn {
 
     fn registered(&self) -> bool {
         self.out.is_some() || self.inb.is_some()
-    }
-
-    async fn read_loop<R: AsyncRead + Unpin>(&mut self, mut rd: R) {
-        let mut parser = Parser::new(Kind::Route, Limits::route());
-        let handshake_deadline =
-            Instant::now() + crate::auth::peer_auth_timeout(self.gw.opts.auth_timeout);
-        let mut buf = BytesMut::with_capacity(READ_CHUNK);
-        let conn = self.conn.clone();
-        loop {
-            if buf.capacity() - buf.len() < READ_CHUNK / 4 {
-                buf.reserve(READ_CHUNK);
-            }
-            let next_ping = self.next_ping;
-            let registered = self.registered();
-            let read = tokio::select! {
-                biased;
-                _ = conn.closed() => return,
-                r = rd.read_buf(&mut buf) => r,
-                _ = tokio::time::sleep_until(handshake_deadline), if !registered => {
-                    tracing::error!("{} - Gateway handshake timeout", conn.log_prefix());
-                    if self.solicit.is_none() && self.remote_name.is_empty() {
-                        self.send_err("Authentication Timeout");
-                    }
-                    conn.close(CloseReason::AuthenticationTimeout);
-                    return;
-                }
-                _ = tokio::time::sleep_until(next_ping) => {
-                    if !self.ping_timer() {
-                        return;
-                    }
-                    continue;
-                }
-            };
-            if !conn.read_ok(&read) {
-                return;
-            }
-            conn.touch(SystemTime::now());
-            let (consumed, stop) = parser.parse_all(&buf, |op| self.handle(op));
-            let close = stop.map(|stop| match stop {
-                Stop::Handler(reason) => reason,
-                Stop::Parse(e) => {
-                    let rest = &buf[consumed..];
-                    let snippet = String::from_utf8_lossy(&rest[..rest.len().min(32)]);
-                    tracing::error!(
-                        "{} - Gateway parser ERROR: {e}: proto: {snippet:?}",
-                        conn.log_prefix()
-                    );
-                    if self.solicit.is_none() && self.remote_name.is_empty() {
-                        self.send_err("Authorization Violation");
-                        CloseReason::AuthenticationViolation
-                    } else {
-                        CloseReason::ProtocolViolation
-                    }
-                }
-            });
-            buf.advance(consumed);
-            self.fan.end_batch(&self.conn).await;
-            if let Some(r) = close {
-                conn.close(r);
-                return;
-            }
-        }
-    }
-
-    fn ping_timer(&mut self) -> bool {
-        let interval = self
-            .srv
-            .opts
-            .ping_interval
-            .min(Duration::from_secs(15))
-            .max(Duration::from_millis(10));
-        self.next_ping = Instant::now() + interval;
-        if self.pings_out >= self.srv.opts.ping_max.max(1) {
-            tracing::debug!(
-                "{} - Stale Gateway Connection - Closing",
-                self.conn.log_prefix()
-            );
-            self.conn.close(CloseReason::StaleConnection);
-            return false;
-        }
-        self.pings_out += 1;
-        if self.rtt_start.is_none() {
-            self.rtt_start = Some(Instant::now());
-        }
-        self.send(b"PING\r\n");
-        true
     }
 
     fn violation(&self, what: &str) -> Result<(), CloseReason> {
@@ -530,6 +426,91 @@ impl GwConn {
         }
         self.fan.clear();
         self.acc_cache = None;
+    }
+}
+
+/// The gateway kind on the connection driver.
+impl Session for GwConn {
+    type Event = ();
+
+    fn conn(&self) -> &Arc<Conn> {
+        &self.conn
+    }
+
+    fn start(&mut self) -> bool {
+        self.send_opening();
+        true
+    }
+
+    fn parser(&self) -> Parser {
+        Parser::new(Kind::Route, Limits::route())
+    }
+
+    fn handshake_deadline(&self) -> Instant {
+        Instant::now() + crate::auth::peer_auth_timeout(self.gw.opts.auth_timeout)
+    }
+
+    fn handshake_pending(&self) -> bool {
+        !self.registered()
+    }
+
+    fn on_handshake_timeout(&mut self) -> CloseReason {
+        tracing::error!("{} - Gateway handshake timeout", self.conn.log_prefix());
+        if self.solicit.is_none() && self.remote_name.is_empty() {
+            self.send_err("Authentication Timeout");
+        }
+        CloseReason::AuthenticationTimeout
+    }
+
+    fn next_tick(&self) -> Instant {
+        self.next_ping
+    }
+
+    fn on_tick(&mut self, now: Instant) -> Result<(), CloseReason> {
+        let interval = self
+            .srv
+            .opts
+            .ping_interval
+            .min(Duration::from_secs(15))
+            .max(Duration::from_millis(10));
+        self.next_ping = now + interval;
+        if self.pings_out >= self.srv.opts.ping_max.max(1) {
+            tracing::debug!(
+                "{} - Stale Gateway Connection - Closing",
+                self.conn.log_prefix()
+            );
+            return Err(CloseReason::StaleConnection);
+        }
+        self.pings_out += 1;
+        if self.rtt_start.is_none() {
+            self.rtt_start = Some(now);
+        }
+        self.send(b"PING\r\n");
+        Ok(())
+    }
+
+    fn on_op(&mut self, op: Op<'_>, _parser: &mut Parser) -> Result<AfterOp, CloseReason> {
+        self.handle(op).map(|()| AfterOp::Continue)
+    }
+
+    /// Garbage before the handshake is done counts as an authorization violation (as
+    /// nats-server's); after it, as a protocol violation.
+    fn on_parse_error(&mut self, e: ParseError, rest: &[u8]) -> CloseReason {
+        tracing::error!(
+            "{} - Gateway parser ERROR: {e}: proto: {:?}",
+            self.conn.log_prefix(),
+            driver::snippet(rest)
+        );
+        if self.solicit.is_none() && self.remote_name.is_empty() {
+            self.send_err("Authorization Violation");
+            CloseReason::AuthenticationViolation
+        } else {
+            CloseReason::ProtocolViolation
+        }
+    }
+
+    async fn end_batch(&mut self) {
+        self.fan.end_batch(&self.conn).await;
     }
 }
 

@@ -597,21 +597,12 @@ pub async fn listen(srv: &Arc<ServerShared>, gw: &Arc<Gateway>) -> std::io::Resu
 }
 
 async fn accept_loop(srv: Arc<ServerShared>, gw: Arc<Gateway>, l: tokio::net::TcpListener) {
-    loop {
-        tokio::select! {
-            _ = srv.shutdown_signal() => return,
-            r = l.accept() => match r {
-                Ok((stream, addr)) => {
-                    tracing::info!("Processing inbound gateway connection from {addr}");
-                    srv.tasks.spawn(conn::run(srv.clone(), gw.clone(), stream, addr, None));
-                }
-                Err(e) => {
-                    tracing::error!("Temporary Gateway Accept Error ({e}), sleeping 10ms");
-                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-                }
-            }
-        }
-    }
+    crate::conn::accept::run(l, "Gateway", srv.shutdown_signal(), |stream, addr| {
+        tracing::info!("Processing inbound gateway connection from {addr}");
+        let run = conn::run(srv.clone(), gw.clone(), stream, addr, None);
+        srv.tasks.spawn(run);
+    })
+    .await
 }
 
 /// This server's gateway connections as topology edges (`/topz` local view).

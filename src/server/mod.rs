@@ -788,46 +788,26 @@ impl Server {
     }
 }
 
+/// The route listener: each accepted connection is a route served until it closes.
 async fn route_accept_loop(srv: Arc<ServerShared>, cl: Arc<Cluster>, l: TcpListener) {
-    loop {
-        tokio::select! {
-            _ = srv.shutdown.cancelled() => return,
-            r = l.accept() => match r {
-                Ok((stream, addr)) => {
-                    srv.tasks.spawn(crate::cluster::route::run(
-                        srv.clone(),
-                        cl.clone(),
-                        stream,
-                        addr,
-                        None,
-                    ));
-                }
-                Err(e) => {
-                    tracing::error!("Temporary Route Accept Error ({e}), sleeping 10ms");
-                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-                }
-            }
-        }
-    }
+    crate::conn::accept::run(l, "Route", srv.shutdown.cancelled(), |stream, addr| {
+        let run = crate::cluster::route::run(srv.clone(), cl.clone(), stream, addr, None);
+        srv.tasks.spawn(run);
+    })
+    .await
 }
 
+/// The client listener; lame duck mode stops it (`stop_accept`: new connections are refused).
 async fn accept_loop(srv: Arc<ServerShared>, l: TcpListener, tasks: TaskTracker) {
-    loop {
+    let stop = async {
         tokio::select! {
-            _ = srv.shutdown.cancelled() => return,
-            // Lame duck mode: the listener is dropped, new connections are refused.
-            _ = srv.stop_accept.cancelled() => return,
-            r = l.accept() => match r {
-                Ok((stream, addr)) => {
-                    let addr = listen::peer(addr);
-                    tasks.spawn(crate::client::serve(srv.clone(), stream, addr));
-                }
-                Err(e) => {
-                    // Out of descriptors and the like: log, breathe, go on.
-                    tracing::error!("Temporary Client Accept Error ({e}), sleeping 10ms");
-                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-                }
-            }
+            _ = srv.shutdown.cancelled() => {}
+            _ = srv.stop_accept.cancelled() => {}
         }
-    }
+    };
+    crate::conn::accept::run(l, "Client", stop, |stream, addr| {
+        let addr = listen::peer(addr);
+        tasks.spawn(crate::client::serve(srv.clone(), stream, addr));
+    })
+    .await
 }

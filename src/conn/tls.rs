@@ -1,11 +1,14 @@
-//! A route's TLS stream, either side of the handshake, as one `AsyncRead + AsyncWrite` type.
+//! A server-to-server TLS stream (route, gateway), either side of the handshake, as one
+//! `AsyncRead + AsyncWrite` type, and the handshake itself: nats-server 2.9 does it first, on
+//! both sides, before any protocol line.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
+use tokio_rustls::{TlsAcceptor, TlsConnector};
 
-/// A TLS route stream, either side.
+/// A TLS stream, either side.
 pub enum TlsStream {
     Server(Box<tokio_rustls::server::TlsStream<TcpStream>>),
     Client(Box<tokio_rustls::client::TlsStream<TcpStream>>),
@@ -45,6 +48,39 @@ impl AsyncWrite for TlsStream {
         match self.get_mut() {
             TlsStream::Server(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
             TlsStream::Client(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
+
+/// Which side of the handshake we are.
+pub enum Side<'a> {
+    Accept(&'a TlsAcceptor),
+    /// Dialling `host` (the name the peer's certificate must carry).
+    Connect(&'a TlsConnector, &'a str),
+}
+
+/// The TLS handshake on a new connection, bounded by `timeout` (at least 500 ms).
+pub async fn handshake(
+    stream: TcpStream,
+    side: Side<'_>,
+    timeout: std::time::Duration,
+) -> Result<TlsStream, String> {
+    let deadline = timeout.max(std::time::Duration::from_millis(500));
+    match side {
+        Side::Accept(a) => {
+            let s = tokio::time::timeout(deadline, a.accept(stream))
+                .await
+                .map_err(|_| "timeout".to_string())?
+                .map_err(|e| e.to_string())?;
+            Ok(TlsStream::Server(Box::new(s)))
+        }
+        Side::Connect(c, host) => {
+            let name = crate::tls::server_name(host)?;
+            let s = tokio::time::timeout(deadline, c.connect(name, stream))
+                .await
+                .map_err(|_| "timeout".to_string())?
+                .map_err(|e| e.to_string())?;
+            Ok(TlsStream::Client(Box::new(s)))
         }
     }
 }
