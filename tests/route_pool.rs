@@ -148,11 +148,13 @@ async fn wait_pools(
             let p = pools(n).await;
             ok &= p.len() == nodes.len() - 1;
             // Peers in the order of `nodes` are not known by id here: every peer must match
-            // one of the expected shapes for some other node.
-            for (j, _) in nodes.iter().enumerate().filter(|(j, _)| *j != i) {
-                let want = (accounts(i, j), plain(i, j));
-                ok &= p.values().any(|v| *v == want);
-            }
+            // one of the expected shapes for some other node, and every shape some peer.
+            let wants: Vec<_> = (0..nodes.len())
+                .filter(|j| *j != i)
+                .map(|j| (accounts(i, j), plain(i, j)))
+                .collect();
+            ok &= p.values().all(|v| wants.contains(v));
+            ok &= wants.iter().all(|w| p.values().any(|v| v == w));
             seen.push((n.name(), p));
         }
         if ok {

@@ -404,6 +404,13 @@ impl Route {
         }
         self.conn.headers.store(ci.headers, Relaxed);
         self.connect_seen = true;
+        if !ci.name.is_empty() {
+            let ev = mesh::Event::Connecting {
+                conn: self.conn.cid,
+                id: Arc::from(ci.name.as_str()),
+            };
+            self.cl.feed(&self.srv, ev, Some(self.conn.cid));
+        }
         Ok(())
     }
 

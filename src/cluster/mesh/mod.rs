@@ -9,7 +9,8 @@
 //! Rules (docs/architecture.md, "Routes"):
 //! - Slots: with both ends pooling, `max(P_local, P_remote)` pool slots plus one per pinned
 //!   account; otherwise one slot (`Pool(0)`). The dialler of the lowest registered slot dials
-//!   the missing ones (retry 1 s, doubling to 30 s).
+//!   the missing ones (retry 1 s, doubling to 30 s); the larger id, when it dialled from
+//!   gossip, only once its connection has held the slot for `DEFER_TO_SMALLER`.
 //! - Duplicates, per (peer, slot): a connection dialled by the server with the smaller id beats
 //!   one dialled by the other; between two dialled by the same server, that server closes the
 //!   newer one and the other end keeps both until then. Both ends agree without talking.
@@ -45,6 +46,16 @@ pub const RETRY: Duration = Duration::from_secs(1);
 /// How long the larger id of a pair told about each other waits for the smaller one's dial
 /// before dialling itself (a handshake in a storm of starting nodes can take over a second).
 pub const DEFER_TO_SMALLER: Duration = Duration::from_secs(2);
+/// The longest such wait, however slow handshakes are.
+pub const MAX_DEFER: Duration = Duration::from_secs(10);
+/// Recent handshakes (dial to the peer's INFO) the wait is scaled by.
+const HANDSHAKE_SAMPLES: usize = 16;
+
+/// `Mesh::defer` from the recent handshake times.
+fn defer(handshakes: &std::collections::VecDeque<Duration>) -> Duration {
+    let slowest = handshakes.iter().max().copied().unwrap_or_default();
+    (slowest * 3).clamp(DEFER_TO_SMALLER, MAX_DEFER)
+}
 /// Longest wait between attempts to open a missing pool slot.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
 const JITTER_MS: u64 = 100;
@@ -160,6 +171,12 @@ pub enum Event {
         conn: ConnId,
         addr: SocketAddr,
     },
+    /// An accepted connection's CONNECT named the server dialling it (its INFO, the `Hello`,
+    /// comes later: a dialler negotiating compression holds it for a round trip).
+    Connecting {
+        conn: ConnId,
+        id: Arc<str>,
+    },
     /// The peer's own first INFO on `conn`.
     Hello {
         conn: ConnId,
@@ -255,6 +272,8 @@ struct Dial {
     slot: Slot,
     origin: Origin,
     mode: GossipMode,
+    /// When it was asked for (set by `Mesh::dial`).
+    started: Duration,
 }
 
 impl Dial {
@@ -271,6 +290,10 @@ struct Conn {
     closing: bool,
     /// Why we closed it.
     why: Option<CloseWhy>,
+    /// When its Hello was accepted.
+    since: Duration,
+    /// Accepted: the server its CONNECT named, before its Hello.
+    connecting: Option<Arc<str>>,
 }
 
 struct Peer {
@@ -295,6 +318,9 @@ struct Pending {
     addrs: Vec<SocketAddr>,
     attempts_left: u32,
     mode: GossipMode,
+    /// We have the larger id and were told about it then: its dial (which would win) may be
+    /// on its way, so ours waits `defer()` from then, re-measured when the timer fires.
+    deferred_from: Option<Duration>,
 }
 
 /// Counters, for tests and monitoring.
@@ -313,6 +339,8 @@ pub struct Mesh {
     seed_backoff: HashMap<Arc<str>, Duration>,
     conns: HashMap<ConnId, Conn>,
     dials: HashMap<DialId, Dial>,
+    /// How long our latest dials took from the dial to the peer's INFO (newest last).
+    handshakes: std::collections::VecDeque<Duration>,
     /// Dials in flight whose connection is to be closed as soon as it is made (their seed
     /// was removed).
     cancelled: HashSet<DialId>,
@@ -339,6 +367,7 @@ impl Mesh {
             seed_backoff: HashMap::new(),
             conns: HashMap::new(),
             dials: HashMap::new(),
+            handshakes: std::collections::VecDeque::new(),
             cancelled: HashSet::new(),
             next_dial: 1,
             dialing: HashSet::new(),
@@ -421,8 +450,15 @@ impl Mesh {
                         at: None,
                         closing: false,
                         why: None,
+                        since: Duration::ZERO,
+                        connecting: None,
                     },
                 );
+            }
+            Event::Connecting { conn, id } => {
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    c.connecting = Some(id);
+                }
             }
             Event::Hello { conn, hello } => self.hello(conn, hello, out),
             Event::Gossip { conn, gossip } => self.gossip(conn, gossip),
@@ -523,6 +559,7 @@ impl Mesh {
                     slot: Slot::Pool(0),
                     origin: Origin::Seed(seed.clone()),
                     mode: GossipMode::Default,
+                    started: Duration::ZERO,
                 };
                 self.dial(d, out);
             }
@@ -554,7 +591,8 @@ impl Mesh {
         self.dialing.insert(addr)
     }
 
-    fn dial(&mut self, d: Dial, out: &mut Vec<Action>) {
+    fn dial(&mut self, mut d: Dial, out: &mut Vec<Action>) {
+        d.started = self.now;
         let dial = self.next_dial;
         self.next_dial += 1;
         self.stats.dials += 1;
@@ -630,6 +668,8 @@ impl Mesh {
                 at: None,
                 closing: false,
                 why: None,
+                since: Duration::ZERO,
+                connecting: None,
             },
         );
         if removed {
@@ -647,6 +687,13 @@ impl Mesh {
         }
         self.stats.closes += 1;
         out.push(Action::Close { conn, why });
+    }
+
+    /// How long the larger id of a pair waits for the smaller one's dial: `DEFER_TO_SMALLER`,
+    /// or three times the slowest of our recent handshakes when the machine is that slow (a
+    /// storm of starting nodes), at most `MAX_DEFER`.
+    fn defer(&self) -> Duration {
+        defer(&self.handshakes)
     }
 
     /// Is `c` dialled by the server with the smaller id (given the peer's id)?
@@ -682,6 +729,13 @@ impl Mesh {
                     return;
                 }
             }
+        }
+        if let Some(d) = &dial {
+            if self.handshakes.len() == HANDSHAKE_SAMPLES {
+                self.handshakes.pop_front();
+            }
+            self.handshakes
+                .push_back(self.now.saturating_sub(d.started));
         }
         let both = self.both_pool(h.pool_size);
         let eff = if both {
@@ -769,6 +823,7 @@ impl Mesh {
         let active = keep[0] == conn;
         if let Some(c) = self.conns.get_mut(&conn) {
             c.at = Some((h.id.clone(), slot.clone()));
+            c.since = self.now;
         }
         if let Some(p) = self.peers.get_mut(&h.id) {
             p.pool = h.pool_size;
@@ -905,18 +960,31 @@ impl Mesh {
         };
         // The rest of the pool goes where our dial for it went: the address a peer's INFO
         // implies (its `ip`, or an accepted connection's source) may not be one it listens on.
-        let Some((addr, url)) = p
+        let Some(lowest) = p
             .slots
             .values()
             .next()
             .and_then(|c| c.first())
             .and_then(|c| self.conns.get(c))
             .filter(|c| !c.closing)
-            .and_then(|c| c.dial.as_ref())
-            .map(|d| (d.addr, d.url.clone()))
         else {
             return;
         };
+        let Some((addr, url)) = lowest.dial.as_ref().map(|d| (d.addr, d.url.clone())) else {
+            return;
+        };
+        // A gossiped peer was told about us too: if its dial (which wins) is on its way, a
+        // pool filled from our losing connection would be closed slot by slot. The larger id
+        // fills only once its connection has held the slot for `DEFER_TO_SMALLER`.
+        let gossiped = matches!(
+            lowest.dial.as_ref().map(|d| &d.origin),
+            Some(Origin::Gossip(_))
+        );
+        let settled = lowest.since + self.defer();
+        if gossiped && !self.preferred(lowest, id) && self.now < settled {
+            self.arm(settled, Timer::Slots(id.clone()));
+            return;
+        }
         let missing: Vec<Slot> = self
             .expected_slots(p)
             .into_iter()
@@ -932,6 +1000,7 @@ impl Mesh {
                 slot,
                 origin: Origin::Slot(id.clone()),
                 mode: GossipMode::Default,
+                started: Duration::ZERO,
             };
             self.dial(d, out);
         }
@@ -959,15 +1028,17 @@ impl Mesh {
             addrs: g.addrs,
             attempts_left: self.cfg.connect_retries + 1,
             mode: g.gossip_mode,
+            deferred_from: None,
         };
         // Both ends of a missing pair are often told about each other: the one with the
         // smaller id (whose connection would win) dials first, the other `DEFER_TO_SMALLER` later
         // if still needed.
-        let wait = if *self.cfg.server_id < *g.id {
-            Duration::ZERO
+        let (wait, deferred_from) = if *self.cfg.server_id < *g.id {
+            (Duration::ZERO, None)
         } else {
-            DEFER_TO_SMALLER
+            (self.defer(), Some(self.now))
         };
+        let p = Pending { deferred_from, ..p };
         self.pending.insert(g.id.clone(), p);
         let at = self.now + wait + self.jitter();
         self.arm(at, Timer::Pending(g.id));
@@ -985,6 +1056,25 @@ impl Mesh {
             self.pending.remove(&id);
             return;
         }
+        // Handshakes got slower since we were told (a storm of starting nodes): wait longer;
+        // and while its dial to us is in its handshake, do not cross it with ours.
+        if let Some(from) = p.deferred_from {
+            let until = from + defer(&self.handshakes);
+            if self.now < until {
+                self.arm(until, Timer::Pending(id));
+                return;
+            }
+            let inbound = self
+                .conns
+                .values()
+                .any(|c| !c.closing && c.at.is_none() && c.connecting.as_deref() == Some(&*id));
+            if inbound {
+                let again = self.now + defer(&self.handshakes);
+                self.arm(again, Timer::Pending(id));
+                return;
+            }
+            p.deferred_from = None;
+        }
         p.attempts_left -= 1;
         let (addrs, url, mode) = (p.addrs.clone(), p.url.clone(), p.mode);
         let mut any = false;
@@ -997,6 +1087,7 @@ impl Mesh {
                     slot: Slot::Pool(0),
                     origin: Origin::Gossip(id.clone()),
                     mode,
+                    started: Duration::ZERO,
                 };
                 self.dial(d, out);
                 break;
@@ -1072,6 +1163,7 @@ impl Mesh {
                 addrs: vec![addr],
                 attempts_left: self.cfg.connect_retries + 1,
                 mode,
+                deferred_from: None,
             };
             self.pending.insert(id.clone(), pend);
             let at = self.now + self.jitter();

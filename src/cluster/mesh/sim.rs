@@ -273,7 +273,13 @@ impl Sim {
                     addr: from,
                 };
                 self.push(now + d2, m, mgen, Kind::ConnEv(a_end, accepted));
-                // The dialler sends CONNECT at once and its INFO once the acceptor's has come
+                // Its CONNECT, right behind, names the dialler.
+                let connecting = Event::Connecting {
+                    conn: a_end,
+                    id: self.nodes[n].id.clone(),
+                };
+                self.push(now + d2, m, mgen, Kind::ConnEv(a_end, connecting));
+                // The dialler's INFO goes once the acceptor's has come
                 // (it holds it: compression is negotiated first); the acceptor its INFO on
                 // accept.
                 let h = self.hello(n, &slot, mode);
