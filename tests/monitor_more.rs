@@ -681,6 +681,18 @@ async fn newer_monitoring_fields_as_nats_server_2_15() {
             (a, b) => errs.push(format!("accstatz{p}: nats-server {a:?}, natsd {b:?}")),
         }
     }
+    // `/connz?auth=1`: the name tag of the client's account; `account` only when not `$G`.
+    let q = "/connz?auth=1";
+    let (t, o) = (
+        http_json(theirs_http, q).await,
+        http_json(ours_http, q).await,
+    );
+    same_values("connz", &t, &o, &["/connections/0/name_tag"], &mut errs);
+    for (who, v) in [("nats-server", &t), ("natsd", &o)] {
+        if v.pointer("/connections/0/account").is_some() {
+            errs.push(format!("connz?auth=1: {who} writes $G as account: {v}"));
+        }
+    }
     let q = "/subsz?subs=1&acc=$G";
     let (t, o) = (
         http_json(theirs_http, q).await,
