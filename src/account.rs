@@ -86,6 +86,35 @@ impl std::ops::Deref for SubRef {
 /// Local interest counts by (subject, queue): what this server advertises to routes.
 pub type RouteInterest = crate::util::FastMap<(Bytes, Option<Bytes>), u32>;
 
+/// A count of messages and their bytes (header and payload).
+#[derive(Default, Debug)]
+pub struct MsgBytes {
+    pub msgs: AtomicU64,
+    pub bytes: AtomicU64,
+}
+
+impl MsgBytes {
+    #[inline]
+    pub fn add(&self, msgs: u64, bytes: u64) {
+        self.msgs.fetch_add(msgs, Relaxed);
+        self.bytes.fetch_add(bytes, Relaxed);
+    }
+
+    pub fn get(&self) -> (u64, u64) {
+        (self.msgs.load(Relaxed), self.bytes.load(Relaxed))
+    }
+}
+
+/// An account's messages that came from or went to routes and gateways (`/accstatz`'s
+/// per-kind `sent`/`received`, nats-server 2.10+). Clients' counts live on their connections.
+#[derive(Default, Debug)]
+pub struct KindStats {
+    pub routes_in: MsgBytes,
+    pub routes_out: MsgBytes,
+    pub gateways_in: MsgBytes,
+    pub gateways_out: MsgBytes,
+}
+
 pub struct Account {
     pub name: String,
     pub sublist: Sublist<SubRef>,
@@ -94,6 +123,7 @@ pub struct Account {
     pub num_conns: AtomicUsize,
     pub in_msgs: AtomicU64,
     pub out_msgs: AtomicU64,
+    pub kinds: KindStats,
     /// Exports and imports (`imports.rs`), set once at startup; unset for most accounts, so
     /// the subscribe path checks one pointer.
     pub links: std::sync::OnceLock<Arc<crate::imports::Linked>>,
@@ -108,6 +138,7 @@ impl Account {
             num_conns: AtomicUsize::new(0),
             in_msgs: AtomicU64::new(0),
             out_msgs: AtomicU64::new(0),
+            kinds: KindStats::default(),
             links: std::sync::OnceLock::new(),
         }
     }

@@ -365,14 +365,22 @@ impl Fanout {
             }
         }
         if !self.routes.is_empty() {
-            delivered += self.send_to_routes(acc.name.as_bytes(), m);
+            let n = self.send_to_routes(acc.name.as_bytes(), m);
+            if n > 0 {
+                acc.kinds.routes_out.add(n, n * m.size() as u64);
+            }
+            delivered += n;
         }
         if !self.internal.is_empty() {
             delivered += self.run_internal(m, origin);
         }
         if let (Origin::Client { .. }, false) = (origin, self.local_only) {
             if let Some(gw) = self.srv.gateway.clone() {
-                delivered += gw.send(self, acc, r, m);
+                let n = gw.send(self, acc, r, m);
+                if n > 0 {
+                    acc.kinds.gateways_out.add(n, n * m.size() as u64);
+                }
+                delivered += n;
             }
         }
         delivered

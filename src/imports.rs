@@ -144,12 +144,17 @@ impl Pending {
 
 /// Set up every account's exports and imports: called once at startup.
 pub fn install(srv: &Arc<ServerShared>) -> Result<(), String> {
-    let all = &srv.opts.links;
+    if !srv.opts.links.is_empty() {
+        links::validate(&srv.opts.accounts, &srv.opts.links)
+            .map_err(|e| format!("account {:?}: {}", e.account, e.msg))?;
+    }
+    // The system account's services every account imports (`sys/account.rs`).
+    let names: Vec<String> = srv.accounts.all().iter().map(|a| a.name.clone()).collect();
+    let all =
+        &crate::sys::account::with_system_links(&srv.opts.links, srv.system_account_name(), &names);
     if all.is_empty() {
         return Ok(());
     }
-    links::validate(&srv.opts.accounts, all)
-        .map_err(|e| format!("account {:?}: {}", e.account, e.msg))?;
     let account = |name: &str| {
         srv.accounts
             .get(name)
@@ -430,16 +435,18 @@ pub struct ExtExport {
     pub approved_accounts: Vec<String>,
 }
 
-/// An import as `/accountz?acc=` shows it (nats-server's `ExtImport`).
+/// An import as `/accountz?acc=` shows it (nats-server 2.10+'s `ExtImport`; 2.9 wrote a
+/// service's local subject as `subject` and the exporter's as `to`).
 #[derive(serde::Serialize, Debug)]
 pub struct ExtImport {
-    /// Streams: the exporter's subject; services: the local subject.
+    /// The exporter's subject.
     pub subject: String,
     pub account: String,
-    /// Services: the exporter's subject.
+    /// Services: the local subject (deprecated in nats-server, which repeats it as
+    /// `local_subject`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub to: Option<String>,
-    /// Streams: where the messages appear, when mapped.
+    /// Services: the local subject; streams: where the messages appear, when mapped.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub local_subject: Option<String>,
     #[serde(rename = "type")]
@@ -481,7 +488,7 @@ pub fn ext_imports(acc: &Account) -> Vec<ExtImport> {
                     let ls = (local != im.subject).then_some(local);
                     (im.subject.clone(), None, ls)
                 }
-                LinkKind::Service => (local, Some(im.subject.clone()), None),
+                LinkKind::Service => (im.subject.clone(), Some(local.clone()), Some(local)),
             };
             ExtImport {
                 subject,

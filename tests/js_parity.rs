@@ -302,7 +302,9 @@ async fn max_bytes_cuts_a_pull_request() {
 
 /// A `no_wait` fetch of 13 with 2 messages there gets the 2 and then its end: 408 with what it
 /// still wanted on natsd and 2.9.10 (2.15.1 ends it with 404 No Messages); with none there,
-/// 404 at once.
+/// 404 at once — unless it has an `expires`: then it waits for a message and ends right after
+/// it (nats-py 2.16's fetch sends such a probe: natsd answered 404 at once and the message went
+/// to the client's follow-up request, which waited out its expiry for the rest of the batch).
 #[tokio::test]
 async fn no_wait_delivers_what_is_there_then_ends() {
     let refs = jsref::each("nowait", "").await;
@@ -322,6 +324,25 @@ async fn no_wait_delivers_what_is_there_then_ends() {
         pull(&nc, "in.1", r#"{"batch":13,"no_wait":true}"#).await;
         let got = replies(&mut sub, q).await;
         assert_eq!(got, ["404 No Messages [] []"], "{}", r.name);
+        // Nothing there, with an expiry: it waits, takes the next message and ends.
+        let mut sub = nc.subscribe("in.2").await.expect("sub");
+        let one_shot = r#"{"batch":100,"no_wait":true,"expires":5000000000}"#;
+        pull(&nc, "in.2", one_shot).await;
+        nc.flush().await.expect("flush");
+        assert_eq!(
+            replies(&mut sub, Duration::from_millis(200)).await,
+            ["-"],
+            "{}",
+            r.name
+        );
+        api(&nc, "p.9", "x").await;
+        let end = if r.name.contains("2.15") {
+            "404 No Messages [] []"
+        } else {
+            "408 Request Timeout [99] [0]"
+        };
+        // Well before the 5 s expiry.
+        assert_eq!(replies(&mut sub, q).await, ["p.9", end], "{}", r.name);
     }
     stop(refs).await;
 }

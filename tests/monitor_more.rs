@@ -2,10 +2,10 @@
 //! `/accountz`, `/accstatz`, `/leafz`, `/gatewayz`, `/jsz` — and `/connz?state=closed`,
 //! compared with the real nats-server 2.9.10 after the same traffic, key by key.
 //!
-//! nats-server has internal subscriptions natsd does not: ~40 in `$SYS` and 3 service imports
-//! in `$G` (`$SYS.REQ.ACCOUNT.PING.CONNZ`, …, owned by an internal client). So counts are
-//! compared for `$G` only, subscription counts as the change since before the traffic, and
-//! listed subscriptions without the `$SYS.` ones.
+//! nats-server has internal subscriptions natsd does not (~40 in `$SYS`); both have the 3
+//! system service imports in `$G` (`$SYS.REQ.ACCOUNT.PING.CONNZ`, …, owned by an internal
+//! client). So counts are compared for `$G` only, subscription counts as the change since
+//! before the traffic, and listed subscriptions without the `$SYS.` ones.
 
 mod common;
 
@@ -159,7 +159,8 @@ async fn more_endpoints_match_nats_server() {
             ));
         }
     }
-    assert_eq!(nd_g["num_subscriptions"], 4, "{nd_g}");
+    // The client's 4 and the 3 system service imports.
+    assert_eq!(nd_g["num_subscriptions"], 7, "{nd_g}");
     assert_eq!(nd_g["num_removes"], 0, "{nd_g}");
     // A whole float is written as an integer, as Go does.
     assert!(nd_s["cache_hit_rate"].is_number());
@@ -190,10 +191,14 @@ async fn more_endpoints_match_nats_server() {
                 .count() as i64
         })
         .unwrap_or(0);
-    assert_eq!(int(&ns_l, "/total") - ns_internal, int(&nd_l, "/total"));
-    assert_eq!(nd_l["total"], 4);
+    assert_eq!(ns_internal, 3, "nats-server's system imports in $G: {ns_l}");
+    assert_eq!(int(&ns_l, "/total"), int(&nd_l, "/total"));
+    assert_eq!(nd_l["total"], 7);
     // Keys of each entry: compare natsd's entries with nats-server's of the same sid.
     for o in nd_l["subscriptions_list"].as_array().expect("list") {
+        if o["subject"].as_str().unwrap_or("").starts_with('$') {
+            continue; // the imports' internal subscriptions: their sids are each server's own
+        }
         let t = ns_l["subscriptions_list"]
             .as_array()
             .and_then(|a| {
@@ -250,11 +255,12 @@ async fn more_endpoints_match_nats_server() {
     if t != o {
         errs.push(format!("subsz?acc=nope: nats-server {t:?}, natsd {o:?}"));
     }
-    // Paging: `total` is the size of the page, as nats-server writes it.
-    let o = http_json(http_addr(&nd), "/subsz?subs=1&offset=1&limit=2").await;
+    // Paging: `total` is the size of the page, as nats-server writes it (the imports' 3
+    // internal subscriptions come first: the internal client's cid is the lowest).
+    let o = http_json(http_addr(&nd), "/subsz?subs=1&acc=%24G&offset=4&limit=2").await;
     assert_eq!(
         (o["total"].clone(), o["offset"].clone()),
-        (2.into(), 1.into())
+        (2.into(), 4.into())
     );
     let sids: Vec<&str> = o["subscriptions_list"]
         .as_array()
@@ -280,8 +286,24 @@ async fn more_endpoints_match_nats_server() {
     };
     assert_eq!(names(&t), names(&o), "accountz accounts");
     let (t, o) = both(&ns, &nd, "/accountz?acc=%24G").await;
-    // `imports`: nats-server's are its internal `$SYS` service imports; natsd has none.
+    // `imports`: the system service imports, as 2.9.10 lists them (the local subject as
+    // `subject`; natsd writes 2.10+'s form, compared in newer_monitoring_fields_…_2_15).
     same_shape("accountz?acc=$G", &t, &o, &["imports"], &mut errs);
+    let locals = |v: &Value, key: &str| {
+        let mut l: Vec<String> = v["account_detail"]["imports"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|i| i[key].as_str().map(str::to_string))
+            .collect();
+        l.sort();
+        l
+    };
+    assert_eq!(
+        locals(&t, "subject"),
+        locals(&o, "local_subject"),
+        "{t}\n{o}"
+    );
     same_values(
         "accountz?acc=$G",
         &t,
@@ -302,8 +324,9 @@ async fn more_endpoints_match_nats_server() {
         ],
         &mut errs,
     );
+    // The client's 4 and the 3 system imports on both.
     assert_eq!(
-        int(&t, "/account_detail/subscriptions") - int(&ns_g0, "/num_subscriptions"),
+        int(&t, "/account_detail/subscriptions"),
         int(&o, "/account_detail/subscriptions")
     );
     assert_eq!(o["account_detail"]["client_connections"], 2);
@@ -324,8 +347,10 @@ async fn more_endpoints_match_nats_server() {
         "/account_statz/0/conns",
         "/account_statz/0/leafnodes",
         "/account_statz/0/total_conns",
-        "/account_statz/0/sent",
-        "/account_statz/0/received",
+        "/account_statz/0/sent/msgs",
+        "/account_statz/0/sent/bytes",
+        "/account_statz/0/received/msgs",
+        "/account_statz/0/received/bytes",
         "/account_statz/0/slow_consumers",
     ];
     for path in ["/accstatz", "/accstatz?acc=%24G"] {
@@ -411,12 +436,17 @@ async fn more_endpoints_match_nats_server() {
     let (t, o) = both(&ns, &nd, "/accstatz").await;
     same_values("accstatz(after)", &t, &o, &["/account_statz"], &mut errs);
     let (mut t, mut o) = both(&ns, &nd, "/accstatz?unused=1").await;
-    // natsd also has 2.10+'s `name` and `num_subscriptions` (checked against 2.15.1 in
-    // newer_monitoring_fields_as_nats_server_2_15).
+    // natsd also has 2.10+'s `name`, `num_subscriptions` and per-kind counts (checked
+    // against 2.15.1 in newer_monitoring_fields_as_nats_server_2_15).
     for a in o["account_statz"].as_array_mut().into_iter().flatten() {
         if let Some(m) = a.as_object_mut() {
             m.remove("name");
             m.remove("num_subscriptions");
+            for way in ["sent", "received"] {
+                if let Some(w) = m.get_mut(way).and_then(Value::as_object_mut) {
+                    w.retain(|k, _| k == "msgs" || k == "bytes");
+                }
+            }
         }
     }
     // (nats-server lists accounts in its map's random order; natsd by name.)
@@ -436,10 +466,13 @@ async fn more_endpoints_match_nats_server() {
         "accountz?acc=$G(after)",
         &t,
         &o,
-        &["/account_detail/client_connections"],
+        &[
+            "/account_detail/client_connections",
+            "/account_detail/subscriptions",
+        ],
         &mut errs,
     );
-    assert_eq!(o["account_detail"]["subscriptions"], 0, "{o}");
+    assert_eq!(o["account_detail"]["subscriptions"], 3, "the imports: {o}");
 
     assert!(
         errs.is_empty(),
@@ -465,15 +498,23 @@ async fn sids_sorted_numerically_jsonp_and_index() {
         .map(|s| s["sid"].as_str().unwrap_or(""))
         .collect();
     assert_eq!(sids, ["1", "2", "10", "x"]);
-    // $G only: the $SYS services' subscriptions (cid 1) are listed too, in $SYS.
+    // $G only: the $SYS services' subscriptions (cid 1) are listed too, in $SYS; in $G
+    // the client's 4 and the 3 system imports.
     let v = http_json(http, "/subsz?subs=detail&acc=$G").await;
-    assert_eq!(v["total"], 4);
-    assert_eq!(v["subscriptions_list"][2]["subject"], "a");
+    assert_eq!(v["total"], 7);
+    let subjects: Vec<&str> = v["subscriptions_list"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .filter(|s| s["cid"] != 1)
+        .filter_map(|s| s["subject"].as_str())
+        .collect();
+    assert_eq!(subjects, ["c", "b", "a", "d"], "{v}");
 
     let (status, body) = http_get(http, "/subsz?acc=$G&callback=cb").await;
     assert_eq!(status, 200);
     assert!(
-        body.starts_with("cb({\n  \"num_subscriptions\": 4,") && body.ends_with("})"),
+        body.starts_with("cb({\n  \"num_subscriptions\": 7,") && body.ends_with("})"),
         "{body}"
     );
     let (status, body) = http_get(http, "/").await;
@@ -493,9 +534,9 @@ async fn sids_sorted_numerically_jsonp_and_index() {
 
 /// The 2.10+ fields that exporters and dashboards read (issue 15): present in natsd with
 /// 2.15.1's names and JSON types after the same traffic, with the same values where both
-/// count the same thing. (`slow_consumer_stats` comes with the slow-consumer work; `/varz`
-/// `jetstream.limits` and `/jsz` `limits` describe limits natsd does not have; the per-kind
-/// `routes`/`gateways`/`leafs` counts of `/accstatz` are not kept.)
+/// count the same thing: `/varz` and `/jsz` JetStream `limits` (empty in natsd, which has none
+/// of those limits; 2.15.1 shows its default `default_max_consumers`), `/accstatz` per-kind
+/// counts, `/accountz` system imports in 2.10+'s form and `name_tag`.
 #[tokio::test]
 async fn newer_monitoring_fields_as_nats_server_2_15() {
     let bin = natsserver::assert_installed_215();
@@ -584,6 +625,41 @@ async fn newer_monitoring_fields_as_nats_server_2_15() {
         }
     }
     same_values("jsz", &t, &o, &["/total"], &mut errs);
+    let varz = http_json(ours_http, "/varz").await;
+    for (what, v) in [("varz", &varz["jetstream"]), ("jsz", &o)] {
+        if v.get("limits").and_then(Value::as_object).is_none() {
+            errs.push(format!("{what} limits: not an object in natsd ({v})"));
+        }
+    }
+    if t.pointer("/limits/default_max_consumers").is_none() {
+        errs.push(format!("nats-server 2.15.1 /jsz limits changed: {t}"));
+    }
+    // The system imports: nats-server's, but for 2.10's `$SYS.REQ.USER.INFO` and the
+    // `$JS.API.>` one (natsd's JetStream answers in each account: no import).
+    let q = "/accountz?acc=$G";
+    let (t, o) = (
+        http_json(theirs_http, q).await,
+        http_json(ours_http, q).await,
+    );
+    let imports = |v: &Value| {
+        let mut l: Vec<String> = v["account_detail"]["imports"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|i| i["local_subject"] != "$SYS.REQ.USER.INFO" && i["subject"] != "$JS.API.>")
+            .map(Value::to_string)
+            .collect();
+        l.sort();
+        l
+    };
+    if imports(&t) != imports(&o) || imports(&o).len() != 3 {
+        errs.push(format!(
+            "accountz imports: nats-server {:?}, natsd {:?}",
+            imports(&t),
+            imports(&o)
+        ));
+    }
+    same_values("accountz", &t, &o, &["/account_detail/name_tag"], &mut errs);
     let q = "/accstatz?acc=$G";
     let (t, o) = (
         http_json(theirs_http, q).await,
@@ -598,6 +674,25 @@ async fn newer_monitoring_fields_as_nats_server_2_15() {
         }
     }
     same_values("accstatz", &t, &o, &["/account_statz/0/name"], &mut errs);
+    for way in ["sent", "received"] {
+        let p = format!("/account_statz/0/{way}");
+        match (t.pointer(&p), o.pointer(&p)) {
+            (Some(a), Some(b)) => natsserver::same_shape(&p, a, b, &[], true, &mut errs),
+            (a, b) => errs.push(format!("accstatz{p}: nats-server {a:?}, natsd {b:?}")),
+        }
+    }
+    // `/connz?auth=1`: the name tag of the client's account; `account` only when not `$G`.
+    let q = "/connz?auth=1";
+    let (t, o) = (
+        http_json(theirs_http, q).await,
+        http_json(ours_http, q).await,
+    );
+    same_values("connz", &t, &o, &["/connections/0/name_tag"], &mut errs);
+    for (who, v) in [("nats-server", &t), ("natsd", &o)] {
+        if v.pointer("/connections/0/account").is_some() {
+            errs.push(format!("connz?auth=1: {who} writes $G as account: {v}"));
+        }
+    }
     let q = "/subsz?subs=1&acc=$G";
     let (t, o) = (
         http_json(theirs_http, q).await,
@@ -624,4 +719,61 @@ async fn newer_monitoring_fields_as_nats_server_2_15() {
     ours.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
     assert!(errs.is_empty(), "{}", errs.join("\n"));
+}
+
+/// `/accstatz` per-kind counts (2.10+) through a natsd cluster: what one node sends to its
+/// peer in `$G` is `sent.routes` there and `received.routes` on the peer, and both totals
+/// include it; `leafs` and `gateways` stay 0.
+#[tokio::test]
+async fn accstatz_counts_route_traffic_apart() {
+    use common::cluster::{node_opts, route_port};
+    let monitored = |name: &str, seed: Option<u16>| natsd::Options {
+        http_port: Some(0),
+        ..node_opts(name, seed)
+    };
+    let a = common::start(monitored("a", None)).await;
+    let b = common::start(monitored("b", Some(route_port(&a)))).await;
+    let mut sub = Raw::client(&b).await;
+    sub.send("SUB kinds.x 1\r\n").await;
+    sub.flush().await;
+    let mut publ = Raw::client(&a).await;
+    common::until_delivered(&mut publ, &mut sub, "kinds.x").await;
+    let before = |v: &Value, p: &str| v.pointer(p).and_then(Value::as_u64).unwrap_or(0);
+    let (a0, b0) = (
+        http_json(http_addr(&a), "/accstatz?acc=$G").await,
+        http_json(http_addr(&b), "/accstatz?acc=$G").await,
+    );
+    publ.send("PUB kinds.x 5\r\nhello\r\nPUB kinds.x 2\r\nhi\r\n")
+        .await;
+    assert_eq!(sub.msg().await.3, b"hello");
+    assert_eq!(sub.msg().await.3, b"hi");
+    let (a1, b1) = (
+        http_json(http_addr(&a), "/accstatz?acc=$G").await,
+        http_json(http_addr(&b), "/accstatz?acc=$G").await,
+    );
+    let delta = |v0: &Value, v1: &Value, p: &str| {
+        let p = format!("/account_statz/0/{p}");
+        before(v1, &p) - before(v0, &p)
+    };
+    assert_eq!(delta(&a0, &a1, "sent/routes/msgs"), 2, "{a1}");
+    assert_eq!(delta(&a0, &a1, "sent/routes/bytes"), 7, "{a1}");
+    assert_eq!(delta(&a0, &a1, "sent/msgs"), 2, "{a1}");
+    assert_eq!(delta(&a0, &a1, "received/msgs"), 2, "{a1}");
+    assert_eq!(delta(&b0, &b1, "received/routes/msgs"), 2, "{b1}");
+    assert_eq!(delta(&b0, &b1, "received/routes/bytes"), 7, "{b1}");
+    // Received from the route, then sent to the subscriber.
+    assert_eq!(delta(&b0, &b1, "received/msgs"), 2, "{b1}");
+    assert_eq!(delta(&b0, &b1, "sent/msgs"), 2, "{b1}");
+    for v in [&a1, &b1] {
+        for p in [
+            "sent/leafs/msgs",
+            "received/gateways/msgs",
+            "sent/gateways/msgs",
+        ] {
+            assert_eq!(before(v, &format!("/account_statz/0/{p}")), 0, "{p}: {v}");
+        }
+    }
+    drop((sub, publ));
+    b.shutdown().await;
+    a.shutdown().await;
 }

@@ -397,8 +397,14 @@ fn match_subs(path: &str, theirs: &mut Value, ours: &mut Value, errs: &mut Vec<S
             o.as_array().cloned().unwrap_or_default(),
         );
         // The system account's interest names each server (ids, inbox hashes) and differs
-        // between the implementations (natsd serves fewer $SYS subjects): compare the rest.
-        let not_sys = |k: &String| !k.starts_with("$SYS.") && !k.starts_with("\"$SYS.");
+        // between the implementations (natsd serves fewer $SYS subjects; its system imports'
+        // responses come back on a random `_R_.<token>.>`, on the route that carries `$SYS`,
+        // a pinned one between natsd nodes): compare the rest.
+        let not_sys = |k: &String| {
+            !["$SYS.", "\"$SYS.", "_R_.", "\"_R_."]
+                .iter()
+                .any(|p| k.starts_with(p))
+        };
         let mut tk: Vec<String> = t.iter().map(sub_key).filter(not_sys).collect();
         let mut ok: Vec<String> = o.iter().map(sub_key).filter(not_sys).collect();
         tk.sort();

@@ -72,11 +72,16 @@ async fn nothing_more(c: &mut Raw) {
 
 /// How many routes `s` knows to be interested in `$SYS.REQ.SERVER.PING` (in account `acc`).
 fn ping_interest(s: &Server, acc: &str) -> usize {
+    route_interest(s, acc, "$SYS.REQ.SERVER.PING")
+}
+
+/// How many routes `s` knows to be interested in `subject` (in account `acc`).
+fn route_interest(s: &Server, acc: &str, subject: &str) -> usize {
     let Some(a) = s.shared().accounts.get(acc) else {
         return 0;
     };
     a.sublist
-        .matches(b"$SYS.REQ.SERVER.PING")
+        .matches(subject.as_bytes())
         .psubs
         .iter()
         .filter(|e| e.conn.kind == ConnKind::Route)
@@ -417,15 +422,17 @@ async fn a_ping_reaches_every_node_of_a_natsd_cluster() {
     }
 }
 
-#[tokio::test]
-async fn a_ping_reaches_natsd_and_nats_server_nodes_alike() {
+/// A natsd node (`rust1`, monitored) and a nats-server 2.9.10 node (`go1`) in one cluster,
+/// both with accounts `SYS` (the system account) and `APP`, once the route is up and each
+/// knows the other's `$SYS` service interest: (natsd, nats-server, its client address, its id).
+async fn mixed_pair(dir: &str) -> (Server, natsserver::NatsServer, std::net::SocketAddr, String) {
     natsserver::assert_installed();
     let rd = start(with_sys(Options {
         http_port: Some(0),
         ..node_opts("rust1", None)
     }))
     .await;
-    let dir = tmp_dir("sys", "mixed");
+    let dir = tmp_dir("sys", dir);
     let conf = write_conf(
         &dir,
         "go.conf",
@@ -454,13 +461,21 @@ async fn a_ping_reaches_natsd_and_nats_server_nodes_alike() {
         let z = http_json(go.http, "/routez?subs=1").await;
         z["routes"].as_array().is_some_and(|rs| {
             rs.iter().any(|r| {
-                r["subscriptions_list"]
-                    .as_array()
-                    .is_some_and(|l| l.iter().any(|s| s == "$SYS.REQ.SERVER.PING"))
+                r["subscriptions_list"].as_array().is_some_and(|l| {
+                    ["$SYS.REQ.SERVER.PING", "$SYS.REQ.ACCOUNT.*.CONNZ"]
+                        .iter()
+                        .all(|x| l.iter().any(|s| s == x))
+                })
             })
         })
     })
     .await;
+    (rd, go, go_client, go_id)
+}
+
+#[tokio::test]
+async fn a_ping_reaches_natsd_and_nats_server_nodes_alike() {
+    let (rd, go, go_client, go_id) = mixed_pair("mixed").await;
 
     // From natsd's side and from nats-server's side: both answer.
     let want: BTreeSet<(&str, &str)> = [(rd.id(), "rust1"), (go_id.as_str(), "go1")]
@@ -549,4 +564,70 @@ async fn a_client_library_request_gets_the_answer() {
     assert!(v["statsz"]["connections"].as_u64() >= Some(1), "{v}");
     drop(nc);
     s.shutdown().await;
+}
+
+/// nats-server's system imports (issue 15): a user of `APP` asks `$SYS.REQ.SERVER.PING.CONNZ`,
+/// `$SYS.REQ.ACCOUNT.PING.CONNZ` and `$SYS.REQ.ACCOUNT.PING.STATZ` in its own account and gets
+/// `APP`'s connections and counters from every node — from natsd and nats-server 2.9.10 nodes
+/// alike, whichever the user is connected to — and `/accountz` lists those imports.
+#[tokio::test]
+async fn account_users_get_their_own_account_from_every_node() {
+    let (rd, go, go_client, go_id) = mixed_pair("accsvc").await;
+    wait_for("nats-server's account services known to natsd", || async {
+        route_interest(&rd, "SYS", "$SYS.REQ.ACCOUNT.APP.CONNZ") == 1
+            && route_interest(&rd, "SYS", "$SYS.REQ.ACCOUNT.APP.STATZ") == 1
+    })
+    .await;
+    // On each node: one APP and one SYS user (the SYS ones must not be listed).
+    let mut app_rd = login(&rd, "app").await;
+    let mut app_go = login_at(go_client, "app").await;
+    let _sys_rd = login(&rd, "sys").await;
+    let _sys_go = login_at(go_client, "sys").await;
+    let want: BTreeSet<(&str, &str)> = [(rd.id(), "rust1"), (go_id.as_str(), "go1")]
+        .into_iter()
+        .collect();
+    for (c, inbox) in [(&mut app_rd, "_INBOX.r"), (&mut app_go, "_INBOX.g")] {
+        for subject in ["$SYS.REQ.SERVER.PING.CONNZ", "$SYS.REQ.ACCOUNT.PING.CONNZ"] {
+            let a = request(c, subject, "", inbox, 2).await;
+            let got: BTreeSet<(&str, &str)> = a.iter().map(server_of).collect();
+            assert_eq!(got, want, "{subject}");
+            for v in &a {
+                assert_eq!(v["data"]["num_connections"], 1, "{subject}: {v}");
+            }
+        }
+        let a = request(c, "$SYS.REQ.ACCOUNT.PING.STATZ", "", inbox, 2).await;
+        let got: BTreeSet<(&str, &str)> = a.iter().map(server_of).collect();
+        assert_eq!(got, want);
+        for v in &a {
+            let st = &v["data"]["account_statz"];
+            assert_eq!(st.as_array().map(Vec::len), Some(1), "{v}");
+            assert_eq!((&st[0]["acc"], &st[0]["conns"]), (&"APP".into(), &1.into()));
+        }
+    }
+    // A system user asks for one account directly, as nats-server answers it.
+    let mut sys = login(&rd, "sys").await;
+    let a = request(&mut sys, "$SYS.REQ.ACCOUNT.APP.CONNZ", "", "_INBOX.s", 2).await;
+    assert!(a.iter().all(|v| v["data"]["num_connections"] == 1), "{a:?}");
+    let a = request(&mut sys, "$SYS.REQ.ACCOUNT.APP.INFO", "", "_INBOX.s", 2).await;
+    assert!(
+        a.iter().all(|v| v["data"]["account_name"] == "APP"),
+        "{a:?}"
+    );
+    // /accountz: the same imports (2.9.10 writes a service import's local subject as
+    // `subject`; natsd writes 2.10+'s form, with `local_subject`).
+    let local = |v: &Value, key: &str| -> BTreeSet<String> {
+        v["account_detail"]["imports"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|i| i["account"] == "SYS" && i["type"] == "service")
+            .filter_map(|i| i[key].as_str().map(str::to_string))
+            .collect()
+    };
+    let t = http_json(go.http, "/accountz?acc=APP").await;
+    let o = http_json(rd.http_addr().expect("http"), "/accountz?acc=APP").await;
+    assert_eq!(local(&t, "subject"), local(&o, "local_subject"), "{t}\n{o}");
+    assert_eq!(local(&o, "local_subject").len(), 3, "{o}");
+    drop(go);
+    rd.shutdown().await;
 }

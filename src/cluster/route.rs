@@ -772,6 +772,7 @@ impl Route {
         };
         self.fan.in_msgs += 1;
         self.fan.in_bytes += msg.size() as u64;
+        acc.kinds.routes_in.add(1, msg.size() as u64);
         let r = acc.sublist.matches(subject);
         self.fan
             .publish(&acc, &r, &msg, Origin::Route, Some(&m.queues));

@@ -353,8 +353,10 @@ impl GwConn {
             );
             return;
         };
+        let size = (m.payload.len() + m.header.map_or(0, <[u8]>::len)) as u64;
         self.fan.in_msgs += 1;
-        self.fan.in_bytes += (m.payload.len() + m.header.map_or(0, <[u8]>::len)) as u64;
+        self.fan.in_bytes += size;
+        acc.kinds.gateways_in.add(1, size);
         let mut subject = m.subject;
         let mut origin = Origin::Gateway;
         if let Some((c, s, rest)) = reply::parse(m.subject) {

@@ -550,12 +550,13 @@ impl Consumer {
                 }
             }
         }
-        // No-wait requests end when nothing more is there.
+        // No-wait requests end when nothing more is there; one with an expiry waits for its
+        // first message first (nats-server's "one-shot": it ends after delivering some).
         if !self.is_push() && self.waiting.iter().any(|r| r.no_wait) {
             let empty = self.peek(store).is_none();
             let mut keep = VecDeque::new();
             while let Some(r) = self.waiting.pop_front() {
-                if r.no_wait && (empty || r.delivered > 0) {
+                if r.no_wait && (r.delivered > 0 || (empty && r.expires.is_none())) {
                     // 2.9.10: a 408 with what it still wanted after some were delivered
                     // (2.15.1 says 404 there; clients take either as the end of the fetch).
                     let h = if r.delivered == 0 {

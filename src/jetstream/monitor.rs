@@ -31,6 +31,13 @@ pub struct Config {
     pub strict: bool,
 }
 
+/// 2.10+'s server-wide JetStream limits (`jetstream { limits {} }`: `max_request_batch`,
+/// `max_ack_pending`, `max_ha_assets`, `max_duplicate_window`, and 2.15's
+/// `default_max_consumers`, 1000 there by default). natsd has none of them, so the object is
+/// empty, as nats-server writes it when none applies; tools reading a limit find none.
+#[derive(Serialize, Debug, Default, Clone)]
+pub struct Limits {}
+
 #[derive(Serialize, Debug, Default, Clone)]
 pub struct Stats {
     pub memory: u64,
@@ -47,6 +54,7 @@ pub struct Stats {
 pub struct Varz {
     pub config: Config,
     pub stats: Stats,
+    pub limits: Limits,
 }
 
 #[derive(Serialize, Debug)]
@@ -127,6 +135,7 @@ pub struct Jsz {
     pub server_id: String,
     pub now: String,
     pub config: Config,
+    pub limits: Limits,
     pub memory: u64,
     pub storage: u64,
     pub reserved_memory: u64,
@@ -205,6 +214,7 @@ pub fn varz(js: &JetStream) -> Varz {
             },
             ..Default::default()
         },
+        limits: Limits {},
     }
 }
 
@@ -304,6 +314,7 @@ pub fn jsz(js: &JetStream, server_id: &str, leader: &str, q: &JszQuery) -> Jsz {
         server_id: server_id.to_string(),
         now: crate::util::time::rfc3339_nano(std::time::SystemTime::now()),
         config: config(js),
+        limits: Limits {},
         memory: t.memory,
         storage: t.storage,
         reserved_memory: t.reserved_memory,

@@ -4,7 +4,8 @@
 //! Exports and imports are listed as nats-server lists configured ones (`imports.rs`); natsd's
 //! accounts have no mappings or JWTs, so those fields are omitted as nats-server omits them
 //! when empty. `/accstatz` sums the message counters of the account's
-//! open connections and of those still in the closed-connections ring.
+//! open connections and of those still in the closed-connections ring, plus what the account
+//! received from and sent to routes and gateways (also shown apart, as 2.10+ does).
 
 use super::subsz::{decode_bool, Stats};
 use crate::account::Account;
@@ -35,6 +36,8 @@ pub struct AccountInfo {
     pub exports: Vec<crate::imports::ExtExport>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub imports: Vec<crate::imports::ExtImport>,
+    /// The account's name tag (2.10+; its name, natsd having no JWT accounts).
+    pub name_tag: String,
     pub sublist_stats: Stats,
 }
 
@@ -67,6 +70,7 @@ fn detail(srv: &ServerShared, acc: &Account) -> AccountInfo {
         subscriptions: acc.sublist.count(),
         exports: crate::imports::ext_exports(acc),
         imports: crate::imports::ext_imports(acc),
+        name_tag: acc.name.clone(),
         sublist_stats: Stats::from(&acc.sublist.stats()),
     }
 }
@@ -83,21 +87,64 @@ pub fn accountz(srv: &ServerShared, p: &HashMap<String, String>) -> Result<Accou
     };
     match p.get("acc").filter(|a| !a.is_empty()) {
         None => z.accounts = srv.accounts.all().iter().map(|a| a.name.clone()).collect(),
-        Some(name) => {
-            let acc = srv
-                .accounts
-                .get(name)
-                .ok_or_else(|| format!("Account {name} does not exist"))?;
-            z.account_detail = Some(detail(srv, &acc));
-        }
+        Some(name) => z.account_detail = Some(account_info(srv, name)?),
     }
     Ok(z)
 }
 
+/// One account's detail (`/accountz?acc=`, `$SYS.REQ.ACCOUNT.<acc>.INFO`); nats-server's
+/// text when it does not exist.
+pub fn account_info(srv: &ServerShared, name: &str) -> Result<AccountInfo, String> {
+    let acc = srv
+        .accounts
+        .get(name)
+        .ok_or_else(|| format!("Account {name} does not exist"))?;
+    Ok(detail(srv, &acc))
+}
+
+#[derive(Serialize, Debug, Default, Clone, Copy)]
+pub struct MsgBytes {
+    pub msgs: u64,
+    pub bytes: u64,
+}
+
+impl MsgBytes {
+    fn of(c: &crate::account::MsgBytes) -> MsgBytes {
+        let (msgs, bytes) = c.get();
+        MsgBytes { msgs, bytes }
+    }
+
+    fn add(&mut self, o: MsgBytes) {
+        self.msgs += o.msgs;
+        self.bytes += o.bytes;
+    }
+}
+
+/// Messages one way: all of them, then the part that came from (or went to) gateways,
+/// routes and leaf nodes (2.10+; natsd has no leaf nodes).
 #[derive(Serialize, Debug, Default, Clone, Copy)]
 pub struct DataStats {
     pub msgs: u64,
     pub bytes: u64,
+    pub gateways: MsgBytes,
+    pub routes: MsgBytes,
+    pub leafs: MsgBytes,
+}
+
+impl DataStats {
+    /// `clients` (the account's connections) plus the routes' and gateways' part.
+    fn with_kinds(clients: MsgBytes, routes: MsgBytes, gateways: MsgBytes) -> DataStats {
+        let mut all = clients;
+        all.add(routes);
+        all.add(gateways);
+        DataStats {
+            msgs: all.msgs,
+            bytes: all.bytes,
+            gateways,
+            routes,
+            leafs: MsgBytes::default(),
+        }
+    }
 }
 
 #[derive(Serialize, Debug)]
@@ -125,8 +172,8 @@ pub struct AccountStatz {
 
 #[derive(Default)]
 struct Totals {
-    sent: DataStats,
-    received: DataStats,
+    sent: MsgBytes,
+    received: MsgBytes,
     slow: u64,
 }
 
@@ -158,13 +205,23 @@ fn totals(srv: &ServerShared) -> HashMap<String, Totals> {
 /// only accounts with local connections otherwise).
 pub fn accstatz(srv: &ServerShared, p: &HashMap<String, String>) -> Result<AccountStatz, String> {
     let unused = decode_bool(p, "unused")?;
-    let only = p.get("acc").filter(|a| !a.is_empty());
+    let only = p.get("acc").filter(|a| !a.is_empty()).cloned();
+    Ok(account_statz(
+        srv,
+        only.as_ref().map(std::slice::from_ref),
+        unused,
+    ))
+}
+
+/// The accounts named in `only` (all when `None`), those without local connections only
+/// when `unused`.
+pub fn account_statz(srv: &ServerShared, only: Option<&[String]>, unused: bool) -> AccountStatz {
     let mut totals = totals(srv);
     let account_statz = srv
         .accounts
         .all()
         .into_iter()
-        .filter(|a| only.is_none_or(|n| &a.name == n))
+        .filter(|a| only.is_none_or(|n| n.contains(&a.name)))
         .filter_map(|a| {
             let conns = a.num_conns.load(Relaxed);
             if conns == 0 && !unused {
@@ -178,15 +235,23 @@ pub fn accstatz(srv: &ServerShared, p: &HashMap<String, String>) -> Result<Accou
                 leafnodes: 0,
                 total_conns: conns,
                 num_subscriptions: a.sublist.count(),
-                sent: t.sent,
-                received: t.received,
+                sent: DataStats::with_kinds(
+                    t.sent,
+                    MsgBytes::of(&a.kinds.routes_out),
+                    MsgBytes::of(&a.kinds.gateways_out),
+                ),
+                received: DataStats::with_kinds(
+                    t.received,
+                    MsgBytes::of(&a.kinds.routes_in),
+                    MsgBytes::of(&a.kinds.gateways_in),
+                ),
                 slow_consumers: t.slow,
             })
         })
         .collect();
-    Ok(AccountStatz {
+    AccountStatz {
         server_id: srv.id.clone(),
         now: rfc3339_nano(SystemTime::now()),
         account_statz,
-    })
+    }
 }

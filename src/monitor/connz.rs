@@ -101,6 +101,9 @@ pub struct ConnInfo {
     pub subscriptions_list: Vec<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub subscriptions_list_detail: Vec<SubDetail>,
+    /// With `auth`: the account's name tag (2.10+; its name, natsd having no JWT accounts).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub name_tag: String,
     // Sort keys, not serialized.
     #[serde(skip)]
     start_ns: u64,
@@ -163,6 +166,7 @@ impl ConnInfo {
             account: meta.account,
             subscriptions_list: Vec::new(),
             subscriptions_list_detail: subs,
+            name_tag: String::new(),
             start_ns: unix_nanos(c.start),
             last_ns,
             stop_ns: if closed { unix_nanos(now) } else { 0 },
@@ -332,6 +336,15 @@ pub fn connz(srv: &ServerShared, q: &ConnzQuery) -> Connz {
         if !q.auth {
             c.authorized_user.clear();
             c.account.clear();
+        } else {
+            // As nats-server: the account only when it is not `$G`; the name tag of an open
+            // connection's account always, of a closed one's when it names one (2.10+).
+            if c.stop_ns == 0 || c.account != crate::account::GLOBAL_ACCOUNT {
+                c.name_tag = c.account.clone();
+            }
+            if c.account == crate::account::GLOBAL_ACCOUNT {
+                c.account.clear();
+            }
         }
     }
     Connz {

@@ -7,6 +7,7 @@
 //! published on any node reaches every node, nats-server nodes included. Handlers only copy the
 //! message into a channel; one task per server does the work and publishes the answers.
 
+pub mod account;
 pub mod topz;
 
 use crate::account::{Account, Handler, Subscription};
@@ -109,9 +110,19 @@ pub fn request_subjects(server_id: &str) -> Vec<(String, Endpoint)> {
     v
 }
 
+/// What one request asks for: a server endpoint, or an account-scoped service.
+#[derive(Clone, Debug)]
+enum What {
+    Server(Endpoint),
+    Account(account::AccService, account::Target),
+}
+
+/// What a request on a subscription's subject asks for (`None`: not for this service).
+type WhatOf = Box<dyn Fn(&[u8]) -> Option<What> + Send + Sync>;
+
 /// One request, copied out of the fan-out.
 struct Request {
-    endpoint: Endpoint,
+    what: What,
     reply: Bytes,
     payload: Bytes,
 }
@@ -230,13 +241,41 @@ impl Sys {
         });
         let (tx, rx) = mpsc::channel::<Request>(QUEUE);
         let mut subs = Vec::new();
+        let mut services: Vec<(String, WhatOf)> = Vec::new();
         for (subject, endpoint) in request_subjects(&srv.id) {
+            services.push((subject, Box::new(move |_| Some(What::Server(endpoint)))));
+        }
+        for svc in account::AccService::ALL {
+            let subject = format!("$SYS.REQ.ACCOUNT.*.{}", svc.token());
+            services.push((
+                subject,
+                Box::new(move |subject: &[u8]| {
+                    let acc = account::account_token(subject)?;
+                    // `PING.STATZ` has its own subscription (every account), as in nats-server.
+                    if svc == account::AccService::Statz && acc == "PING" {
+                        return None;
+                    }
+                    Some(What::Account(svc, account::Target::One(acc)))
+                }),
+            ));
+        }
+        services.push((
+            "$SYS.REQ.ACCOUNT.PING.STATZ".into(),
+            Box::new(|_| {
+                Some(What::Account(
+                    account::AccService::Statz,
+                    account::Target::All,
+                ))
+            }),
+        ));
+        for (subject, what) in services {
             let tx = tx.clone();
             let h: Handler = Arc::new(move |_, m: &Msg<'_>| {
                 // No reply subject, no answer (nats-server ignores such requests too).
                 let Some(reply) = m.reply else { return };
+                let Some(what) = what(m.subject) else { return };
                 let r = Request {
-                    endpoint,
+                    what,
                     reply: Bytes::copy_from_slice(reply),
                     payload: Bytes::copy_from_slice(m.payload),
                 };
@@ -396,7 +435,11 @@ async fn run(srv: Arc<ServerShared>, sys: Arc<Sys>, mut rx: mpsc::Receiver<Reque
             }
             r = rx.recv() => match r {
                 Some(r) => {
-                    if let Some(body) = answer(&srv, &sys, r.endpoint, &r.payload) {
+                    let body = match &r.what {
+                        What::Server(e) => answer(&srv, &sys, *e, &r.payload),
+                        What::Account(svc, t) => account::answer(&srv, &sys, *svc, t, &r.payload),
+                    };
+                    if let Some(body) = body {
                         match std::str::from_utf8(&r.reply) {
                             Ok(reply) => sys.publish(&srv, reply, None, &body),
                             Err(_) => tracing::debug!("$SYS request with a non-UTF-8 reply subject"),
@@ -498,20 +541,7 @@ pub fn statsz(srv: &ServerShared) -> Statsz {
 
 /// The answer to one request, or `None` when the request's filter excludes this server.
 pub fn answer(srv: &ServerShared, sys: &Sys, e: Endpoint, payload: &[u8]) -> Option<Vec<u8>> {
-    #[derive(Serialize)]
-    struct Error {
-        server: ServerInfo,
-        error: ApiError,
-    }
-    let error = |description: String| {
-        to_json(&Error {
-            server: sys.server_info(srv),
-            error: ApiError {
-                code: 400,
-                description,
-            },
-        })
-    };
+    let error = |description: String| error_message(srv, sys, description);
     let opts = match parse_options(payload) {
         Ok(o) => o,
         Err(e) => return Some(error(e)),
@@ -523,34 +553,19 @@ pub fn answer(srv: &ServerShared, sys: &Sys, e: Endpoint, payload: &[u8]) -> Opt
         Ok(p) => p,
         Err(e) => return Some(error(e)),
     };
-    // Each endpoint's own type, serialized in its field order (as nats-server writes it).
-    fn env<T: Serialize>(srv: &ServerShared, sys: &Sys, data: T) -> Result<Vec<u8>, String> {
-        #[derive(Serialize)]
-        struct Data<T: Serialize> {
-            server: ServerInfo,
-            data: T,
-        }
-        serde_json::to_vec(&Data {
-            server: sys.server_info(srv),
-            data,
-        })
-        .map_err(|e| format!("encoding the answer: {e}"))
-    }
     let out = match e {
         // Not under `data`: `{"server":…,"statsz":…}`.
         Endpoint::Statsz => Ok(statsz_message(srv, sys)),
-        Endpoint::Varz => env(srv, sys, varz::Varz::of(srv)),
-        Endpoint::Connz => {
-            connz::ConnzQuery::parse(&params).and_then(|q| env(srv, sys, connz::connz(srv, &q)))
-        }
+        Endpoint::Varz => envelope(srv, sys, varz::Varz::of(srv)),
+        Endpoint::Connz => connz::ConnzQuery::parse(&params)
+            .and_then(|q| envelope(srv, sys, connz::connz(srv, &q))),
         Endpoint::Routez => {
-            routez::parse_subs(&params).and_then(|m| env(srv, sys, routez::routez(srv, m)))
+            routez::parse_subs(&params).and_then(|m| envelope(srv, sys, routez::routez(srv, m)))
         }
-        Endpoint::Subsz => {
-            subsz::SubszQuery::parse(&params).and_then(|q| env(srv, sys, subsz::subsz(srv, &q)))
-        }
-        Endpoint::Healthz => env(srv, sys, crate::monitor::health(srv).0),
-        Endpoint::Idz => env(
+        Endpoint::Subsz => subsz::SubszQuery::parse(&params)
+            .and_then(|q| envelope(srv, sys, subsz::subsz(srv, &q))),
+        Endpoint::Healthz => envelope(srv, sys, crate::monitor::health(srv).0),
+        Endpoint::Idz => envelope(
             srv,
             sys,
             Idz {
@@ -559,12 +574,43 @@ pub fn answer(srv: &ServerShared, sys: &Sys, e: Endpoint, payload: &[u8]) -> Opt
                 id: srv.id.clone(),
             },
         ),
-        Endpoint::Gatewayz => misc::gatewayz(srv, &params).and_then(|z| env(srv, sys, z)),
-        Endpoint::Leafz => misc::leafz(srv, &params).and_then(|z| env(srv, sys, z)),
-        Endpoint::Accountz => accountz::accountz(srv, &params).and_then(|z| env(srv, sys, z)),
-        Endpoint::Jsz => misc::jsz(srv, &params).and_then(|z| env(srv, sys, z)),
+        Endpoint::Gatewayz => misc::gatewayz(srv, &params).and_then(|z| envelope(srv, sys, z)),
+        Endpoint::Leafz => misc::leafz(srv, &params).and_then(|z| envelope(srv, sys, z)),
+        Endpoint::Accountz => accountz::accountz(srv, &params).and_then(|z| envelope(srv, sys, z)),
+        Endpoint::Jsz => misc::jsz(srv, &params).and_then(|z| envelope(srv, sys, z)),
     };
     Some(out.unwrap_or_else(error))
+}
+
+/// `{"server":…,"error":{"code":400,"description":…}}`.
+fn error_message(srv: &ServerShared, sys: &Sys, description: String) -> Vec<u8> {
+    #[derive(Serialize)]
+    struct Error {
+        server: ServerInfo,
+        error: ApiError,
+    }
+    to_json(&Error {
+        server: sys.server_info(srv),
+        error: ApiError {
+            code: 400,
+            description,
+        },
+    })
+}
+
+/// `{"server":…,"data":…}`: each endpoint's own type, serialized in its field order (as
+/// nats-server writes it).
+fn envelope<T: Serialize>(srv: &ServerShared, sys: &Sys, data: T) -> Result<Vec<u8>, String> {
+    #[derive(Serialize)]
+    struct Data<T: Serialize> {
+        server: ServerInfo,
+        data: T,
+    }
+    serde_json::to_vec(&Data {
+        server: sys.server_info(srv),
+        data,
+    })
+    .map_err(|e| format!("encoding the answer: {e}"))
 }
 
 /// The request's JSON options: empty (or blank) is none; anything but an object is an error.
