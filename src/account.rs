@@ -158,6 +158,28 @@ impl Account {
     }
 }
 
+/// The last account a server-to-server connection's ops named (most carry one or two), so
+/// a routed message does not look its account up by name.
+#[derive(Default)]
+pub struct LastAccount(Option<(bytes::Bytes, Arc<Account>)>);
+
+impl LastAccount {
+    pub fn get(&mut self, accounts: &Accounts, name: &[u8]) -> Option<Arc<Account>> {
+        if let Some((n, a)) = &self.0 {
+            if &n[..] == name {
+                return Some(a.clone());
+            }
+        }
+        let a = accounts.lookup(name)?;
+        self.0 = Some((bytes::Bytes::copy_from_slice(name), a.clone()));
+        Some(a)
+    }
+
+    pub fn clear(&mut self) {
+        self.0 = None;
+    }
+}
+
 /// All accounts of a server by name.
 pub struct Accounts {
     map: RwLock<HashMap<String, Arc<Account>>>,

@@ -2,6 +2,12 @@
 //! first; the dialler sends CONNECT and INFO together), registration with the cluster, the
 //! interest dump and gossip, remote interest (RS+/RS-/LS+/LS-) into the account sublists,
 //! routed messages (RMSG/HMSG) to local clients only, and PING/PONG liveness.
+//!
+//! Files: this one has the task, TLS, the handshake and registration; `route/remote.rs` remote
+//! interest and routed messages; `route/session.rs` the `Session` the connection driver runs.
+
+mod remote;
+mod session;
 
 use super::discovery;
 use super::mesh::{self, CloseWhy, Slot};
@@ -96,7 +102,7 @@ struct Route {
     remote: FastMap<Bytes, (Arc<Account>, Arc<Subscription>)>,
     fan: Fanout,
     /// Last account a routed message named (most routes carry one or two).
-    acc_cache: Option<(Bytes, Arc<Account>)>,
+    acc_cache: crate::account::LastAccount,
     pings_out: u32,
     next_ping: Instant,
     rtt_start: Option<Instant>,
@@ -138,7 +144,7 @@ impl Route {
             connect_seen: false,
             entry: None,
             remote: FastMap::default(),
-            acc_cache: None,
+            acc_cache: Default::default(),
             pings_out: 0,
             next_ping: Instant::now() + Duration::from_secs(3600),
             rtt_start: None,
@@ -648,137 +654,6 @@ impl Route {
         Ok(())
     }
 
-    fn account(&mut self, name: &[u8]) -> Option<Arc<Account>> {
-        if let Some(a) = &self.pinned {
-            // A pinned-account route names no account: it is the connection's.
-            return Some(a.clone());
-        }
-        if let Some((n, a)) = &self.acc_cache {
-            if &n[..] == name {
-                return Some(a.clone());
-            }
-        }
-        let a = self.srv.accounts.lookup(name)?;
-        self.acc_cache = Some((Bytes::copy_from_slice(name), a.clone()));
-        Some(a)
-    }
-
-    fn remote_key(account: &[u8], subject: &[u8], queue: Option<&[u8]>) -> Bytes {
-        let mut k = BytesMut::with_capacity(account.len() + subject.len() + 32);
-        k.extend_from_slice(account);
-        k.extend_from_slice(b" ");
-        k.extend_from_slice(subject);
-        if let Some(q) = queue {
-            k.extend_from_slice(b" ");
-            k.extend_from_slice(q);
-        }
-        k.freeze()
-    }
-
-    fn remote_plus(&mut self, account: &[u8], subject: &[u8], queue: Option<(&[u8], u32)>) {
-        let Some(entry) = self.entry.clone() else {
-            return;
-        };
-        let Some(acc) = self.account(account) else {
-            tracing::debug!(
-                "{} - Unknown account {:?} for remote interest, ignored",
-                self.conn.log_prefix(),
-                String::from_utf8_lossy(account)
-            );
-            return;
-        };
-        let qname = queue.map(|(q, _)| q);
-        let weight = queue.map_or(1, |(_, w)| w.max(1));
-        let key = Self::remote_key(account, subject, qname);
-        let mut is_new = true;
-        if let Some((_, old)) = self.remote.get(&key) {
-            if queue.is_none() || old.weight == weight {
-                return;
-            }
-            let old = old.clone();
-            let _ = acc.sublist.remove(subject, qname, &SubRef(old));
-            self.remote.remove(&key);
-            is_new = false;
-        }
-        // Subject and queue are slices of the key (`acc subj[ queue]`): one allocation.
-        let subj_at = account.len() + 1;
-        let sub = Arc::new(Subscription {
-            conn: self.conn.clone(),
-            subject: key.slice(subj_at..subj_at + subject.len()),
-            queue: qname.map(|q| key.slice(key.len() - q.len()..)),
-            sid: key.clone(),
-            max: AtomicU64::new(0),
-            delivered: AtomicU64::new(0),
-            deny: None,
-            weight,
-            handler: None,
-        });
-        // The sublist validates the subject: an invalid one is ignored (debug line).
-        match acc.sublist.insert(subject, qname, SubRef(sub.clone())) {
-            Ok(()) => {
-                if let Some(gw) = &self.srv.gateway {
-                    if is_new {
-                        gw.interest_changed(&acc.name, &sub.subject, sub.queue.as_ref(), 1);
-                    }
-                }
-                self.remote.insert(key, (acc, sub));
-            }
-            Err(e) => tracing::debug!(
-                "{} - Remote interest {:?} ignored: {e}",
-                self.conn.log_prefix(),
-                String::from_utf8_lossy(subject)
-            ),
-        }
-        entry.num_subs.store(self.remote.len(), Relaxed);
-    }
-
-    fn remote_minus(&mut self, account: &[u8], subject: &[u8], queue: Option<&[u8]>) {
-        let key = Self::remote_key(account, subject, queue);
-        if let Some((acc, sub)) = self.remote.remove(&key) {
-            let _ = acc.sublist.remove(subject, queue, &SubRef(sub.clone()));
-            if let Some(gw) = &self.srv.gateway {
-                gw.interest_changed(&acc.name, &sub.subject, sub.queue.as_ref(), -1);
-            }
-        }
-        if let Some(e) = &self.entry {
-            e.num_subs.store(self.remote.len(), Relaxed);
-        }
-    }
-
-    fn on_rmsg(&mut self, m: &RoutedMsg<'_>) {
-        if self.entry.is_none() {
-            return;
-        }
-        let Some(acc) = self.account(m.account) else {
-            tracing::debug!(
-                "{} - Message for unknown account {:?} dropped",
-                self.conn.log_prefix(),
-                String::from_utf8_lossy(m.account)
-            );
-            return;
-        };
-        let (subject, reply) = match &self.srv.gateway {
-            None => (m.subject, m.reply),
-            Some(gw) => match gw.from_route(&acc.name, m.subject, m.reply) {
-                Some(x) => x,
-                None => return,
-            },
-        };
-        let msg = Msg {
-            subject,
-            reply,
-            header: m.header,
-            payload: m.payload,
-        };
-        self.fan.in_msgs += 1;
-        self.fan.in_bytes += msg.size() as u64;
-        acc.kinds.routes_in.add(1, msg.size() as u64);
-        let r = acc.sublist.matches(subject);
-        self.fan
-            .publish(&acc, &r, &msg, Origin::Route, Some(&m.queues));
-        self.fan.retire_in(&self.srv, &acc, 0);
-    }
-
     fn cleanup(&mut self) {
         for (_, (acc, sub)) in self.remote.drain() {
             let _ = acc
@@ -797,105 +672,7 @@ impl Route {
             }
         }
         self.fan.clear();
-        self.acc_cache = None;
-    }
-}
-
-/// The route kind on the connection driver.
-impl Session for Route {
-    type Event = ();
-
-    fn conn(&self) -> &Arc<Conn> {
-        &self.conn
-    }
-
-    fn start(&mut self) -> bool {
-        self.send_opening();
-        true
-    }
-
-    fn parser(&self) -> Parser {
-        Parser::new(Kind::Route, Limits::route())
-    }
-
-    /// With cluster auth, the handshake must finish within its `authorization { timeout }`
-    /// (nats-server's auth timer). Without, nats-server sets no timer at all; natsd still
-    /// bounds it, but loosely: in a storm (a hundred nodes starting at once on two cores) a
-    /// 2 s bound closed one handshake in ten that would have finished.
-    fn handshake_deadline(&self) -> Instant {
-        let auth_timeout = crate::auth::peer_auth_timeout(self.cl.opts.auth_timeout);
-        Instant::now()
-            + if self.route_auth_required() {
-                auth_timeout
-            } else {
-                auth_timeout.max(NO_AUTH_HANDSHAKE)
-            }
-    }
-
-    fn handshake_pending(&self) -> bool {
-        self.entry.is_none()
-    }
-
-    fn on_handshake_timeout(&mut self) -> CloseReason {
-        tracing::error!("{} - Route handshake timeout", self.conn.log_prefix());
-        if !self.connect_seen && self.solicit.is_none() && self.route_auth_required() {
-            self.send_err("Authentication Timeout");
-            CloseReason::AuthenticationTimeout
-        } else {
-            CloseReason::ProtocolViolation
-        }
-    }
-
-    fn next_tick(&self) -> Instant {
-        self.next_ping
-    }
-
-    fn on_tick(&mut self, now: Instant) -> Result<(), CloseReason> {
-        let (interval, max) = self.cl.ping_settings(&self.srv);
-        self.next_ping = now + interval;
-        if self.pings_out >= max {
-            tracing::debug!(
-                "{} - Stale Route Connection - Closing",
-                self.conn.log_prefix()
-            );
-            return Err(CloseReason::StaleConnection);
-        }
-        self.pings_out += 1;
-        if self.rtt_start.is_none() {
-            self.rtt_start = Some(now);
-        }
-        self.send(b"PING\r\n");
-        Ok(())
-    }
-
-    /// Registration may switch the parser to a pinned route's account-less forms (and to
-    /// `LS- <origin>`) for the very next op; an INFO may switch the peer to compression.
-    fn on_op(&mut self, op: Op<'_>, parser: &mut Parser) -> Result<AfterOp, CloseReason> {
-        self.handle(op)?;
-        if self.parser_no_account {
-            parser.set_no_account(true);
-        }
-        if self.parser_lnocu {
-            parser.set_lnocu(true);
-        }
-        Ok(if std::mem::take(&mut self.switch_reader) {
-            AfterOp::Compressed
-        } else {
-            AfterOp::Continue
-        })
-    }
-
-    fn on_parse_error(&mut self, e: ParseError, rest: &[u8]) -> CloseReason {
-        tracing::error!(
-            "{} - Route parser ERROR: {e}: proto: {:?}",
-            self.conn.log_prefix(),
-            driver::snippet(rest)
-        );
-        CloseReason::ProtocolViolation
-    }
-
-    async fn end_batch(&mut self) {
-        self.fan.end_batch(&self.conn).await;
+        self.acc_cache.clear();
     }
 }
 

@@ -216,6 +216,29 @@ fn parse_batch<S: Session>(
     (consumed, Ok(AfterOp::Continue))
 }
 
+/// A server-to-server connection's ping tick (routes, gateways): with `max` PINGs unanswered
+/// the connection is stale; otherwise one more goes out (the caller sends it), and the first
+/// one outstanding starts the RTT measurement.
+pub fn peer_ping(
+    conn: &Conn,
+    pings_out: &mut u32,
+    rtt_start: &mut Option<Instant>,
+    max: u32,
+    now: Instant,
+) -> Result<(), CloseReason> {
+    if *pings_out >= max {
+        tracing::debug!(
+            "{} - Stale {} Connection - Closing",
+            conn.log_prefix(),
+            conn.kind.label()
+        );
+        return Err(CloseReason::StaleConnection);
+    }
+    *pings_out += 1;
+    rtt_start.get_or_insert(now);
+    Ok(())
+}
+
 /// The first bytes of malformed input, for a log line.
 pub fn snippet(rest: &[u8]) -> String {
     String::from_utf8_lossy(&rest[..rest.len().min(32)]).into_owned()

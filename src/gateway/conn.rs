@@ -63,7 +63,7 @@ pub async fn run(
         remote_name: String::new(),
         out: None,
         inb: None,
-        acc_cache: None,
+        acc_cache: Default::default(),
         pings_out: 0,
         next_ping: Instant::now() + Duration::from_secs(3600),
         rtt_start: None,
@@ -123,7 +123,7 @@ struct GwConn {
     out: Option<Arc<Outbound>>,
     inb: Option<Arc<Inbound>>,
     fan: Fanout,
-    acc_cache: Option<(Bytes, Arc<Account>)>,
+    acc_cache: crate::account::LastAccount,
     pings_out: u32,
     next_ping: Instant,
     rtt_start: Option<Instant>,
@@ -333,14 +333,7 @@ impl GwConn {
     }
 
     fn account(&mut self, name: &[u8]) -> Option<Arc<Account>> {
-        if let Some((n, a)) = &self.acc_cache {
-            if &n[..] == name {
-                return Some(a.clone());
-            }
-        }
-        let a = self.srv.accounts.lookup(name)?;
-        self.acc_cache = Some((Bytes::copy_from_slice(name), a.clone()));
-        Some(a)
+        self.acc_cache.get(&self.srv.accounts, name)
     }
 
     /// A message from a remote cluster: to local clients and routes (never to a gateway).
@@ -427,7 +420,7 @@ impl GwConn {
             self.gw.unregister_inbound(&i);
         }
         self.fan.clear();
-        self.acc_cache = None;
+        self.acc_cache.clear();
     }
 }
 
@@ -476,17 +469,14 @@ impl Session for GwConn {
             .min(Duration::from_secs(15))
             .max(Duration::from_millis(10));
         self.next_ping = now + interval;
-        if self.pings_out >= self.srv.opts.ping_max.max(1) {
-            tracing::debug!(
-                "{} - Stale Gateway Connection - Closing",
-                self.conn.log_prefix()
-            );
-            return Err(CloseReason::StaleConnection);
-        }
-        self.pings_out += 1;
-        if self.rtt_start.is_none() {
-            self.rtt_start = Some(now);
-        }
+        let max = self.srv.opts.ping_max.max(1);
+        driver::peer_ping(
+            &self.conn,
+            &mut self.pings_out,
+            &mut self.rtt_start,
+            max,
+            now,
+        )?;
         self.send(b"PING\r\n");
         Ok(())
     }

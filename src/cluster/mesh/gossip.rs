@@ -1,0 +1,158 @@
+//! Gossip: whom a newcomer is told about and who is told about it, and when a gossiped
+//! server is dialled (the larger id's wait, scaled by recent handshakes).
+
+use super::*;
+
+impl Mesh {
+    /// Tell the other peers about a newcomer, as nats-server does (its 2.11 gossip modes:
+    /// override for explicit routes, disabled when we accepted it, else default; one dialled
+    /// because of gossip is announced only under override).
+    pub(super) fn announce(&mut self, h: &Hello, dial: &Option<Dial>, out: &mut Vec<Action>) {
+        let did_solicit = dial.is_some();
+        let explicit = matches!(
+            dial,
+            Some(Dial {
+                origin: Origin::Seed(_),
+                ..
+            })
+        );
+        let local_mode = dial.as_ref().map_or(GossipMode::Default, |d| d.mode);
+        if (did_solicit && !explicit && local_mode != GossipMode::Override)
+            || h.gossip_mode == GossipMode::Disabled
+        {
+            return;
+        }
+        for (id, p) in &self.peers {
+            if *id == h.id {
+                continue;
+            }
+            let mode = if explicit {
+                GossipMode::Override
+            } else if !did_solicit {
+                GossipMode::Disabled
+            } else {
+                GossipMode::Default
+            };
+            if let Some(to) = p.slots.values().next().and_then(|c| c.first().copied()) {
+                out.push(Action::SendGossip {
+                    to,
+                    about: vec![h.id.clone()],
+                    mode,
+                });
+            }
+        }
+    }
+
+    /// Tell a newcomer about every other peer (again when the connection gossip goes out on
+    /// changed: earlier gossip may have been lost with a duplicate).
+    pub(super) fn tell_about_others(&mut self, id: &Arc<str>, to: ConnId, out: &mut Vec<Action>) {
+        let about: Vec<Arc<str>> = self.peers.keys().filter(|p| *p != id).cloned().collect();
+        if !about.is_empty() {
+            out.push(Action::SendGossip {
+                to,
+                about,
+                mode: GossipMode::Default,
+            });
+        }
+    }
+
+    pub(super) fn gossip(&mut self, conn: ConnId, g: Gossip) {
+        match self.conns.get(&conn) {
+            Some(c) if !c.closing && c.at.is_some() => {}
+            _ => return,
+        }
+        if let Some(p) = self.pending.get_mut(&g.id) {
+            // Fresh news of a server we are trying to reach: its attempts start over.
+            p.attempts_left = self.cfg.connect_retries + 1;
+            return;
+        }
+        if g.id == self.cfg.server_id
+            || self.peers.contains_key(&g.id)
+            || g.addrs.is_empty()
+            || (g.account.is_some() && self.cfg.pool_size <= 0)
+        {
+            return;
+        }
+        let p = Pending {
+            url: g.url,
+            addrs: g.addrs,
+            attempts_left: self.cfg.connect_retries + 1,
+            mode: g.gossip_mode,
+            deferred_from: None,
+        };
+        // Both ends of a missing pair are often told about each other: the one with the
+        // smaller id (whose connection would win) dials first, the other `DEFER_TO_SMALLER` later
+        // if still needed.
+        let (wait, deferred_from) = if *self.cfg.server_id < *g.id {
+            (Duration::ZERO, None)
+        } else {
+            (self.defer(), Some(self.now))
+        };
+        let p = Pending { deferred_from, ..p };
+        self.pending.insert(g.id.clone(), p);
+        let at = self.now + wait + self.jitter();
+        self.arm(at, Timer::Pending(g.id));
+    }
+
+    pub(super) fn try_pending(&mut self, id: Arc<str>, out: &mut Vec<Action>) {
+        if self.peers.contains_key(&id) {
+            self.pending.remove(&id);
+            return;
+        }
+        let Some(p) = self.pending.get_mut(&id) else {
+            return;
+        };
+        if p.attempts_left == 0 {
+            self.pending.remove(&id);
+            return;
+        }
+        // Handshakes got slower since we were told (a storm of starting nodes): wait longer;
+        // and while its dial to us is in its handshake, do not cross it with ours.
+        if let Some(from) = p.deferred_from {
+            let until = from + defer(&self.handshakes);
+            if self.now < until {
+                self.arm(until, Timer::Pending(id));
+                return;
+            }
+            let inbound = self
+                .conns
+                .values()
+                .any(|c| !c.closing && c.at.is_none() && c.connecting.as_deref() == Some(&*id));
+            if inbound {
+                let again = self.now + defer(&self.handshakes);
+                self.arm(again, Timer::Pending(id));
+                return;
+            }
+            p.deferred_from = None;
+        }
+        p.attempts_left -= 1;
+        let (addrs, url, mode) = (p.addrs.clone(), p.url.clone(), p.mode);
+        let mut any = false;
+        for addr in addrs {
+            if self.claim(addr) {
+                any = true;
+                let d = Dial {
+                    addr,
+                    url: url.clone(),
+                    slot: Slot::Pool(0),
+                    origin: Origin::Gossip(id.clone()),
+                    mode,
+                    started: Duration::ZERO,
+                };
+                self.dial(d, out);
+                break;
+            }
+        }
+        if !any {
+            // Someone else is dialling it, or it is us.
+            self.pending.remove(&id);
+        }
+    }
+
+    /// How long the larger id of a pair waits for the smaller one's dial: `DEFER_TO_SMALLER`,
+    /// or three times the slowest of our recent handshakes when the machine is that slow (a
+    /// storm of starting nodes), at most `MAX_DEFER`.
+    pub(super) fn defer(&self) -> Duration {
+        defer(&self.handshakes)
+    }
+}

@@ -1,0 +1,110 @@
+//! Pool slots: which slots a pair should have, who dials the missing ones and when, and
+//! spares the peer has not closed.
+
+use super::*;
+
+impl Mesh {
+    pub(super) fn lowest_slot(&self, id: &str) -> Slot {
+        self.peers
+            .get(id)
+            .and_then(|p| p.slots.keys().next().cloned())
+            .unwrap_or(Slot::Pool(0))
+    }
+
+    /// A peer that dialled two connections for one slot closes one of them; one that does
+    /// not (another implementation) loses the newer after a second, as nats-server does.
+    pub(super) fn spare_expired(&mut self, conn: ConnId, out: &mut Vec<Action>) {
+        let Some((id, slot)) = self.conns.get(&conn).and_then(|c| c.at.clone()) else {
+            return;
+        };
+        let spare = self
+            .peers
+            .get(&id)
+            .and_then(|p| p.slots.get(&slot))
+            .is_some_and(|l| l.iter().skip(1).any(|c| *c == conn));
+        if spare {
+            if let Some(l) = self.peers.get_mut(&id).and_then(|p| p.slots.get_mut(&slot)) {
+                l.retain(|c| *c != conn);
+            }
+            self.close(conn, CloseWhy::Duplicate, out);
+        }
+    }
+
+    /// The slots we owe peer `id`: all of them when both ends pool.
+    pub(super) fn expected_slots(&self, p: &Peer) -> Vec<Slot> {
+        if !self.both_pool(p.pool) {
+            return vec![Slot::Pool(0)];
+        }
+        let n = self.cfg.pool_size.max(p.pool).min(i32::from(u16::MAX));
+        let mut v: Vec<Slot> = (0..n).map(|i| Slot::Pool(i as u16)).collect();
+        for a in &self.cfg.pinned {
+            if !p.refused.contains(a) {
+                v.push(Slot::Account(a.clone()));
+            }
+        }
+        v
+    }
+
+    /// Dial the missing slots of `id` if we dialled its lowest registered slot.
+    pub(super) fn fill_slots(&mut self, id: &Arc<str>, out: &mut Vec<Action>) {
+        let Some(p) = self.peers.get(id) else {
+            return;
+        };
+        // The rest of the pool goes where our dial for it went: the address a peer's INFO
+        // implies (its `ip`, or an accepted connection's source) may not be one it listens on.
+        let Some(lowest) = p
+            .slots
+            .values()
+            .next()
+            .and_then(|c| c.first())
+            .and_then(|c| self.conns.get(c))
+            .filter(|c| !c.closing)
+        else {
+            return;
+        };
+        let Some((addr, url)) = lowest.dial.as_ref().map(|d| (d.addr, d.url.clone())) else {
+            return;
+        };
+        // A gossiped peer was told about us too: if its dial (which wins) is on its way, a
+        // pool filled from our losing connection would be closed slot by slot. The larger id
+        // fills only once its connection has held the slot for `DEFER_TO_SMALLER`.
+        let gossiped = matches!(
+            lowest.dial.as_ref().map(|d| &d.origin),
+            Some(Origin::Gossip(_))
+        );
+        let settled = lowest.since + self.defer();
+        if gossiped && !self.preferred(lowest, id) && self.now < settled {
+            self.arm(settled, Timer::Slots(id.clone()));
+            return;
+        }
+        let missing: Vec<Slot> = self
+            .expected_slots(p)
+            .into_iter()
+            .filter(|s| !p.slots.contains_key(s) && !p.dialing.contains(s))
+            .collect();
+        for slot in missing {
+            if let Some(p) = self.peers.get_mut(id) {
+                p.dialing.insert(slot.clone());
+            }
+            let d = Dial {
+                addr,
+                url: url.clone(),
+                slot,
+                origin: Origin::Slot(id.clone()),
+                mode: GossipMode::Default,
+                started: Duration::ZERO,
+            };
+            self.dial(d, out);
+        }
+    }
+
+    pub(super) fn slot_retry(&mut self, id: &Arc<str>) {
+        let now = self.now;
+        let Some(p) = self.peers.get_mut(id) else {
+            return;
+        };
+        let at = now + p.backoff;
+        p.backoff = (p.backoff * 2).min(MAX_BACKOFF);
+        self.arm(at, Timer::Slots(id.clone()));
+    }
+}
