@@ -589,8 +589,8 @@ async fn sigstop_and_sigcont_of_a_node() {
 /// the writes can notice) while a client on this node publishes to interest on it, as
 /// nats-server 2.15 handles it: the route is never cut for pending bytes (that is for
 /// clients); its write misses `cluster { write_deadline }` (2 s here), which is logged
-/// (`Slow Consumer Detected: WriteDeadline`), counted once in `/varz` `slow_consumers` and
-/// `slow_consumer_stats.routes` (never as a client), and, once a late write moves nothing,
+/// (`Slow Consumer Detected: WriteDeadline`), counted in `/varz` `slow_consumers` (each miss)
+/// and once in `slow_consumer_stats.routes` (never as a client), and, once a late write moves nothing,
 /// the route is closed. Meanwhile this node's local clients keep their pace (request/reply
 /// round trips well under the route's write deadline, a local subscriber keeps receiving).
 /// After SIGCONT the route is back with exactly its pool (no duplicate) and the peer's
@@ -670,10 +670,12 @@ async fn slow_route_is_closed_at_its_write_deadline_and_comes_back() {
         .p
         .find_line(|l| l.contains("Slow Consumer Detected: WriteDeadline of 2s exceeded"));
     assert!(line.contains("rid:"), "a route's line: {line}");
+    // As nats-server 2.15.1 in the same scenario (`slow_consumers` 3, `routes` 1): the total
+    // counts every missed deadline, the route kind once per episode.
     let v = http_json(nodes[0].http, "/varz").await;
     assert_eq!(v["slow_consumer_stats"]["routes"], 1, "one episode: {v}");
     assert_eq!(v["slow_consumer_stats"]["clients"], 0, "{v}");
-    assert_eq!(v["slow_consumers"], 1, "{v}");
+    assert!(v["slow_consumers"].as_u64().is_some_and(|n| n >= 1), "{v}");
     // The peer resumes: the route is back, once per pool slot, and carries traffic again.
     nodes[1].p.signal("-CONT");
     let all: Vec<&Node> = nodes.iter().collect();
