@@ -8,44 +8,10 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use natsd::proto::{Kind, Limits, ParseError, Parser};
+use natsd::proto::Kind;
 
-/// Feed `chunks` one after another; return rendered ops and the error, if any.
-fn drive<'c>(
-    kind: Kind,
-    limits: Limits,
-    lnocu: bool,
-    chunks: impl Iterator<Item = &'c [u8]>,
-) -> (Vec<String>, Option<ParseError>) {
-    let mut p = Parser::new(kind, limits);
-    p.set_lnocu(lnocu);
-    let mut buf: Vec<u8> = Vec::new();
-    let mut ops = Vec::new();
-    let mut chunks_fed = 0usize;
-    let mut calls = 0usize;
-    for c in chunks {
-        buf.extend_from_slice(c);
-        chunks_fed += 1;
-        loop {
-            calls += 1;
-            // Each call either consumes bytes or waits for the next chunk: no spinning.
-            assert!(calls <= ops.len() + chunks_fed, "parser made no progress");
-            match p.parse(&buf) {
-                Ok(Some((op, n))) => {
-                    assert!(n > 0 && n <= buf.len(), "consumed {n} of {}", buf.len());
-                    ops.push(format!("{op:?}"));
-                    buf.drain(..n);
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    let _ = e.err_text();
-                    return (ops, Some(e));
-                }
-            }
-        }
-    }
-    (ops, None)
-}
+#[path = "parser_drive.rs"]
+mod parser_drive;
 
 fuzz_target!(|data: &[u8]| {
     let [mode, seed, rest @ ..] = data else {
@@ -56,36 +22,6 @@ fuzz_target!(|data: &[u8]| {
     } else {
         Kind::Route
     };
-    let limits = if mode & 2 == 0 {
-        Limits::default()
-    } else {
-        Limits {
-            max_control_line: usize::from(mode >> 3) + 1,
-            max_payload: usize::from(*seed & 31),
-        }
-    };
     let lnocu = mode & 4 != 0;
-
-    // Chunk sizes from a small xorshift seeded by `seed`: 1..=16 bytes, or 1..=256.
-    let mut x = u32::from(*seed) | 0x100;
-    let big = seed & 0x80 != 0;
-    let mut sizes = std::iter::from_fn(move || {
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        Some(1 + (x as usize) % if big { 256 } else { 16 })
-    });
-    let mut off = 0;
-    let chunks = std::iter::from_fn(|| {
-        if off >= rest.len() {
-            return None;
-        }
-        let n = sizes.next().unwrap_or(1).min(rest.len() - off);
-        let c = &rest[off..off + n];
-        off += n;
-        Some(c)
-    });
-    let split = drive(kind, limits, lnocu, chunks);
-    let whole = drive(kind, limits, lnocu, std::iter::once(rest));
-    assert_eq!(split, whole, "split parse differs from one-shot parse");
+    parser_drive::split_and_whole(kind, parser_drive::limits(*mode, *seed), lnocu, *seed, rest);
 });

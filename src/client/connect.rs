@@ -71,8 +71,25 @@ impl Client {
             pass: creds.pass.map(str::to_string),
             token: creds.token.map(str::to_string),
         });
-        acc.num_conns.fetch_add(1, Relaxed);
+        // The account's `limits { max_connections }`, counted on this server.
+        let max_conns = self
+            .opts
+            .account_limits
+            .get(&acc.name)
+            .map_or(-1, |l| l.max_connections);
+        let before = acc.num_conns.fetch_add(1, Relaxed);
+        if usize::try_from(max_conns).is_ok_and(|max| before >= max) {
+            acc.num_conns.fetch_sub(1, Relaxed);
+            self.send_err(errs::MAX_ACCOUNT_CONNECTIONS);
+            tracing::error!(
+                "{} - {}",
+                self.conn.log_prefix(),
+                errs::MAX_ACCOUNT_CONNECTIONS
+            );
+            return Flow::Close(CloseReason::MaxAccountConnectionsExceeded);
+        }
         self.acc = acc;
+        self.apply_limits();
         {
             let mut m = self.conn.meta();
             m.name = ci.name;

@@ -45,6 +45,7 @@ pub mod errs {
     pub const STALE: &str = "Stale Connection";
     pub const MAX_CONNECTIONS: &str = "maximum connections exceeded";
     pub const MAX_SUBS: &str = "maximum subscriptions exceeded";
+    pub const MAX_ACCOUNT_CONNECTIONS: &str = "maximum account active connections exceeded";
     pub const NO_RESPONDERS_NEEDS_HEADERS: &str = "no responders requires headers support";
     pub const INVALID_PROTOCOL: &str = "invalid client protocol";
 }
@@ -108,6 +109,15 @@ struct Client {
     /// Delivery into destinations' buffers, batched per read.
     fan: Fanout,
     trace: bool,
+    /// Limits from the server's options and the account's `limits {}` (set at CONNECT and
+    /// at a reload): subscriptions (`None`: unlimited) and payload bytes.
+    max_subs: Option<usize>,
+    max_payload: usize,
+    /// The parser's payload limit must follow `max_payload` (changed by CONNECT or reload).
+    limits_changed: bool,
+    /// The first PING after CONNECT was answered (nats-server then sends an INFO when the
+    /// client's `max_payload` is not the server's).
+    first_pong_sent: bool,
 }
 
 /// Credentials a client presented, owned.
@@ -163,6 +173,47 @@ impl Client {
             l1: FastMap::default(),
             pub_ok: FastMap::default(),
             fan: Fanout::new(fan_srv),
+            max_subs: None,
+            max_payload: 0,
+            limits_changed: false,
+            first_pong_sent: false,
+        }
+        .with_limits()
+    }
+
+    /// Take the limits of the options in force and of this client's account.
+    fn with_limits(mut self) -> Self {
+        self.apply_limits();
+        self
+    }
+
+    /// nats-server's `applyAccountLimits`: the smaller of the server's and the account's.
+    fn apply_limits(&mut self) {
+        let acc = self
+            .opts
+            .account_limits
+            .get(&self.acc.name)
+            .copied()
+            .unwrap_or_default();
+        let subs = crate::config::AccountLimits::min_with(
+            self.opts.max_subscriptions,
+            acc.max_subscriptions,
+        );
+        let payload =
+            crate::config::AccountLimits::min_with(self.opts.max_payload, acc.max_payload)
+                .unwrap_or(self.opts.max_payload);
+        self.max_subs = subs;
+        if payload != self.max_payload {
+            self.max_payload = payload;
+            self.limits_changed = true;
+        }
+    }
+
+    /// The parser limits for this client.
+    fn parser_limits(&self) -> Limits {
+        Limits {
+            max_control_line: self.opts.max_control_line,
+            max_payload: self.max_payload,
         }
     }
 
@@ -315,6 +366,17 @@ impl Client {
             Op::Connect(json) => self.on_connect(json),
             Op::Ping => {
                 self.send_raw(b"PONG\r\n");
+                if self.connected && !self.first_pong_sent {
+                    self.first_pong_sent = true;
+                    // nats-server 2.9: an INFO with this client's own max_payload (its
+                    // account's) after the first PONG, for clients that take async INFO.
+                    if self.max_payload != self.opts.max_payload
+                        && self.conn.async_info.load(Relaxed)
+                    {
+                        let json = self.srv.client_info_json_with(&self.conn, self.max_payload);
+                        self.send_raw(&crate::server::info_line(&json));
+                    }
+                }
                 Flow::Continue
             }
             Op::Pong => {
@@ -475,13 +537,7 @@ impl Session for Client {
     }
 
     fn parser(&self) -> Parser {
-        Parser::new(
-            Kind::Client,
-            Limits {
-                max_control_line: self.opts.max_control_line,
-                max_payload: self.opts.max_payload,
-            },
-        )
+        Parser::new(Kind::Client, self.parser_limits())
     }
 
     fn handshake_deadline(&self) -> Instant {
@@ -514,11 +570,16 @@ impl Session for Client {
         self.last_in = now;
     }
 
-    fn on_op(&mut self, op: Op<'_>, _parser: &mut Parser) -> Result<AfterOp, CloseReason> {
-        match self.handle(op) {
-            Flow::Close(r) => Err(r),
-            Flow::Continue => Ok(AfterOp::Continue),
+    fn on_op(&mut self, op: Op<'_>, parser: &mut Parser) -> Result<AfterOp, CloseReason> {
+        if let Flow::Close(r) = self.handle(op) {
+            return Err(r);
         }
+        if self.limits_changed {
+            // CONNECT bound the client to an account with its own limits.
+            parser.set_limits(self.parser_limits());
+            self.limits_changed = false;
+        }
+        Ok(AfterOp::Continue)
     }
 
     fn on_parse_error(&mut self, e: ParseError, rest: &[u8]) -> CloseReason {
@@ -546,10 +607,8 @@ impl Session for Client {
         if let Flow::Close(r) = self.on_reload() {
             return Err(r);
         }
-        parser.set_limits(Limits {
-            max_control_line: self.opts.max_control_line,
-            max_payload: self.opts.max_payload,
-        });
+        parser.set_limits(self.parser_limits());
+        self.limits_changed = false;
         self.auth_required = self.srv.auth.required();
         self.ping_interval = self.opts.ping_interval.max(Duration::from_millis(10));
         Ok(())

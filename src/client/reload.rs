@@ -12,6 +12,7 @@ impl Client {
     pub(super) fn on_reload(&mut self) -> Flow {
         self.opts = self.srv.live_opts();
         self.trace = crate::logging::trace_enabled();
+        self.apply_limits();
         if !self.connected {
             return Flow::Continue;
         }

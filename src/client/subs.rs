@@ -62,7 +62,20 @@ impl Client {
             }
             None => None,
         };
-        let max_subs = self.opts.max_subscriptions;
+        let max_tokens = usize::from(self.opts.max_sub_tokens);
+        if max_tokens > 0 && subject.split(|b| *b == b'.').count() > max_tokens {
+            let s = String::from_utf8_lossy(subject);
+            self.send_err(&format!(
+                "Permissions Violation for Subscription to \"{s}\", too many tokens"
+            ));
+            tracing::error!(
+                "{} - Subscription Violation Too Many Tokens - Subject {s:?}, SID {}",
+                self.conn.log_prefix(),
+                String::from_utf8_lossy(sid)
+            );
+            return Flow::Continue;
+        }
+        let max_subs = self.max_subs;
         let sub = {
             let mut subs = self.conn.subs();
             if subs.contains_key(sid) {
@@ -71,10 +84,10 @@ impl Client {
                 self.send_ok();
                 return Flow::Continue;
             }
-            if max_subs > 0 && subs.len() >= max_subs {
+            if let Some(max) = max_subs.filter(|max| subs.len() >= *max) {
                 drop(subs);
                 tracing::error!(
-                    "{} - Maximum Subscriptions Exceeded (max {max_subs})",
+                    "{} - Maximum Subscriptions Exceeded (max {max})",
                     self.conn.log_prefix()
                 );
                 self.send_err(errs::MAX_SUBS);

@@ -372,6 +372,25 @@ async fn resolve_seed(srv: Arc<ServerShared>, cl: Arc<Cluster>, seed: Arc<str>) 
     }
 }
 
+/// A failed route dial, logged as nats-server does: an error at the first attempt and every
+/// `connect_error_reports` (`reconnect_error_reports` once the address was connected), else
+/// at debug level.
+fn dial_failed(srv: &ServerShared, cl: &Cluster, addr: SocketAddr, e: &str) {
+    let (attempts, connected) = {
+        let mut f = super::lock(&cl.dial_failures);
+        let n = f.entry(addr).or_insert((0, false));
+        n.0 += 1;
+        *n
+    };
+    let line =
+        format!("Error trying to connect to route (attempt {attempts}): dial tcp {addr}: {e}");
+    if srv.live_opts().report_connect_err(!connected, attempts) {
+        tracing::error!("{line}");
+    } else {
+        tracing::debug!("{line}");
+    }
+}
+
 async fn dial_task(
     srv: Arc<ServerShared>,
     cl: Arc<Cluster>,
@@ -386,13 +405,16 @@ async fn dial_task(
         (Ok(_), false) => {
             tracing::debug!("Trying to connect to route on {addr} ({url})");
             match tokio::time::timeout(DIAL_TIMEOUT, TcpStream::connect(addr)).await {
-                Ok(Ok(s)) => Some(s),
+                Ok(Ok(s)) => {
+                    super::lock(&cl.dial_failures).insert(addr, (0, true));
+                    Some(s)
+                }
                 Ok(Err(e)) => {
-                    tracing::debug!("Error trying to connect to route {addr}: {e}");
+                    dial_failed(&srv, &cl, addr, &e.to_string());
                     None
                 }
                 Err(_) => {
-                    tracing::debug!("Error trying to connect to route {addr}: timeout");
+                    dial_failed(&srv, &cl, addr, "i/o timeout");
                     None
                 }
             }

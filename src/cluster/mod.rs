@@ -96,6 +96,9 @@ pub struct Cluster {
     configured: Mutex<HashSet<String>>,
     /// Consecutive resolution failures per seed (to keep the log readable).
     resolve_failures: Mutex<HashMap<String, u64>>,
+    /// Per dialled address: failed dials since it last connected, and whether it ever did
+    /// (`connect_error_reports` / `reconnect_error_reports`).
+    dial_failures: Mutex<HashMap<SocketAddr, (u64, bool)>>,
     /// Set by `close_all` (under the routes lock): no route registers after it.
     closed: AtomicBool,
 }
@@ -168,6 +171,7 @@ impl Cluster {
             live: Mutex::new(HashMap::new()),
             spares: Mutex::new(HashMap::new()),
             resolve_failures: Mutex::new(HashMap::new()),
+            dial_failures: Mutex::new(HashMap::new()),
             pinned,
             opts,
             tls,

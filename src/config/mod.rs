@@ -26,6 +26,8 @@ pub const DEFAULT_PING_INTERVAL: Duration = Duration::from_secs(120);
 pub const DEFAULT_PING_MAX: u32 = 2;
 pub const DEFAULT_AUTH_TIMEOUT: Duration = Duration::from_secs(2);
 pub const DEFAULT_WRITE_DEADLINE: Duration = Duration::from_secs(10);
+pub const DEFAULT_CONNECT_ERROR_REPORTS: u32 = 3600;
+pub const DEFAULT_RECONNECT_ERROR_REPORTS: u32 = 1;
 pub const DEFAULT_MAX_CLOSED_CLIENTS: usize = 10_000;
 pub const DEFAULT_LAME_DUCK_DURATION: Duration = Duration::from_secs(120);
 pub const DEFAULT_LAME_DUCK_GRACE_PERIOD: Duration = Duration::from_secs(10);
@@ -252,6 +254,16 @@ pub struct Options {
     pub max_connections: usize,
     /// 0 = unlimited.
     pub max_subscriptions: usize,
+    /// `connect_error_reports`: a route or gateway that never connected logs its failed
+    /// dials as errors at the first attempt and every this many (others at debug level).
+    pub connect_error_reports: u32,
+    /// `reconnect_error_reports`: the same once it has been connected.
+    pub reconnect_error_reports: u32,
+    /// `max_sub_tokens`: most tokens a subscription's subject may have; 0 = unlimited.
+    pub max_sub_tokens: u8,
+    /// Accounts' `limits { max_connections, max_subscriptions, max_payload, max_leafnodes }`,
+    /// by account name.
+    pub account_limits: BTreeMap<String, AccountLimits>,
     pub auth_timeout: Duration,
     pub ping_interval: Duration,
     pub ping_max: u32,
@@ -294,6 +306,43 @@ pub struct Options {
     /// The limits of the accounts in `jetstream_accounts` (from their `jetstream { … }` map;
     /// an account missing here is unlimited).
     pub jetstream_limits: BTreeMap<String, JsAccountLimits>,
+}
+
+/// An account's `limits { max_connections, max_subscriptions, max_payload, max_leafnodes }`
+/// (nats-server's `parseAccountLimits`): -1 (the default) is no limit. Clients of the account
+/// get the smaller of the account's and the server's `max_subscriptions` and `max_payload`;
+/// `max_connections` counts the account's clients on this server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AccountLimits {
+    pub max_connections: i64,
+    pub max_subscriptions: i64,
+    pub max_payload: i64,
+    /// Accepted and kept (natsd has no leaf nodes yet).
+    pub max_leafnodes: i64,
+}
+
+impl Default for AccountLimits {
+    fn default() -> Self {
+        AccountLimits {
+            max_connections: -1,
+            max_subscriptions: -1,
+            max_payload: -1,
+            max_leafnodes: -1,
+        }
+    }
+}
+
+impl AccountLimits {
+    /// nats-server's `minLimit` of a server limit (0 = none) and this account's (-1 = none):
+    /// `None` when neither limits.
+    pub fn min_with(server: usize, account: i64) -> Option<usize> {
+        let server = (server > 0).then_some(server);
+        let account = usize::try_from(account).ok();
+        match (server, account) {
+            (Some(s), Some(a)) => Some(s.min(a)),
+            (s, a) => s.or(a),
+        }
+    }
 }
 
 /// An account's `jetstream { max_mem, max_file, max_streams, max_consumers, max_ack_pending,
@@ -340,6 +389,20 @@ pub struct JetStreamOpts {
     /// `sync_interval` (default 2 min); `sync_always` (`sync_interval: always`).
     pub sync_interval: Option<Duration>,
     pub sync_always: bool,
+    /// `jetstream { limits { … } }`: server-wide caps on what streams and consumers ask for.
+    pub limits: JsServerLimits,
+}
+
+/// `jetstream { limits { max_ack_pending, max_request_batch, duplicate_window, max_ha_assets } }`
+/// (nats-server's `JSLimitOpts`): 0 is no limit. `max_ha_assets` is kept (natsd has no
+/// replicated assets).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct JsServerLimits {
+    pub max_ack_pending: i64,
+    pub max_request_batch: i64,
+    /// Nanoseconds.
+    pub duplicate_window: i64,
+    pub max_ha_assets: i64,
 }
 
 impl Default for Options {
@@ -373,6 +436,10 @@ impl Default for Options {
             max_pending: DEFAULT_MAX_PENDING,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             max_subscriptions: 0,
+            max_sub_tokens: 0,
+            connect_error_reports: DEFAULT_CONNECT_ERROR_REPORTS,
+            reconnect_error_reports: DEFAULT_RECONNECT_ERROR_REPORTS,
+            account_limits: BTreeMap::new(),
             auth_timeout: DEFAULT_AUTH_TIMEOUT,
             ping_interval: DEFAULT_PING_INTERVAL,
             ping_max: DEFAULT_PING_MAX,
@@ -405,6 +472,17 @@ impl Options {
             port: 0,
             ..Options::default()
         }
+    }
+
+    /// nats-server's `shouldReportConnectErr`: whether failed dial number `attempts` (from 1)
+    /// of a route or gateway is logged as an error (else at debug level).
+    pub fn report_connect_err(&self, first_connect: bool, attempts: u64) -> bool {
+        let every = if first_connect {
+            self.connect_error_reports
+        } else {
+            self.reconnect_error_reports
+        };
+        attempts == 1 || attempts % u64::from(every.max(1)) == 0
     }
 
     /// True when clients must authenticate.

@@ -99,6 +99,10 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
         max_pending,
         max_connections,
         max_subscriptions,
+        max_sub_tokens,
+        account_limits,
+        connect_error_reports,
+        reconnect_error_reports,
         auth_timeout,
         ping_interval,
         ping_max,
@@ -268,6 +272,17 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
     if max_subscriptions != &old.max_subscriptions {
         ch.push(format!("max_subscriptions = {max_subscriptions}"));
     }
+    if connect_error_reports != &old.connect_error_reports {
+        ch.push(format!("connect_error_reports = {connect_error_reports}"));
+    }
+    if reconnect_error_reports != &old.reconnect_error_reports {
+        ch.push(format!(
+            "reconnect_error_reports = {reconnect_error_reports}"
+        ));
+    }
+    if max_sub_tokens != &old.max_sub_tokens {
+        ch.push(format!("max_sub_tokens = {max_sub_tokens}"));
+    }
     let users_changed = sorted_users(users) != sorted_users(&old.users);
     if users_changed || accounts != &old.accounts {
         ch.push("authorization users".into());
@@ -277,7 +292,10 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
     // apply at once (nats-server logs it as `accounts`).
     let js_limits = jetstream_limits != &old.jetstream_limits;
     let js_accounts = jetstream_accounts != &old.jetstream_accounts;
-    if (js_limits || js_accounts) && !ch.iter().any(|c| c == "accounts") {
+    // Accounts' client limits apply to connections from now on and, re-checked, to the
+    // connected ones (`client/reload.rs`).
+    let client_limits = account_limits != &old.account_limits;
+    if (js_limits || js_accounts || client_limits) && !ch.iter().any(|c| c == "accounts") {
         ch.push("accounts".into());
     }
     if server_tags != &old.server_tags {

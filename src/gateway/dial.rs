@@ -43,6 +43,8 @@ pub fn spawn(srv: &Arc<ServerShared>, gw: &Arc<Gateway>, name: &str, configured:
 async fn dial_loop(srv: Arc<ServerShared>, gw: Arc<Gateway>, name: String, configured: bool) {
     let kind = if configured { "explicit" } else { "implicit" };
     let mut attempts: u32 = 0;
+    // `connect_error_reports` until the first connection, `reconnect_error_reports` after.
+    let mut connected_before = false;
     let mut next_url = 0usize;
     // As nats-server: the first solicit after a short delay (listeners up, routes formed).
     let mut delay = Duration::from_millis(if configured { 100 } else { 50 });
@@ -79,15 +81,23 @@ async fn dial_loop(srv: Arc<ServerShared>, gw: Arc<Gateway>, name: String, confi
             }
         };
         let shown = format!("{}:{}", url.host, url.port);
-        tracing::info!(
+        let report = srv
+            .live_opts()
+            .report_connect_err(!connected_before, u64::from(attempts));
+        let connecting = format!(
             "Connecting to {kind} gateway {name:?} ({shown}) at {shown} (attempt {attempts})"
         );
+        if report {
+            tracing::info!("{connecting}");
+        } else {
+            tracing::debug!("{connecting}");
+        }
         let addrs = match crate::cluster::discovery::resolve(&url.host, url.port).await {
             Ok(a) => a,
             Err(e) => {
-                tracing::error!(
+                dial_error(report, &format!(
                     "Error connecting to {kind} gateway {name:?} ({shown}) at {shown} (attempt {attempts}): {e}"
-                );
+                ));
                 if !configured && attempts > gw.opts.connect_retries {
                     break;
                 }
@@ -107,9 +117,9 @@ async fn dial_loop(srv: Arc<ServerShared>, gw: Arc<Gateway>, name: String, confi
             }
         }
         let Some((s, addr)) = stream else {
-            tracing::error!(
+            dial_error(report, &format!(
                 "Error connecting to {kind} gateway {name:?} ({shown}) at {shown} (attempt {attempts}): {last_err}"
-            );
+            ));
             if !configured && attempts > gw.opts.connect_retries {
                 break;
             }
@@ -120,6 +130,7 @@ async fn dial_loop(srv: Arc<ServerShared>, gw: Arc<Gateway>, name: String, confi
             url,
             configured,
         };
+        connected_before = true;
         if super::conn::run(srv.clone(), gw.clone(), s, addr, Some(sol)).await {
             attempts = 0;
             delay = backoff.reset();
@@ -131,4 +142,14 @@ async fn dial_loop(srv: Arc<ServerShared>, gw: Arc<Gateway>, name: String, confi
         }
     }
     gw.dial_ended(&name);
+}
+
+/// A failed gateway dial: an error when `report` (nats-server's `shouldReportConnectErr`),
+/// else at debug level.
+fn dial_error(report: bool, line: &str) {
+    if report {
+        tracing::error!("{line}");
+    } else {
+        tracing::debug!("{line}");
+    }
 }

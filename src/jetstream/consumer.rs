@@ -7,7 +7,7 @@ mod config;
 mod cx;
 mod pull;
 
-pub use config::{apply_defaults, check, check_update};
+pub use config::{apply_defaults, apply_server_limits, check, check_server_limits, check_update};
 pub use cx::Cx;
 pub use pull::PullReq;
 

@@ -69,6 +69,15 @@ pub struct Engine {
     usage_bound: Option<(u64, u64)>,
 }
 
+/// The server's `jetstream { limits {} }` (none when JetStream came from `-js`).
+pub(crate) fn srv_js_limits(srv: &ServerShared) -> crate::config::JsServerLimits {
+    srv.opts
+        .jetstream
+        .as_ref()
+        .map(|j| j.limits)
+        .unwrap_or_default()
+}
+
 /// The burst of a consumer's rate limiter: the stream's `max_msg_size`, else `max_payload`.
 fn rate_burst(cfg: &StreamConfig, srv: &ServerShared) -> u64 {
     if cfg.max_msg_size > 0 {

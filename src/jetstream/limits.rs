@@ -151,13 +151,20 @@ pub fn check_update(
 
 /// A consumer without `max_ack_pending` (acked) gets the account's when it is below the
 /// default 1000.
-pub fn default_ack_pending(l: &Limits, cfg: &mut ConsumerConfig) {
-    if cfg.ack_policy != AckPolicy::None
-        && cfg.max_ack_pending == 0
-        && l.max_ack_pending > 0
-        && l.max_ack_pending < super::consumer::DEFAULT_MAX_ACK_PENDING
-    {
-        cfg.max_ack_pending = l.max_ack_pending;
+pub fn default_ack_pending(l: &Limits, server: i64, cfg: &mut ConsumerConfig) {
+    if cfg.ack_policy == AckPolicy::None || cfg.max_ack_pending != 0 {
+        return;
+    }
+    // nats-server's `setConsumerConfigDefaults`: the default, lowered to the server's
+    // `jetstream { limits { max_ack_pending } }`, then to the account's.
+    let mut pending = super::consumer::DEFAULT_MAX_ACK_PENDING;
+    for lim in [server, l.max_ack_pending] {
+        if lim > 0 && lim < pending {
+            pending = lim;
+        }
+    }
+    if pending != super::consumer::DEFAULT_MAX_ACK_PENDING {
+        cfg.max_ack_pending = pending;
     }
 }
 
@@ -486,13 +493,13 @@ mod tests {
             ack_policy: AckPolicy::Explicit,
             ..Default::default()
         };
-        default_ack_pending(&l, &mut c);
+        default_ack_pending(&l, 0, &mut c);
         assert_eq!(c.max_ack_pending, 50);
         let mut c = ConsumerConfig {
             ack_policy: AckPolicy::None,
             ..Default::default()
         };
-        default_ack_pending(&l, &mut c);
+        default_ack_pending(&l, 0, &mut c);
         assert_eq!(c.max_ack_pending, 0);
     }
 

@@ -170,6 +170,35 @@ pub fn apply_defaults(c: &mut StreamConfig) {
     }
 }
 
+/// The server's `jetstream { limits { duplicate_window } }` (ns, 0: none), as nats-server's
+/// `checkStreamCfg` applies it: before [`apply_defaults`], an unset window becomes the
+/// smaller of the default and the limit (or `max_age` when that is smaller still).
+pub fn default_duplicates(c: &mut StreamConfig, limit: i64) {
+    if c.duplicate_window == 0
+        && c.mirror.as_ref().is_none_or(|m| m.is_null())
+        && limit > 0
+        && limit < DEFAULT_DUPLICATE_WINDOW
+    {
+        c.duplicate_window = if c.max_age != 0 && c.max_age < limit {
+            c.max_age
+        } else {
+            limit
+        };
+    }
+}
+
+/// The server's `duplicate_window` limit, after [`check`]: nats-server's text (10052).
+pub fn check_duplicates(c: &StreamConfig, limit: i64) -> Result<(), ApiError> {
+    if limit > 0 && c.duplicate_window > limit {
+        let d = std::time::Duration::from_nanos(limit as u64);
+        return Err(ApiError::stream_config(format!(
+            "duplicates window can not be larger then server limit of {}",
+            crate::util::time::go_duration(d)
+        )));
+    }
+    Ok(())
+}
+
 /// nats-server's `checkStreamCfg` (the parts natsd implements), after defaults.
 pub fn check(c: &StreamConfig, max_payload: usize) -> Result<(), ApiError> {
     if !valid_name(&c.name) {

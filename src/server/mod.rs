@@ -447,6 +447,13 @@ impl ServerShared {
         serde_json::to_vec(&self.client_info(c)).unwrap_or_default()
     }
 
+    /// The INFO JSON for one client whose `max_payload` is its account's (`limits {}`).
+    pub fn client_info_json_with(&self, c: &Conn, max_payload: usize) -> Vec<u8> {
+        let mut info = self.client_info(c);
+        info.max_payload = max_payload as i64;
+        serde_json::to_vec(&info).unwrap_or_default()
+    }
+
     /// The INFO JSON sent inside TLS to a client that started with the handshake
     /// (`handshake_first`): `tls_required` even with `allow_non_tls`, as nats-server 2.10+.
     pub fn client_info_json_tls_first(&self, c: &Conn) -> Vec<u8> {

@@ -131,6 +131,10 @@ pub(super) fn accounts(m: &Map, opts: &mut Options) -> Result<(), ConfigError> {
                     }
                 }
                 "default_permissions" => default_perms = Some(permissions(map(k, &ae.value)?)?),
+                "limits" => {
+                    opts.account_limits
+                        .insert(name.clone(), account_limits(&ae.value)?);
+                }
                 "exports" | "imports" => {
                     let Kind::Array(items) = &ae.value.kind else {
                         let what = if k == "exports" { "Exports" } else { "Imports" };
@@ -341,4 +345,41 @@ fn import(m: &Map, at: &Pos) -> Result<Import, ConfigError> {
         im.prefix = None;
     }
     Ok(im)
+}
+
+/// An account's `limits { max_connections/max_conn, max_subscriptions/max_subs,
+/// max_payload/max_pay, max_leafnodes/max_leafs }` with nats-server's texts.
+fn account_limits(v: &Value) -> Result<crate::config::AccountLimits, ConfigError> {
+    let Kind::Map(m) = &v.kind else {
+        return Err(ConfigError::at(
+            &v.pos,
+            format!(
+                "Expected account limits to be a map/struct, got {}",
+                match &v.kind {
+                    Kind::String(s) => s.clone(),
+                    Kind::Integer { value, .. } => value.to_string(),
+                    Kind::Float(f) => f.to_string(),
+                    Kind::Bool(b) => b.to_string(),
+                    k => go_type(k).to_string(),
+                }
+            ),
+        ));
+    };
+    let mut l = crate::config::AccountLimits::default();
+    for (key, e) in options(m) {
+        let n = integer(&key, &e.value)?;
+        match key.as_str() {
+            "max_connections" | "max_conn" => l.max_connections = n,
+            "max_subscriptions" | "max_subs" => l.max_subscriptions = n,
+            "max_payload" | "max_pay" => l.max_payload = n,
+            "max_leafnodes" | "max_leafs" => l.max_leafnodes = n,
+            _ => {
+                return Err(ConfigError::at(
+                    &e.key_pos,
+                    format!("Unknown field {key:?} parsing account limits"),
+                ))
+            }
+        }
+    }
+    Ok(l)
 }

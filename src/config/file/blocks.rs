@@ -39,6 +39,7 @@ pub(super) fn jetstream(
                         }
                         _ => js.sync_interval = Some(duration(kk, &e.value, warnings)?),
                     },
+                    "limits" => js.limits = jetstream_limits(&e.value)?,
                     _ => return Err(refuse(e, kk)),
                 }
             }
@@ -47,6 +48,40 @@ pub(super) fn jetstream(
         _ => {}
     }
     Err(wrong_type(k, v, "a boolean, \"enabled\" or a map"))
+}
+
+/// `jetstream { limits { max_ack_pending, max_request_batch, duplicate_window, max_ha_assets } }`
+/// with nats-server's keys and texts (`duplicate_window` is a Go duration string). Its 2.12
+/// `batch {}` (atomic batch publish) is refused: natsd does not build batches.
+fn jetstream_limits(v: &Value) -> Result<crate::config::JsServerLimits, ConfigError> {
+    let Kind::Map(m) = &v.kind else {
+        return Err(ConfigError::at(
+            &v.pos,
+            format!(
+                "Expected a map to define JetStreamLimits, got {}",
+                go_type_name(&v.kind)
+            ),
+        ));
+    };
+    let mut l = crate::config::JsServerLimits::default();
+    for (key, e) in options(m) {
+        let k = key.as_str();
+        match k {
+            "max_ack_pending" => l.max_ack_pending = integer(k, &e.value)?,
+            "max_ha_assets" => l.max_ha_assets = integer(k, &e.value)?,
+            "max_request_batch" => l.max_request_batch = integer(k, &e.value)?,
+            "duplicate_window" => {
+                let text = string(k, &e.value)?;
+                let d = parse_go_duration(&text).ok_or_else(|| {
+                    ConfigError::at(&e.value.pos, format!("time: invalid duration {text:?}"))
+                })?;
+                l.duplicate_window = i64::try_from(d.as_nanos()).unwrap_or(i64::MAX);
+            }
+            "batch" => return Err(refuse(e, k)),
+            _ => return Err(ConfigError::at(&e.key_pos, format!("unknown field {k:?}"))),
+        }
+    }
+    Ok(l)
 }
 
 /// An account's `jetstream`: `true`/`enabled` (no limits), `false`/`disabled` (`None`), or a

@@ -92,8 +92,7 @@ fn not_yet(key: &str) -> Option<&'static str> {
         "log_size_limit" | "log_max_num" | "logtime_utc" | "trace_verbose" => "this logging option",
         "prof_port" => "profiling",
         "mappings" | "map" => "subject mappings",
-        "no_sublist_cache" | "max_sub_tokens" | "no_header_support" => "this option",
-        "connect_error_reports" | "reconnect_error_reports" => "route error reports",
+        "no_sublist_cache" | "no_header_support" => "this option",
         "nkey" | "nkeys" => "nkey auth",
         "allowed_connection_types" => "connection types",
         "allow_responses" | "allow_resp" => "response permissions",
@@ -440,6 +439,33 @@ pub fn apply(
             }
             "max_subscriptions" | "max_subs" => {
                 opts.max_subscriptions = usize_of(k, v, i64::MAX as u64)?
+            }
+            // 0 is the default, as nats-server's `setBaselineOptions` has it.
+            "connect_error_reports" => {
+                opts.connect_error_reports = match count(k, v, u32::MAX as u64)? as u32 {
+                    0 => crate::config::DEFAULT_CONNECT_ERROR_REPORTS,
+                    n => n,
+                }
+            }
+            "reconnect_error_reports" => {
+                opts.reconnect_error_reports = match count(k, v, u32::MAX as u64)? as u32 {
+                    0 => crate::config::DEFAULT_RECONNECT_ERROR_REPORTS,
+                    n => n,
+                }
+            }
+            "max_sub_tokens" | "max_subscription_tokens" => {
+                // nats-server's checks and texts (at most 255; 0 and below are refused).
+                let n = integer(k, v)?;
+                if n > i64::from(u8::MAX) {
+                    return Err(ConfigError::at(&v.pos, format!("{k} value is too big")));
+                }
+                if n <= 0 {
+                    return Err(ConfigError::at(
+                        &v.pos,
+                        format!("{k} value can not be negative"),
+                    ));
+                }
+                opts.max_sub_tokens = n as u8;
             }
             "max_closed_clients" => opts.max_closed_clients = usize_of(k, v, i64::MAX as u64)?,
             "ping_interval" => opts.ping_interval = duration(k, v, warnings)?,

@@ -660,3 +660,17 @@ fn cluster_compression() {
     assert!(fail("{ mode: on }").contains("expected a string"));
     assert!(fail("{ mode: s2_auto, rtt_thresholds: 10ms }").contains("expected an array"));
 }
+
+/// What the `config_parser` fuzz target checks (its first seed stopped it when syntax errors
+/// gained the `parse` mark): a file that does not parse does not load, with the parser's
+/// error marked as a syntax error of the server's config file.
+#[test]
+fn a_syntax_error_loads_as_the_parsers_error_marked_parse() {
+    let text = "PORT = 4333\nNAME: 'srv'\n{\n  port: $PORT\n}\n";
+    let parsed = conf::parse_str(text).expect_err("a syntax error");
+    assert!(!parsed.parse);
+    let loaded = err(text);
+    assert_eq!(loaded, parsed.clone().parse_error());
+    assert!(loaded.parse);
+    assert_eq!((loaded.line, loaded.col), (3, 1));
+}

@@ -22,6 +22,44 @@ pub fn apply_defaults(c: &mut ConsumerConfig, ephemeral: bool) {
     }
 }
 
+/// The server's `jetstream { limits { max_request_batch } }` as a pull consumer's default
+/// `max_batch` (nats-server's `setConsumerConfigDefaults`), before [`apply_defaults`].
+pub fn apply_server_limits(c: &mut ConsumerConfig, l: &crate::config::JsServerLimits) {
+    if c.deliver_subject.is_empty() && c.max_batch == 0 && l.max_request_batch > 0 {
+        c.max_batch = l.max_request_batch;
+    }
+}
+
+/// nats-server's checks of a consumer against the server's `jetstream { limits {} }`:
+/// `max_batch` of a pull consumer (10125), `max_ack_pending` (10121), before the account's.
+pub fn check_server_limits(
+    c: &ConsumerConfig,
+    l: &crate::config::JsServerLimits,
+) -> Result<(), ApiError> {
+    if c.deliver_subject.is_empty() && l.max_request_batch > 0 && c.max_batch > l.max_request_batch
+    {
+        return Err(ApiError::new(
+            400,
+            10125,
+            format!(
+                "consumer max request batch exceeds server limit of {}",
+                l.max_request_batch
+            ),
+        ));
+    }
+    if l.max_ack_pending > 0 && c.max_ack_pending > l.max_ack_pending {
+        return Err(ApiError::new(
+            400,
+            10121,
+            format!(
+                "consumer max ack pending exceeds system limit of {}",
+                l.max_ack_pending
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// nats-server's consumer config checks (after defaults) against its stream and the
 /// account's `max_ack_pending` (-1: none).
 pub fn check(c: &ConsumerConfig, s: &StreamConfig, max_ack_pending: i64) -> Result<(), ApiError> {

@@ -81,7 +81,13 @@ impl JsAccount {
             .streams
             .get_mut(stream_name)
             .ok_or(e(ApiError::stream_not_found()))?;
-        crate::jetstream::limits::default_ack_pending(&self.limits, &mut cfg);
+        let server = srv_js_limits(cx.srv);
+        crate::jetstream::limits::default_ack_pending(
+            &self.limits,
+            server.max_ack_pending,
+            &mut cfg,
+        );
+        consumer::apply_server_limits(&mut cfg, &server);
         consumer::apply_defaults(&mut cfg, !durable);
         if let Some(c) = st.consumers.get(&name) {
             if c.cfg != cfg {
@@ -96,6 +102,7 @@ impl JsAccount {
                 }
             }
         }
+        consumer::check_server_limits(&cfg, &server).map_err(e)?;
         consumer::check(&cfg, &st.cfg, self.limits.max_ack_pending).map_err(e)?;
         if st.cfg.retention == Retention::Workqueue {
             for (n, c) in &st.consumers {

@@ -48,6 +48,7 @@ impl JsAccount {
         if cfg.name != name {
             return Err(e(ApiError::stream_mismatch()));
         }
+        stream::default_duplicates(&mut cfg, srv_js_limits(srv).duplicate_window);
         stream::apply_defaults(&mut cfg);
         cfg.template_owner = owner.to_string();
         if cfg.sealed {
@@ -60,6 +61,7 @@ impl JsAccount {
         let server = g.server_bytes(cfg.storage);
         limits::check_create(&self.limits, &self.streams, &cfg, server).map_err(e)?;
         stream::check(&cfg, srv.opts.max_payload).map_err(e)?;
+        stream::check_duplicates(&cfg, srv_js_limits(srv).duplicate_window).map_err(e)?;
         limits::check_config(&self.limits, &cfg).map_err(e)?;
         if let Some(s) = self.streams.get(name) {
             if s.cfg == cfg {
@@ -140,8 +142,10 @@ impl JsAccount {
         if !self.streams.contains_key(name) {
             return Err(e(ApiError::stream_not_found()));
         }
+        stream::default_duplicates(&mut cfg, srv_js_limits(srv).duplicate_window);
         stream::apply_defaults(&mut cfg);
         stream::check(&cfg, srv.opts.max_payload).map_err(e)?;
+        stream::check_duplicates(&cfg, srv_js_limits(srv).duplicate_window).map_err(e)?;
         limits::check_config(&self.limits, &cfg).map_err(e)?;
         if self.overlapping(&cfg) {
             return Err(e(ApiError::new(
