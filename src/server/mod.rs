@@ -2,6 +2,7 @@
 //! loop, the monitoring listener, and the lifecycle (start, ready, shutdown). Connection kinds
 //! live in their own modules and are handed sockets from here.
 
+mod accept;
 mod lame_duck;
 pub mod listen;
 pub mod ports_file;
@@ -18,7 +19,6 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::SystemTime;
-use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -691,7 +691,7 @@ impl Server {
             tracing::info!("Server requires authentication for client connections");
         }
         let done = shared.accept_done.clone();
-        let accept = accept_loop(shared.clone(), l, tasks.clone());
+        let accept = accept::accept_loop(shared.clone(), l, tasks.clone());
         tasks.spawn(async move {
             accept.await;
             done.cancel();
@@ -710,7 +710,7 @@ impl Server {
             let _ = cl.listen_addr.set(addr);
             tracing::info!("Cluster name is {}", cl.name());
             tracing::info!("Listening for route connections on {}", addr);
-            tasks.spawn(route_accept_loop(shared.clone(), cl.clone(), l));
+            tasks.spawn(accept::route_accept_loop(shared.clone(), cl.clone(), l));
             crate::cluster::discovery::start(&shared, cl);
         }
         if let Some(gw) = &shared.gateway {
@@ -793,28 +793,4 @@ impl Server {
         }
         tracing::info!("Server Exiting..");
     }
-}
-
-/// The route listener: each accepted connection is a route served until it closes.
-async fn route_accept_loop(srv: Arc<ServerShared>, cl: Arc<Cluster>, l: TcpListener) {
-    crate::conn::accept::run(l, "Route", srv.shutdown.cancelled(), |stream, addr| {
-        let run = crate::cluster::route::run(srv.clone(), cl.clone(), stream, addr, None);
-        srv.tasks.spawn(run);
-    })
-    .await
-}
-
-/// The client listener; lame duck mode stops it (`stop_accept`: new connections are refused).
-async fn accept_loop(srv: Arc<ServerShared>, l: TcpListener, tasks: TaskTracker) {
-    let stop = async {
-        tokio::select! {
-            _ = srv.shutdown.cancelled() => {}
-            _ = srv.stop_accept.cancelled() => {}
-        }
-    };
-    crate::conn::accept::run(l, "Client", stop, |stream, addr| {
-        let addr = listen::peer(addr);
-        tasks.spawn(crate::client::serve(srv.clone(), stream, addr));
-    })
-    .await
 }
