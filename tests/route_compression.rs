@@ -225,8 +225,8 @@ async fn natsd_pair_s2_fast_is_compressed_on_the_wire() {
 }
 
 /// natsd (`accept`, the default) dialling natsd with `s2_best`: the dialler takes the peer's
-/// level. Two `s2_auto` nodes say `s2_auto` in INFO and, on loopback, pick the uncompressed
-/// level (S2 framing, stored chunks), as nats-server does.
+/// level. Two `s2_auto` nodes say `s2_auto` in INFO and, with an RTT under the first
+/// threshold, pick the uncompressed level (S2 framing, stored chunks), as nats-server does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn natsd_accept_takes_the_level_and_auto_picks_by_rtt() {
     let p = pair(
@@ -244,12 +244,11 @@ async fn natsd_accept_takes_the_level_and_auto_picks_by_rtt() {
         1
     );
 
-    let p = pair(
-        BIN,
-        "compression: s2_auto\n pool_size: -1",
-        BIN,
-        "compression: s2_auto\n pool_size: -1",
-    );
+    // The first threshold is far above any loopback RTT, even on a loaded machine (the
+    // default 10 ms was once exceeded on CI and the route came up s2_fast).
+    let auto =
+        "compression: { mode: s2_auto, rtt_thresholds: [\"1h\", \"2h\", \"3h\"] }\n pool_size: -1";
+    let p = pair(BIN, auto, BIN, auto);
     let (ra, rb) = (routez_with(&p.a, 1).await, routez_with(&p.b, 1).await);
     check_traffic(&[p.a.client, p.b.client]).await;
     let uncompressed = BTreeSet::from(["s2_uncompressed".to_string()]);
