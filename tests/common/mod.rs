@@ -6,6 +6,7 @@ pub mod binary;
 pub mod cluster;
 pub mod gw;
 pub mod jsref;
+pub mod mixed;
 pub mod natsserver;
 pub mod pki;
 pub mod s2proxy;
