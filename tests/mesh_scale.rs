@@ -44,6 +44,22 @@ fn varz(http: u16) -> Option<serde_json::Value> {
     serde_json::from_str(body).ok()
 }
 
+/// CPU seconds (user + system) a process has used so far, from `/proc/<pid>/stat` (0 when
+/// unreadable).
+fn cpu_seconds(pid: u32) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0.0;
+    };
+    // Fields after the command (which may hold spaces) in parentheses: utime and stime are
+    // the 14th and 15th fields of the line, the 12th and 13th after it.
+    let Some((_, rest)) = stat.rsplit_once(") ") else {
+        return 0.0;
+    };
+    let f: Vec<&str> = rest.split(' ').collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / 100.0
+}
+
 #[test]
 fn many_nodes_seeded_to_one_form_a_full_pooled_mesh_without_churn() {
     let n: usize = std::env::var("NATSD_MESH_NODES")
@@ -115,6 +131,7 @@ fn many_nodes_seeded_to_one_form_a_full_pooled_mesh_without_churn() {
         std::thread::sleep(Duration::from_millis(200));
     };
     let closes_at_mesh = closes.load(Relaxed);
+    let cpu_at_mesh: f64 = procs.0.iter().map(|c| cpu_seconds(c.id())).sum();
     // Still whole a moment later, and the churn did not go on.
     std::thread::sleep(Duration::from_secs(2));
     let mut rss = Vec::new();
@@ -136,6 +153,13 @@ fn many_nodes_seeded_to_one_form_a_full_pooled_mesh_without_churn() {
     );
     let reasons = why.lock().map(|w| w.clone()).unwrap_or_default();
     eprintln!("route closes by reason: {reasons:?}");
+    // CPU spent by all nodes until the mesh was whole: with more than the machine's cores'
+    // worth of it in that time, forming is CPU-bound.
+    eprintln!(
+        "CPU (user + system) of all nodes until the full mesh: {cpu_at_mesh:.1} s ({:.2} s \
+         per node)",
+        cpu_at_mesh / n as f64
+    );
     assert!(
         closes_total <= n,
         "{closes_total} route closes for {n} nodes: duplicate-route churn ({reasons:?})"

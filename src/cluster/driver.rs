@@ -176,6 +176,15 @@ impl Cluster {
                     c.close(why(w));
                 }
             }
+            Action::AnnouncePinned { peer, account } => {
+                let entry = super::lock(&self.routes)
+                    .get(&*peer)
+                    .and_then(|p| p.pinned.get(&account).cloned());
+                if let Some(e) = entry {
+                    let line = route::gossip_json(&e, mesh::GossipMode::Disabled.wire());
+                    self.broadcast_except(&peer, |r| (!r.no_pool).then(|| line.clone()));
+                }
+            }
             Action::SendGossip { to, about, mode } => {
                 let Some(c) = super::lock(&self.live).get(&to).cloned() else {
                     return;
@@ -296,9 +305,9 @@ impl Cluster {
     }
 
     /// `entry` carries its slot now: our interest on it; for a server's first connection, the
-    /// gateway URL it knows and clients' `connect_urls`; for a pinned account's connection,
-    /// the INFO that tells pooled peers of nats-server to open theirs (2.10+ gossips each
-    /// pinned route with `route_account`; natsd's mesh opens its own from the peer's pool).
+    /// gateway URL it knows and clients' `connect_urls`. (The INFO of a pinned account's
+    /// connection that tells pooled peers of nats-server to open theirs is the mesh's
+    /// `AnnouncePinned`.)
     pub(crate) fn on_registered(
         self: &Arc<Self>,
         srv: &Arc<ServerShared>,
@@ -311,10 +320,6 @@ impl Cluster {
             crate::gateway::peer_url(srv, &entry.remote_id, &gateway_url);
             crate::gateway::to_new_route(srv, &entry.conn);
             srv.cluster_changed();
-        }
-        if entry.account.is_some() && !entry.did_solicit {
-            let line = route::gossip_json(entry, mesh::GossipMode::Disabled.wire());
-            self.broadcast_except(&entry.remote_id, |r| (!r.no_pool).then(|| line.clone()));
         }
     }
 }

@@ -254,6 +254,11 @@ impl Cluster {
     }
 
     /// Route connections (as nats-server counts them: every pool slot and pinned account).
+    /// We have a route connection to the server with this id.
+    pub fn has_peer(&self, id: &str) -> bool {
+        lock(&self.routes).get(id).is_some_and(|p| !p.is_empty())
+    }
+
     pub fn num_routes(&self) -> usize {
         lock(&self.routes)
             .values()

@@ -431,6 +431,9 @@ impl Route {
     }
 
     fn on_info(&mut self, json: &[u8]) -> Result<(), CloseReason> {
+        if self.known_gossip(json) {
+            return Ok(());
+        }
         let info: ServerInfo = match serde_json::from_slice(json) {
             Ok(i) => i,
             Err(e) => {
@@ -493,6 +496,30 @@ impl Route {
                 self.register(info)
             }
             InfoStep::Later => self.register(info),
+        }
+    }
+
+    /// Gossip (on a registered route) about a server we already have routes to changes
+    /// nothing: told only its id, skip parsing the whole INFO (a starting cluster sends each
+    /// node many of these).
+    fn known_gossip(&self, json: &[u8]) -> bool {
+        #[derive(serde::Deserialize)]
+        struct Peek<'a> {
+            #[serde(default, borrow)]
+            server_id: Option<std::borrow::Cow<'a, str>>,
+            #[serde(default, borrow)]
+            gateway: Option<std::borrow::Cow<'a, str>>,
+        }
+        let Some(entry) = &self.entry else {
+            return false;
+        };
+        let Ok(p) = serde_json::from_slice::<Peek<'_>>(json) else {
+            return false;
+        };
+        match (p.server_id, p.gateway) {
+            (Some(id), None) => id != *entry.remote_id && self.cl.has_peer(&id),
+            (Some(id), Some(g)) if g.is_empty() => id != *entry.remote_id && self.cl.has_peer(&id),
+            _ => false,
         }
     }
 

@@ -22,6 +22,9 @@ impl Mesh {
         {
             return;
         }
+        if let Some(p) = self.peers.get_mut(&h.id) {
+            p.announced = true;
+        }
         for (id, p) in &self.peers {
             if *id == h.id {
                 continue;
@@ -44,15 +47,39 @@ impl Mesh {
     }
 
     /// Tell a newcomer about every other peer (again when the connection gossip goes out on
-    /// changed: earlier gossip may have been lost with a duplicate).
+    /// changed: earlier gossip may have been lost with a duplicate). In gossip mode
+    /// "disabled": its connections to them must not be announced again (they know it from
+    /// our announcement).
     pub(super) fn tell_about_others(&mut self, id: &Arc<str>, to: ConnId, out: &mut Vec<Action>) {
         let about: Vec<Arc<str>> = self.peers.keys().filter(|p| *p != id).cloned().collect();
         if !about.is_empty() {
             out.push(Action::SendGossip {
                 to,
                 about,
-                mode: GossipMode::Default,
+                mode: GossipMode::Disabled,
             });
+        }
+    }
+
+    /// `TELL_LATER` after a gossip-made first connection: if it still carries our gossip to
+    /// that peer, tell it about our other peers.
+    pub(super) fn tell_later(&mut self, conn: ConnId, out: &mut Vec<Action>) {
+        let Some(id) = self
+            .conns
+            .get(&conn)
+            .filter(|c| !c.closing)
+            .and_then(|c| c.at.as_ref().map(|(id, _)| id.clone()))
+        else {
+            return;
+        };
+        let carries = self
+            .peers
+            .get(&id)
+            .and_then(|p| p.slots.values().next())
+            .and_then(|l| l.first())
+            == Some(&conn);
+        if carries {
+            self.tell_about_others(&id, conn, out);
         }
     }
 

@@ -78,6 +78,7 @@ impl Mesh {
                 dialled: false,
                 refused: BTreeSet::new(),
                 backoff: RETRY,
+                announced: false,
             };
             self.peers.insert(h.id.clone(), p);
             self.pending.remove(&h.id);
@@ -150,11 +151,32 @@ impl Mesh {
             slot: slot.clone(),
             first,
         });
-        if first || gossip_moved {
+        // The newcomer learns our other peers at once when it came to us on its own (a seed,
+        // a redial) or our gossip connection to it moved. A connection made because of gossip
+        // usually does not need it — the gossip that caused it reached the others too — but
+        // when two parts of a cluster merge it may be the only link between them: those are
+        // told `TELL_LATER`, after a starting cluster's storm (telling each at once made every
+        // node parse n² INFOs while it formed).
+        let by_gossip = match &dial {
+            Some(d) => matches!(d.origin, Origin::Gossip(_)),
+            None => h.gossip_mode == GossipMode::Disabled,
+        };
+        if (first && !by_gossip) || gossip_moved {
             self.tell_about_others(&h.id, conn, out);
+        } else if first {
+            let at = self.now + TELL_LATER + self.jitter();
+            self.arm(at, Timer::Tell(conn));
         }
         if first {
             self.announce(&h, &dial, out);
+        }
+        if let (Slot::Account(account), None) = (&slot, &dial) {
+            if self.peers.get(&h.id).is_some_and(|p| p.announced) {
+                out.push(Action::AnnouncePinned {
+                    peer: h.id.clone(),
+                    account: account.clone(),
+                });
+            }
         }
         self.fill_slots(&h.id, out);
     }

@@ -53,6 +53,8 @@ pub const RETRY: Duration = Duration::from_secs(1);
 pub const DEFER_TO_SMALLER: Duration = Duration::from_secs(2);
 /// The longest such wait, however slow handshakes are.
 pub const MAX_DEFER: Duration = Duration::from_secs(10);
+/// When a peer reached through gossip hears of our other peers.
+pub const TELL_LATER: Duration = Duration::from_secs(5);
 /// Recent handshakes (dial to the peer's INFO) the wait is scaled by.
 const HANDSHAKE_SAMPLES: usize = 16;
 
@@ -250,6 +252,14 @@ pub enum Action {
         about: Vec<Arc<str>>,
         mode: GossipMode,
     },
+    /// Send to every other pooled peer the INFO of `peer`'s connection pinned to `account`
+    /// (`route_account`, gossip mode "disabled"): what makes nats-server peers open theirs.
+    /// Only for a peer we announced (as nats-server forwards each connection it accepted
+    /// unless it came of gossip).
+    AnnouncePinned {
+        peer: Arc<str>,
+        account: Arc<str>,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -259,6 +269,8 @@ enum Timer {
     Spare(ConnId),
     Pending(Arc<str>),
     Slots(Arc<str>),
+    /// Tell the peer on this (gossip-made) connection about our other peers.
+    Tell(ConnId),
 }
 
 #[derive(Clone, Debug)]
@@ -316,6 +328,8 @@ struct Peer {
     /// Accounts the peer refused a dedicated connection for.
     refused: BTreeSet<Arc<str>>,
     backoff: Duration,
+    /// We told our other peers about it (its pinned-account connections are announced too).
+    announced: bool,
 }
 
 struct Pending {
@@ -498,6 +512,7 @@ impl Mesh {
                 Timer::Pending(id) => self.try_pending(id, out),
                 Timer::Slots(id) => self.fill_slots(&id, out),
                 Timer::Spare(conn) => self.spare_expired(conn, out),
+                Timer::Tell(conn) => self.tell_later(conn, out),
             }
         }
     }

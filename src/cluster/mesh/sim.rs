@@ -301,6 +301,9 @@ impl Sim {
                 );
             }
             Action::Register { .. } => {}
+            // For nats-server peers: natsd's mesh opens a peer's pinned connections from its
+            // pool (this gossip only repeats what the peer's plain announcement said).
+            Action::AnnouncePinned { .. } => {}
             Action::Close { conn, .. } => {
                 let (k, e) = end_of(conn);
                 if !self.conns[k].open[e] {

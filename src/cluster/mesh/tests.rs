@@ -2,6 +2,7 @@
 
 use super::*;
 
+mod gossip;
 mod storm;
 
 fn cfg(id: &str, pool: i32) -> Config {
@@ -409,85 +410,6 @@ fn gossip_is_dialled_after_jitter_and_retried_connect_retries_times() {
         }
     }
     assert_eq!(attempts, 2, "one attempt plus connect_retries (1)");
-}
-
-#[test]
-fn a_newcomer_is_told_about_every_other_peer_and_the_others_about_it() {
-    let mut s = Mesh::new(cfg("S", -1));
-    step(
-        &mut s,
-        Event::Accepted {
-            conn: 1,
-            addr: addr(1),
-        },
-        0,
-    );
-    let out = step(
-        &mut s,
-        Event::Hello {
-            conn: 1,
-            hello: hello("X", 0),
-        },
-        0,
-    );
-    assert!(!out.iter().any(|a| matches!(a, Action::SendGossip { .. })));
-    step(
-        &mut s,
-        Event::Accepted {
-            conn: 2,
-            addr: addr(2),
-        },
-        0,
-    );
-    step(
-        &mut s,
-        Event::Hello {
-            conn: 2,
-            hello: hello("Y", 0),
-        },
-        0,
-    );
-    step(
-        &mut s,
-        Event::Accepted {
-            conn: 3,
-            addr: addr(3),
-        },
-        0,
-    );
-    let out = step(
-        &mut s,
-        Event::Hello {
-            conn: 3,
-            hello: hello("Z", 0),
-        },
-        0,
-    );
-    let gossip: Vec<_> = out
-        .iter()
-        .filter(|a| matches!(a, Action::SendGossip { .. }))
-        .collect();
-    assert_eq!(
-        gossip,
-        vec![
-            &Action::SendGossip {
-                to: 3,
-                about: vec![Arc::from("X"), Arc::from("Y")],
-                mode: GossipMode::Default
-            },
-            // We accepted Z: the others must not re-gossip it (nats-server 2.11).
-            &Action::SendGossip {
-                to: 1,
-                about: vec![Arc::from("Z")],
-                mode: GossipMode::Disabled
-            },
-            &Action::SendGossip {
-                to: 2,
-                about: vec![Arc::from("Z")],
-                mode: GossipMode::Disabled
-            },
-        ]
-    );
 }
 
 #[test]

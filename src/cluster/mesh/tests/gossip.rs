@@ -1,0 +1,205 @@
+//! Who is told about whom, and when.
+
+use super::*;
+
+#[test]
+fn a_newcomer_is_told_about_every_other_peer_and_the_others_about_it() {
+    let mut s = Mesh::new(cfg("S", -1));
+    step(
+        &mut s,
+        Event::Accepted {
+            conn: 1,
+            addr: addr(1),
+        },
+        0,
+    );
+    let out = step(
+        &mut s,
+        Event::Hello {
+            conn: 1,
+            hello: hello("X", 0),
+        },
+        0,
+    );
+    assert!(!out.iter().any(|a| matches!(a, Action::SendGossip { .. })));
+    step(
+        &mut s,
+        Event::Accepted {
+            conn: 2,
+            addr: addr(2),
+        },
+        0,
+    );
+    step(
+        &mut s,
+        Event::Hello {
+            conn: 2,
+            hello: hello("Y", 0),
+        },
+        0,
+    );
+    step(
+        &mut s,
+        Event::Accepted {
+            conn: 3,
+            addr: addr(3),
+        },
+        0,
+    );
+    let out = step(
+        &mut s,
+        Event::Hello {
+            conn: 3,
+            hello: hello("Z", 0),
+        },
+        0,
+    );
+    let gossip: Vec<_> = out
+        .iter()
+        .filter(|a| matches!(a, Action::SendGossip { .. }))
+        .collect();
+    assert_eq!(
+        gossip,
+        vec![
+            // Its connections to them must not be announced again: they hear of it below.
+            &Action::SendGossip {
+                to: 3,
+                about: vec![Arc::from("X"), Arc::from("Y")],
+                mode: GossipMode::Disabled
+            },
+            // We accepted Z: the others must not re-gossip it (nats-server 2.11).
+            &Action::SendGossip {
+                to: 1,
+                about: vec![Arc::from("Z")],
+                mode: GossipMode::Disabled
+            },
+            &Action::SendGossip {
+                to: 2,
+                about: vec![Arc::from("Z")],
+                mode: GossipMode::Disabled
+            },
+        ]
+    );
+}
+
+/// The pinned-account connection of a peer we announced is announced too (nats-server peers
+/// open theirs from it); one of a peer that reached us through gossip is not (every pair of
+/// a starting cluster is such a peer: announcing each made n³ INFOs).
+#[test]
+fn pinned_connections_are_announced_only_for_announced_peers() {
+    let mut s = Mesh::new(cfg("S", 3));
+    let mut conn = 0;
+    let mut join = |s: &mut Mesh, id: &str, mode: GossipMode, account: Option<&str>| {
+        conn += 1;
+        step(
+            s,
+            Event::Accepted {
+                conn,
+                addr: addr(conn as u8),
+            },
+            0,
+        );
+        step(
+            s,
+            Event::Hello {
+                conn,
+                hello: Hello {
+                    gossip_mode: mode,
+                    account: account.map(Arc::from),
+                    ..hello(id, 3)
+                },
+            },
+            0,
+        )
+    };
+    let pinned = |out: &[Action]| -> Vec<Action> {
+        out.iter()
+            .filter(|a| matches!(a, Action::AnnouncePinned { .. }))
+            .cloned()
+            .collect()
+    };
+    // X came to us as its seed: announced, and so is its $SYS connection.
+    assert!(pinned(&join(&mut s, "X", GossipMode::Default, None)).is_empty());
+    assert_eq!(
+        pinned(&join(&mut s, "X", GossipMode::Default, Some("$SYS"))),
+        vec![Action::AnnouncePinned {
+            peer: Arc::from("X"),
+            account: Arc::from("$SYS")
+        }]
+    );
+    // Y dialled us because it was told about us: neither is announced.
+    join(&mut s, "Y", GossipMode::Disabled, None);
+    assert!(pinned(&join(&mut s, "Y", GossipMode::Disabled, Some("$SYS"))).is_empty());
+}
+
+/// A peer that reached us because of gossip (its INFO says gossip mode "disabled") is not
+/// told about our other peers while a cluster forms — every pair of a starting cluster is
+/// such a connection, and telling each made every node parse n² INFOs — but `TELL_LATER`
+/// after, in case it links two parts of a cluster that know nothing of each other.
+#[test]
+fn a_peer_reached_through_gossip_is_told_about_the_others_later() {
+    let mut s = Mesh::new(cfg("S", -1));
+    for (conn, id) in [(1, "X"), (2, "Y")] {
+        step(
+            &mut s,
+            Event::Accepted {
+                conn,
+                addr: addr(conn as u8),
+            },
+            0,
+        );
+        step(
+            &mut s,
+            Event::Hello {
+                conn,
+                hello: hello(id, 0),
+            },
+            0,
+        );
+    }
+    step(
+        &mut s,
+        Event::Accepted {
+            conn: 3,
+            addr: addr(3),
+        },
+        100,
+    );
+    let out = step(
+        &mut s,
+        Event::Hello {
+            conn: 3,
+            hello: Hello {
+                gossip_mode: GossipMode::Disabled,
+                ..hello("Z", 0)
+            },
+        },
+        100,
+    );
+    assert!(
+        !out.iter().any(|a| matches!(a, Action::SendGossip { .. })),
+        "{out:?}"
+    );
+    let mut told = Vec::new();
+    while let Some(t) = s.next_deadline() {
+        if t > Duration::from_secs(20) {
+            break;
+        }
+        for a in step(&mut s, Event::Tick, t.as_millis() as u64) {
+            if let Action::SendGossip { to, about, mode } = a {
+                told.push((t, to, about, mode));
+            }
+        }
+    }
+    assert_eq!(told.len(), 1, "{told:?}");
+    let (at, to, about, mode) = &told[0];
+    assert!(*at >= Duration::from_millis(100) + TELL_LATER, "{at:?}");
+    assert_eq!(
+        (*to, about.clone(), *mode),
+        (
+            3,
+            vec![Arc::from("X"), Arc::from("Y")],
+            GossipMode::Disabled
+        )
+    );
+}
