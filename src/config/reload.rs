@@ -33,6 +33,39 @@ pub struct Plan {
     pub js_limits: bool,
     /// Which accounts have JetStream changed (`jetstream: enabled` added or removed).
     pub js_accounts: bool,
+    /// Route pool size, pinned accounts or route compression changed (`Reloaded: cluster`).
+    pub cluster: Option<ClusterChange>,
+}
+
+/// The cluster settings a reload changes on live routes, as nats-server 2.10+ applies them
+/// (`reload.go` `clusterOption`): docs/nats-server-behaviour.md section 24.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterChange {
+    /// The new `pool_size` (negative: one route per peer).
+    pub pool_size: i32,
+    /// The pool size changed: every pool route closes and is dialled again.
+    pub pool_changed: bool,
+    /// The new pinned accounts, the system account included while pooling (empty without).
+    pub pinned: Vec<String>,
+    /// Pinned accounts added (announced to the peers, then dialled) and removed (their
+    /// routes close and are not dialled again).
+    pub accounts_added: Vec<String>,
+    pub accounts_removed: Vec<String>,
+    /// The new compression settings, when they changed.
+    pub compression: Option<crate::compress::CompressionOpts>,
+}
+
+/// The accounts with a route of their own: `accounts`, plus the system account, while the
+/// cluster pools (nats-server 2.10+); none without pooling.
+pub fn effective_pinned(c: &ClusterOpts, system_account: &str, no_system: bool) -> Vec<String> {
+    if c.pool().is_none() {
+        return Vec::new();
+    }
+    let mut v = c.pinned_accounts.clone();
+    if !no_system && !v.iter().any(|a| a == system_account) {
+        v.push(system_account.to_string());
+    }
+    v
 }
 
 impl Plan {
@@ -204,6 +237,14 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
         return Err(refuse("AllowNonTLS", old.allow_non_tls, allow_non_tls));
     }
     let (routes_added, routes_removed) = cluster_diff(old.cluster.as_ref(), cluster.as_ref())?;
+    let cluster_change = match (old.cluster.as_ref(), cluster.as_ref()) {
+        (Some(o), Some(n)) => {
+            let sys = (system_account.as_str(), *no_system_account);
+            let old_sys = (old.system_account.as_str(), old.no_system_account);
+            cluster_settings_diff(o, n, old_sys, sys)
+        }
+        _ => None,
+    };
     if max_closed_clients != &old.max_closed_clients {
         return Err(refuse(
             "MaxClosedClients",
@@ -325,6 +366,9 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
         || auth_token != &old.auth_token
         || no_auth_user != &old.no_auth_user;
     let ch = &mut plan.changed;
+    if cluster_change.is_some() {
+        ch.push("cluster".into());
+    }
     if !routes_added.is_empty() || !routes_removed.is_empty() {
         ch.push("cluster routes".into());
     }
@@ -384,11 +428,48 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
     }
     plan.routes_added = routes_added;
     plan.routes_removed = routes_removed;
+    plan.cluster = cluster_change;
     plan.tls = tls != &old.tls;
     Ok(plan)
 }
 
-/// The cluster block: only `routes` may change. Returns (added, removed) route URLs.
+/// What changes on live routes when the cluster's pool size, pinned accounts or compression
+/// change (`sys`: the system account and `no_system_account`, old and new).
+fn cluster_settings_diff(
+    old: &ClusterOpts,
+    new: &ClusterOpts,
+    old_sys: (&str, bool),
+    sys: (&str, bool),
+) -> Option<ClusterChange> {
+    let old_pinned = effective_pinned(old, old_sys.0, old_sys.1);
+    let pinned = effective_pinned(new, sys.0, sys.1);
+    let pool_changed = old.pool() != new.pool();
+    let added: Vec<String> = pinned
+        .iter()
+        .filter(|a| !old_pinned.contains(a))
+        .cloned()
+        .collect();
+    let removed: Vec<String> = old_pinned
+        .iter()
+        .filter(|a| !pinned.contains(a))
+        .cloned()
+        .collect();
+    let compression = (new.compression != old.compression).then(|| new.compression.clone());
+    if !pool_changed && added.is_empty() && removed.is_empty() && compression.is_none() {
+        return None;
+    }
+    Some(ClusterChange {
+        pool_size: new.pool().map_or(-1, |n| n as i32),
+        pool_changed,
+        pinned,
+        accounts_added: added,
+        accounts_removed: removed,
+        compression,
+    })
+}
+
+/// The cluster block: `routes` (and, in `cluster_settings_diff`, pool, accounts and
+/// compression) may change. Returns (added, removed) route URLs.
 fn cluster_diff(
     old: Option<&ClusterOpts>,
     new: Option<&ClusterOpts>,
@@ -430,18 +511,8 @@ fn cluster_diff(
             connect_backoff,
         ));
     }
-    // nats-server reloads pool sizes and pinned accounts by closing and redialling every
-    // route; natsd does not do that yet.
-    if pool_size != &old.pool_size {
-        return Err(refuse("cluster pool_size", old.pool_size, pool_size));
-    }
-    if pinned_accounts != &old.pinned_accounts {
-        return Err(refuse(
-            "cluster accounts",
-            format!("{:?}", old.pinned_accounts),
-            format!("{pinned_accounts:?}"),
-        ));
-    }
+    // pool_size, accounts and compression reload (`cluster_settings_diff`).
+    let _ = (pool_size, pinned_accounts, compression);
     if name != &old.name {
         return Err(refuse("cluster name", opt_str(&old.name), opt_str(name)));
     }
@@ -488,13 +559,6 @@ fn cluster_diff(
     }
     if tls != &old.tls {
         return Err("config reload not supported for cluster tls".into());
-    }
-    if compression != &old.compression {
-        return Err(refuse(
-            "cluster compression",
-            old.compression.mode,
-            compression.mode,
-        ));
     }
     let mut added = Vec::new();
     for r in routes {
@@ -762,23 +826,75 @@ mod tests {
         )
         .unwrap_err()
         .contains("cluster name"));
-        // Compression is negotiated per connection at its start; natsd does not re-apply a new
-        // setting to live routes (nats-server does: it closes or re-levels them), so refused.
-        let mut c5 = c.clone();
-        c5.compression =
-            crate::compress::CompressionOpts::new(crate::compress::CompressionMode::S2Fast);
-        let new = Options {
-            cluster: Some(c5),
-            ..Options::default()
-        };
-        assert_eq!(
-            diff(&old, &new).unwrap_err(),
-            "config reload not supported for cluster compression: old=accept, new=s2_fast"
-        );
         let e = diff(&old, &Options::default()).unwrap_err();
         assert_eq!(
             e,
             "config reload not supported for cluster port: old=6222, new=0"
         );
+    }
+
+    /// Pool size, pinned accounts and compression reload (nats-server 2.10+ applies them to
+    /// live routes); `Reloaded: cluster` names them, `connect_backoff` stays refused.
+    #[test]
+    fn cluster_pool_accounts_and_compression_reload() {
+        use crate::compress::{CompressionMode, CompressionOpts};
+        let c = ClusterOpts::default();
+        let opts = |c: ClusterOpts| Options {
+            cluster: Some(c),
+            ..Options::default()
+        };
+        let old = opts(c.clone());
+        let sys = old.system_account.clone();
+        assert_eq!(diff(&old, &old.clone()).expect("plan").cluster, None);
+
+        let mut n = c.clone();
+        n.pool_size = 5;
+        let p = diff(&old, &opts(n)).expect("plan");
+        assert_eq!(p.changed, ["cluster"]);
+        let ch = p.cluster.expect("change");
+        assert!(ch.pool_changed);
+        assert_eq!((ch.pool_size, ch.compression), (5, None));
+        assert!(ch.accounts_added.is_empty() && ch.accounts_removed.is_empty());
+
+        // 0 is the default size: no change.
+        let mut n = c.clone();
+        n.pool_size = 0;
+        assert_eq!(diff(&old, &opts(n)).expect("plan").cluster, None);
+
+        // No pool: the system account's route goes too.
+        let mut n = c.clone();
+        n.pool_size = -1;
+        let ch = diff(&old, &opts(n)).expect("plan").cluster.expect("change");
+        assert_eq!((ch.pool_size, ch.pinned.len()), (-1, 0));
+        assert_eq!(ch.accounts_removed, std::slice::from_ref(&sys));
+
+        let mut n = c.clone();
+        n.pinned_accounts = vec!["A".into()];
+        let ch = diff(&old, &opts(n.clone()))
+            .expect("plan")
+            .cluster
+            .expect("change");
+        assert!(!ch.pool_changed);
+        assert_eq!(ch.accounts_added, ["A"]);
+        assert_eq!(ch.pinned, ["A".to_string(), sys.clone()]);
+        let ch = diff(&opts(n), &old).expect("plan").cluster.expect("change");
+        assert_eq!(ch.accounts_removed, ["A"]);
+
+        let mut n = c.clone();
+        n.compression = CompressionOpts::new(CompressionMode::S2Fast);
+        let p = diff(&old, &opts(n)).expect("plan");
+        assert_eq!(p.changed, ["cluster"]);
+        let ch = p.cluster.expect("change");
+        assert_eq!(
+            ch.compression.map(|c| c.mode),
+            Some(CompressionMode::S2Fast)
+        );
+        assert!(!ch.pool_changed);
+
+        let mut n = c.clone();
+        n.connect_backoff = !c.connect_backoff;
+        assert!(diff(&old, &opts(n))
+            .unwrap_err()
+            .contains("cluster connect_backoff"));
     }
 }
