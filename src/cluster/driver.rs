@@ -54,6 +54,7 @@ fn why(w: CloseWhy) -> CloseReason {
     match w {
         CloseWhy::SelfRoute | CloseWhy::Duplicate => CloseReason::DuplicateRoute,
         CloseWhy::Removed => CloseReason::ClientClosed,
+        CloseWhy::Reload => CloseReason::RouteRemoved,
         CloseWhy::NoPool
         | CloseWhy::UnknownAccount
         | CloseWhy::BadPoolIdx

@@ -7,6 +7,7 @@ pub mod discovery;
 mod driver;
 pub mod interest;
 pub mod mesh;
+mod reload;
 pub mod route;
 pub mod topology;
 pub mod url;
@@ -77,10 +78,18 @@ pub struct Cluster {
     name: RwLock<String>,
     dynamic: AtomicBool,
     pub listen_addr: OnceLock<SocketAddr>,
-    /// Route connections by remote server id.
-    routes: Mutex<HashMap<String, Peer>>,
-    /// Accounts with a dedicated route (`accounts`, plus the system account with pools).
-    pinned: HashSet<String>,
+    /// Route connections by remote server id, with the pool size and pinned accounts they
+    /// follow (one lock: the fan-out reads all three per message).
+    routes: Mutex<Registry>,
+    /// `cluster { compression }` for new connections (a reload changes it).
+    compression: RwLock<crate::compress::CompressionOpts>,
+    /// Bumped by a reload that changes which accounts a connection carries or compression:
+    /// every route task re-checks its own connection.
+    reconf: tokio::sync::watch::Sender<u64>,
+    /// Request ids of our announcements of newly pinned accounts (`route_acc_add_reqid`).
+    acc_add_reqs: Mutex<HashSet<String>>,
+    /// Accounts the latest reload unpinned (their interest moves to the pool routes).
+    unpinned: Mutex<Vec<String>>,
     /// Which seed or gossiped peer to dial, which duplicate survives, which pool slots to
     /// open, whom to tell what (`mesh/`, driven by `driver.rs`).
     mesh: Mutex<mesh::Mesh>,
@@ -101,6 +110,29 @@ pub struct Cluster {
     dial_failures: Mutex<HashMap<SocketAddr, (u64, bool)>>,
     /// Set by `close_all` (under the routes lock): no route registers after it.
     closed: AtomicBool,
+}
+
+/// The registered routes and the settings that say which of them carries an account.
+struct Registry {
+    peers: HashMap<String, Peer>,
+    /// Route connections per pooled peer (`None`: one route per peer, as nats-server 2.9).
+    pool: Option<usize>,
+    /// Accounts with a dedicated route: `accounts`, plus the system account with pools, plus
+    /// those a peer announced it pins (nats-server's `accRoutes`, until our next reload).
+    pinned: HashSet<String>,
+}
+
+impl std::ops::Deref for Registry {
+    type Target = HashMap<String, Peer>;
+    fn deref(&self) -> &Self::Target {
+        &self.peers
+    }
+}
+
+impl std::ops::DerefMut for Registry {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.peers
+    }
 }
 
 /// The route connections to one remote server.
@@ -166,19 +198,26 @@ impl Cluster {
         };
         Ok(Cluster {
             mesh: Mutex::new(driver::new_mesh(&opts, server_id)),
+            compression: RwLock::new(opts.compression.clone()),
+            reconf: tokio::sync::watch::channel(0).0,
+            acc_add_reqs: Mutex::new(HashSet::new()),
+            unpinned: Mutex::new(Vec::new()),
             epoch: Instant::now(),
             wake: tokio::sync::Notify::new(),
             live: Mutex::new(HashMap::new()),
             spares: Mutex::new(HashMap::new()),
             resolve_failures: Mutex::new(HashMap::new()),
             dial_failures: Mutex::new(HashMap::new()),
-            pinned,
+            routes: Mutex::new(Registry {
+                peers: HashMap::new(),
+                pool: opts.pool(),
+                pinned,
+            }),
             opts,
             tls,
             name: RwLock::new(name),
             dynamic: AtomicBool::new(dynamic),
             listen_addr: OnceLock::new(),
-            routes: Mutex::new(HashMap::new()),
             configured: Mutex::new(HashSet::new()),
             closed: AtomicBool::new(false),
         })
@@ -218,17 +257,30 @@ impl Cluster {
 
     /// Route connections per pooled peer (`None`: one route per peer, as nats-server 2.9).
     pub fn pool_size(&self) -> Option<usize> {
-        self.opts.pool()
+        lock(&self.routes).pool
     }
 
     /// Whether `account` has a route connection of its own to pooled peers.
     pub fn is_pinned(&self, account: &str) -> bool {
-        self.pinned.contains(account)
+        lock(&self.routes).pinned.contains(account)
+    }
+
+    /// The compression settings new route connections negotiate with.
+    pub fn compression_opts(&self) -> crate::compress::CompressionOpts {
+        self.compression
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Changes whenever a reload changed compression or which accounts are pinned.
+    pub fn reconf_watch(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.reconf.subscribe()
     }
 
     /// The accounts with routes of their own, sorted.
     pub fn pinned_accounts(&self) -> Vec<String> {
-        let mut v: Vec<String> = self.pinned.iter().cloned().collect();
+        let mut v: Vec<String> = lock(&self.routes).pinned.iter().cloned().collect();
         v.sort();
         v
     }
@@ -337,15 +389,15 @@ impl Cluster {
     /// The connection that carries `account`'s interest and messages to `peer`: its only
     /// route when either side does not pool, the account's pinned route, or the pool slot of
     /// the account (`None` while that connection is not up: its dump will carry it).
-    fn carrier<'a>(&self, peer: &'a Peer, account: &str) -> Option<&'a Arc<RouteEntry>> {
+    fn carrier<'a>(reg: &Registry, peer: &'a Peer, account: &str) -> Option<&'a Arc<RouteEntry>> {
         let first = peer.pool.first().and_then(Option::as_ref);
         if let Some(f) = first.filter(|f| f.no_pool) {
             return Some(f);
         }
-        if self.pinned.contains(account) {
+        if reg.pinned.contains(account) {
             return peer.pinned.get(account);
         }
-        let idx = pool_idx(self.pool_size().unwrap_or(1), account);
+        let idx = pool_idx(reg.pool.unwrap_or(1), account);
         peer.pool.get(idx).and_then(Option::as_ref)
     }
 
@@ -357,7 +409,7 @@ impl Cluster {
     ) -> Option<Arc<RouteEntry>> {
         let routes = lock(&self.routes);
         let (_, p) = routes.iter().find(|(id, _)| pick(id))?;
-        self.carrier(p, account).cloned()
+        Self::carrier(&routes, p, account).cloned()
     }
 
     /// Whether `r` is the connection that carries `account` (the interest dump of a new route).
@@ -368,8 +420,9 @@ impl Cluster {
         match &r.account {
             Some(a) => &**a == account,
             None => {
-                !self.pinned.contains(account)
-                    && pool_idx(self.pool_size().unwrap_or(1), account) == r.pool_idx.load(Relaxed)
+                let reg = lock(&self.routes);
+                !reg.pinned.contains(account)
+                    && pool_idx(reg.pool.unwrap_or(1), account) == r.pool_idx.load(Relaxed)
             }
         }
     }
@@ -396,8 +449,9 @@ impl Cluster {
         kicks: &mut Vec<Arc<Conn>>,
         f: impl Fn(&mut bytes::BytesMut, &[u8]),
     ) {
-        for p in lock(&self.routes).values() {
-            let Some(r) = self.carrier(p, account) else {
+        let reg = lock(&self.routes);
+        for p in reg.values() {
+            let Some(r) = Self::carrier(&reg, p, account) else {
                 continue;
             };
             let acc: &[u8] = if r.account.is_some() {

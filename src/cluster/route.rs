@@ -6,6 +6,7 @@
 //! Files: this one has the task, TLS, the handshake and registration; `route/remote.rs` remote
 //! interest and routed messages; `route/session.rs` the `Session` the connection driver runs.
 
+mod reload;
 mod remote;
 mod session;
 
@@ -124,6 +125,8 @@ struct Route {
     switch_reader: bool,
     /// When the connection started (s2_auto's RTT before any PONG, as nats-server).
     started: Instant,
+    /// Moves when a reload changed compression or pinned accounts (`route/reload.rs`).
+    reconf: Option<tokio::sync::watch::Receiver<u64>>,
 }
 
 impl Route {
@@ -133,7 +136,8 @@ impl Route {
         conn: Arc<Conn>,
         solicit: Option<Solicit>,
     ) -> Self {
-        let comp = RouteCompression::new(cl.opts.compression.clone(), solicit.is_some());
+        let comp = RouteCompression::new(cl.compression_opts(), solicit.is_some());
+        let reconf = Some(cl.reconf_watch());
         Route {
             fan: Fanout::new(srv.clone()),
             trace: crate::logging::trace_enabled(),
@@ -156,6 +160,7 @@ impl Route {
             held_info_mode: CompressionMode::NotSupported,
             switch_reader: false,
             started: Instant::now(),
+            reconf,
         }
     }
 
@@ -442,6 +447,11 @@ impl Route {
             }
         };
         if let Some(entry) = self.entry.clone() {
+            // A peer pins an account from now on, or answers our announcement of one.
+            if !info.route_acc_add_reqid.is_empty() {
+                self.cl.on_pinned_note(&self.srv, &entry, info);
+                return Ok(());
+            }
             if info.server_id != entry.remote_id {
                 // Gossip about another server.
                 if !info.gateway.is_empty() {

@@ -47,6 +47,16 @@ enum State {
     Done,
 }
 
+/// What a config reload does to an established route's compression.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReloadStep {
+    Keep,
+    /// Close it (it is dialled again and negotiates anew).
+    Close,
+    /// Compress at this level from now on.
+    Level(Level),
+}
+
 /// Compression state of one route connection.
 #[derive(Clone, Debug)]
 pub struct RouteCompression {
@@ -133,6 +143,37 @@ impl RouteCompression {
                 self.state = State::Done;
                 Ok(InfoStep::Plain { mode, info_mode })
             }
+        }
+    }
+
+    /// A config reload changed the configured compression (nats-server 2.10+ `reload.go`
+    /// `clusterOption.Apply`): a route that does not compress because it cannot, or already
+    /// at the new mode, stays as is; one that was `off`, or any when the new mode is `off` or
+    /// `accept`, must close (a new negotiation); otherwise the writer changes level in place
+    /// (s2_auto: the level `rtt` picks).
+    pub fn reload(&mut self, opts: CompressionOpts, rtt: Duration) -> ReloadStep {
+        use CompressionMode::*;
+        let (cur, new) = (self.mode, opts.mode);
+        if self.state != State::Done || cur == NotSupported || cur == new {
+            self.opts = opts;
+            return ReloadStep::Keep;
+        }
+        if cur == Off || new == Off || new == Accept {
+            return ReloadStep::Close;
+        }
+        let m = if new == S2Auto {
+            crate::compress::mode::select_by_rtt(rtt, &opts.rtt_thresholds)
+        } else {
+            new
+        };
+        self.opts = opts;
+        if m == cur {
+            return ReloadStep::Keep;
+        }
+        self.mode = m;
+        match m.level() {
+            Some(l) => ReloadStep::Level(l),
+            None => ReloadStep::Keep,
         }
     }
 
@@ -294,5 +335,41 @@ mod tests {
             a.on_info(Some("zstd"), MS),
             Err("unsupported route compression mode \"zstd\"".to_string())
         );
+    }
+
+    #[test]
+    fn reload_closes_or_changes_level_as_nats_server() {
+        let done = |local: CompressionMode, remote: &str| {
+            let mut c = RouteCompression::new(opts(local), true);
+            let step = c.on_info(Some(remote), MS).expect("negotiated");
+            if matches!(step, InfoStep::Switch { .. }) {
+                c.on_info(Some(remote), MS).expect("after switch");
+            }
+            c
+        };
+        // off -> anything: a new negotiation.
+        let mut c = done(Off, "s2_fast");
+        assert_eq!(c.reload(opts(S2Fast), MS), ReloadStep::Close);
+        // to off or accept: closed too.
+        let mut c = done(S2Fast, "s2_fast");
+        assert_eq!(c.reload(opts(Off), MS), ReloadStep::Close);
+        let mut c = done(S2Fast, "s2_fast");
+        assert_eq!(c.reload(opts(Accept), MS), ReloadStep::Close);
+        // between levels: in place.
+        let mut c = done(S2Fast, "s2_fast");
+        assert_eq!(c.reload(opts(S2Best), MS), ReloadStep::Level(Level::Best));
+        assert_eq!(c.mode(), S2Best);
+        // s2_auto: the level the RTT picks (1 ms: uncompressed); same again: kept.
+        let mut c = done(S2Fast, "s2_fast");
+        let step = c.reload(opts(S2Auto), MS);
+        assert_eq!(c.mode(), S2Uncompressed);
+        assert!(matches!(step, ReloadStep::Level(_)), "{step:?}");
+        assert_eq!(c.reload(opts(S2Uncompressed), MS), ReloadStep::Keep);
+        // the same mode, or a peer without compression: nothing.
+        let mut c = done(S2Fast, "s2_fast");
+        assert_eq!(c.reload(opts(S2Fast), MS), ReloadStep::Keep);
+        let mut c = done(S2Fast, "not supported");
+        assert_eq!(c.mode(), NotSupported);
+        assert_eq!(c.reload(opts(Off), MS), ReloadStep::Keep);
     }
 }

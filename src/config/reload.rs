@@ -6,12 +6,17 @@
 //! safely: `max_subscriptions`, `max_pending`, `no_auth_user`, `lame_duck_*`): logging
 //! (`debug`, `trace`, `logtime`, `log_file`), authorization (single user, token, users and
 //! their permissions, accounts' users, `no_auth_user`, `auth_timeout`), limits (also accounts'
-//! JetStream limits), ping settings,
-//! `write_deadline`, and the cluster's `routes`. Anything else is refused with nats-server's
-//! message: `config reload not supported for <Option>: old=…, new=…`.
+//! JetStream limits), ping settings, `write_deadline`, and the cluster's `routes`,
+//! `pool_size`, `accounts` and `compression` (`reload/cluster.rs`; nats-server 2.10+ applies
+//! these to live routes). Anything else is refused with nats-server's message:
+//! `config reload not supported for <Option>: old=…, new=…`.
 
-use super::{ClusterOpts, Options, User};
+mod cluster;
+
+use super::{Options, User};
 use crate::util::time::go_duration;
+use cluster::{cluster_diff, cluster_settings_diff};
+pub use cluster::{effective_pinned, ClusterChange};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -33,6 +38,8 @@ pub struct Plan {
     pub js_limits: bool,
     /// Which accounts have JetStream changed (`jetstream: enabled` added or removed).
     pub js_accounts: bool,
+    /// Route pool size, pinned accounts or route compression changed (`Reloaded: cluster`).
+    pub cluster: Option<ClusterChange>,
 }
 
 impl Plan {
@@ -204,6 +211,14 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
         return Err(refuse("AllowNonTLS", old.allow_non_tls, allow_non_tls));
     }
     let (routes_added, routes_removed) = cluster_diff(old.cluster.as_ref(), cluster.as_ref())?;
+    let cluster_change = match (old.cluster.as_ref(), cluster.as_ref()) {
+        (Some(o), Some(n)) => {
+            let sys = (system_account.as_str(), *no_system_account);
+            let old_sys = (old.system_account.as_str(), old.no_system_account);
+            cluster_settings_diff(o, n, old_sys, sys)
+        }
+        _ => None,
+    };
     if max_closed_clients != &old.max_closed_clients {
         return Err(refuse(
             "MaxClosedClients",
@@ -325,6 +340,9 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
         || auth_token != &old.auth_token
         || no_auth_user != &old.no_auth_user;
     let ch = &mut plan.changed;
+    if cluster_change.is_some() {
+        ch.push("cluster".into());
+    }
     if !routes_added.is_empty() || !routes_removed.is_empty() {
         ch.push("cluster routes".into());
     }
@@ -384,131 +402,9 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
     }
     plan.routes_added = routes_added;
     plan.routes_removed = routes_removed;
+    plan.cluster = cluster_change;
     plan.tls = tls != &old.tls;
     Ok(plan)
-}
-
-/// The cluster block: only `routes` may change. Returns (added, removed) route URLs.
-fn cluster_diff(
-    old: Option<&ClusterOpts>,
-    new: Option<&ClusterOpts>,
-) -> Result<(Vec<String>, Vec<String>), String> {
-    let (old, new) = match (old, new) {
-        (None, None) => return Ok((Vec::new(), Vec::new())),
-        (Some(o), Some(n)) => (o, n),
-        (o, n) => {
-            let show = |c: Option<&ClusterOpts>| c.map_or("0".to_string(), |c| c.port.to_string());
-            return Err(refuse("cluster port", show(o), show(n)));
-        }
-    };
-    let ClusterOpts {
-        name,
-        host,
-        port,
-        advertise,
-        no_advertise,
-        routes,
-        connect_retries,
-        username,
-        password,
-        token,
-        auth_timeout,
-        ping_interval,
-        ping_max,
-        write_deadline,
-        write_timeout,
-        tls,
-        pool_size,
-        pinned_accounts,
-        connect_backoff,
-        compression,
-    } = new;
-    if connect_backoff != &old.connect_backoff {
-        return Err(refuse(
-            "cluster connect_backoff",
-            old.connect_backoff,
-            connect_backoff,
-        ));
-    }
-    // nats-server reloads pool sizes and pinned accounts by closing and redialling every
-    // route; natsd does not do that yet.
-    if pool_size != &old.pool_size {
-        return Err(refuse("cluster pool_size", old.pool_size, pool_size));
-    }
-    if pinned_accounts != &old.pinned_accounts {
-        return Err(refuse(
-            "cluster accounts",
-            format!("{:?}", old.pinned_accounts),
-            format!("{pinned_accounts:?}"),
-        ));
-    }
-    if name != &old.name {
-        return Err(refuse("cluster name", opt_str(&old.name), opt_str(name)));
-    }
-    if host != &old.host {
-        return Err(refuse("cluster host", &old.host, host));
-    }
-    if port != &old.port {
-        return Err(refuse("cluster port", old.port, port));
-    }
-    if advertise != &old.advertise {
-        return Err(refuse(
-            "cluster advertise",
-            opt_str(&old.advertise),
-            opt_str(advertise),
-        ));
-    }
-    if no_advertise != &old.no_advertise {
-        return Err(refuse(
-            "cluster no_advertise",
-            old.no_advertise,
-            no_advertise,
-        ));
-    }
-    if connect_retries != &old.connect_retries {
-        return Err(refuse(
-            "cluster connect_retries",
-            old.connect_retries,
-            connect_retries,
-        ));
-    }
-    if username != &old.username
-        || password != &old.password
-        || token != &old.token
-        || auth_timeout != &old.auth_timeout
-    {
-        // Secrets are not logged.
-        return Err("config reload not supported for cluster authorization".into());
-    }
-    if ping_interval != &old.ping_interval || ping_max != &old.ping_max {
-        return Err("config reload not supported for cluster ping_interval/ping_max".into());
-    }
-    if write_deadline != &old.write_deadline || write_timeout != &old.write_timeout {
-        return Err("config reload not supported for cluster write_deadline/write_timeout".into());
-    }
-    if tls != &old.tls {
-        return Err("config reload not supported for cluster tls".into());
-    }
-    if compression != &old.compression {
-        return Err(refuse(
-            "cluster compression",
-            old.compression.mode,
-            compression.mode,
-        ));
-    }
-    let mut added = Vec::new();
-    for r in routes {
-        if !old.routes.contains(r) && !added.contains(r) {
-            added.push(r.clone());
-        }
-    }
-    let mut removed = Vec::new();
-    for r in &old.routes {
-        if !routes.contains(r) && !removed.contains(r) {
-            removed.push(r.clone());
-        }
-    }
-    Ok((added, removed))
 }
 
 #[cfg(test)]
@@ -713,72 +609,5 @@ mod tests {
             ..Options::default()
         };
         assert!(diff(&with_a, &old).expect("plan").auth);
-    }
-
-    #[test]
-    fn cluster_routes_only() {
-        let c = ClusterOpts {
-            name: Some("C".into()),
-            port: 6222,
-            routes: vec!["nats-route://a:1".into(), "nats-route://b:1".into()],
-            ..ClusterOpts::default()
-        };
-        let old = Options {
-            cluster: Some(c.clone()),
-            ..Options::default()
-        };
-        let mut c2 = c.clone();
-        c2.routes = vec!["nats-route://b:1".into(), "nats-route://c:1".into()];
-        let new = Options {
-            cluster: Some(c2),
-            ..Options::default()
-        };
-        let p = diff(&old, &new).expect("plan");
-        assert_eq!(p.changed, ["cluster routes"]);
-        assert_eq!(p.routes_added, ["nats-route://c:1"]);
-        assert_eq!(p.routes_removed, ["nats-route://a:1"]);
-        let mut c3 = c.clone();
-        c3.port = 6223;
-        let e = diff(
-            &old,
-            &Options {
-                cluster: Some(c3),
-                ..Options::default()
-            },
-        )
-        .unwrap_err();
-        assert_eq!(
-            e,
-            "config reload not supported for cluster port: old=6222, new=6223"
-        );
-        let mut c4 = c.clone();
-        c4.name = Some("D".into());
-        assert!(diff(
-            &old,
-            &Options {
-                cluster: Some(c4),
-                ..Options::default()
-            }
-        )
-        .unwrap_err()
-        .contains("cluster name"));
-        // Compression is negotiated per connection at its start; natsd does not re-apply a new
-        // setting to live routes (nats-server does: it closes or re-levels them), so refused.
-        let mut c5 = c.clone();
-        c5.compression =
-            crate::compress::CompressionOpts::new(crate::compress::CompressionMode::S2Fast);
-        let new = Options {
-            cluster: Some(c5),
-            ..Options::default()
-        };
-        assert_eq!(
-            diff(&old, &new).unwrap_err(),
-            "config reload not supported for cluster compression: old=accept, new=s2_fast"
-        );
-        let e = diff(&old, &Options::default()).unwrap_err();
-        assert_eq!(
-            e,
-            "config reload not supported for cluster port: old=6222, new=0"
-        );
     }
 }

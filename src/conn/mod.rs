@@ -63,6 +63,8 @@ pub enum CloseReason {
     MaxAccountConnectionsExceeded,
     ServerShutdown,
     DuplicateRoute,
+    /// A reload dropped the route (a new pool size, an account no longer pinned).
+    RouteRemoved,
     ClusterNameConflict,
     WrongPort,
     WrongGateway,
@@ -89,6 +91,7 @@ impl CloseReason {
             CloseReason::MaxAccountConnectionsExceeded => "Maximum Account Connections Exceeded",
             CloseReason::ServerShutdown => "Server Shutdown",
             CloseReason::DuplicateRoute => "Duplicate Route",
+            CloseReason::RouteRemoved => "Route Removed",
             CloseReason::ClusterNameConflict => "Cluster Name Conflict",
             CloseReason::WrongPort => "Incorrect Port",
             CloseReason::WrongGateway => "Wrong Gateway",

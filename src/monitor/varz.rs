@@ -95,9 +95,10 @@ impl ClusterVarz {
             auth_timeout: cl.opts.auth_timeout.as_secs_f64(),
             urls,
             tls_timeout: 2.0,
-            pool_size: match cl.opts.pool() {
+            // What is in force (a reload may have changed it).
+            pool_size: match cl.pool_size() {
                 Some(n) => n as i32,
-                None => cl.opts.pool_size,
+                None => cl.opts.pool_size.min(-1),
             },
         }
     }

@@ -197,6 +197,11 @@ impl ServerShared {
             for r in &plan.routes_added {
                 crate::cluster::discovery::add_configured(self, cl, r);
             }
+            // Pool size, pinned accounts, compression: closes, announcements and dials as
+            // nats-server's (the mesh decides which connections go).
+            if let Some(ch) = &plan.cluster {
+                cl.reconfigure(self, ch);
+            }
         }
         for c in &plan.changed {
             tracing::info!("Reloaded: {c}");
@@ -544,12 +549,11 @@ impl Server {
                 c.name.get_or_insert_with(|| g.name.clone());
             }
             // With pools, the system account gets a route of its own (nats-server 2.10+).
-            if c.pool_size >= 0 && !opts.no_system_account {
-                let sys = opts.system_account.clone();
-                if !c.pinned_accounts.contains(&sys) {
-                    c.pinned_accounts.push(sys);
-                }
-            }
+            c.pinned_accounts = crate::config::reload::effective_pinned(
+                &c,
+                &opts.system_account,
+                opts.no_system_account,
+            );
             c
         });
         let id = crate::util::ids::server_id();

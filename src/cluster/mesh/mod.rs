@@ -28,6 +28,7 @@
 mod gossip;
 mod hello;
 mod pool;
+mod reload;
 #[cfg(test)]
 mod sim;
 #[cfg(test)]
@@ -196,6 +197,16 @@ pub enum Event {
     Closed {
         conn: ConnId,
     },
+    /// A config reload changed the pool size or the pinned accounts (the system account
+    /// included; ignored without a pool).
+    Reconfigure {
+        pool_size: i32,
+        pinned: Vec<Arc<str>>,
+    },
+    /// Peer `id` announced an account it pins now, or answered our announcement.
+    PeerPins {
+        id: Arc<str>,
+    },
 }
 
 /// Why the mesh closes a connection.
@@ -216,6 +227,8 @@ pub enum CloseWhy {
     WrongPeer,
     /// Its configured seed was removed (reload).
     Removed,
+    /// A reload changed the pool size (pool connections) or unpinned its account.
+    Reload,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -482,6 +495,8 @@ impl Mesh {
             Event::Hello { conn, hello } => self.hello(conn, hello, out),
             Event::Gossip { conn, gossip } => self.gossip(conn, gossip),
             Event::Closed { conn } => self.closed(conn, out),
+            Event::Reconfigure { pool_size, pinned } => self.reconfigure(pool_size, pinned, out),
+            Event::PeerPins { id } => self.peer_pins(&id, out),
         }
     }
 
@@ -714,7 +729,7 @@ impl Mesh {
                 ..
             }) = &c.dial
             {
-                if c.why != Some(CloseWhy::Removed) {
+                if !matches!(c.why, Some(CloseWhy::Removed | CloseWhy::Reload)) {
                     self.slot_retry(&id.clone());
                 }
             }

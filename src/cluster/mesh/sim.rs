@@ -6,6 +6,8 @@
 //! both ends agreeing on each, no self-routes, no spare connections, and no close at all once
 //! converged. `MESH_SEED=n` replays one seed; `MESH_SEEDS`/`MESH_NODES` size the sweep.
 
+mod reload;
+
 use super::*;
 use rand::seq::SliceRandom;
 use std::fmt::Write as _;
@@ -52,6 +54,8 @@ enum Kind {
     Kill,
     Partition(Vec<u8>),
     Heal,
+    /// A config reload to this pool size and these pinned accounts.
+    Reload(i32, Vec<Arc<str>>),
 }
 
 struct Item {
@@ -280,25 +284,12 @@ impl Sim {
                 };
                 self.push(now + d2, m, mgen, Kind::ConnEv(a_end, connecting));
                 // The dialler's INFO goes once the acceptor's has come
-                // (it holds it: compression is negotiated first); the acceptor its INFO on
-                // accept.
+                // (it holds it: compression is negotiated first); the acceptor sends its INFO
+                // when it accepts (`step`), with its settings of that moment, not before the
+                // dialler learned the connection was made.
                 let h = self.hello(n, &slot, mode);
                 self.conns[k as usize].held = Some(h);
-                let h = self.hello(m, &Slot::Pool(0), GossipMode::Default);
-                let at = (now + d2 + self.delay()).max(now + d1);
-                self.conns[k as usize].last[1] = at;
-                self.push(
-                    at,
-                    n,
-                    gen,
-                    Kind::ConnEv(
-                        d_end,
-                        Event::Hello {
-                            conn: d_end,
-                            hello: h,
-                        },
-                    ),
-                );
+                self.conns[k as usize].last[1] = now + d1;
             }
             Action::Register { .. } => {}
             // For nats-server peers: natsd's mesh opens a peer's pinned connections from its
@@ -418,6 +409,7 @@ impl Sim {
             Kind::Kill => self.kill(n),
             Kind::Partition(g) => self.partition(&g),
             Kind::Heal => self.partition(&vec![0; self.nodes.len()]),
+            Kind::Reload(pool, pinned) => self.reload(n, pool, pinned),
             Kind::Ev(ev) => {
                 if !self.alive(n, it.gen) {
                     return;
@@ -450,7 +442,19 @@ impl Sim {
                         }
                     }
                 }
+                let accepted = matches!(ev, Event::Accepted { .. });
                 self.deliver(n, ev);
+                // The acceptor's INFO, on accept.
+                if accepted && self.conns[k].open[e] {
+                    let hello = self.hello(n, &Slot::Pool(0), GossipMode::Default);
+                    self.send(
+                        conn,
+                        Some(Event::Hello {
+                            conn: conn ^ 1,
+                            hello,
+                        }),
+                    );
+                }
             }
             Kind::Gossip(conn, v) => {
                 let (k, e) = end_of(conn);
@@ -577,7 +581,9 @@ struct Outcome {
     desc: String,
 }
 
-fn run(seed: u64, nodes: usize, log: bool) -> Outcome {
+/// `reloads`: instead of faults, every node reloads its pool size and pinned accounts once
+/// (a rolling reload to one new configuration).
+fn run_with(seed: u64, nodes: usize, log: bool, reloads: bool) -> Outcome {
     let mut rng = SmallRng::seed_from_u64(seed);
     let seeding = rng.random_range(0..4);
     let pools = rng.random_range(0..3);
@@ -648,7 +654,13 @@ fn run(seed: u64, nodes: usize, log: bool) -> Outcome {
     }
     // Faults: partitions that heal, kills followed by a restart under a new id.
     let mut last = ms(1_000);
-    for _ in 0..rng.random_range(0..3) {
+    let faults = if reloads {
+        last = reload::schedule(&mut sim, &mut rng);
+        0
+    } else {
+        rng.random_range(0..3)
+    };
+    for _ in 0..faults {
         let at = ms(rng.random_range(300..6_000));
         let heal = at + ms(rng.random_range(200..3_000));
         let groups: Vec<u8> = (0..nodes).map(|_| rng.random_range(0..2)).collect();
@@ -656,7 +668,8 @@ fn run(seed: u64, nodes: usize, log: bool) -> Outcome {
         sim.push(heal, 0, 0, Kind::Heal);
         last = last.max(heal);
     }
-    for _ in 0..rng.random_range(0..4) {
+    let kills = if reloads { 0 } else { rng.random_range(0..4) };
+    for _ in 0..kills {
         let n = rng.random_range(0..nodes);
         let at = ms(rng.random_range(1_100..6_000));
         let back = at + ms(rng.random_range(100..2_000));
@@ -699,9 +712,13 @@ fn env(name: &str, default: u64) -> u64 {
 
 /// Run `seeds` seeds of `nodes` nodes on a few threads; every failure says how to replay it.
 fn sweep(seeds: u64, nodes: usize) {
+    sweep_with(seeds, nodes, false)
+}
+
+fn sweep_with(seeds: u64, nodes: usize, reloads: bool) {
     if let Ok(s) = std::env::var("MESH_SEED") {
         let seed: u64 = s.parse().unwrap_or(0);
-        let o = run(seed, nodes, std::env::var("MESH_LOG").is_ok());
+        let o = run_with(seed, nodes, std::env::var("MESH_LOG").is_ok(), reloads);
         assert!(o.result.is_ok(), "seed {seed} ({}): {:?}", o.desc, o.result);
         return;
     }
@@ -712,7 +729,7 @@ fn sweep(seeds: u64, nodes: usize) {
                 s.spawn(move || {
                     let (mut failures, mut closes, mut events) = (Vec::new(), 0, 0);
                     for seed in (t..seeds).step_by(threads as usize) {
-                        let o = run(seed, nodes, false);
+                        let o = run_with(seed, nodes, false, reloads);
                         closes += o.closes;
                         events += o.events;
                         if let Err(e) = o.result {

@@ -4,7 +4,23 @@ use super::*;
 
 /// The route kind on the connection driver.
 impl Session for Route {
-    type Event = ();
+    /// A reload changed compression or pinned accounts (false: no more reloads).
+    type Event = bool;
+
+    async fn event(&mut self) -> bool {
+        match self.reconf.as_mut() {
+            Some(r) => r.changed().await.is_ok(),
+            None => std::future::pending().await,
+        }
+    }
+
+    fn on_event(&mut self, changed: bool, _parser: &mut Parser) -> Result<(), CloseReason> {
+        if !changed {
+            self.reconf = None;
+            return Ok(());
+        }
+        self.on_reconfigure()
+    }
 
     fn conn(&self) -> &Arc<Conn> {
         &self.conn

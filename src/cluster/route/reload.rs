@@ -1,0 +1,71 @@
+//! A config reload as one route connection sees it (`Cluster::reconfigure` moved `reconf`):
+//! compression re-applied to the live connection as nats-server does (a level change in place,
+//! or a close that makes it negotiate anew), the interest learned for accounts this connection
+//! no longer carries dropped (they moved to routes of their own), and our interest for
+//! accounts it carries again (unpinned) sent.
+
+use super::*;
+use crate::compress::negotiate::ReloadStep;
+
+impl Route {
+    pub(super) fn on_reconfigure(&mut self) -> Result<(), CloseReason> {
+        let Some(entry) = self.entry.clone() else {
+            // Still in its handshake: it negotiated with the settings of its start; the mesh
+            // decides about it once its INFO comes.
+            return Ok(());
+        };
+        let rtt = self
+            .conn
+            .meta()
+            .rtt
+            .unwrap_or_else(|| self.started.elapsed());
+        match self.comp.reload(self.cl.compression_opts(), rtt) {
+            ReloadStep::Keep => {}
+            ReloadStep::Close => {
+                tracing::debug!(
+                    "{} - Route compression changed by reload, closing",
+                    self.conn.log_prefix()
+                );
+                return Err(CloseReason::ClientClosed);
+            }
+            ReloadStep::Level(level) => {
+                self.conn.out.compress_from_now(level);
+                entry.set_compression(self.comp.mode());
+            }
+        }
+        if self.pinned.is_some() || entry.no_pool {
+            return Ok(());
+        }
+        // Interest this pool connection learned for accounts it no longer carries.
+        let gone: Vec<Bytes> = self
+            .remote
+            .iter()
+            .filter(|(_, (acc, _))| !self.cl.carries(&entry, &acc.name))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in gone {
+            let Some((acc, sub)) = self.remote.remove(&k) else {
+                continue;
+            };
+            let _ = acc
+                .sublist
+                .remove(&sub.subject, sub.queue.as_deref(), &SubRef(sub.clone()));
+            if let Some(gw) = &self.srv.gateway {
+                gw.interest_changed(&acc.name, &sub.subject, sub.queue.as_ref(), -1);
+            }
+        }
+        entry.num_subs.store(self.remote.len(), Relaxed);
+        // Our interest for accounts it carries again.
+        let unpinned: Vec<Arc<Account>> = self
+            .cl
+            .unpinned()
+            .iter()
+            .filter(|a| self.cl.carries(&entry, a))
+            .filter_map(|a| self.srv.accounts.lookup(a.as_bytes()))
+            .collect();
+        if !unpinned.is_empty() {
+            self.cl.dump(&unpinned, &entry);
+        }
+        Ok(())
+    }
+}
