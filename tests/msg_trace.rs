@@ -1,7 +1,7 @@
 //! Distributed message tracing (`Nats-Trace-Dest`, nats-server 2.11+): every server a traced
 //! message passes publishes one event to the trace destination; `Nats-Trace-Only` traces
 //! without delivering; forwarded copies carry `Nats-Trace-Hop`. Observed wire and JSON:
-//! docs/nats-server-behaviour.md §71.
+//! docs/nats-server-behaviour.md, section "Message tracing".
 
 mod common;
 

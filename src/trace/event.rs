@@ -11,7 +11,7 @@ fn go_time<S: Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
 }
 
 /// One entry of `events`. Stream export (`se`), service import (`si`) and JetStream (`js`)
-/// entries are not produced yet (see docs/nats-server-behaviour.md §71).
+/// entries are not produced yet (see docs/nats-server-behaviour.md, "Message tracing").
 #[derive(Serialize, Debug, Clone)]
 #[serde(tag = "type")]
 pub enum Event {

@@ -5,7 +5,7 @@
 //! was not delivered. `Nats-Trace-Only: true` traces without delivering to subscribers (the
 //! message still travels to peers that understand tracing — route/gateway `proto` >= 3 — so
 //! they report too). Forwarded copies carry `Nats-Trace-Hop: <id>` so the events can be linked
-//! into a tree. docs/nats-server-behaviour.md §71 has the observed wire and JSON.
+//! into a tree. docs/nats-server-behaviour.md, section "Message tracing", has the observed wire and JSON.
 //!
 //! Cost: a message without a header pays nothing; one with a header pays one scan for the
 //! `Nats-Trace-Dest` key ([`has_trace_header`]); everything else runs only for traced
