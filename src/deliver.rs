@@ -88,6 +88,9 @@ pub struct Fanout {
     /// Work an internal handler left for the end of the batch, once per key (JetStream's
     /// flush and PubAcks after a burst of publishes handled in place).
     hooks: Vec<(usize, BatchHook)>,
+    /// The trace of the message being delivered (`Nats-Trace-Dest`): set by the receiving
+    /// connection, reported by `trace::finish`. `None` for every untraced message.
+    pub msg_trace: Option<Box<crate::trace::MsgTrace>>,
 }
 
 /// See [`Fanout::defer_once`].
@@ -152,6 +155,7 @@ impl Fanout {
             matched: None,
             handler_matched: None,
             hooks: Vec::new(),
+            msg_trace: None,
         }
     }
 
@@ -229,6 +233,15 @@ impl Fanout {
     /// Deliver to one local subscriber. False when nothing was delivered.
     #[inline]
     pub fn to_sub(&mut self, sub: &SubRef, m: &Msg<'_>) -> bool {
+        if self.msg_trace.is_some() {
+            return crate::trace::egress::to_sub(self, sub, m);
+        }
+        self.deliver_untraced(sub, m)
+    }
+
+    /// [`Fanout::to_sub`] without the trace bookkeeping.
+    #[inline]
+    pub(crate) fn deliver_untraced(&mut self, sub: &SubRef, m: &Msg<'_>) -> bool {
         if sub.denies(m.subject) {
             return false;
         }
@@ -299,6 +312,9 @@ impl Fanout {
             match s.conn.kind {
                 ConnKind::Client => {
                     if !echo && s.conn.cid == own_cid {
+                        if self.msg_trace.is_some() {
+                            crate::trace::egress::no_echo(self, s);
+                        }
                         continue;
                     }
                     if self.to_sub(s, m) {
@@ -341,6 +357,9 @@ impl Fanout {
                 match s.conn.kind {
                     ConnKind::Client => {
                         if !echo && s.conn.cid == own_cid {
+                            if self.msg_trace.is_some() {
+                                crate::trace::egress::no_echo(self, s);
+                            }
                             continue;
                         }
                         if self.to_sub(s, m) {
@@ -444,6 +463,14 @@ impl Fanout {
             );
             return 0;
         }
+        // A traced message: internal handlers (relays, services, JetStream) do not take part
+        // in the trace; trace-only runs none of them (nothing is delivered).
+        let trace = self.msg_trace.take();
+        if trace.as_ref().is_some_and(|t| t.trace_only) {
+            self.msg_trace = trace;
+            self.matched = matched;
+            return subs.len() as u64;
+        }
         self.depth += 1;
         let mut n = 0;
         for s in &subs {
@@ -464,6 +491,7 @@ impl Fanout {
         self.depth -= 1;
         self.handler_matched = None;
         self.matched = matched;
+        self.msg_trace = trace;
         n
     }
 
@@ -479,7 +507,19 @@ impl Fanout {
         let route_reply = self.route_reply.take();
         let reply = route_reply.as_deref().or(m.reply);
         for (conn, queues) in routes.drain(..) {
-            let header = m.header.filter(|_| conn.headers.load(Relaxed));
+            let traced;
+            let mut header = m.header;
+            if self.msg_trace.is_some() {
+                match crate::trace::egress::remote(self, &conn, m.header) {
+                    crate::trace::egress::Remote::Untraced => {}
+                    crate::trace::egress::Remote::Skip => continue,
+                    crate::trace::egress::Remote::Header(h) => {
+                        traced = h;
+                        header = Some(&traced);
+                    }
+                }
+            }
+            let header = header.filter(|_| conn.headers.load(Relaxed));
             let account: &[u8] = if conn.no_account.load(Relaxed) {
                 b""
             } else {

@@ -26,6 +26,7 @@ pub mod sublist;
 pub mod sys;
 pub mod tls;
 pub mod topology;
+pub mod trace;
 pub mod util;
 
 pub use config::Options;

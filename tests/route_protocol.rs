@@ -211,7 +211,8 @@ async fn still_serves_clients(srv: &Server) {
 async fn accept_side_handshake_connect_and_info_in_one_write() {
     let srv = node(copts()).await;
     let (mut p, info) = Peer::dial(&srv, "hs1").await;
-    assert_eq!(info["proto"], 2);
+    // 3: message tracing (nats-server 2.11+), see tests/msg_trace.rs.
+    assert_eq!(info["proto"], 3);
     assert_eq!(info["server_id"], srv.id());
     assert_eq!(info["cluster"], "C1");
     assert_eq!(info["headers"], true);
@@ -1027,7 +1028,7 @@ async fn gossiped_peer_is_dialled_with_connect_then_info() {
     let info: serde_json::Value =
         serde_json::from_str(l.strip_prefix("INFO ").expect("INFO second")).expect("json");
     assert_eq!(info["server_id"], srv.id());
-    assert_eq!(info["proto"], 2);
+    assert_eq!(info["proto"], 3);
     assert_eq!(info["route_pool_size"], 3);
     assert_eq!(info["compression"], "not supported");
     assert!(info.get("route_pool_idx").is_none(), "{info}");

@@ -463,6 +463,20 @@ impl Client {
         if !well_formed {
             return Flow::Continue;
         }
+        // Message tracing: one scan of a header for `Nats-Trace-Dest`, nothing without one.
+        let rewritten;
+        let mut header = header;
+        let traced = header.is_some_and(crate::trace::has_trace_header);
+        if traced {
+            match self.trace_begin(subject, reply, header, payload) {
+                Some(None) => {}
+                Some(Some(h)) => {
+                    rewritten = h;
+                    header = Some(&rewritten);
+                }
+                None => return Flow::Continue,
+            }
+        }
         if !self.can_publish(subject) {
             let s = String::from_utf8_lossy(subject);
             tracing::error!(
@@ -470,7 +484,12 @@ impl Client {
                 self.conn.log_prefix(),
                 self.conn.meta().user
             );
-            self.send_err(&format!("Permissions Violation for Publish to \"{s}\""));
+            let text = format!("Permissions Violation for Publish to \"{s}\"");
+            self.send_err(&text);
+            if let Some(t) = self.fan.msg_trace.as_deref_mut() {
+                t.set_ingress_error(text);
+                crate::trace::finish(&mut self.fan);
+            }
             return Flow::Continue;
         }
         self.send_ok();
@@ -490,6 +509,9 @@ impl Client {
             echo: self.echo,
         };
         let delivered = self.fan.publish(&self.acc, &r, &m, origin, None);
+        if traced {
+            crate::trace::finish(&mut self.fan);
+        }
         self.retire_finished();
         if delivered == 0 && self.no_responders {
             if let Some(reply) = reply {
@@ -497,6 +519,45 @@ impl Client {
             }
         }
         Flow::Continue
+    }
+
+    /// Start tracing a message with a trace header (see `trace::begin`): `None` drops it,
+    /// `Some(Some(h))` delivers it untraced with header `h`, `Some(None)` goes on (traced or
+    /// not, as `self.fan.msg_trace` says).
+    fn trace_begin(
+        &mut self,
+        subject: &[u8],
+        reply: Option<&[u8]>,
+        header: Option<&[u8]>,
+        payload: &[u8],
+    ) -> Option<Option<Vec<u8>>> {
+        use crate::trace::{begin, Begin, From, KIND_CLIENT};
+        let m = Msg {
+            subject,
+            reply,
+            header,
+            payload,
+        };
+        let perms = self.perms.clone();
+        let allowed = |d: &[u8]| perms.as_ref().is_none_or(|p| p.can_publish(d));
+        let from = From {
+            conn: &self.conn,
+            kind: KIND_CLIENT,
+        };
+        match begin(&mut self.fan, from, &self.acc, &m, &allowed) {
+            Begin::Plain | Begin::Traced => Some(None),
+            Begin::Rewrite(h) => Some(Some(h)),
+            Begin::Skip => None,
+            Begin::DestDenied(dest) => {
+                tracing::error!(
+                    "{} - Publish Violation - User {:?}, Subject {dest:?}",
+                    self.conn.log_prefix(),
+                    self.conn.meta().user
+                );
+                self.send_err(&format!("Permissions Violation for Publish to \"{dest}\""));
+                None
+            }
+        }
     }
 
     /// `HMSG <reply> <sid> 16 16` + `NATS/1.0 503` to this client's own subscription on the

@@ -610,6 +610,7 @@ impl Route {
             let mut m = self.conn.meta();
             m.name = info.server_name.clone();
         }
+        crate::trace::set_peer(&self.conn, &info.server_name, info.proto);
         let peer_lnocu = info.lnocu;
         let entry = Arc::new(RouteEntry {
             conn: self.conn.clone(),

@@ -148,6 +148,8 @@ pub struct Conn {
     pub meta: Mutex<ConnMeta>,
     /// Subscriptions by sid (clients) — shared so a publisher can retire an auto-unsubscribed one.
     pub subs: Mutex<FastMap<Bytes, Arc<Subscription>>>,
+    /// A route's or gateway's peer as message tracing needs it (set from its first INFO).
+    pub trace_peer: OnceLock<crate::trace::Peer>,
     close_reason: OnceLock<CloseReason>,
     closing: CancellationToken,
 }
@@ -174,6 +176,7 @@ impl Conn {
             last_activity: AtomicU64::new(unix_nanos(start)),
             meta: Mutex::new(ConnMeta::default()),
             subs: Mutex::new(FastMap::default()),
+            trace_peer: OnceLock::new(),
             close_reason: OnceLock::new(),
             closing: CancellationToken::new(),
         }

@@ -146,7 +146,7 @@ pub fn gateway_info(srv: &ServerShared, gw: &Gateway) -> ServerInfo {
         server_id: srv.id.clone(),
         server_name: srv.name.clone(),
         version: COMPAT_VERSION.into(),
-        proto: 0,
+        proto: crate::trace::MSG_TRACE_PROTO,
         go: String::new(),
         host,
         port,
@@ -378,8 +378,17 @@ impl GwConn {
             header: m.header,
             payload: m.payload,
         };
+        let mut buf = Vec::new();
+        let kind = crate::trace::KIND_GATEWAY;
+        let Some(msg) =
+            crate::trace::begin_remote(&mut self.fan, &self.conn, kind, &acc, msg, &mut buf)
+        else {
+            self.fan.route_reply = None;
+            return;
+        };
         let r = acc.sublist.matches(subject);
         self.fan.publish(&acc, &r, &msg, origin, Some(&m.queues));
+        crate::trace::finish(&mut self.fan);
         self.fan.route_reply = None;
         // Shared with routes: this copy used to skip the import shadows (a leak).
         self.fan.retire_in(&self.srv, &acc, 0);

@@ -459,7 +459,19 @@ fn push_rmsg(
     queues: &[&[u8]],
     m: &Msg<'_>,
 ) -> bool {
-    let header = m.header.filter(|_| conn.headers.load(Relaxed));
+    let traced;
+    let mut header = m.header;
+    if fan.msg_trace.is_some() {
+        match crate::trace::egress::remote(fan, conn, m.header) {
+            crate::trace::egress::Remote::Untraced => {}
+            crate::trace::egress::Remote::Skip => return false,
+            crate::trace::egress::Remote::Header(h) => {
+                traced = h;
+                header = Some(&traced);
+            }
+        }
+    }
+    let header = header.filter(|_| conn.headers.load(Relaxed));
     let need = 64
         + account.len()
         + subject.len()

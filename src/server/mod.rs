@@ -416,7 +416,8 @@ impl ServerShared {
             server_id: self.id.clone(),
             server_name: self.name.clone(),
             version: COMPAT_VERSION.into(),
-            proto: 2,
+            // 3: message tracing (nats-server 2.11+'s `MsgTraceProto`).
+            proto: crate::trace::MSG_TRACE_PROTO,
             go: "go1.19.8".into(),
             host,
             port,

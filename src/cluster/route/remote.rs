@@ -127,9 +127,17 @@ impl Route {
         self.fan.in_msgs += 1;
         self.fan.in_bytes += msg.size() as u64;
         acc.kinds.routes_in.add(1, msg.size() as u64);
+        let mut buf = Vec::new();
+        let kind = crate::trace::KIND_ROUTER;
+        let Some(msg) =
+            crate::trace::begin_remote(&mut self.fan, &self.conn, kind, &acc, msg, &mut buf)
+        else {
+            return;
+        };
         let r = acc.sublist.matches(subject);
         self.fan
             .publish(&acc, &r, &msg, Origin::Route, Some(&m.queues));
+        crate::trace::finish(&mut self.fan);
         self.fan.retire_in(&self.srv, &acc, 0);
     }
 }

@@ -151,6 +151,7 @@ impl GwConn {
         self.send(&line);
         self.conn.headers.store(info.headers, Relaxed);
         self.conn.meta().name = info.server_id.clone();
+        crate::trace::set_peer(&self.conn, &info.server_name, info.proto);
         let out = Arc::new(Outbound {
             conn: self.conn.clone(),
             name: info.gateway.clone(),
@@ -246,6 +247,7 @@ impl GwConn {
         }
         self.conn.headers.store(info.headers, Relaxed);
         self.conn.meta().name = info.server_id.clone();
+        crate::trace::set_peer(&self.conn, &info.server_name, info.proto);
         let inb = Arc::new(Inbound {
             conn: self.conn.clone(),
             name: info.gateway.clone(),
