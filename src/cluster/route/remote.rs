@@ -130,6 +130,6 @@ impl Route {
         let r = acc.sublist.matches(subject);
         self.fan
             .publish(&acc, &r, &msg, Origin::Route, Some(&m.queues));
-        self.fan.retire_in(&self.srv, &acc, 0);
+        self.fan.retire_in(&acc, 0);
     }
 }
