@@ -5,8 +5,8 @@
 
 use crate::account::{Account, SubRef, Subscription};
 use crate::conn::{CloseReason, Conn, ConnKind, Push};
+use crate::fabric::Fabric;
 use crate::proto::encode;
-use crate::server::ServerShared;
 use crate::sublist::SublistResult;
 use bytes::{Bytes, BytesMut};
 use rand::rngs::SmallRng;
@@ -50,7 +50,10 @@ pub enum Origin {
 }
 
 pub struct Fanout {
-    srv: Arc<ServerShared>,
+    /// The rest of the server, as far as the fan-out needs it.
+    fabric: Arc<dyn Fabric>,
+    /// `fabric.has_gateways()`, asked once.
+    gateways: bool,
     to_kick: Vec<Arc<Conn>>,
     stalled: Vec<Arc<Conn>>,
     /// Routes that get this message, and the queue groups each one serves.
@@ -132,9 +135,10 @@ impl RngCore for LazyRng {
 const MAX_INTERNAL_DEPTH: u8 = 4;
 
 impl Fanout {
-    pub fn new(srv: Arc<ServerShared>) -> Self {
+    pub fn new(fabric: Arc<dyn Fabric>) -> Self {
         Fanout {
-            srv,
+            gateways: fabric.has_gateways(),
+            fabric,
             to_kick: Vec::new(),
             stalled: Vec::new(),
             routes: Vec::new(),
@@ -160,8 +164,8 @@ impl Fanout {
     }
 
     /// The server this fan-out delivers for.
-    pub fn server(&self) -> &Arc<ServerShared> {
-        &self.srv
+    pub fn fabric(&self) -> &Arc<dyn Fabric> {
+        &self.fabric
     }
 
     /// Run `f` when this batch ends (before writers are woken), unless a hook with the same
@@ -214,7 +218,7 @@ impl Fanout {
         if keep && dest.out.set_slow(true) {
             return;
         }
-        self.srv.stats.slow.count(dest.kind);
+        self.fabric.stats().slow.count(dest.kind);
         tracing::info!(
             "{} - Slow Consumer Detected: MaxPending of {} Exceeded{}",
             dest.log_prefix(),
@@ -393,14 +397,13 @@ impl Fanout {
         if !self.internal.is_empty() {
             delivered += self.run_internal(m, origin);
         }
-        if let (Origin::Client { .. }, false) = (origin, self.local_only) {
-            if let Some(gw) = self.srv.gateway.clone() {
-                let n = gw.send(self, acc, r, m);
-                if n > 0 {
-                    acc.kinds.gateways_out.add(n, n * m.size() as u64);
-                }
-                delivered += n;
+        if let (Origin::Client { .. }, false, true) = (origin, self.local_only, self.gateways) {
+            let fabric = self.fabric.clone();
+            let n = fabric.to_gateways(self, acc, r, m);
+            if n > 0 {
+                acc.kinds.gateways_out.add(n, n * m.size() as u64);
             }
+            delivered += n;
         }
         delivered
     }
@@ -561,7 +564,7 @@ impl Fanout {
             own.counters.in_msgs.fetch_add(self.in_msgs, Relaxed);
             own.counters.in_bytes.fetch_add(self.in_bytes, Relaxed);
             if client {
-                let s = &self.srv.stats;
+                let s = self.fabric.stats();
                 s.in_client_msgs.fetch_add(self.in_msgs, Relaxed);
                 s.in_client_bytes.fetch_add(self.in_bytes, Relaxed);
             }
@@ -572,10 +575,10 @@ impl Fanout {
         }
         if !self.stalled.is_empty() {
             if client {
-                self.srv.stats.stalled_clients.fetch_add(1, Relaxed);
+                self.fabric.stats().stalled_clients.fetch_add(1, Relaxed);
             }
             let stalled = std::mem::take(&mut self.stalled);
-            let wait = own.kind == ConnKind::Client && !self.srv.opts.no_fast_producer_stall;
+            let wait = own.kind == ConnKind::Client && !self.fabric.no_fast_producer_stall();
             let deadline = Instant::now() + STALL_TOTAL;
             for d in stalled.iter().filter(|_| wait) {
                 let left = deadline.saturating_duration_since(Instant::now());
@@ -593,7 +596,7 @@ impl Fanout {
 
     /// Add this batch's counts to the server-wide ones and reset them.
     pub fn flush_counters(&mut self) {
-        let s = &self.srv.stats;
+        let s = self.fabric.stats();
         s.in_msgs.fetch_add(self.in_msgs, Relaxed);
         s.in_bytes.fetch_add(self.in_bytes, Relaxed);
         s.out_msgs.fetch_add(self.out_msgs, Relaxed);
@@ -619,21 +622,21 @@ impl Fanout {
     /// auto-unsubscribe max during this batch: out of the sublist, routes and gateways told,
     /// and their import shadows in exporting accounts removed. The one retire path of every
     /// connection kind that delivers into an account it knows (routes, gateways, relays).
-    pub fn retire_in(&mut self, srv: &ServerShared, acc: &Account, from: usize) {
+    pub fn retire_in(&mut self, acc: &Account, from: usize) {
         if self.retired.len() <= from {
             return;
         }
         let done: Vec<Arc<Subscription>> = self.retired.drain(from..).collect();
         for sub in done {
             if acc.retire(&sub) {
-                srv.interest_changed_deferred(
+                self.fabric.interest_changed_deferred(
                     acc,
                     &sub.subject,
                     sub.queue.as_ref(),
                     -1,
                     &mut self.to_kick,
                 );
-                crate::imports::client_unsubscribed(srv, acc, &sub);
+                crate::imports::client_unsubscribed(&*self.fabric, acc, &sub);
             }
         }
     }
@@ -648,3 +651,7 @@ impl Fanout {
         self.internal.clear();
     }
 }
+
+#[cfg(test)]
+#[path = "deliver_tests.rs"]
+mod tests;

@@ -17,10 +17,10 @@
 
 use crate::account::{Account, Handler, SubRef, Subscription};
 use crate::config::links::{
-    self, map_subject, AccountLinks, LinkKind, ResponseType, DEFAULT_RESPONSE_THRESHOLD,
+    self, map_subject, AccountLinks, LinkKind, Links, ResponseType, DEFAULT_RESPONSE_THRESHOLD,
 };
 use crate::deliver::{Fanout, Msg, Origin};
-use crate::server::ServerShared;
+use crate::fabric::Fabric;
 use bytes::Bytes;
 use rand::Rng;
 use std::collections::{HashMap, VecDeque};
@@ -62,7 +62,6 @@ pub struct Responses {
     pending: Mutex<Pending>,
     /// The origin relayed responses carry (the server's own).
     origin: Origin,
-    srv: Weak<ServerShared>,
 }
 
 /// Response mappings: token → where the response goes. Bounded; expired entries go on the way.
@@ -142,21 +141,15 @@ impl Pending {
     }
 }
 
-/// Set up every account's exports and imports: called once at startup.
-pub fn install(srv: &Arc<ServerShared>) -> Result<(), String> {
-    if !srv.opts.links.is_empty() {
-        links::validate(&srv.opts.accounts, &srv.opts.links)
-            .map_err(|e| format!("account {:?}: {}", e.account, e.msg))?;
-    }
-    // The system account's services every account imports (`sys/account.rs`).
-    let names: Vec<String> = srv.accounts.all().iter().map(|a| a.name.clone()).collect();
-    let all =
-        &crate::sys::account::with_system_links(&srv.opts.links, srv.system_account_name(), &names);
+/// Set up every account's exports and imports (`all`: checked, the system account's
+/// included): called once at startup.
+pub fn install(fabric: &dyn Fabric, all: &Links) -> Result<(), String> {
     if all.is_empty() {
         return Ok(());
     }
     let account = |name: &str| {
-        srv.accounts
+        fabric
+            .accounts()
             .get(name)
             .ok_or_else(|| format!("account {name:?} does not exist"))
     };
@@ -175,13 +168,18 @@ pub fn install(srv: &Arc<ServerShared>) -> Result<(), String> {
             let r = Arc::new(Responses {
                 prefix: format!("_R_.{token}."),
                 pending: Mutex::new(Pending::new(MAX_PENDING_RESPONSES)),
-                origin: srv.internal_origin(),
-                srv: Arc::downgrade(srv),
+                origin: crate::internal::origin(fabric),
             });
             let exporter = account(&im.account)?;
             let relay = r.clone();
             let handler: Handler = Arc::new(move |fan, m| relay_response(&relay, fan, m));
-            srv.subscribe_internal(&exporter, &format!("{}>", r.prefix), None, handler)?;
+            crate::internal::subscribe(
+                fabric,
+                &exporter,
+                &format!("{}>", r.prefix),
+                None,
+                handler,
+            )?;
             responses.insert(im.account.clone(), r);
         }
     }
@@ -220,12 +218,11 @@ pub fn install(srv: &Arc<ServerShared>) -> Result<(), String> {
                             .response_threshold
                             .unwrap_or(DEFAULT_RESPONSE_THRESHOLD),
                         responses: resp,
-                        origin: srv.internal_origin(),
+                        origin: crate::internal::origin(fabric),
                         importer_acc: Arc::downgrade(&acc),
-                        srv: Arc::downgrade(srv),
                     };
                     let handler: Handler = Arc::new(move |fan, m| relay.request(fan, m));
-                    subscribe_local(srv, &acc, &im.local_subject(), handler)?;
+                    subscribe_local(fabric, &acc, &im.local_subject(), handler)?;
                 }
             }
         }
@@ -245,7 +242,7 @@ pub fn install(srv: &Arc<ServerShared>) -> Result<(), String> {
 
 /// An internal subscription only this server knows of (not advertised to routes).
 fn subscribe_local(
-    srv: &ServerShared,
+    fabric: &dyn Fabric,
     acc: &Account,
     subject: &str,
     handler: Handler,
@@ -253,7 +250,7 @@ fn subscribe_local(
     static NEXT: AtomicU64 = AtomicU64::new(1);
     let sid = Bytes::from(format!("si{}", NEXT.fetch_add(1, Relaxed)));
     let sub = Arc::new(Subscription {
-        conn: srv.internal.clone(),
+        conn: fabric.internal_conn().clone(),
         subject: Bytes::copy_from_slice(subject.as_bytes()),
         queue: None,
         sid: sid.clone(),
@@ -266,7 +263,7 @@ fn subscribe_local(
     acc.sublist
         .insert(subject.as_bytes(), None, SubRef(sub.clone()))
         .map_err(|e| format!("service import subscription to {subject:?}: {e}"))?;
-    srv.internal.subs().insert(sid, sub.clone());
+    fabric.internal_conn().subs().insert(sid, sub.clone());
     Ok(sub)
 }
 
@@ -281,7 +278,6 @@ struct ServiceRelay {
     threshold: Duration,
     responses: Arc<Responses>,
     origin: Origin,
-    srv: Weak<ServerShared>,
 }
 
 impl ServiceRelay {
@@ -322,27 +318,17 @@ impl ServiceRelay {
             header: Some(&header),
             payload: m.payload,
         };
-        publish_across(&self.srv, fan, &to, &out, self.origin);
+        publish_across(fan, &to, &out, self.origin);
     }
 }
 
 /// Publish into another account than the one the fan-out started in. Subscriptions that reach
 /// their auto-unsubscribe max here belong to `acc`: retire them there (the publisher would
 /// look for them in its own account).
-fn publish_across(
-    srv: &Weak<ServerShared>,
-    fan: &mut Fanout,
-    acc: &Arc<Account>,
-    m: &Msg<'_>,
-    origin: Origin,
-) {
+fn publish_across(fan: &mut Fanout, acc: &Arc<Account>, m: &Msg<'_>, origin: Origin) {
     let before = fan.retired.len();
     fan.publish_in(acc, m, origin);
-    if fan.retired.len() <= before {
-        return;
-    }
-    let Some(srv) = srv.upgrade() else { return };
-    fan.retire_in(&srv, acc, before);
+    fan.retire_in(acc, before);
 }
 
 fn new_token(fan: &mut Fanout) -> String {
@@ -395,11 +381,7 @@ fn relay_response(r: &Responses, fan: &mut Fanout, m: &Msg<'_>) {
         // The ack reply stays: an importer that also imports `$JS.ACK.>` acks with it.
         let before = fan.retired.len();
         fan.publish_local_to(&acc, &reply, m, r.origin);
-        if fan.retired.len() > before {
-            if let Some(srv) = r.srv.upgrade() {
-                fan.retire_in(&srv, &acc, before);
-            }
-        }
+        fan.retire_in(&acc, before);
         return;
     }
     let out = Msg {
@@ -408,7 +390,7 @@ fn relay_response(r: &Responses, fan: &mut Fanout, m: &Msg<'_>) {
         header: m.header,
         payload: m.payload,
     };
-    publish_across(&r.srv, fan, &acc, &out, r.origin);
+    publish_across(fan, &acc, &out, r.origin);
 }
 
 /// Pending response mappings of `acc` (as an exporter) on this server.
@@ -507,7 +489,7 @@ pub fn ext_imports(acc: &Account) -> Vec<ExtImport> {
 // ----- stream imports: shadow subscriptions -----
 
 /// A client of `acc` subscribed: add shadows for the stream imports its subject overlaps.
-pub fn client_subscribed(srv: &Arc<ServerShared>, acc: &Arc<Account>, sub: &Arc<Subscription>) {
+pub fn client_subscribed(fabric: &dyn Fabric, acc: &Arc<Account>, sub: &Arc<Subscription>) {
     let Some(l) = acc.links.get() else { return };
     if l.streams.is_empty() {
         return;
@@ -529,9 +511,9 @@ pub fn client_subscribed(srv: &Arc<ServerShared>, acc: &Arc<Account>, sub: &Arc<
             } else {
                 si.subject.clone()
             };
-        let handler = shadow_handler(srv, acc, sub, si);
+        let handler = shadow_handler(acc, sub, si);
         let queue = sub.queue.as_ref().and_then(|q| std::str::from_utf8(q).ok());
-        match srv.subscribe_internal(&from, &shadow_subject, queue, handler) {
+        match crate::internal::subscribe(fabric, &from, &shadow_subject, queue, handler) {
             Ok(s) => subs.push((Arc::downgrade(&from), s)),
             Err(e) => tracing::warn!("stream import shadow for {subject:?}: {e}"),
         }
@@ -549,16 +531,10 @@ pub fn client_subscribed(srv: &Arc<ServerShared>, acc: &Arc<Account>, sub: &Arc<
     }
 }
 
-fn shadow_handler(
-    srv: &Arc<ServerShared>,
-    acc: &Arc<Account>,
-    client: &Arc<Subscription>,
-    si: &StreamImport,
-) -> Handler {
+fn shadow_handler(acc: &Arc<Account>, client: &Arc<Subscription>, si: &StreamImport) -> Handler {
     let client = SubRef(client.clone());
     let from = si.subject.clone();
     let to = si.local.clone();
-    let srv = Arc::downgrade(srv);
     let acc = Arc::downgrade(acc);
     Arc::new(move |fan, m| {
         // A JetStream delivery is matched on its deliver subject and keeps the stream's
@@ -590,9 +566,10 @@ fn shadow_handler(
             .is_some_and(|s| Arc::ptr_eq(s, &client.0))
         {
             fan.retired.pop();
-            if let (Some(srv), Some(acc)) = (srv.upgrade(), acc.upgrade()) {
+            if let Some(acc) = acc.upgrade() {
+                let fabric = fan.fabric().clone();
                 if acc.retire(&client.0) {
-                    srv.interest_changed_deferred(
+                    fabric.interest_changed_deferred(
                         &acc,
                         &client.subject,
                         client.queue.as_ref(),
@@ -600,14 +577,14 @@ fn shadow_handler(
                         fan.kicks(),
                     );
                 }
-                client_unsubscribed(&srv, &acc, &client.0);
+                client_unsubscribed(&*fabric, &acc, &client.0);
             }
         }
     })
 }
 
 /// A client subscription of `acc` ended: remove its shadows.
-pub fn client_unsubscribed(srv: &ServerShared, acc: &Account, sub: &Arc<Subscription>) {
+pub fn client_unsubscribed(fabric: &dyn Fabric, acc: &Account, sub: &Arc<Subscription>) {
     let Some(l) = acc.links.get() else { return };
     if l.streams.is_empty() {
         return;
@@ -626,11 +603,11 @@ pub fn client_unsubscribed(srv: &ServerShared, acc: &Account, sub: &Arc<Subscrip
         }
         s
     };
-    drop_shadows(srv, removed);
+    drop_shadows(fabric, removed);
 }
 
 /// A client of `acc` closed: remove every shadow of its subscriptions.
-pub fn client_closed(srv: &ServerShared, acc: &Account, cid: u64) {
+pub fn client_closed(fabric: &dyn Fabric, acc: &Account, cid: u64) {
     let Some(l) = acc.links.get() else { return };
     if l.streams.is_empty() {
         return;
@@ -641,14 +618,14 @@ pub fn client_closed(srv: &ServerShared, acc: &Account, cid: u64) {
         .unwrap_or_else(|e| e.into_inner())
         .remove(&cid);
     for s in removed.into_iter().flatten() {
-        drop_shadows(srv, s);
+        drop_shadows(fabric, s);
     }
 }
 
-fn drop_shadows(srv: &ServerShared, s: Shadow) {
+fn drop_shadows(fabric: &dyn Fabric, s: Shadow) {
     for (acc, sub) in s.subs {
         if let Some(acc) = acc.upgrade() {
-            srv.unsubscribe_internal(&acc, &sub);
+            crate::internal::unsubscribe(fabric, &acc, &sub);
         }
     }
 }

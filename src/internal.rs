@@ -2,72 +2,72 @@
 //! relays (imports) build on. An internal subscription lives in an account's sublist like any
 //! other — so its interest goes to routes as RS+ — but its deliveries run a [`Handler`] instead
 //! of writing to a socket. An internal publish goes through the same fan-out as a client's.
+//! These work on any [`Fabric`]; `ServerShared` has them as methods (`server/fabric.rs`).
 
 use crate::account::{Account, Handler, SubRef, Subscription};
 use crate::deliver::{Fanout, Msg, Origin};
-use crate::server::ServerShared;
+use crate::fabric::Fabric;
 use bytes::Bytes;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 static NEXT_SID: AtomicU64 = AtomicU64::new(1);
 
-impl ServerShared {
-    /// Subscribe the server itself to `subject` (optionally in a queue group) in `acc`.
-    /// The interest is advertised to routes; `handler` runs for every matching message.
-    pub fn subscribe_internal(
-        &self,
-        acc: &Account,
-        subject: &str,
-        queue: Option<&str>,
-        handler: Handler,
-    ) -> Result<Arc<Subscription>, String> {
-        let sid = Bytes::from(NEXT_SID.fetch_add(1, Relaxed).to_string());
-        let sub = Arc::new(Subscription {
-            conn: self.internal.clone(),
-            subject: Bytes::copy_from_slice(subject.as_bytes()),
-            queue: queue.map(|q| Bytes::copy_from_slice(q.as_bytes())),
-            sid: sid.clone(),
-            max: AtomicU64::new(0),
-            delivered: AtomicU64::new(0),
-            deny: None,
-            weight: 1,
-            handler: Some(handler),
-        });
-        acc.sublist
-            .insert(
-                subject.as_bytes(),
-                queue.map(str::as_bytes),
-                SubRef(sub.clone()),
-            )
-            .map_err(|e| format!("internal subscription to {subject:?}: {e}"))?;
-        self.internal.subs().insert(sid, sub.clone());
-        self.local_interest_changed(acc, &sub.subject, sub.queue.as_ref(), 1);
-        Ok(sub)
-    }
+/// Subscribe the server itself to `subject` (optionally in a queue group) in `acc`.
+/// The interest is advertised to routes; `handler` runs for every matching message.
+pub fn subscribe(
+    fabric: &dyn Fabric,
+    acc: &Account,
+    subject: &str,
+    queue: Option<&str>,
+    handler: Handler,
+) -> Result<Arc<Subscription>, String> {
+    let sid = Bytes::from(NEXT_SID.fetch_add(1, Relaxed).to_string());
+    let sub = Arc::new(Subscription {
+        conn: fabric.internal_conn().clone(),
+        subject: Bytes::copy_from_slice(subject.as_bytes()),
+        queue: queue.map(|q| Bytes::copy_from_slice(q.as_bytes())),
+        sid: sid.clone(),
+        max: AtomicU64::new(0),
+        delivered: AtomicU64::new(0),
+        deny: None,
+        weight: 1,
+        handler: Some(handler),
+    });
+    acc.sublist
+        .insert(
+            subject.as_bytes(),
+            queue.map(str::as_bytes),
+            SubRef(sub.clone()),
+        )
+        .map_err(|e| format!("internal subscription to {subject:?}: {e}"))?;
+    fabric.internal_conn().subs().insert(sid, sub.clone());
+    fabric.local_interest_changed(acc, &sub.subject, sub.queue.as_ref(), 1);
+    Ok(sub)
+}
 
-    /// Remove an internal subscription (idempotent) and withdraw its interest from routes.
-    pub fn unsubscribe_internal(&self, acc: &Account, sub: &Arc<Subscription>) {
-        if acc.retire(sub) {
-            self.local_interest_changed(acc, &sub.subject, sub.queue.as_ref(), -1);
-        }
+/// Remove an internal subscription (idempotent) and withdraw its interest from routes.
+pub fn unsubscribe(fabric: &dyn Fabric, acc: &Account, sub: &Arc<Subscription>) {
+    if acc.retire(sub) {
+        fabric.local_interest_changed(acc, &sub.subject, sub.queue.as_ref(), -1);
     }
+}
 
-    /// Publish a message from the server itself into `acc`: local subscribers (internal ones
-    /// included) and routes, exactly as a client's publish would go.
-    pub fn publish_internal(self: &Arc<Self>, acc: &Account, m: &Msg<'_>) -> u64 {
-        let mut fan = Fanout::new(self.clone());
-        let delivered = fan.publish_in(acc, m, self.internal_origin());
-        fan.finish_sync(self);
-        delivered
-    }
+/// Publish a message from the server itself into `acc`: local subscribers (internal ones
+/// included) and routes, exactly as a client's publish would go.
+pub fn publish(fabric: Arc<dyn Fabric>, acc: &Account, m: &Msg<'_>) -> u64 {
+    let origin = origin(&*fabric);
+    let mut fan = Fanout::new(fabric);
+    let delivered = fan.publish_in(acc, m, origin);
+    fan.finish_sync();
+    delivered
+}
 
-    /// The origin internal publishes carry (echo on: a server may ask itself too).
-    pub fn internal_origin(&self) -> Origin {
-        Origin::Client {
-            cid: self.internal.cid,
-            echo: true,
-        }
+/// The origin internal publishes carry (echo on: a server may ask itself too).
+pub fn origin(fabric: &dyn Fabric) -> Origin {
+    Origin::Client {
+        cid: fabric.internal_conn().cid,
+        echo: true,
     }
 }
 
@@ -81,19 +81,20 @@ impl Fanout {
 
     /// End a batch outside a connection's read loop: retire auto-unsubscribed subscriptions,
     /// wake writers (no producer stall: the server never waits on a slow consumer).
-    pub fn finish_sync(&mut self, srv: &ServerShared) {
+    pub fn finish_sync(&mut self) {
         self.run_hooks();
+        let fabric = self.fabric().clone();
         for sub in std::mem::take(&mut self.retired) {
-            if let Some(acc) = sub_account(srv, &sub) {
+            if let Some(acc) = sub_account(&*fabric, &sub) {
                 if acc.retire(&sub) {
-                    srv.interest_changed_deferred(
+                    fabric.interest_changed_deferred(
                         &acc,
                         &sub.subject,
                         sub.queue.as_ref(),
                         -1,
                         self.kicks(),
                     );
-                    crate::imports::client_unsubscribed(srv, &acc, &sub);
+                    crate::imports::client_unsubscribed(&*fabric, &acc, &sub);
                 }
             }
         }
@@ -105,9 +106,9 @@ impl Fanout {
 }
 
 /// The account a local subscriber's connection belongs to.
-fn sub_account(srv: &ServerShared, sub: &Subscription) -> Option<Arc<Account>> {
+fn sub_account(fabric: &dyn Fabric, sub: &Subscription) -> Option<Arc<Account>> {
     let name = sub.conn.meta().account.clone();
-    srv.accounts.get(&name)
+    fabric.accounts().get(&name)
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ pub mod compress;
 pub mod config;
 pub mod conn;
 pub mod deliver;
+pub mod fabric;
 pub mod gateway;
 pub mod imports;
 pub mod internal;

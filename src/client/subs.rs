@@ -15,7 +15,7 @@ impl Client {
                 self.fan.kicks(),
             );
             if self.acc.links.get().is_some() {
-                crate::imports::client_unsubscribed(&self.srv, &self.acc, sub);
+                crate::imports::client_unsubscribed(&*self.srv, &self.acc, sub);
             }
         }
     }
@@ -133,7 +133,7 @@ impl Client {
             self.fan.kicks(),
         );
         if self.acc.links.get().is_some() {
-            crate::imports::client_subscribed(&self.srv, &self.acc, &sub);
+            crate::imports::client_subscribed(&*self.srv, &self.acc, &sub);
         }
         self.send_ok();
         Flow::Continue
@@ -175,7 +175,7 @@ impl Client {
             }
         }
         if self.acc.links.get().is_some() {
-            crate::imports::client_closed(&self.srv, &self.acc, self.conn.cid);
+            crate::imports::client_closed(&*self.srv, &self.acc, self.conn.cid);
         }
         // Wake the routes that got RS- lines (there is no batch end after this).
         for c in self.fan.kicks().drain(..) {

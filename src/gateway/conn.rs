@@ -391,7 +391,7 @@ impl GwConn {
         crate::trace::finish(&mut self.fan);
         self.fan.route_reply = None;
         // Shared with routes: this copy used to skip the import shadows (a leak).
-        self.fan.retire_in(&self.srv, &acc, 0);
+        self.fan.retire_in(&acc, 0);
     }
 
     /// A `_GR_.` reply for another server of this cluster: over the route to it, as is.

@@ -147,16 +147,19 @@ pub struct Queue {
     /// may not have applied it yet).
     pending: Arc<AtomicUsize>,
     js: Arc<OnceLock<Weak<JetStream>>>,
+    /// The server, for events handled in place (the fan-out knows only its `Fabric`).
+    srv: Weak<ServerShared>,
 }
 
 impl Queue {
-    fn new() -> (Queue, mpsc::Receiver<Event>) {
+    fn new(srv: &Arc<ServerShared>) -> (Queue, mpsc::Receiver<Event>) {
         let (tx, rx) = mpsc::channel(QUEUE);
         let q = Queue {
             tx,
             bytes: Arc::new(AtomicUsize::new(0)),
             pending: Arc::new(AtomicUsize::new(0)),
             js: Arc::new(OnceLock::new()),
+            srv: Arc::downgrade(srv),
         };
         (q, rx)
     }
@@ -181,7 +184,8 @@ impl Queue {
     /// it. A stored publish's flush and PubAck wait for the end of `fan`'s batch, so a
     /// burst of publishes costs one write and wakes its publisher once.
     fn handle_or_push(&self, fan: &mut Fanout, ev: Event) {
-        let Some(js) = self.js.get().and_then(Weak::upgrade) else {
+        let (Some(js), Some(srv)) = (self.js.get().and_then(Weak::upgrade), self.srv.upgrade())
+        else {
             return self.push(ev);
         };
         if self.pending.load(Acquire) != 0 {
@@ -197,13 +201,11 @@ impl Queue {
             return self.push(ev);
         }
         let publish = matches!(ev.kind, EventKind::Publish(_));
-        e.handle_queued(fan.server(), ev);
+        e.handle_queued(&srv, ev);
         drop(e);
         if publish {
             let key = Arc::as_ptr(&js) as usize;
-            fan.defer_once(key, move |fan: &mut Fanout| {
-                js.engine().finish_batch(fan.server())
-            });
+            fan.defer_once(key, move |_: &mut Fanout| js.engine().finish_batch(&srv));
         }
     }
 
@@ -248,7 +250,7 @@ impl JetStream {
                 config.store_dir.display()
             )
         })?;
-        let (queue, rx) = Queue::new();
+        let (queue, rx) = Queue::new(srv);
         let js = Arc::new(JetStream {
             config: config.clone(),
             engine: Mutex::new(Engine::new(config.clone(), queue.clone())),

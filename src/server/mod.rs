@@ -3,6 +3,7 @@
 //! live in their own modules and are handed sockets from here.
 
 mod accept;
+mod fabric;
 mod lame_duck;
 pub mod listen;
 pub mod ports_file;
@@ -12,6 +13,7 @@ use crate::auth::Authenticator;
 use crate::cluster::Cluster;
 use crate::config::{Options, COMPAT_VERSION};
 use crate::conn::{CloseReason, Conn};
+pub use crate::fabric::Stats;
 use crate::monitor::connz::ConnInfo;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io;
@@ -21,27 +23,6 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::SystemTime;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-
-/// Server-wide counters (what `/varz` reports).
-#[derive(Default, Debug)]
-pub struct Stats {
-    pub in_msgs: AtomicU64,
-    pub in_bytes: AtomicU64,
-    pub out_msgs: AtomicU64,
-    pub out_bytes: AtomicU64,
-    /// Slow-consumer events, in all and by connection kind.
-    pub slow: Arc<crate::conn::writer::SlowConsumerStats>,
-    pub total_connections: AtomicU64,
-    /// From and to clients only (`/varz` `in_client_msgs`…).
-    pub in_client_msgs: AtomicU64,
-    pub in_client_bytes: AtomicU64,
-    pub out_client_msgs: AtomicU64,
-    pub out_client_bytes: AtomicU64,
-    /// Clients closed as stale.
-    pub stale_clients: AtomicU64,
-    /// Client batches that waited for stalled destinations.
-    pub stalled_clients: AtomicU64,
-}
 
 /// State every connection and the monitor share.
 pub struct ServerShared {
@@ -356,23 +337,6 @@ impl ServerShared {
         v
     }
 
-    /// A local subscription appeared (+1) or went (-1): tell the routes if that changes what
-    /// this server advertises.
-    #[inline]
-    pub fn local_interest_changed(
-        &self,
-        acc: &crate::account::Account,
-        subject: &bytes::Bytes,
-        queue: Option<&bytes::Bytes>,
-        delta: i32,
-    ) {
-        let mut kicks = Vec::new();
-        self.interest_changed_deferred(acc, subject, queue, delta, &mut kicks);
-        for c in kicks {
-            c.out.kick();
-        }
-    }
-
     /// The set of servers changed: clients that accept async INFO get the new `connect_urls`.
     pub fn cluster_changed(&self) {
         let Some(cl) = &self.cluster else { return };
@@ -609,7 +573,7 @@ impl Server {
             reloads: tokio::sync::watch::Sender::new(0),
             opts,
         });
-        crate::imports::install(&shared)
+        fabric::install_links(&shared)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let o = &shared.opts;
         tracing::info!("Starting nats-server");

@@ -1,6 +1,5 @@
 //! The trace event's JSON, in nats-server's field order and omissions (`MsgTraceEvent`).
 
-use crate::sys::ServerInfo;
 use crate::util::time::rfc3339_nano;
 use serde::{Serialize, Serializer};
 use std::collections::BTreeMap;
@@ -67,7 +66,7 @@ fn no_hops(n: &u32) -> bool {
 
 #[derive(Serialize)]
 struct Out<'a> {
-    server: ServerInfo,
+    server: serde_json::Value,
     request: Request<'a>,
     #[serde(skip_serializing_if = "no_hops")]
     hops: u32,
@@ -76,7 +75,7 @@ struct Out<'a> {
 
 /// `{"server":…,"request":{"header":…,"msgsize":…},"hops":…,"events":[…]}`.
 pub fn json(
-    server: ServerInfo,
+    server: serde_json::Value,
     header: &BTreeMap<String, Vec<String>>,
     msgsize: usize,
     hops: u32,

@@ -21,7 +21,6 @@ mod event;
 use crate::account::Account;
 use crate::conn::{Conn, ConnKind};
 use crate::deliver::{Fanout, Msg};
-use crate::server::ServerShared;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -344,15 +343,9 @@ impl MsgTrace {
         }
     }
 
-    /// The event's JSON, with `server` from this server's system services.
-    fn to_json(&self, srv: &ServerShared, sys: &crate::sys::Sys) -> Vec<u8> {
-        event::json(
-            sys.server_info(srv),
-            &self.header,
-            self.msgsize,
-            self.hops,
-            &self.events,
-        )
+    /// The event's JSON, with `server` as the system services describe this server.
+    fn to_json(&self, server: serde_json::Value) -> Vec<u8> {
+        event::json(server, &self.header, self.msgsize, self.hops, &self.events)
     }
 }
 
@@ -362,18 +355,18 @@ pub fn finish(fan: &mut Fanout) {
     let Some(t) = fan.msg_trace.take() else {
         return;
     };
-    let srv = fan.server().clone();
-    let Some(sys) = srv.sys.get() else {
+    let fabric = fan.fabric().clone();
+    let Some(server) = fabric.trace_server_info() else {
         return;
     };
-    let body = t.to_json(&srv, sys);
+    let body = t.to_json(server);
     let m = Msg {
         subject: t.dest.as_bytes(),
         reply: None,
         header: None,
         payload: &body,
     };
-    fan.publish_in(&t.acc, &m, srv.internal_origin());
+    fan.publish_in(&t.acc, &m, crate::internal::origin(&*fabric));
 }
 
 /// The kind number of a connection a message is forwarded to.

@@ -138,6 +138,6 @@ impl Route {
         self.fan
             .publish(&acc, &r, &msg, Origin::Route, Some(&m.queues));
         crate::trace::finish(&mut self.fan);
-        self.fan.retire_in(&self.srv, &acc, 0);
+        self.fan.retire_in(&acc, 0);
     }
 }

@@ -17,7 +17,7 @@ pub struct Cx<'a> {
 
 impl Drop for Cx<'_> {
     fn drop(&mut self) {
-        self.fan.get_mut().finish_sync(self.srv);
+        self.fan.get_mut().finish_sync();
     }
 }
 

@@ -1,0 +1,106 @@
+//! `ServerShared` as the routing core sees it (`crate::fabric::Fabric`), and the startup step
+//! that hands the core the account links it runs.
+
+use super::ServerShared;
+use crate::account::{Account, Accounts, Handler, SubRef, Subscription};
+use crate::conn::Conn;
+use crate::deliver::{Fanout, Msg, Origin};
+use crate::fabric::{Fabric, Stats};
+use crate::sublist::SublistResult;
+use bytes::Bytes;
+use std::sync::Arc;
+
+impl Fabric for ServerShared {
+    fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    fn no_fast_producer_stall(&self) -> bool {
+        self.opts.no_fast_producer_stall
+    }
+
+    fn accounts(&self) -> &Accounts {
+        &self.accounts
+    }
+
+    fn internal_conn(&self) -> &Arc<Conn> {
+        &self.internal
+    }
+
+    #[inline]
+    fn interest_changed_deferred(
+        &self,
+        acc: &Account,
+        subject: &Bytes,
+        queue: Option<&Bytes>,
+        delta: i32,
+        kicks: &mut Vec<Arc<Conn>>,
+    ) {
+        ServerShared::interest_changed_deferred(self, acc, subject, queue, delta, kicks);
+    }
+
+    fn has_gateways(&self) -> bool {
+        self.gateway.is_some()
+    }
+
+    fn trace_server_info(&self) -> Option<serde_json::Value> {
+        let sys = self.sys.get()?;
+        serde_json::to_value(sys.server_info(self)).ok()
+    }
+
+    #[inline]
+    fn to_gateways(
+        &self,
+        fan: &mut Fanout,
+        acc: &Account,
+        r: &SublistResult<SubRef>,
+        m: &Msg<'_>,
+    ) -> u64 {
+        match &self.gateway {
+            Some(gw) => gw.send(fan, acc, r, m),
+            None => 0,
+        }
+    }
+}
+
+/// The server's own subscriptions and publishes (`crate::internal`), as methods.
+impl ServerShared {
+    /// See [`crate::internal::subscribe`].
+    pub fn subscribe_internal(
+        &self,
+        acc: &Account,
+        subject: &str,
+        queue: Option<&str>,
+        handler: Handler,
+    ) -> Result<Arc<Subscription>, String> {
+        crate::internal::subscribe(self, acc, subject, queue, handler)
+    }
+
+    /// See [`crate::internal::unsubscribe`].
+    pub fn unsubscribe_internal(&self, acc: &Account, sub: &Arc<Subscription>) {
+        crate::internal::unsubscribe(self, acc, sub)
+    }
+
+    /// See [`crate::internal::publish`].
+    pub fn publish_internal(self: &Arc<Self>, acc: &Account, m: &Msg<'_>) -> u64 {
+        crate::internal::publish(self.clone(), acc, m)
+    }
+
+    /// See [`crate::internal::origin`].
+    pub fn internal_origin(&self) -> Origin {
+        crate::internal::origin(self)
+    }
+}
+
+/// Set up every account's exports and imports at startup: the configured ones (checked
+/// first) plus the system account's services every account imports (`sys/account.rs`).
+pub(super) fn install_links(srv: &Arc<ServerShared>) -> Result<(), String> {
+    let o = &srv.opts;
+    if !o.links.is_empty() {
+        crate::config::links::validate(&o.accounts, &o.links)
+            .map_err(|e| format!("account {:?}: {}", e.account, e.msg))?;
+    }
+    let names: Vec<String> = srv.accounts.all().iter().map(|a| a.name.clone()).collect();
+    let all = crate::sys::account::with_system_links(&o.links, srv.system_account_name(), &names);
+    crate::imports::install(&**srv, &all)
+}
