@@ -1,6 +1,8 @@
 //! The mixed-cluster matrix of issue 14: natsd with nats-server 2.15.1 and 2.9.10 (both
 //! installed by `.ci/run`), 2 natsd + 1 nats-server and 1 natsd + 2 nats-server, each seeded
 //! in a chain (node 1 dials node 0, node 2 dials node 1) so that either kind dials the other,
+//! and (default pools, pinned account) in a star at a natsd node so that two nodes meet only
+//! through gossip,
 //! in every route mode: default pools, `pool_size: -1`, a pinned account, and each compression
 //! mode on either side. In every cluster: the right connections per pair (count, pinned
 //! accounts, the compression both ends report), pub/sub with headers between every pair, a
@@ -112,6 +114,8 @@ fn compression(l: &Cfg, r: &Cfg) -> Option<&'static str> {
 struct Case {
     name: String,
     cfgs: [Cfg; 3],
+    /// Nodes 1 and 2 both seeded at node 0 (so they meet through gossip), instead of a chain.
+    star: bool,
 }
 
 /// Every case: for each reference version, each mode, both shapes.
@@ -178,11 +182,27 @@ fn cases() -> Vec<Case> {
             out.push(Case {
                 name: format!("{go:?} {mode}: natsd, nats-server, natsd"),
                 cfgs: [n, g, n],
+                star: false,
             });
             out.push(Case {
                 name: format!("{go:?} {mode}: nats-server, natsd, nats-server"),
                 cfgs: [g, n, g],
+                star: false,
             });
+            // Seeded at one natsd node: a natsd and a nats-server node (or two nats-server
+            // nodes) meet through natsd's gossip, either may dial first.
+            if go == Kind::Go215 && (mode == "default" || mode == "pinned A") {
+                out.push(Case {
+                    name: format!("{go:?} {mode}, star: natsd, natsd, nats-server"),
+                    cfgs: [n, n, g],
+                    star: true,
+                });
+                out.push(Case {
+                    name: format!("{go:?} {mode}, star: natsd, nats-server, nats-server"),
+                    cfgs: [n, g, g],
+                    star: true,
+                });
+            }
         }
     }
     out
@@ -230,7 +250,12 @@ async fn run(n: usize, case: Case) -> Formed {
     let tag = format!("mx{n}");
     let mut nodes: Vec<Node> = Vec::new();
     for (i, cfg) in case.cfgs.iter().enumerate() {
-        let seed = nodes.last().map(Node::route_port);
+        let seed = if case.star {
+            nodes.first()
+        } else {
+            nodes.last()
+        }
+        .map(Node::route_port);
         nodes.push(start_node(i, cfg, seed, &tag).await);
     }
     let cfgs = case.cfgs;

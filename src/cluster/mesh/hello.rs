@@ -179,6 +179,14 @@ impl Mesh {
             }
         }
         self.fill_slots(&h.id, out);
+        // The peer dialled us: it opens the rest of the pool. nats-server opens a pinned
+        // account's connection on an implicit route only when it hears of that connection
+        // (an INFO with `route_account`), which may never come; what is still missing
+        // `defer()` later we dial ourselves.
+        if first && !by_me && self.both_pool(h.pool_size) && !self.cfg.pinned.is_empty() {
+            let at = self.now + self.defer() + self.jitter();
+            self.arm(at, Timer::Pinned(h.id.clone()));
+        }
     }
 
     /// Is `c` dialled by the server with the smaller id (given the peer's id)?

@@ -284,6 +284,9 @@ enum Timer {
     Slots(Arc<str>),
     /// Tell the peer on this (gossip-made) connection about our other peers.
     Tell(ConnId),
+    /// Dial the pinned-account connections a peer that dialled us (or that now pins an
+    /// account) has still not opened.
+    Pinned(Arc<str>),
 }
 
 #[derive(Clone, Debug)]
@@ -528,6 +531,7 @@ impl Mesh {
                 Timer::Slots(id) => self.fill_slots(&id, out),
                 Timer::Spare(conn) => self.spare_expired(conn, out),
                 Timer::Tell(conn) => self.tell_later(conn, out),
+                Timer::Pinned(id) => self.dial_missing_pinned(&id, out),
             }
         }
     }

@@ -82,7 +82,19 @@ impl Mesh {
             .into_iter()
             .filter(|s| !p.slots.contains_key(s) && !p.dialing.contains(s))
             .collect();
-        for slot in missing {
+        self.dial_slots(id, addr, &url, missing, out);
+    }
+
+    /// Dial `slots` of peer `id` at `addr` (marked in flight).
+    pub(super) fn dial_slots(
+        &mut self,
+        id: &Arc<str>,
+        addr: SocketAddr,
+        url: &Arc<str>,
+        slots: Vec<Slot>,
+        out: &mut Vec<Action>,
+    ) {
+        for slot in slots {
             if let Some(p) = self.peers.get_mut(id) {
                 p.dialing.insert(slot.clone());
             }

@@ -115,5 +115,39 @@ impl Mesh {
             p.backoff = RETRY;
         }
         self.fill_slots(id, out);
+        // The end that dialled the peer's lowest slot fills the pool; when that is the peer
+        // and the peer is nats-server — which dials a newly pinned account only on its
+        // configured routes — nobody would. So we dial what is still missing ourselves,
+        // `defer()` later (a natsd peer has filled it by then).
+        let dialled_lowest = self
+            .peers
+            .get(id)
+            .and_then(|p| p.slots.values().next())
+            .and_then(|l| l.first())
+            .and_then(|c| self.conns.get(c))
+            .is_some_and(|c| c.dial.is_some());
+        if !dialled_lowest {
+            let at = self.now + self.defer() + self.jitter();
+            self.arm(at, Timer::Pinned(id.clone()));
+        }
+    }
+
+    /// `Timer::Pinned`: dial the pinned-account slots of peer `id` still missing, at the
+    /// address its INFO gave.
+    pub(super) fn dial_missing_pinned(&mut self, id: &Arc<str>, out: &mut Vec<Action>) {
+        let Some(p) = self.peers.get(id) else {
+            return;
+        };
+        let Some(addr) = p.addr else {
+            return;
+        };
+        let url = p.url.clone();
+        let missing: Vec<Slot> = self
+            .expected_slots(p)
+            .into_iter()
+            .filter(|s| matches!(s, Slot::Account(_)))
+            .filter(|s| !p.slots.contains_key(s) && !p.dialing.contains(s))
+            .collect();
+        self.dial_slots(id, addr, &url, missing, out);
     }
 }

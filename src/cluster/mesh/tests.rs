@@ -34,6 +34,19 @@ fn hello(id: &str, pool: i32) -> Hello {
     }
 }
 
+/// An accepted connection `conn` on which `h` arrives at `now_ms`.
+fn accepted(m: &mut Mesh, conn: ConnId, h: Hello, now_ms: u64) -> Vec<Action> {
+    step(
+        m,
+        Event::Accepted {
+            conn,
+            addr: addr(conn as u8),
+        },
+        now_ms,
+    );
+    step(m, Event::Hello { conn, hello: h }, now_ms)
+}
+
 fn step(m: &mut Mesh, ev: Event, now_ms: u64) -> Vec<Action> {
     let mut out = Vec::new();
     m.handle(ev, Duration::from_millis(now_ms), &mut out);

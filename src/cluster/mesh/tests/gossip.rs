@@ -140,22 +140,7 @@ fn pinned_connections_are_announced_only_for_announced_peers() {
 fn a_peer_reached_through_gossip_is_told_about_the_others_later() {
     let mut s = Mesh::new(cfg("S", -1));
     for (conn, id) in [(1, "X"), (2, "Y")] {
-        step(
-            &mut s,
-            Event::Accepted {
-                conn,
-                addr: addr(conn as u8),
-            },
-            0,
-        );
-        step(
-            &mut s,
-            Event::Hello {
-                conn,
-                hello: hello(id, 0),
-            },
-            0,
-        );
+        accepted(&mut s, conn, hello(id, 0), 0);
     }
     step(
         &mut s,
@@ -202,4 +187,42 @@ fn a_peer_reached_through_gossip_is_told_about_the_others_later() {
             GossipMode::Disabled
         )
     );
+}
+
+/// A peer that dialled our lowest slot and now pins a new account (its announcement, or its
+/// answer to ours) but may never dial it — nats-server dials a newly pinned account only on
+/// its configured routes — gets it dialled by us, a while later, at the address its INFO gave;
+/// one we dialled first gets it at once, where our dial went.
+#[test]
+fn a_newly_pinned_account_is_dialled_toward_a_peer_that_dialled_us() {
+    let mut s = Mesh::new(cfg("S", 3));
+    for (conn, account) in [(1, None), (2, Some("$SYS"))] {
+        let h = Hello {
+            account: account.map(Arc::from),
+            ..hello("X", 3)
+        };
+        accepted(&mut s, conn, h, 0);
+    }
+    let pinned = vec![Arc::from("$SYS"), Arc::from("A")];
+    let out = step(
+        &mut s,
+        Event::Reconfigure {
+            pool_size: 3,
+            pinned,
+        },
+        100,
+    );
+    assert!(dials(&out).is_empty(), "{out:?}");
+    let out = step(&mut s, Event::PeerPins { id: Arc::from("X") }, 200);
+    assert!(dials(&out).is_empty(), "not at once: {out:?}");
+    let mut dialled = Vec::new();
+    while let Some(t) = s.next_deadline() {
+        if t > Duration::from_secs(20) {
+            break;
+        }
+        dialled.extend(dials(&step(&mut s, Event::Tick, t.as_millis() as u64)));
+    }
+    // X's INFO said it listens at addr(9) (the `hello` helper).
+    let got: Vec<(SocketAddr, Slot)> = dialled.into_iter().map(|(_, a, s)| (a, s)).collect();
+    assert_eq!(got, vec![(addr(9), Slot::Account(Arc::from("A")))]);
 }
