@@ -65,30 +65,10 @@ impl Node {
     }
 }
 
-/// Accounts G (anonymous clients) and A, cluster C1 on 127.0.0.1 seeded at `seed`; the
-/// cluster settings under test replace `{extra}`.
+/// The mixed-cluster config (accounts G and A, cluster C1 seeded at `seed`) with the cluster
+/// settings under test left as `{extra}`.
 fn template(name: &str, seed: Option<u16>) -> String {
-    let routes = seed
-        .map(|p| format!("routes: [\"nats-route://127.0.0.1:{p}\"]"))
-        .unwrap_or_default();
-    format!(
-        r#"
-server_name: {name}
-listen: "127.0.0.1:-1"
-http: "127.0.0.1:-1"
-accounts {{
-  G: {{ users: [ {{ user: g, password: g }} ] }}
-  A: {{ users: [ {{ user: a, password: a }} ] }}
-}}
-no_auth_user: g
-cluster {{
-  name: C1
-  listen: "127.0.0.1:-1"
-  {routes}
-  {{extra}}
-}}
-"#
-    )
+    common::mixed::config(name, seed, "{extra}")
 }
 
 async fn natsd(name: &str, seed: Option<u16>, extra: &str) -> Node {

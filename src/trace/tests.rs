@@ -1,3 +1,6 @@
+//! Unit tests of message tracing's header handling: lifting the headers of a traced message,
+//! the plain search for the trace header, and replacing or appending a header.
+
 use super::*;
 
 #[test]
