@@ -117,8 +117,10 @@ impl Mesh {
         self.fill_slots(id, out);
         // The end that dialled the peer's lowest slot fills the pool; when that is the peer
         // and the peer is nats-server — which dials a newly pinned account only on its
-        // configured routes — nobody would. So we dial what is still missing ourselves,
-        // `defer()` later (a natsd peer has filled it by then).
+        // configured routes, after waiting up to 2 s for its peers' answers — nobody would.
+        // So we dial what is still missing ourselves, `MAX_DEFER` later (a natsd peer has
+        // filled it by then, and a nats-server peer dialled it if it was going to: sooner, our
+        // dial crossed its and one of the two was closed).
         let dialled_lowest = self
             .peers
             .get(id)
@@ -127,7 +129,7 @@ impl Mesh {
             .and_then(|c| self.conns.get(c))
             .is_some_and(|c| c.dial.is_some());
         if !dialled_lowest {
-            let at = self.now + self.defer() + self.jitter();
+            let at = self.now + MAX_DEFER + self.jitter();
             self.arm(at, Timer::Pinned(id.clone()));
         }
     }
