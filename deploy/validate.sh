@@ -8,12 +8,12 @@
 #   2. builds natsd with the Dockerfile's builder command (`cargo build --release --locked`) in a
 #      copy of what the builder stage copies (skipped when NATSD_BIN names a natsd to use);
 #   3. `helm lint --strict` with several value sets;
-#   4. renders the chart with default, 3-replica, route-TLS, auth, explicit-routes and
-#      everything-on values; validates every render with `kubernetes-validate --strict`
+#   4. renders the chart with default, 3-replica, route-TLS, auth, explicit-routes,
+#      JetStream-cluster and everything-on values; validates every render with `kubernetes-validate --strict`
 #      against Kubernetes 1.30 (and deploy/k8s/ too);
 #   5. extracts nats.conf from every render and checks it with `natsd -t -c`;
 #   6. checks deploy/k8s/ equals the default render (regenerate: deploy/k8s/generate.sh);
-#   7. checks that values asking for what natsd does not build (gateway, JetStream, client TLS,
+#   7. checks that values asking for what natsd does not build (gateway, client TLS,
 #      config reload, PodMonitor) fail rendering with a clear message, and that
 #      values.schema.json rejects bad values.
 # Ends with a line "N passed, 0 failed"; exits 1 on the first failure.
@@ -159,7 +159,8 @@ PY
   mkdir -p "$OUT/fs/var/run/nats" "$OUT/fs/etc/nats-auth"
   printf 'accounts {\n  A { users: [ {user: a, password: "a1"} ] }\n}\nno_auth_user: a\n' \
     >"$OUT/fs/etc/nats-auth/accounts.conf"
-  sed -i "s#\"/var/run/nats/#\"$OUT/fs/var/run/nats/#; s#include \"/etc/nats-auth/#include \"$OUT/fs/etc/nats-auth/#" "$conf"
+  mkdir -p "$OUT/fs/data"
+  sed -i "s#\"/data\"#\"$OUT/fs/data\"#; s#\"/var/run/nats/#\"$OUT/fs/var/run/nats/#; s#include \"/etc/nats-auth/#include \"$OUT/fs/etc/nats-auth/#" "$conf"
   # The TLS files the pod mounts: a generated certificate and key stand in for them (natsd -t
   # loads them, as nats-server -t does).
   python3 - "$conf" "$OUT" <<'PY' || die "render $1: could not stand in for its TLS files"
@@ -213,10 +214,39 @@ grep -q 'replicas: 3' "$OUT/3-replicas.yaml" || die "3-replica render does not h
 grep -q "'tls://\$(NATSD_ROUTE_USER_RAW):\$(NATSD_ROUTE_PASSWORD_RAW)@natsd-headless.default.svc.cluster.local:6222'" "$OUT/tls.yaml" \
   || die "route TLS render does not dial tls:// with credentials"
 grep -q 'path: /healthz?js-enabled-only=true' "$OUT/default.yaml" || die "liveness probe path"
+grep -q 'path: /healthz?js-server-only=true' "$OUT/default.yaml" || die "readiness probe path"
 grep -q 'terminationGracePeriodSeconds: 60' "$OUT/default.yaml" || die "terminationGracePeriodSeconds is not grace+duration+20"
 grep -q 'prometheus.io/scrape' "$OUT/default.yaml" && die "Prometheus annotations on by default (no /metrics yet)"
 grep -q "prometheus.io/scrape: \"true\"" "$OUT/everything.yaml" || die "metrics.enabled does not annotate"
 ok "renders: Parallel, publishNotReadyAddresses, headless seed, per-pod seeds, TLS routes, probes, grace period, metrics annotations"
+
+# JetStream in a cluster: the nats-io chart's jetstream block, a PVC per pod mounted at the
+# store dir, the probes, and the names clustered JetStream needs (server_name, cluster name).
+"$PY" - "$OUT/jetstream-cluster.yaml" "$OUT/jetstream-cluster.conf" <<'PY' || die "jetstream-cluster render"
+import re, sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+conf = open(sys.argv[2]).read()
+for want in ('"max_file_store": 5Gi', '"max_memory_store": 512Mi', '"server_name": $SERVER_NAME', '"name": "natsd"'):
+    assert want in conf, "nats.conf lacks " + want
+assert re.search(r'"store_dir": "[^"]*/data"', conf), "nats.conf lacks store_dir /data"
+sts = next(d for d in docs if d["kind"] == "StatefulSet")
+assert sts["spec"]["replicas"] == 3
+vct = sts["spec"]["volumeClaimTemplates"]
+assert [v["metadata"]["name"] for v in vct] == ["natsd-js"], vct
+assert vct[0]["spec"]["resources"]["requests"]["storage"] == "5Gi"
+assert vct[0]["spec"]["storageClassName"] == "standard"
+c = sts["spec"]["template"]["spec"]["containers"][0]
+assert {"name": "natsd-js", "mountPath": "/data"} in c["volumeMounts"], c["volumeMounts"]
+paths = {p: c[p]["httpGet"]["path"] for p in ("startupProbe", "readinessProbe", "livenessProbe")}
+assert paths == {"startupProbe": "/healthz", "readinessProbe": "/healthz?js-server-only=true",
+                 "livenessProbe": "/healthz?js-enabled-only=true"}, paths
+PY
+"$HELM" template natsd helm --set config.jetstream.enabled=true --set config.jetstream.fileStore.pvc.enabled=false \
+  --set config.jetstream.fileStore.maxSize=1073741824 >"$OUT/js-nopvc.txt" || die "helm template (JetStream without PVC)"
+grep -q '"max_file_store": 1073741824,' "$OUT/js-nopvc.txt" && grep -q '"max_memory_store": 0,' "$OUT/js-nopvc.txt" \
+  && ! grep -q volumeClaimTemplates "$OUT/js-nopvc.txt" && grep -A1 'emptyDir' "$OUT/js-nopvc.txt" | grep -q 'name: js$' \
+  || die "JetStream without PVC: byte maxSize, max_memory_store 0, emptyDir store"
+ok "renders: JetStream (store_dir, max_file_store, max_memory_store, PVC template and mount, probes; emptyDir without PVC)"
 
 # Every manifest of deploy/k8s/ validates, and they equal the default render.
 for f in deploy/k8s/*.yaml; do kvalidate "$f" "$f"; done
@@ -234,19 +264,19 @@ expect_fail() { # message, helm args...
   grep -qF "$msg" "$OUT/fail.txt" || { cat "$OUT/fail.txt"; die "helm template $*: expected '$msg'"; }
 }
 expect_fail "gateway is not in this chart yet" --set config.gateway.enabled=true
-expect_fail "JetStream is not in this chart yet" --set config.jetstream.enabled=true
 expect_fail "client TLS is not in this chart yet" --set config.nats.tls.enabled=true
 expect_fail "the config reloader is not in this chart yet" --set reloader.enabled=true
-expect_fail "leaf nodes are not supported by natsd yet" --set config.leafnodes.enabled=true
+expect_fail "leaf nodes are not in this chart yet" --set config.leafnodes.enabled=true
 expect_fail "WebSocket is not supported by natsd yet" --set config.websocket.enabled=true
 expect_fail "MQTT is not supported by natsd yet" --set config.mqtt.enabled=true
 expect_fail "HTTPS monitoring is not in this chart yet" --set config.monitor.tls.enabled=true
-ok "what the chart does not build (gateway, JetStream, client TLS, reloader, HTTPS monitoring) and natsd does not build (leaf nodes, WebSocket, MQTT) fails rendering"
+ok "what the chart does not build (gateway, client TLS, reloader, HTTPS monitoring, leaf nodes) and natsd does not build (WebSocket, MQTT) fails rendering"
 expect_fail "replicas" --set config.cluster.replicas=0
 expect_fail "seed" --set config.cluster.seed=dns
 expect_fail "config.cluster.tls.secretName is required" --set config.cluster.enabled=true --set config.cluster.tls.enabled=true
 expect_fail "auth.type user needs auth.user and auth.password" --set auth.enabled=true
 expect_fail "bogus" --set bogus=1
+expect_fail "maxSize" --set config.jetstream.enabled=true --set config.jetstream.memoryStore.maxSize=lots
 ok "values.schema.json and the templates refuse bad values"
 
 # --- 5. helm/README.md lists every value ---

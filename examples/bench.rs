@@ -1754,8 +1754,8 @@ fn main() {
         if sc.kind.is_timed() {
             let subs = sc.kind == Kind::Subs100k;
             if subs {
-                println!("| server | ms (lower is better) | spread | vs first (lower is better) | RSS A MB after | RSS B MB after | B RSS growth MB | failed runs |");
-                println!("|---|---|---|---|---|---|---|---|");
+                println!("| server | ms (lower is better) | spread | vs first (lower is better) | RSS A MB after | RSS B MB after | A RSS growth MB | B RSS growth MB | failed runs |");
+                println!("|---|---|---|---|---|---|---|---|---|");
             } else {
                 println!("| server | ms (lower is better) | spread | vs first (lower is better) | failed runs |");
                 println!("|---|---|---|---|---|");
@@ -1764,6 +1764,8 @@ fn main() {
             let mut mss = Vec::new();
             let mut rss_a = Vec::new();
             let mut rss_b = Vec::new();
+            let mut grow_a = Vec::new();
+            let mut grow_b = Vec::new();
             for k in 0..servers.len() {
                 let ms = med_of(&rs[k], |r| r.ms);
                 let mut row = format!(
@@ -1774,16 +1776,19 @@ fn main() {
                     fmt_ratio(ms, base)
                 );
                 if subs {
-                    let m = [0, 1, 3].map(|i| med_of(&rs[k], |r| r.ms.and(r.rss).map(|x| x[i])));
+                    let m = [0, 1, 2, 3].map(|i| med_of(&rs[k], |r| r.ms.and(r.rss).map(|x| x[i])));
                     let _ = write!(
                         row,
-                        " {} | {} | {} |",
+                        " {} | {} | {} | {} |",
                         fmt_num(m[0], 1),
                         fmt_num(m[1], 1),
-                        fmt_num(m[2], 1)
+                        fmt_num(m[2], 1),
+                        fmt_num(m[3], 1)
                     );
                     rss_a.push(m[0]);
                     rss_b.push(m[1]);
+                    grow_a.push(m[2]);
+                    grow_b.push(m[3]);
                 }
                 let _ = write!(row, " {}/{} |", failed(k), rs[k].len());
                 println!("{row}");
@@ -1799,6 +1804,16 @@ fn main() {
                 summary.push((
                     format!("{} RSS B MB after (lower is better)", sc.name),
                     rss_b,
+                    true,
+                ));
+                summary.push((
+                    format!("{} RSS A growth MB (lower is better)", sc.name),
+                    grow_a,
+                    true,
+                ));
+                summary.push((
+                    format!("{} RSS B growth MB (lower is better)", sc.name),
+                    grow_b,
                     true,
                 ));
             }

@@ -35,9 +35,28 @@ pub struct Subscription {
     pub weight: u32,
     /// Set for the server's own subscriptions (`conn.kind == ConnKind::Internal`).
     pub handler: Option<Handler>,
+    /// An internal subscription whose handler takes part in message tracing (import relays,
+    /// JetStream): it runs with the trace in the fan-out, trace-only messages included.
+    pub traced: bool,
 }
 
 impl Subscription {
+    /// Interest a route learned (no sid, no max).
+    pub fn remote(conn: Arc<Conn>, subject: Bytes, queue: Option<Bytes>, weight: u32) -> Self {
+        Subscription {
+            conn,
+            subject,
+            queue,
+            sid: Bytes::new(),
+            max: AtomicU64::new(0),
+            delivered: AtomicU64::new(0),
+            deny: None,
+            weight,
+            handler: None,
+            traced: false,
+        }
+    }
+
     /// Count one delivery. Returns (deliver?, last?): `last` means the max was just reached
     /// and the subscription must be retired.
     #[inline]
@@ -84,7 +103,7 @@ impl std::ops::Deref for SubRef {
 }
 
 /// Local interest counts by (subject, queue): what this server advertises to routes.
-pub type RouteInterest = crate::util::FastMap<(Bytes, Option<Bytes>), u32>;
+pub use crate::route_interest::RouteInterest;
 
 /// A count of messages and their bytes (header and payload).
 #[derive(Default, Debug)]
@@ -121,6 +140,8 @@ pub struct Account {
     /// Local (client) interest, aggregated for RS+/RS- (see `cluster::interest`).
     pub route_interest: Mutex<RouteInterest>,
     pub num_conns: AtomicUsize,
+    /// Its clients on the other servers of the cluster, as they last said (`sys/conns.rs`).
+    pub remote_conns: AtomicUsize,
     pub in_msgs: AtomicU64,
     pub out_msgs: AtomicU64,
     pub kinds: KindStats,
@@ -136,6 +157,7 @@ impl Account {
             sublist: Sublist::new(),
             route_interest: Mutex::new(Default::default()),
             num_conns: AtomicUsize::new(0),
+            remote_conns: AtomicUsize::new(0),
             in_msgs: AtomicU64::new(0),
             out_msgs: AtomicU64::new(0),
             kinds: KindStats::default(),

@@ -1,5 +1,6 @@
-//! Authentication (user/password, token, several users, bcrypt hashes) and authorization
-//! (publish/subscribe allow and deny lists). Pure decisions: no I/O, no connection state.
+//! Authentication (user/password, token, several users, bcrypt hashes, nkey users signing
+//! the INFO nonce, user JWTs in operator mode) and authorization (publish/subscribe allow and deny lists). Pure
+//! decisions: no I/O, no connection state.
 
 use crate::config::{Options, Permissions, SubjectPermission};
 use crate::subject::{has_wildcard, pattern_matches, subset_match};
@@ -7,12 +8,50 @@ use bytes::Bytes;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+mod operator;
+pub mod responses;
+use operator::{jwt_user, operator_accounts, JwtAccount};
+
 /// Credentials a client presented in CONNECT.
 #[derive(Default, Debug, Clone, Copy)]
 pub struct Credentials<'a> {
     pub user: Option<&'a str>,
     pub pass: Option<&'a str>,
     pub token: Option<&'a str>,
+    /// The public nkey (`U…`) the client claims.
+    pub nkey: Option<&'a str>,
+    /// Its signature of `nonce` (base64url, or standard base64).
+    pub sig: Option<&'a str>,
+    /// The nonce this connection's INFO carried (empty when none was sent).
+    pub nonce: &'a [u8],
+    /// A user JWT (operator mode).
+    pub jwt: Option<&'a str>,
+    /// The client's address (a user JWT's `src` CIDRs are checked against it).
+    pub host: Option<std::net::IpAddr>,
+}
+
+/// Whether `key` is a valid public user nkey (`U…`, checksum included).
+pub fn is_user_nkey(key: &str) -> bool {
+    nkeys::KeyPair::from_public_key(key)
+        .is_ok_and(|k| matches!(k.key_pair_type(), nkeys::KeyPairType::User))
+}
+
+/// A signature as a client sends it: base64url without padding, or else standard base64
+/// (nats-server accepts both).
+pub fn decode_sig(sig: &str) -> Option<Vec<u8>> {
+    data_encoding::BASE64URL_NOPAD
+        .decode(sig.as_bytes())
+        .or_else(|_| data_encoding::BASE64.decode(sig.as_bytes()))
+        .ok()
+}
+
+/// Whether `sig` is `public_key`'s ed25519 signature of `nonce`. Any malformed part (key,
+/// encoding, length) is a plain "no".
+pub fn nonce_signed(public_key: &str, nonce: &[u8], sig: Option<&str>) -> bool {
+    let Some(sig) = sig.and_then(decode_sig) else {
+        return false;
+    };
+    nkeys::KeyPair::from_public_key(public_key).is_ok_and(|k| k.verify(nonce, &sig).is_ok())
 }
 
 /// Who a connection turned out to be.
@@ -21,6 +60,11 @@ pub struct Identity {
     pub user: String,
     pub account: String,
     pub perms: Option<Arc<CompiledPerms>>,
+    /// When its user JWT expires (unix seconds; 0: never): the connection is closed then.
+    pub expires: i64,
+    /// A JWT user's own `subs` and `payload` limits (-1: none), which the account's and
+    /// the server's further lower; `None` for other users.
+    pub jwt_limits: Option<(i64, i64)>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -60,6 +104,8 @@ impl Rules {
 pub struct CompiledPerms {
     publish: Rules,
     subscribe: Rules,
+    /// Response permissions: replies to received messages may be published.
+    resp: Option<responses::ResponsePerm>,
 }
 
 impl CompiledPerms {
@@ -67,7 +113,20 @@ impl CompiledPerms {
         CompiledPerms {
             publish: Rules::compile(&p.publish),
             subscribe: Rules::compile(&p.subscribe),
+            resp: None,
         }
+    }
+
+    /// With response permissions: as nats-server, publishing without an allow list then
+    /// allows nothing but the replies.
+    pub fn with_responses(mut self, r: responses::ResponsePerm) -> Self {
+        self.publish.allow.get_or_insert_with(Vec::new);
+        self.resp = Some(r);
+        self
+    }
+
+    pub fn responses(&self) -> Option<responses::ResponsePerm> {
+        self.resp
     }
 
     pub fn can_publish(&self, subject: &[u8]) -> bool {
@@ -104,7 +163,10 @@ struct UserEntry {
 enum Mode {
     Open,
     Token(String),
-    Users(HashMap<String, UserEntry>),
+    /// Users by name, and nkey users by public key.
+    Users(HashMap<String, UserEntry>, HashMap<String, UserEntry>),
+    /// Operator mode: the accounts of the JWT resolver, by public key.
+    Operator(HashMap<String, JwtAccount>),
 }
 
 /// One set of rules, swapped whole on a config reload.
@@ -190,16 +252,40 @@ impl Authenticator {
         self.rules().required()
     }
 
+    /// Whether clients get a `nonce` in INFO (nkey users are configured, or operator mode),
+    /// as nats-server.
+    pub fn nonce_required(&self) -> bool {
+        match &self.rules().mode {
+            Mode::Users(_, keys) => !keys.is_empty(),
+            Mode::Operator(_) => true,
+            _ => false,
+        }
+    }
+
+    /// Operator mode: whether the account of user JWT `token` now revokes it.
+    pub fn jwt_revoked(&self, token: &str) -> bool {
+        match &self.rules().mode {
+            Mode::Operator(accounts) => operator::revoked(accounts, token),
+            _ => false,
+        }
+    }
+
     /// The identity for these credentials, or `None` for an authorization violation.
     pub fn authenticate(&self, c: Credentials<'_>) -> Option<Identity> {
         self.rules().authenticate(c)
     }
 
-    /// With users configured: `Some(Some(account))` for a known user, `Some(None)` for a user
-    /// that does not exist. `None` when the rules are not users-based.
+    /// With users configured: `Some(Some(account))` for a known user (a name, or an nkey
+    /// user's public key), `Some(None)` for a user that does not exist. `None` when the rules
+    /// are not users-based.
     pub fn user_account(&self, name: &str) -> Option<Option<String>> {
         match &self.rules().mode {
-            Mode::Users(users) => Some(users.get(name).map(|e| e.account.clone())),
+            Mode::Users(users, keys) => Some(
+                users
+                    .get(name)
+                    .or_else(|| keys.get(name))
+                    .map(|e| e.account.clone()),
+            ),
             _ => None,
         }
     }
@@ -207,7 +293,9 @@ impl Authenticator {
 
 impl Rulebook {
     fn new(o: &Options) -> Self {
-        let mode = if let Some(t) = &o.auth_token {
+        let mode = if let Some(op) = &o.operator {
+            Mode::Operator(operator_accounts(op))
+        } else if let Some(t) = &o.auth_token {
             Mode::Token(t.clone())
         } else if let Some(u) = &o.username {
             let mut m = HashMap::new();
@@ -219,27 +307,27 @@ impl Rulebook {
                     perms: None,
                 },
             );
-            Mode::Users(m)
-        } else if !o.users.is_empty() {
+            Mode::Users(m, HashMap::new())
+        } else if !o.users.is_empty() || !o.nkeys.is_empty() {
+            let entry =
+                |password: &str, account: &Option<String>, p: &Option<Permissions>| UserEntry {
+                    password: password.to_string(),
+                    account: account
+                        .clone()
+                        .unwrap_or_else(|| crate::account::GLOBAL_ACCOUNT.into()),
+                    perms: p.as_ref().map(|p| Arc::new(CompiledPerms::new(p))),
+                };
             Mode::Users(
                 o.users
                     .iter()
                     .map(|u| {
-                        (
-                            u.username.clone(),
-                            UserEntry {
-                                password: u.password.clone(),
-                                account: u
-                                    .account
-                                    .clone()
-                                    .unwrap_or_else(|| crate::account::GLOBAL_ACCOUNT.into()),
-                                perms: u
-                                    .permissions
-                                    .as_ref()
-                                    .map(|p| Arc::new(CompiledPerms::new(p))),
-                            },
-                        )
+                        let e = entry(&u.password, &u.account, &u.permissions);
+                        (u.username.clone(), e)
                     })
+                    .collect(),
+                o.nkeys
+                    .iter()
+                    .map(|u| (u.nkey.clone(), entry("", &u.account, &u.permissions)))
                     .collect(),
             )
         } else {
@@ -260,14 +348,45 @@ impl Rulebook {
             user: user.to_string(),
             account: crate::account::GLOBAL_ACCOUNT.into(),
             perms: None,
+            expires: 0,
+            jwt_limits: None,
         };
         match &self.mode {
+            Mode::Operator(accounts) => match jwt_user(accounts, &c) {
+                Ok(id) => Some(id),
+                Err(why) => {
+                    tracing::debug!("operator mode: {why}");
+                    None
+                }
+            },
             Mode::Open => Some(open(c.user.unwrap_or(""))),
             Mode::Token(t) => {
                 let presented = c.token.or(c.pass)?;
                 secret_matches(t, presented).then(|| open(""))
             }
-            Mode::Users(users) => {
+            Mode::Users(users, keys) => {
+                // nats-server's order: a presented nkey (or `no_auth_user` naming an nkey
+                // user, for a client that presents nothing) is looked up among the nkey
+                // users first, and must have signed the nonce.
+                let nothing = c.user.is_none() && c.pass.is_none() && c.token.is_none();
+                let nkey = c.nkey.or_else(|| {
+                    let n = self.no_auth_user.as_deref()?;
+                    (nothing && keys.contains_key(n)).then_some(n)
+                });
+                if let Some(key) = nkey.filter(|_| !keys.is_empty()) {
+                    let e = keys.get(key)?;
+                    let by_no_auth = c.nkey.is_none();
+                    if !by_no_auth && !nonce_signed(key, c.nonce, c.sig) {
+                        return None;
+                    }
+                    return Some(Identity {
+                        user: key.to_string(),
+                        account: e.account.clone(),
+                        perms: e.perms.clone(),
+                        expires: 0,
+                        jwt_limits: None,
+                    });
+                }
                 let (name, pass) = match (c.user, c.token) {
                     (Some(u), _) if !u.is_empty() => (u, c.pass.unwrap_or("")),
                     (_, None) if c.pass.is_none() => (self.no_auth_user.as_deref()?, ""),
@@ -282,6 +401,8 @@ impl Rulebook {
                     user: name.to_string(),
                     account: e.account.clone(),
                     perms: e.perms.clone(),
+                    expires: 0,
+                    jwt_limits: None,
                 })
             }
         }
@@ -317,6 +438,7 @@ mod tests {
             user: u,
             pass: p,
             token: t,
+            ..Credentials::default()
         }
     }
 
@@ -380,6 +502,77 @@ mod tests {
         assert_eq!(a.user_account("z"), Some(None));
         assert!(a.authenticate(creds(None, None, None)).is_none());
         assert!(a.authenticate(creds(Some("x"), Some("y"), None)).is_some());
+    }
+
+    #[test]
+    fn nkey_users_sign_the_nonce() {
+        let kp = nkeys::KeyPair::new_user();
+        let key = kp.public_key();
+        let o = Options {
+            accounts: vec!["A".into()],
+            nkeys: vec![crate::config::NkeyUser {
+                nkey: key.clone(),
+                account: Some("A".into()),
+                permissions: None,
+            }],
+            users: vec![User {
+                username: "u".into(),
+                password: "p".into(),
+                ..User::default()
+            }],
+            ..Options::default()
+        };
+        let a = Authenticator::new(&o);
+        assert!(a.required() && a.nonce_required());
+        let nonce = b"abcdefghijklmno";
+        let raw = kp.sign(nonce).expect("sign");
+        let url = data_encoding::BASE64URL_NOPAD.encode(&raw);
+        let std = data_encoding::BASE64.encode(&raw);
+        let with = |nkey: Option<&'static str>, sig: Option<&str>| -> Option<Identity> {
+            let nkey = nkey.map(|_| key.as_str());
+            a.authenticate(Credentials {
+                nkey,
+                sig,
+                nonce,
+                ..Credentials::default()
+            })
+        };
+        let id = with(Some(""), Some(&url)).expect("base64url signature");
+        assert_eq!((id.user.as_str(), id.account.as_str()), (key.as_str(), "A"));
+        assert!(with(Some(""), Some(&std)).is_some(), "standard base64 too");
+        // Missing, malformed, truncated, or another key's signature; another nonce.
+        assert!(with(Some(""), None).is_none());
+        assert!(with(Some(""), Some("!!not base64!!")).is_none());
+        assert!(with(Some(""), Some(&url[..20])).is_none());
+        let other = nkeys::KeyPair::new_user().sign(nonce).expect("sign");
+        let other = data_encoding::BASE64URL_NOPAD.encode(&other);
+        assert!(with(Some(""), Some(&other)).is_none());
+        assert!(a
+            .authenticate(Credentials {
+                nkey: Some(&key),
+                sig: Some(&url),
+                nonce: b"another-nonce-x",
+                ..Credentials::default()
+            })
+            .is_none());
+        // An unknown or malformed nkey; users still log in by name.
+        for k in [nkeys::KeyPair::new_user().public_key(), "UABC".into()] {
+            let c = Credentials {
+                nkey: Some(&k),
+                sig: Some(&url),
+                nonce,
+                ..Credentials::default()
+            };
+            assert!(a.authenticate(c).is_none());
+        }
+        assert!(a.authenticate(creds(Some("u"), Some("p"), None)).is_some());
+        assert_eq!(a.user_account(&key), Some(Some("A".into())));
+        // Without nkey users there is no nonce, and a presented nkey is ignored.
+        let plain = Authenticator::new(&Options {
+            users: o.users.clone(),
+            ..Options::default()
+        });
+        assert!(!plain.nonce_required());
     }
 
     #[test]

@@ -47,6 +47,10 @@ pub enum Origin {
     /// From a gateway: local clients and routes (the whole cluster), never another gateway;
     /// queue groups only when listed.
     Gateway,
+    /// From a leafnode connection `cid`: everywhere but back to it, queue groups only when
+    /// listed. From a hub we dialled (`spoke`): never to routes (the hub reaches the rest of
+    /// our cluster itself).
+    Leaf { cid: u64, spoke: bool },
 }
 
 pub struct Fanout {
@@ -56,14 +60,25 @@ pub struct Fanout {
     gateways: bool,
     to_kick: Vec<Arc<Conn>>,
     stalled: Vec<Arc<Conn>>,
+    /// The producer is a client (only clients stall, or with `no_fast_producer_stall` drop
+    /// messages for destinations past their stall mark).
+    client_producer: bool,
+    /// `client_producer` and `no_fast_producer_stall`, refreshed each batch (reloadable).
+    drop_stalled: bool,
     /// Routes that get this message, and the queue groups each one serves.
     routes: Vec<(Arc<Conn>, Vec<Bytes>)>,
     /// Subscriptions that reached their auto-unsubscribe max.
     pub retired: Vec<Arc<Subscription>>,
     pub rng: LazyRng,
+    /// Set by a service-import relay: what its republish reached (the handler counts as one
+    /// delivery otherwise).
+    pub relayed: Option<u64>,
     /// The reply routes get instead of the message's (a gateway's `_GR_.` reply, which local
     /// clients get stripped).
     pub route_reply: Option<Bytes>,
+    /// The subject routes, leaves and gateways get instead of the message's: a JetStream
+    /// delivery's deliver subject or pull request inbox (see `matched.rs`).
+    route_subject: Option<Bytes>,
     /// This batch's inbound and outbound counts, published once per batch.
     pub in_msgs: u64,
     pub in_bytes: u64,
@@ -141,10 +156,13 @@ impl Fanout {
             fabric,
             to_kick: Vec::new(),
             stalled: Vec::new(),
+            client_producer: false,
+            drop_stalled: false,
             routes: Vec::new(),
             retired: Vec::new(),
             rng: LazyRng(None),
             route_reply: None,
+            route_subject: None,
             in_msgs: 0,
             in_bytes: 0,
             out_msgs: 0,
@@ -155,12 +173,21 @@ impl Fanout {
             internal: Vec::new(),
             depth: 0,
             handler_origin: Origin::Route,
+            relayed: None,
             local_only: false,
             matched: None,
             handler_matched: None,
             hooks: Vec::new(),
             msg_trace: None,
         }
+    }
+
+    /// This fan-out delivers for a client's read loop: its producer stalls for destinations
+    /// past their stall mark, or with `no_fast_producer_stall` drops messages for them.
+    pub fn for_client(mut self) -> Self {
+        self.client_producer = true;
+        self.drop_stalled = self.fabric.no_fast_producer_stall();
+        self
     }
 
     /// The server this fan-out delivers for.
@@ -188,7 +215,12 @@ impl Fanout {
     /// Append `need` bytes to `dest`, with the batch's kick/stall/slow-consumer bookkeeping.
     #[inline]
     pub fn push(&mut self, dest: &Arc<Conn>, need: usize, f: impl FnOnce(&mut BytesMut)) -> bool {
-        match dest.out.push(need, f) {
+        let r = if self.drop_stalled {
+            dest.out.push_unless_stalled(need, f)
+        } else {
+            dest.out.push(need, f)
+        };
+        match r {
             Push::Ok { kick, stall } => {
                 if kick {
                     self.to_kick.push(dest.clone());
@@ -202,7 +234,9 @@ impl Fanout {
                 self.slow_consumer(dest);
                 false
             }
-            Push::Closed => false,
+            // Dropped: a message trace reports it as nats-server does, "Not delivered
+            // because fast producer not stalled and consumer is slow" (`trace::ERR_SLOW`).
+            Push::Closed | Push::Dropped => false,
         }
     }
 
@@ -214,7 +248,10 @@ impl Fanout {
         if dest.is_closed() {
             return;
         }
-        let keep = matches!(dest.kind, ConnKind::Route | ConnKind::Gateway);
+        let keep = matches!(
+            dest.kind,
+            ConnKind::Route | ConnKind::Gateway | ConnKind::Leaf
+        );
         if keep && dest.out.set_slow(true) {
             return;
         }
@@ -262,6 +299,9 @@ impl Fanout {
         if !pushed {
             return false;
         }
+        if let (Some(reply), Some(r)) = (m.reply, dest.responses.get()) {
+            r.track(reply);
+        }
         let size = (header.map_or(0, <[u8]>::len) + m.payload.len()) as u64;
         dest.counters.out_msgs.fetch_add(1, Relaxed);
         dest.counters.out_bytes.fetch_add(size, Relaxed);
@@ -307,10 +347,19 @@ impl Fanout {
         listed_queues: Option<&crate::proto::parser::Queues<'_>>,
     ) -> u64 {
         let mut delivered = 0u64;
+        // What goes beyond this server (taken here: a handler's nested publish starts clean).
+        let remote_subject = self.route_subject.take();
+        let remote_reply = self.route_reply.take();
         let from_route = origin == Origin::Route;
         let (own_cid, echo) = match origin {
             Origin::Client { cid, echo } => (cid, echo),
-            Origin::Route | Origin::Gateway => (u64::MAX, true),
+            Origin::Route | Origin::Gateway | Origin::Leaf { .. } => (u64::MAX, true),
+        };
+        // Leafnode rules (nats-server's): never back to the leaf it came from; from a hub we
+        // dialled, not to routes; from a route, only to leaves we are the hub of.
+        let (from_leaf, from_spoke) = match origin {
+            Origin::Leaf { cid, spoke } => (cid, spoke),
+            _ => (u64::MAX, false),
         };
         for s in &r.psubs {
             match s.conn.kind {
@@ -326,7 +375,12 @@ impl Fanout {
                     }
                 }
                 ConnKind::Route => {
-                    if !from_route && !self.local_only && !s.conn.is_closed() {
+                    if !from_route && !from_spoke && !self.local_only && !s.conn.is_closed() {
+                        self.route_target(&s.conn);
+                    }
+                }
+                ConnKind::Leaf => {
+                    if self.leaf_ok(&s.conn, from_route, from_leaf) {
                         self.route_target(&s.conn);
                     }
                 }
@@ -353,6 +407,9 @@ impl Fanout {
                     .unwrap_or(0),
                 None => self.rng.random_range(0..n),
             };
+            // A leaf member serves only when no other member can (local ones preferred).
+            let mut leaf: Option<&Arc<Conn>> = None;
+            let mut done = false;
             for i in 0..n {
                 let s = &g.members[(start + i) % n];
                 if s.conn.is_closed() {
@@ -368,27 +425,44 @@ impl Fanout {
                         }
                         if self.to_sub(s, m) {
                             delivered += 1;
+                            done = true;
                             break;
                         }
                     }
                     ConnKind::Route => {
-                        if from_route || self.local_only {
+                        if from_route || from_spoke || self.local_only {
                             continue;
                         }
                         let t = self.route_target(&s.conn);
                         self.routes[t].1.push(g.name.clone());
+                        done = true;
                         break;
+                    }
+                    ConnKind::Leaf => {
+                        if leaf.is_none() && self.leaf_ok(&s.conn, from_route, from_leaf) {
+                            leaf = Some(&s.conn);
+                        }
                     }
                     ConnKind::Internal => {
                         self.internal.push(s.clone());
+                        done = true;
                         break;
                     }
                     ConnKind::Gateway => {}
                 }
             }
+            if let (false, Some(conn)) = (done, leaf) {
+                let t = self.route_target(conn);
+                self.routes[t].1.push(g.name.clone());
+            }
         }
+        let rm = Msg {
+            subject: remote_subject.as_deref().unwrap_or(m.subject),
+            reply: remote_reply.as_deref().or(m.reply),
+            ..*m
+        };
         if !self.routes.is_empty() {
-            let n = self.send_to_routes(acc.name.as_bytes(), m);
+            let n = self.send_to_routes(acc.name.as_bytes(), &rm);
             if n > 0 {
                 acc.kinds.routes_out.add(n, n * m.size() as u64);
             }
@@ -397,9 +471,13 @@ impl Fanout {
         if !self.internal.is_empty() {
             delivered += self.run_internal(m, origin);
         }
-        if let (Origin::Client { .. }, false, true) = (origin, self.local_only, self.gateways) {
+        let to_gateways = matches!(
+            origin,
+            Origin::Client { .. } | Origin::Leaf { spoke: false, .. }
+        );
+        if to_gateways && !self.local_only && self.gateways {
             let fabric = self.fabric.clone();
-            let n = fabric.to_gateways(self, acc, r, m);
+            let n = fabric.to_gateways(self, acc, r, &rm);
             if n > 0 {
                 acc.kinds.gateways_out.add(n, n * m.size() as u64);
             }
@@ -408,45 +486,11 @@ impl Fanout {
         delivered
     }
 
-    /// [`Fanout::publish`] to this server's own subscribers only: routes and gateways are
-    /// skipped (a queue group's remote members too).
-    pub fn publish_local(
-        &mut self,
-        acc: &Account,
-        r: &SublistResult<SubRef>,
-        m: &Msg<'_>,
-        origin: Origin,
-    ) -> u64 {
-        self.local_only = true;
-        let n = self.publish(acc, r, m, origin, None);
-        self.local_only = false;
-        n
-    }
-
-    /// [`Fanout::publish_local`] of `m` to the subscribers of `to` in `acc`, `m.subject` on
-    /// the wire (as nats-server's `pa.deliver`): internal handlers (stream import shadows,
-    /// service response relays) see `to` as [`Fanout::matched_subject`].
-    pub fn publish_local_to(
-        &mut self,
-        acc: &Account,
-        to: &[u8],
-        m: &Msg<'_>,
-        origin: Origin,
-    ) -> u64 {
-        let r = acc.sublist.matches(to);
-        let has_internal = r
-            .psubs
-            .iter()
-            .chain(r.qsubs.iter().flat_map(|g| g.members.iter()))
-            .any(|s| s.conn.kind == ConnKind::Internal);
-        let prev = if has_internal {
-            self.matched.replace(to.to_vec())
-        } else {
-            self.matched.take()
-        };
-        let n = self.publish_local(acc, &r, m, origin);
-        self.matched = prev;
-        n
+    /// Whether a message may go to leafnode connection `conn`: not the one it came from
+    /// (`from_leaf`), and from a route only to a leaf we are the hub of.
+    fn leaf_ok(&self, conn: &Conn, from_route: bool, from_leaf: u64) -> bool {
+        let back = conn.cid == from_leaf || (from_route && conn.spoke.load(Relaxed));
+        !self.local_only && !back && !conn.is_closed()
     }
 
     /// Inside an internal handler: the subject the message was matched for, when it differs
@@ -466,26 +510,34 @@ impl Fanout {
             );
             return 0;
         }
-        // A traced message: internal handlers (relays, services, JetStream) do not take part
-        // in the trace; trace-only runs none of them (nothing is delivered).
-        let trace = self.msg_trace.take();
-        if trace.as_ref().is_some_and(|t| t.trace_only) {
-            self.msg_trace = trace;
-            self.matched = matched;
-            return subs.len() as u64;
-        }
+        // A traced message: only the handlers that take part in the trace (import relays,
+        // JetStream: `Subscription::traced`) see it; the others (services) run untraced, and
+        // not at all for trace-only (nothing is delivered, but it counts as delivered).
+        let mut trace = self.msg_trace.take();
+        let only = trace.as_ref().is_some_and(|t| t.trace_only);
         self.depth += 1;
         let mut n = 0;
         for s in &subs {
             if let Some(h) = &s.handler {
+                if only && !s.traced {
+                    n += 1;
+                    continue;
+                }
                 let (ok, last) = s.count_delivery();
                 if !ok {
                     continue;
                 }
                 self.handler_origin = origin;
                 self.handler_matched.clone_from(&matched);
-                h(self, m);
-                n += 1;
+                self.relayed = None;
+                if s.traced && trace.is_some() {
+                    self.msg_trace = trace.take();
+                    h(self, m);
+                    trace = self.msg_trace.take();
+                } else {
+                    h(self, m);
+                }
+                n += self.relayed.take().unwrap_or(1);
                 if last {
                     self.retired.push(s.0.clone());
                 }
@@ -507,8 +559,7 @@ impl Fanout {
     fn send_to_routes(&mut self, account: &[u8], m: &Msg<'_>) -> u64 {
         let mut routes = std::mem::take(&mut self.routes);
         let mut sent = 0;
-        let route_reply = self.route_reply.take();
-        let reply = route_reply.as_deref().or(m.reply);
+        let reply = m.reply;
         for (conn, queues) in routes.drain(..) {
             let traced;
             let mut header = m.header;
@@ -523,7 +574,8 @@ impl Fanout {
                 }
             }
             let header = header.filter(|_| conn.headers.load(Relaxed));
-            let account: &[u8] = if conn.no_account.load(Relaxed) {
+            let leaf = conn.kind == ConnKind::Leaf;
+            let account: &[u8] = if leaf || conn.no_account.load(Relaxed) {
                 b""
             } else {
                 account
@@ -537,7 +589,11 @@ impl Fanout {
                 + header.map_or(0, <[u8]>::len)
                 + m.payload.len();
             let ok = self.push(&conn, need, |b| {
-                encode::write_rmsg(b, account, m.subject, reply, &qrefs, header, m.payload)
+                if leaf {
+                    encode::write_lmsg(b, m.subject, reply, &qrefs, header, m.payload)
+                } else {
+                    encode::write_rmsg(b, account, m.subject, reply, &qrefs, header, m.payload)
+                }
             });
             if ok {
                 let size = (header.map_or(0, <[u8]>::len) + m.payload.len()) as u64;
@@ -556,7 +612,8 @@ impl Fanout {
     /// each, and, for a client producer, slow down for destinations past their stall mark
     /// (at most [`STALL_TOTAL`] per batch; a destination that did not drain in one wait is
     /// not waited for again until it writes: see `Outbound::wait_drained`). Routes and
-    /// gateways never wait (as nats-server), unless `no_fast_producer_stall`, clients do.
+    /// gateways never wait (as nats-server); clients do unless `no_fast_producer_stall`,
+    /// which drops their messages for such destinations instead (see [`Fanout::push`]).
     pub async fn end_batch(&mut self, own: &Arc<Conn>) {
         self.run_hooks();
         let client = own.kind == ConnKind::Client;
@@ -573,12 +630,17 @@ impl Fanout {
         for d in self.to_kick.drain(..) {
             d.out.kick();
         }
+        if self.client_producer {
+            self.drop_stalled = self.fabric.no_fast_producer_stall();
+        }
         if !self.stalled.is_empty() {
-            if client {
+            // With `no_fast_producer_stall` nobody waits, and nothing is counted (nats-server
+            // counts `stalled_clients` in its wait).
+            let wait = client && !self.fabric.no_fast_producer_stall();
+            if wait {
                 self.fabric.stats().stalled_clients.fetch_add(1, Relaxed);
             }
             let stalled = std::mem::take(&mut self.stalled);
-            let wait = own.kind == ConnKind::Client && !self.fabric.no_fast_producer_stall();
             let deadline = Instant::now() + STALL_TOTAL;
             for d in stalled.iter().filter(|_| wait) {
                 let left = deadline.saturating_duration_since(Instant::now());
@@ -651,6 +713,8 @@ impl Fanout {
         self.internal.clear();
     }
 }
+
+mod matched;
 
 #[cfg(test)]
 #[path = "deliver_tests.rs"]

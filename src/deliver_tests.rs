@@ -79,11 +79,12 @@ fn subscribe(acc: &Account, conn: &Arc<Conn>, subject: &str, max: u64) -> Arc<Su
         deny: None,
         weight: 1,
         handler: None,
+        traced: false,
     });
     acc.sublist
         .insert(subject.as_bytes(), None, SubRef(sub.clone()))
         .expect("insert");
-    conn.subs().insert(sub.sid.clone(), sub.clone());
+    conn.subs().insert(sub.clone());
     sub
 }
 

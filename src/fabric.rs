@@ -77,6 +77,18 @@ pub trait Fabric: Send + Sync + 'static {
     /// event); None without a system account.
     fn trace_server_info(&self) -> Option<serde_json::Value>;
 
+    /// Account `acc`'s trace destination for messages with a sampled W3C `traceparent`
+    /// (`accounts { A { msg_trace: … } }`).
+    fn account_msg_trace(&self, _acc: &str) -> Option<crate::config::AccountMsgTrace> {
+        None
+    }
+
+    /// Whether some account has a trace destination: only then does a message's header get
+    /// searched for `traceparent` (one relaxed load per message with a header).
+    fn external_trace(&self) -> bool {
+        false
+    }
+
     /// Whether this server has gateways at all (fixed for its life: asked once per fan-out).
     fn has_gateways(&self) -> bool;
 

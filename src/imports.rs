@@ -21,6 +21,7 @@ use crate::config::links::{
 };
 use crate::deliver::{Fanout, Msg, Origin};
 use crate::fabric::Fabric;
+use crate::trace;
 use bytes::Bytes;
 use rand::Rng;
 use std::collections::{HashMap, VecDeque};
@@ -48,6 +49,8 @@ struct StreamImport {
     subject: String,
     /// In this account.
     local: String,
+    /// A traced message stays traced in this account (`allow_trace`).
+    allow_trace: bool,
 }
 
 struct Shadow {
@@ -200,6 +203,7 @@ pub fn install(fabric: &dyn Fabric, all: &Links) -> Result<(), String> {
                     from: Arc::downgrade(&from),
                     subject: im.subject.clone(),
                     local: im.local_subject(),
+                    allow_trace: im.allow_trace,
                 }),
                 LinkKind::Service => {
                     let export = links::export_for(all, name, im)
@@ -214,12 +218,15 @@ pub fn install(fabric: &dyn Fabric, all: &Links) -> Result<(), String> {
                         local: im.local_subject(),
                         remote: im.subject.clone(),
                         singleton: export.response_type == ResponseType::Singleton,
+                        allow_trace: export.allow_trace,
                         threshold: export
                             .response_threshold
                             .unwrap_or(DEFAULT_RESPONSE_THRESHOLD),
                         responses: resp,
                         origin: crate::internal::origin(fabric),
                         importer_acc: Arc::downgrade(&acc),
+                        share: im.share,
+                        details: std::sync::OnceLock::new(),
                     };
                     let handler: Handler = Arc::new(move |fan, m| relay.request(fan, m));
                     subscribe_local(fabric, &acc, &im.local_subject(), handler)?;
@@ -259,11 +266,12 @@ fn subscribe_local(
         deny: None,
         weight: 1,
         handler: Some(handler),
+        traced: true,
     });
     acc.sublist
         .insert(subject.as_bytes(), None, SubRef(sub.clone()))
         .map_err(|e| format!("service import subscription to {subject:?}: {e}"))?;
-    fabric.internal_conn().subs().insert(sid, sub.clone());
+    fabric.internal_conn().subs().insert(sub.clone());
     Ok(sub)
 }
 
@@ -275,9 +283,36 @@ struct ServiceRelay {
     local: String,
     remote: String,
     singleton: bool,
+    /// A traced request stays traced in the exporting account (`allow_trace`).
+    allow_trace: bool,
     threshold: Duration,
     responses: Arc<Responses>,
     origin: Origin,
+    /// nats-server's `share`: the request names the requester's server too.
+    share: bool,
+    /// The `Nats-Request-Info` fields naming this server, once known (see [`shared_details`]).
+    details: std::sync::OnceLock<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// What a shared import adds to the requester's account in `Nats-Request-Info`: this server's
+/// name and cluster, the connection kind (nats-server's `getClientInfo(true)` with
+/// `addServerAndClusterInfo`; JetStream in a cluster places a new stream in the requester's
+/// cluster by it).
+fn shared_details(fabric: &dyn Fabric) -> serde_json::Map<String, serde_json::Value> {
+    let mut m = serde_json::Map::new();
+    if let Some(info) = fabric.trace_server_info() {
+        for (from, to) in [("name", "server"), ("cluster", "cluster")] {
+            if let Some(v) = info
+                .get(from)
+                .filter(|v| v.as_str().is_some_and(|s| !s.is_empty()))
+            {
+                m.insert(to.into(), v.clone());
+            }
+        }
+    }
+    m.insert("kind".into(), "Client".into());
+    m.insert("client_type".into(), "nats".into());
+    m
 }
 
 impl ServiceRelay {
@@ -292,43 +327,100 @@ impl ServiceRelay {
             return;
         };
         let subject = map_subject(&self.local, &self.remote, subject);
-        let reply = m.reply.map(|r| {
-            let token = new_token(fan);
-            let now = Instant::now();
-            self.responses
-                .pending
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(
-                    token.clone(),
-                    Waiting {
-                        acc: self.importer_acc.clone(),
-                        reply: Bytes::copy_from_slice(r),
-                        singleton: self.singleton,
-                        expires: now + self.threshold,
-                    },
-                    now,
-                );
-            format!("{}{token}", self.responses.prefix)
+        let mut info = serde_json::Map::new();
+        if self.share {
+            if let Origin::Client { cid, .. } = fan.origin() {
+                info.insert("id".into(), cid.into());
+            }
+        }
+        info.insert("acc".into(), self.importer.clone().into());
+        if self.share {
+            let fabric = fan.fabric().clone();
+            info.extend(
+                self.details
+                    .get_or_init(|| shared_details(&*fabric))
+                    .clone(),
+            );
+        }
+        let mut header =
+            request_info_header(m.header, &serde_json::Value::Object(info).to_string());
+        // A traced request (nats-server's `processServiceImport`): an `si` entry; without
+        // `allow_trace` the trace stops here (trace-only: nothing more happens; otherwise the
+        // request goes on untraced, its destination disabled for the servers downstream).
+        // With it, the trace goes on in the exporting account, and the servers downstream
+        // send their events to a response mapping back to the destination.
+        let mut parked = None;
+        if let Some(t) = fan.msg_trace.as_deref_mut() {
+            t.add_service_import(&to.name, m.subject, &subject);
+            if !self.allow_trace {
+                if t.trace_only {
+                    return;
+                }
+                header = trace::set_header(&header, trace::TRACE_DEST, trace::TRACE_DEST_DISABLED);
+                parked = fan.msg_trace.take();
+            } else {
+                let acc = Arc::downgrade(t.account());
+                let dest = Bytes::copy_from_slice(t.dest().as_bytes());
+                let dest = self.respond_to(fan, acc, dest, false);
+                header = trace::set_header(&header, trace::TRACE_DEST, &dest);
+            }
+        }
+        let only = fan.msg_trace.as_deref().is_some_and(|t| t.trace_only);
+        let reply = m.reply.filter(|_| !only).map(|r| {
+            let acc = self.importer_acc.clone();
+            self.respond_to(fan, acc, Bytes::copy_from_slice(r), self.singleton)
         });
-        let header = request_info_header(m.header, &self.importer);
         let out = Msg {
             subject: subject.as_bytes(),
             reply: reply.as_deref().map(str::as_bytes),
             header: Some(&header),
             payload: m.payload,
         };
-        publish_across(fan, &to, &out, self.origin);
+        // What reached a responder decides the requester's "no responders" (nats-server's
+        // `processServiceImport` result).
+        fan.relayed = Some(publish_across(fan, &to, &out, self.origin));
+        if parked.is_some() {
+            fan.msg_trace = parked;
+        }
+    }
+
+    /// A new response mapping: what reaches the returned `_R_.` subject in the exporting
+    /// account goes to `reply` in `acc`.
+    fn respond_to(
+        &self,
+        fan: &mut Fanout,
+        acc: Weak<Account>,
+        reply: Bytes,
+        singleton: bool,
+    ) -> String {
+        let token = new_token(fan);
+        let now = Instant::now();
+        self.responses
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(
+                token.clone(),
+                Waiting {
+                    acc,
+                    reply,
+                    singleton,
+                    expires: now + self.threshold,
+                },
+                now,
+            );
+        format!("{}{token}", self.responses.prefix)
     }
 }
 
 /// Publish into another account than the one the fan-out started in. Subscriptions that reach
 /// their auto-unsubscribe max here belong to `acc`: retire them there (the publisher would
 /// look for them in its own account).
-fn publish_across(fan: &mut Fanout, acc: &Arc<Account>, m: &Msg<'_>, origin: Origin) {
+fn publish_across(fan: &mut Fanout, acc: &Arc<Account>, m: &Msg<'_>, origin: Origin) -> u64 {
     let before = fan.retired.len();
-    fan.publish_in(acc, m, origin);
+    let n = fan.publish_in(acc, m, origin);
     fan.retire_in(acc, before);
+    n
 }
 
 fn new_token(fan: &mut Fanout) -> String {
@@ -339,10 +431,9 @@ fn new_token(fan: &mut Fanout) -> String {
         .collect()
 }
 
-/// The request's header plus `Nats-Request-Info: {"acc":"<importer>"}`, as nats-server adds
-/// to requests crossing a service import.
-fn request_info_header(h: Option<&[u8]>, importer: &str) -> Vec<u8> {
-    let info = serde_json::json!({ "acc": importer }).to_string();
+/// The request's header plus `Nats-Request-Info: <info>` (JSON naming at least the
+/// importing account), as nats-server adds to requests crossing a service import.
+fn request_info_header(h: Option<&[u8]>, info: &str) -> Vec<u8> {
     let mut out = match h {
         Some(h) if h.ends_with(b"\r\n\r\n") => h[..h.len() - 2].to_vec(),
         _ => b"NATS/1.0\r\n".to_vec(),
@@ -403,88 +494,8 @@ pub fn pending_responses(acc: &Account) -> usize {
         })
 }
 
-// ----- /accountz -----
-
-/// An export as `/accountz?acc=` shows it (nats-server's `ExtExport`).
-#[derive(serde::Serialize, Debug)]
-pub struct ExtExport {
-    pub subject: String,
-    #[serde(rename = "type")]
-    pub kind: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub response_type: Option<&'static str>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub approved_accounts: Vec<String>,
-}
-
-/// An import as `/accountz?acc=` shows it (nats-server 2.10+'s `ExtImport`; 2.9 wrote a
-/// service's local subject as `subject` and the exporter's as `to`).
-#[derive(serde::Serialize, Debug)]
-pub struct ExtImport {
-    /// The exporter's subject.
-    pub subject: String,
-    pub account: String,
-    /// Services: the local subject (deprecated in nats-server, which repeats it as
-    /// `local_subject`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub to: Option<String>,
-    /// Services: the local subject; streams: where the messages appear, when mapped.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub local_subject: Option<String>,
-    #[serde(rename = "type")]
-    pub kind: &'static str,
-    pub invalid: bool,
-    pub share: bool,
-    pub tracking: bool,
-}
-
-/// `acc`'s exports, services first (nats-server's order), then streams.
-pub fn ext_exports(acc: &Account) -> Vec<ExtExport> {
-    let Some(l) = acc.links.get() else {
-        return Vec::new();
-    };
-    let mut v: Vec<&links::Export> = l.config.exports.iter().collect();
-    v.sort_by_key(|e| e.kind == LinkKind::Stream);
-    v.into_iter()
-        .map(|e| ExtExport {
-            subject: e.subject.clone(),
-            kind: e.kind.as_str(),
-            response_type: (e.kind == LinkKind::Service).then(|| e.response_type.jwt_name()),
-            approved_accounts: e.accounts.clone().unwrap_or_default(),
-        })
-        .collect()
-}
-
-/// `acc`'s imports in config order.
-pub fn ext_imports(acc: &Account) -> Vec<ExtImport> {
-    let Some(l) = acc.links.get() else {
-        return Vec::new();
-    };
-    l.config
-        .imports
-        .iter()
-        .map(|im| {
-            let local = im.local_subject();
-            let (subject, to, local_subject) = match im.kind {
-                LinkKind::Stream => {
-                    let ls = (local != im.subject).then_some(local);
-                    (im.subject.clone(), None, ls)
-                }
-                LinkKind::Service => (im.subject.clone(), Some(local.clone()), Some(local)),
-            };
-            ExtImport {
-                subject,
-                account: im.account.clone(),
-                to,
-                local_subject,
-                kind: im.kind.as_str(),
-                invalid: false,
-                share: false,
-                tracking: false,
-            }
-        })
-        .collect()
-}
+mod accountz;
+pub use accountz::{ext_exports, ext_imports, ExtExport, ExtImport};
 
 // ----- stream imports: shadow subscriptions -----
 
@@ -511,9 +522,9 @@ pub fn client_subscribed(fabric: &dyn Fabric, acc: &Arc<Account>, sub: &Arc<Subs
             } else {
                 si.subject.clone()
             };
-        let handler = shadow_handler(acc, sub, si);
+        let handler = shadow_handler(acc, sub, si, &shadow_subject);
         let queue = sub.queue.as_ref().and_then(|q| std::str::from_utf8(q).ok());
-        match crate::internal::subscribe(fabric, &from, &shadow_subject, queue, handler) {
+        match crate::internal::subscribe_traced(fabric, &from, &shadow_subject, queue, handler) {
             Ok(s) => subs.push((Arc::downgrade(&from), s)),
             Err(e) => tracing::warn!("stream import shadow for {subject:?}: {e}"),
         }
@@ -531,11 +542,19 @@ pub fn client_subscribed(fabric: &dyn Fabric, acc: &Arc<Account>, sub: &Arc<Subs
     }
 }
 
-fn shadow_handler(acc: &Arc<Account>, client: &Arc<Subscription>, si: &StreamImport) -> Handler {
+fn shadow_handler(
+    acc: &Arc<Account>,
+    client: &Arc<Subscription>,
+    si: &StreamImport,
+    shadow_subject: &str,
+) -> Handler {
     let client = SubRef(client.clone());
     let from = si.subject.clone();
     let to = si.local.clone();
+    let acc_name = acc.name.clone();
     let acc = Arc::downgrade(acc);
+    let allow_trace = si.allow_trace;
+    let shown = Bytes::copy_from_slice(shadow_subject.as_bytes());
     Arc::new(move |fan, m| {
         // A JetStream delivery is matched on its deliver subject and keeps the stream's
         // subject on the wire: nats-server maps the deliver subject, and shows the stream
@@ -557,7 +576,23 @@ fn shadow_handler(acc: &Arc<Account>, client: &Arc<Subscription>, si: &StreamImp
             subject: wire,
             ..*m
         };
-        fan.to_sub(&client, &out);
+        // A traced message (nats-server's `processMsgResults` on a shadow subscription): an
+        // `se` entry; without `allow_trace` the delivery is not traced (trace-only: none).
+        match fan.msg_trace.as_deref_mut() {
+            None => {
+                fan.to_sub(&client, &out);
+            }
+            Some(t) => {
+                t.add_stream_export(&acc_name, mapped.as_bytes());
+                if allow_trace {
+                    trace::egress::to_sub_shown(fan, &client, &out, Some(&shown));
+                } else if !t.trace_only {
+                    let parked = fan.msg_trace.take();
+                    fan.to_sub(&client, &out);
+                    fan.msg_trace = parked;
+                }
+            }
+        }
         // The client's auto-unsubscribe max: retire it in its own account (not the
         // publisher's, where the fan-out would), with its shadows.
         if fan
@@ -728,11 +763,11 @@ mod tests {
     #[test]
     fn request_info_header_is_added() {
         assert_eq!(
-            request_info_header(None, "B"),
+            request_info_header(None, r#"{"acc":"B"}"#),
             b"NATS/1.0\r\nNats-Request-Info: {\"acc\":\"B\"}\r\n\r\n"
         );
         assert_eq!(
-            request_info_header(Some(b"NATS/1.0\r\nK: v\r\n\r\n"), "B"),
+            request_info_header(Some(b"NATS/1.0\r\nK: v\r\n\r\n"), r#"{"acc":"B"}"#),
             b"NATS/1.0\r\nK: v\r\nNats-Request-Info: {\"acc\":\"B\"}\r\n\r\n"
         );
     }

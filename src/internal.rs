@@ -22,6 +22,28 @@ pub fn subscribe(
     queue: Option<&str>,
     handler: Handler,
 ) -> Result<Arc<Subscription>, String> {
+    subscribe_as(fabric, acc, subject, queue, handler, false)
+}
+
+/// [`subscribe`] for a handler that takes part in message tracing (`Subscription::traced`).
+pub fn subscribe_traced(
+    fabric: &dyn Fabric,
+    acc: &Account,
+    subject: &str,
+    queue: Option<&str>,
+    handler: Handler,
+) -> Result<Arc<Subscription>, String> {
+    subscribe_as(fabric, acc, subject, queue, handler, true)
+}
+
+fn subscribe_as(
+    fabric: &dyn Fabric,
+    acc: &Account,
+    subject: &str,
+    queue: Option<&str>,
+    handler: Handler,
+    traced: bool,
+) -> Result<Arc<Subscription>, String> {
     let sid = Bytes::from(NEXT_SID.fetch_add(1, Relaxed).to_string());
     let sub = Arc::new(Subscription {
         conn: fabric.internal_conn().clone(),
@@ -33,6 +55,7 @@ pub fn subscribe(
         deny: None,
         weight: 1,
         handler: Some(handler),
+        traced,
     });
     acc.sublist
         .insert(
@@ -41,7 +64,7 @@ pub fn subscribe(
             SubRef(sub.clone()),
         )
         .map_err(|e| format!("internal subscription to {subject:?}: {e}"))?;
-    fabric.internal_conn().subs().insert(sid, sub.clone());
+    fabric.internal_conn().subs().insert(sub.clone());
     fabric.local_interest_changed(acc, &sub.subject, sub.queue.as_ref(), 1);
     Ok(sub)
 }

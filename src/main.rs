@@ -29,6 +29,10 @@ fn main() -> ExitCode {
             print!("{}", flags::USAGE);
             return ExitCode::SUCCESS;
         }
+        Ok(Command::HelpTls) => {
+            print!("{}", flags::TLS_HELP);
+            return ExitCode::SUCCESS;
+        }
         Ok(Command::Check(path)) => {
             // nats-server prints the verdict on stderr either way.
             return match flags::check(path.as_deref()) {
@@ -71,6 +75,7 @@ fn main() -> ExitCode {
         eprintln!("natsd: {e}");
         return ExitCode::from(1);
     }
+    natsd::logging::set_rotation(opts.log_size_limit, opts.log_max_num);
     if let Err(e) = natsd::logging::use_syslog(opts.syslog, opts.remote_syslog.as_deref()) {
         natsd::logging::fatal(&e);
         return ExitCode::from(1);

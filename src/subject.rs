@@ -136,6 +136,28 @@ pub fn overlaps(a: &[u8], b: &[u8]) -> bool {
     }
 }
 
+/// A JetStream delivery's reply as nats-server 2.10+ sends it over routes and gateways,
+/// `$JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<tm>.<pending>@<subject>`: the
+/// message was matched on the RMSG subject (a pull request's inbox, a push consumer's deliver
+/// subject) and clients get it as `<subject>` with the reply before the `@` (its
+/// `jsAckDeliverIdx`: the first `@` after eight dots; tokens may hold `@` themselves).
+/// Returns (reply, subject), or `None` for any other reply.
+pub fn js_ack_deliver_split(reply: &[u8]) -> Option<(&[u8], &[u8])> {
+    let rest = reply.strip_prefix(b"$JS.ACK.")?;
+    let mut dots = 2;
+    for (i, &b) in rest.iter().enumerate() {
+        match b {
+            b'.' => dots += 1,
+            b'@' if dots >= 8 => {
+                let at = i + 8;
+                return (at + 1 < reply.len()).then(|| (&reply[..at], &reply[at + 1..]));
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -359,6 +381,38 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    #[test]
+    fn js_ack_deliver_suffix_is_split_as_nats_server_does() {
+        let r = b"$JS.ACK.ORDERS.worker.1.1.1.1796196891105706631.2@orders.0";
+        assert_eq!(
+            js_ack_deliver_split(r),
+            Some((
+                &b"$JS.ACK.ORDERS.worker.1.1.1.1796196891105706631.2"[..],
+                &b"orders.0"[..]
+            ))
+        );
+        // An `@` inside the stream or consumer name is part of the name.
+        let r = b"$JS.ACK.S@x.c@y.1.2.3.4.5@a.b@c";
+        assert_eq!(
+            js_ack_deliver_split(r),
+            Some((&b"$JS.ACK.S@x.c@y.1.2.3.4.5"[..], &b"a.b@c"[..]))
+        );
+        for plain in [
+            &b"$JS.ACK.ORDERS.worker.1.1.1.1796196891105706631.2"[..],
+            b"$JS.ACK.S.c.1.2@x",
+            b"$JS.ACK.ORDERS.worker.1.1.1.17.2@",
+            b"_INBOX.abc@d",
+            b"$JS.ACKS.a.b.c.d.e.f.g@x",
+        ] {
+            assert_eq!(
+                js_ack_deliver_split(plain),
+                None,
+                "{:?}",
+                String::from_utf8_lossy(plain)
+            );
         }
     }
 }

@@ -16,7 +16,8 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use bytes::Bytes;
 
-use crate::subject::{self, FWC, PWC, SEP};
+use crate::subject::{self, FWC, PWC};
+use node::Node;
 
 /// The match cache is split into `1 << SHARD_BITS` independently locked shards, so that
 /// publishers on different subjects do not contend on one lock or one counter.
@@ -130,191 +131,6 @@ pub struct SublistStats {
     pub avg_fanout: f64,
 }
 
-/// One trie node: the entries whose pattern ends here, and the next token level.
-struct Node<T> {
-    psubs: Vec<T>,
-    qsubs: Vec<(Bytes, Vec<T>)>,
-    /// hashbrown for `entry_ref`: one lookup per token on insert, a key allocation only for a
-    /// new token.
-    literal: hashbrown::HashMap<Vec<u8>, Node<T>, foldhash::fast::RandomState>,
-    pwc: Option<Box<Node<T>>>,
-    fwc: Option<Box<Node<T>>>,
-}
-
-impl<T> Default for Node<T> {
-    fn default() -> Self {
-        Node {
-            psubs: Vec::new(),
-            qsubs: Vec::new(),
-            literal: hashbrown::HashMap::default(),
-            pwc: None,
-            fwc: None,
-        }
-    }
-}
-
-/// Split off the first token: `(token, rest)`, `rest` is `None` after the last token.
-fn split_token(s: &[u8]) -> (&[u8], Option<&[u8]>) {
-    match s.iter().position(|&b| b == SEP) {
-        Some(i) => (&s[..i], Some(&s[i + 1..])),
-        None => (s, None),
-    }
-}
-
-impl<T: SubEntry> Node<T> {
-    fn is_empty(&self) -> bool {
-        self.psubs.is_empty()
-            && self.qsubs.is_empty()
-            && self.literal.is_empty()
-            && self.pwc.is_none()
-            && self.fwc.is_none()
-    }
-
-    /// Take one entry equal to `entry` out of this node's plain or queue list.
-    fn remove_entry(&mut self, queue: Option<&[u8]>, entry: &T) -> bool {
-        let list = match queue {
-            None => &mut self.psubs,
-            Some(q) => match self.qsubs.iter_mut().position(|(n, _)| n == q) {
-                Some(i) => {
-                    let members = &mut self.qsubs[i].1;
-                    let Some(j) = members.iter().position(|e| e.same(entry)) else {
-                        return false;
-                    };
-                    members.swap_remove(j);
-                    if members.is_empty() {
-                        self.qsubs.swap_remove(i);
-                    }
-                    return true;
-                }
-                None => return false,
-            },
-        };
-        match list.iter().position(|e| e.same(entry)) {
-            Some(j) => {
-                list.swap_remove(j);
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// Remove `entry` under the remaining subject `rest` below this node, pruning children
-    /// left empty. Returns whether it was found.
-    fn remove_below(&mut self, rest: &[u8], queue: Option<&[u8]>, entry: &T) -> bool {
-        let (tok, more) = split_token(rest);
-        let child = if tok == PWC {
-            self.pwc.as_deref_mut()
-        } else if tok == FWC {
-            self.fwc.as_deref_mut()
-        } else {
-            self.literal.get_mut(tok)
-        };
-        let Some(child) = child else {
-            return false;
-        };
-        let found = match more {
-            None => child.remove_entry(queue, entry),
-            Some(r) => child.remove_below(r, queue, entry),
-        };
-        if found && child.is_empty() {
-            if tok == PWC {
-                self.pwc = None;
-            } else if tok == FWC {
-                self.fwc = None;
-            } else {
-                self.literal.remove(tok);
-            }
-        }
-        found
-    }
-
-    /// Add this node's entries (a pattern ending here matches) to `res`.
-    fn collect_into(&self, res: &mut SublistResult<T>) {
-        res.psubs.extend(self.psubs.iter().cloned());
-        for (name, members) in &self.qsubs {
-            let weight: u64 = members.iter().map(|m| u64::from(m.weight())).sum();
-            match res.qsubs.iter_mut().find(|g| g.name == name) {
-                Some(g) => {
-                    g.members.extend(members.iter().cloned());
-                    g.total_weight += weight;
-                }
-                None => res.qsubs.push(QueueGroup {
-                    name: name.clone(),
-                    members: members.clone(),
-                    total_weight: weight,
-                }),
-            }
-        }
-    }
-
-    fn has_entries(&self) -> bool {
-        !self.psubs.is_empty() || !self.qsubs.is_empty()
-    }
-
-    /// Collect every entry whose pattern, continuing below this node, matches `rest`.
-    fn match_below(&self, rest: &[u8], res: &mut SublistResult<T>) {
-        let (tok, more) = split_token(rest);
-        if let Some(f) = &self.fwc {
-            f.collect_into(res); // `>` takes `tok` and everything after it.
-        }
-        for child in [self.pwc.as_deref(), self.literal.get(tok)]
-            .into_iter()
-            .flatten()
-        {
-            match more {
-                None => child.collect_into(res),
-                Some(r) => child.match_below(r, res),
-            }
-        }
-    }
-
-    /// True if any pattern below this node matches `rest`.
-    fn interest_below(&self, rest: &[u8]) -> bool {
-        let (tok, more) = split_token(rest);
-        if self.fwc.as_deref().is_some_and(Node::has_entries) {
-            return true;
-        }
-        [self.pwc.as_deref(), self.literal.get(tok)]
-            .into_iter()
-            .flatten()
-            .any(|child| match more {
-                None => child.has_entries(),
-                Some(r) => child.interest_below(r),
-            })
-    }
-
-    /// Append `(subject, queue, entry)` for every entry at or below this node; `path` holds
-    /// this node's subject.
-    fn snapshot(&self, path: &mut Vec<u8>, out: &mut Vec<(Bytes, Option<Bytes>, T)>) {
-        if self.has_entries() {
-            let subj = Bytes::copy_from_slice(path);
-            out.extend(self.psubs.iter().map(|e| (subj.clone(), None, e.clone())));
-            for (q, members) in &self.qsubs {
-                out.extend(
-                    members
-                        .iter()
-                        .map(|e| (subj.clone(), Some(q.clone()), e.clone())),
-                );
-            }
-        }
-        let children = self
-            .literal
-            .iter()
-            .map(|(t, n)| (&t[..], n))
-            .chain(self.pwc.as_deref().map(|n| (PWC, n)))
-            .chain(self.fwc.as_deref().map(|n| (FWC, n)));
-        for (tok, child) in children {
-            let len = path.len();
-            if len > 0 {
-                path.push(SEP);
-            }
-            path.extend_from_slice(tok);
-            child.snapshot(path, out);
-            path.truncate(len);
-        }
-    }
-}
-
 type CacheMap<T> = FastMap<Box<[u8]>, Arc<SublistResult<T>>>;
 
 /// One slice of the match cache with its own counters, on its own cache lines.
@@ -418,23 +234,7 @@ impl<T: SubEntry> Sublist<T> {
     ) -> Result<(), SublistError> {
         validate(subject, queue)?;
         let mut root = self.trie_write();
-        let mut node = &mut *root;
-        for tok in subject::tokens(subject) {
-            node = if tok == PWC {
-                node.pwc.get_or_insert_with(Box::default)
-            } else if tok == FWC {
-                node.fwc.get_or_insert_with(Box::default)
-            } else {
-                node.literal.entry_ref(tok).or_default()
-            };
-        }
-        match queue {
-            None => node.psubs.push(entry),
-            Some(q) => match node.qsubs.iter_mut().find(|(n, _)| n == q) {
-                Some((_, members)) => members.push(entry),
-                None => node.qsubs.push((Bytes::copy_from_slice(q), vec![entry])),
-            },
-        }
+        root.insert(subject, queue, entry);
         self.count.fetch_add(1, Ordering::Relaxed);
         self.inserts.fetch_add(1, Ordering::Relaxed);
         self.changed(subject);
@@ -566,6 +366,19 @@ impl<T: SubEntry> Sublist<T> {
         }
     }
 
+    /// Fold the entries stored under exactly `subject` / `queue` (a pattern, its wildcards
+    /// taken literally; no matching). `f` runs under the read lock: it must not use this
+    /// sublist.
+    pub fn fold_exact<A>(
+        &self,
+        subject: &[u8],
+        queue: Option<&[u8]>,
+        init: A,
+        f: impl FnMut(A, &T) -> A,
+    ) -> A {
+        self.trie_read().exact(subject, queue).iter().fold(init, f)
+    }
+
     /// Visit every entry with its subject and queue. The visit runs over a snapshot taken
     /// under the read lock and released before `f` is called, so `f` may use this sublist.
     pub fn for_each(&self, mut f: impl FnMut(&[u8], Option<&[u8]>, &T)) {
@@ -600,5 +413,6 @@ fn validate(subject: &[u8], queue: Option<&[u8]>) -> Result<(), SublistError> {
     Ok(())
 }
 
+mod node;
 #[cfg(test)]
 mod tests;

@@ -537,3 +537,69 @@ fn startup_errors_say_what_nats_server_says() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The flags a `--help` text lists (its option column), e.g. `-a`, `--addr`, `-sl`.
+fn help_flags(help: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for line in help.lines() {
+        let col: String = line.chars().take(37).collect();
+        if !col.trim_start().starts_with('-') {
+            continue;
+        }
+        for tok in col.split([' ', ',']) {
+            let name = tok.trim_start_matches('-');
+            if tok.starts_with('-')
+                && !name.is_empty()
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            {
+                out.push(tok.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// `natsd --help` names every flag natsd parses, and every flag of nats-server 2.15.1's
+/// `--help` is either in it or refused with "not supported yet" (issue 20 item 4).
+#[test]
+fn help_lists_what_natsd_parses_and_nats_server_215s_flags() {
+    use natsd::config::flags::{parse_command, USAGE};
+    let ours = help_flags(USAGE);
+    assert!(ours.len() > 40, "{ours:?}");
+    for f in [
+        "--routes",
+        "--cluster",
+        "--cluster_name",
+        "--logtime_utc",
+        "--help_tls",
+    ] {
+        assert!(ours.iter().any(|o| o == f), "{f} missing from --help");
+    }
+    for f in &ours {
+        if let Err(e) = parse_command([f.as_str(), "1"]) {
+            assert!(
+                !e.to_string().contains("not defined"),
+                "{f} is in --help but not parsed: {e}"
+            );
+        }
+    }
+    let go = common::natsserver::assert_installed_215();
+    let out = std::process::Command::new(go)
+        .arg("--help")
+        .output()
+        .expect("nats-server --help");
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    let theirs = help_flags(&text);
+    assert!(theirs.len() > 40, "{text}");
+    for f in &theirs {
+        if ours.contains(f) {
+            continue;
+        }
+        let e = parse_command([f.as_str(), "1"]).expect_err(f);
+        assert!(
+            e.to_string().contains("not supported yet"),
+            "nats-server's {f}: neither in natsd's --help nor refused by name: {e}"
+        );
+    }
+}

@@ -145,20 +145,27 @@ const CHART_DEFAULT: &str = r#"{
 "#;
 
 #[test]
-fn helm_chart_with_clustered_jetstream_is_refused() {
+fn helm_chart_with_clustered_jetstream_loads() {
     pod_env();
     let dir = tmp_dir("chart-js");
     let p = write(&dir, "nats.conf", CHART_JS);
-    // JetStream runs on one node: with a cluster block it is refused as a whole.
-    let e = file::load_with_warnings(&p).expect_err("clustered JetStream is not built");
+    let o = file::load_with_warnings(&p)
+        .expect("clustered JetStream")
+        .options;
+    assert!(o.jetstream.is_some() && o.cluster.is_some());
+    check_ok(&p);
+    // Without a server name there is no JetStream cluster (nats-server's words).
+    let p = write(
+        &dir,
+        "noname.conf",
+        &CHART_JS.replace("\"server_name\": $SERVER_NAME", "\"port\": 4222"),
+    );
+    let e = file::load_with_warnings(&p).expect_err("no server_name");
     assert!(
         e.msg
-            .contains("JetStream in a cluster is not supported yet"),
+            .contains("jetstream cluster requires `server_name` to be set"),
         "{e}"
     );
-    let (code, err) = check(&p);
-    assert_eq!(code, 1, "{err}");
-    assert!(err.contains("not supported yet"), "{err}");
 }
 
 #[test]

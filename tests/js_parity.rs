@@ -196,6 +196,69 @@ async fn descriptions_are_limited_to_4096_bytes() {
     stop(refs).await;
 }
 
+/// `num_replicas` on a single server: the bounds first (more than 5: 10052 "maximum replicas
+/// is 5"; negative: 400 10133), then 10074 for 2-5; 0 and 1 store as 1 (natsd said 10074 for 6
+/// and "replicas > 5 not supported" for -1, and took a consumer's -1).
+#[tokio::test]
+async fn stream_replicas_are_checked_as_nats_server_checks_them() {
+    let refs = jsref::each("replicas", "").await;
+    let e = |code: u16, err: u16, d: &str| json!({"code": code, "err_code": err, "description": d});
+    let single = e(
+        500,
+        10074,
+        "replicas > 1 not supported in non-clustered mode",
+    );
+    let cases = [
+        (0, json!("ok")),
+        (1, json!("ok")),
+        (3, single.clone()),
+        (5, single.clone()),
+        (6, e(500, 10052, "maximum replicas is 5")),
+        (-1, e(400, 10133, "replicas count cannot be negative")),
+    ];
+    for r in &refs {
+        let nc = r.client(None).await;
+        for (i, (n, want)) in cases.iter().enumerate() {
+            let cfg = json!({"name": format!("R{i}"), "subjects": [format!("r{i}")],
+                             "storage": "memory", "num_replicas": n});
+            let v = api(
+                &nc,
+                &format!("$JS.API.STREAM.CREATE.R{i}"),
+                &cfg.to_string(),
+            )
+            .await;
+            assert_eq!(&outcome(&v), want, "{} num_replicas {n}", r.name);
+            if v.get("error").is_none() {
+                assert_eq!(v["config"]["num_replicas"], 1, "{}: {v}", r.name);
+            }
+        }
+        // A consumer: single-server mode first (6 is 10074 too), then negative; 0 stays 0.
+        let cases = [
+            (0, json!("ok")),
+            (1, json!("ok")),
+            (3, single.clone()),
+            (6, single.clone()),
+            (-1, e(400, 10133, "replicas count cannot be negative")),
+        ];
+        for (i, (n, want)) in cases.iter().enumerate() {
+            let cfg = json!({"stream_name": "R0",
+                             "config": {"durable_name": format!("c{i}"), "ack_policy": "explicit",
+                                        "num_replicas": n}});
+            let v = api(
+                &nc,
+                &format!("$JS.API.CONSUMER.CREATE.R0.c{i}"),
+                &cfg.to_string(),
+            )
+            .await;
+            assert_eq!(&outcome(&v), want, "{} consumer num_replicas {n}", r.name);
+            if v.get("error").is_none() {
+                assert_eq!(v["config"]["num_replicas"], *n, "{}: {v}", r.name);
+            }
+        }
+    }
+    stop(refs).await;
+}
+
 /// What a pull request's inbox receives until its end: `p.N` for messages, the status line
 /// with the pending counts for the closing status, `-` when nothing came for a while.
 async fn replies(sub: &mut async_nats::Subscriber, quiet: Duration) -> Vec<String> {

@@ -17,6 +17,9 @@
 //! `pod_whose_dns_record_appears_late_joins` publishes nats-2's records 5 s after the start and
 //! wants the full mesh within 2 s of that.
 //!
+//! `jetstream_r3_stream_across_pods_survives_a_pod_restart` (in `k8s_sim/jetstream.rs`) runs
+//! the chart's JetStream cluster config: an R3 stream across the pods, its leader's pod rolled.
+//!
 //! All traffic stays in namespaces this test creates (the root namespace gets no address, route
 //! or bridge); names derive from the pid and a per-test tag so parallel runs and the tests of
 //! this binary (parallel threads) do not clash; a Drop guard kills every
@@ -1244,3 +1247,7 @@ fn a_partitioned_pod_rejoins_after_heal_without_duplicates_and_interest_converge
         panic!("the mesh did not stay whole after the heal: {e}");
     }
 }
+
+// After `report!` and the helpers it uses (macros are in scope from their definition on).
+#[path = "k8s_sim/jetstream.rs"]
+mod jetstream;

@@ -196,3 +196,31 @@ fn grace_must_be_below_duration() {
     assert_eq!(d.lame_duck_duration, Duration::from_secs(120));
     assert_eq!(d.lame_duck_grace_period, Duration::from_secs(10));
 }
+
+/// A client connection accepted just before the listener stopped joins the server's
+/// clients after shutdown has begun (and after its sweep): it is closed there, not kept.
+/// `Server::shutdown` waits for every connection's task, and such a connection (async-nats
+/// reconnecting to the next node of a cluster as it stopped) kept it waiting for ever.
+#[tokio::test]
+async fn a_client_that_joins_during_shutdown_is_closed() {
+    use natsd::conn::{CloseReason, Conn, ConnKind};
+    use std::sync::Arc;
+    let a = start(Options::local()).await;
+    let shared = a.shared().clone();
+    shared.begin_shutdown();
+    let late = Arc::new(Conn::new(
+        shared.next_cid(),
+        ConnKind::Client,
+        "127.0.0.1:1".parse().expect("addr"),
+        1 << 20,
+    ));
+    assert!(
+        shared.register_client(&late),
+        "not refused as over the limit"
+    );
+    assert_eq!(late.close_reason(), Some(CloseReason::ServerShutdown));
+    assert_eq!(shared.num_clients(), 0, "not among the clients");
+    tokio::time::timeout(Duration::from_secs(10), a.shutdown())
+        .await
+        .expect("shutdown ends");
+}

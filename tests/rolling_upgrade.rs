@@ -346,7 +346,7 @@ impl Traffic {
         let req_failed = self
             .req_failed
             .lock()
-            .map(|f| f.iter().filter(|n| (from.2..to.2).contains(n)).count() as u64)
+            .map(|f| f.iter().filter(|n| (from.2..to.2).contains(*n)).count() as u64)
             .unwrap_or(0);
         Step {
             label: label.to_string(),

@@ -280,6 +280,16 @@ fn up_serves_a_mesh_check_agrees_and_sigint_stops_every_node() {
             "{url} not printed: {out:#?}"
         );
     }
+    // The check line runs as printed: the binary's own path, not a bare `natsd`.
+    let check = out
+        .iter()
+        .find_map(|l| l.strip_prefix("check:"))
+        .unwrap_or_else(|| panic!("no check line: {out:#?}"));
+    let words: Vec<&str> = check.split_whitespace().collect();
+    let exe = std::fs::canonicalize(BIN).expect("natsd binary");
+    assert_eq!(std::fs::canonicalize(words[0]).ok(), Some(exe), "{check}");
+    let ran = run(&words[1..]);
+    assert!(ran.status.success(), "{check}: {ran:?}");
     // Every node's log lines come out prefixed with its name.
     let end = Instant::now() + DEADLINE;
     while !["[n1] ", "[n2] ", "[n3] "]

@@ -38,6 +38,19 @@
 {{- define "natsd.serviceAccountName" -}}
 {{- default (include "natsd.fullname" .) .Values.serviceAccount.name -}}
 {{- end -}}
+{{- define "natsd.jsPvcName" -}}
+{{- default (printf "%s-js" (include "natsd.fullname" .)) .Values.config.jetstream.fileStore.pvc.name -}}
+{{- end -}}
+{{/* The store's volume: the PVC when fileStore and its pvc are on, else an emptyDir (the
+     container's root filesystem is read-only) */}}
+{{- define "natsd.jsPvc" -}}
+{{- $js := .Values.config.jetstream -}}
+{{- if and $js.enabled $js.fileStore.enabled $js.fileStore.pvc.enabled }}true{{ end -}}
+{{- end -}}
+{{/* A size as the nats-io chart writes it: a string unquoted (10Gi), a number as an integer */}}
+{{- define "natsd.size" -}}
+{{- if kindIs "string" . }}{{ printf "<< %s >>" . }}{{ else }}{{ printf "<< %d >>" (int64 .) }}{{ end -}}
+{{- end -}}
 {{- define "natsd.clusterName" -}}
 {{- default (include "natsd.statefulSetName" .) .Values.config.cluster.name -}}
 {{- end -}}
@@ -89,9 +102,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- define "natsd.unsupported" -}}
 {{- $c := .Values.config -}}
 {{- if $c.gateway.enabled }}{{ fail "config.gateway.enabled: gateway is not in this chart yet (natsd supports it; configure it without the chart)" }}{{ end -}}
-{{- if $c.jetstream.enabled }}{{ fail "config.jetstream.enabled: JetStream is not in this chart yet (natsd supports it; configure it without the chart)" }}{{ end -}}
 {{- if $c.nats.tls.enabled }}{{ fail "config.nats.tls.enabled: client TLS is not in this chart yet (natsd supports it; configure it without the chart)" }}{{ end -}}
-{{- if $c.leafnodes.enabled }}{{ fail "config.leafnodes.enabled: leaf nodes are not supported by natsd yet" }}{{ end -}}
+{{- if $c.leafnodes.enabled }}{{ fail "config.leafnodes.enabled: leaf nodes are not in this chart yet" }}{{ end -}}
 {{- if $c.websocket.enabled }}{{ fail "config.websocket.enabled: WebSocket is not supported by natsd yet" }}{{ end -}}
 {{- if $c.mqtt.enabled }}{{ fail "config.mqtt.enabled: MQTT is not supported by natsd yet" }}{{ end -}}
 {{- if $c.monitor.tls.enabled }}{{ fail "config.monitor.tls.enabled: HTTPS monitoring is not in this chart yet (natsd supports it; configure it without the chart)" }}{{ end -}}
@@ -179,6 +191,27 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
 {{- $cm = mergeOverwrite $cm (deepCopy $cl.merge) -}}
 {{- $_ := set $c "cluster" $cm -}}
+{{- end -}}
+{{- if $v.config.jetstream.enabled -}}
+{{- $js := $v.config.jetstream -}}
+{{- $jm := dict -}}
+{{- if $js.memoryStore.enabled -}}
+{{- with $js.memoryStore.maxSize }}{{ $_ := set $jm "max_memory_store" (include "natsd.size" .) }}{{ end -}}
+{{- else -}}
+{{- $_ := set $jm "max_memory_store" 0 -}}
+{{- end -}}
+{{- $_ := set $jm "store_dir" $js.fileStore.dir -}}
+{{- if $js.fileStore.enabled -}}
+{{- if $js.fileStore.maxSize -}}
+{{- $_ := set $jm "max_file_store" (include "natsd.size" $js.fileStore.maxSize) -}}
+{{- else if $js.fileStore.pvc.enabled -}}
+{{- $_ := set $jm "max_file_store" (include "natsd.size" $js.fileStore.pvc.size) -}}
+{{- end -}}
+{{- else -}}
+{{- $_ := set $jm "max_file_store" 0 -}}
+{{- end -}}
+{{- $jm = mergeOverwrite $jm (deepCopy $js.merge) -}}
+{{- $_ := set $c "jetstream" $jm -}}
 {{- end -}}
 {{- if $v.auth.enabled -}}
 {{- if eq $v.auth.type "user" -}}

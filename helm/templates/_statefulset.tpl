@@ -153,6 +153,10 @@ volumeMounts:
   - name: auth
     mountPath: /etc/nats-auth
   {{- end }}
+  {{- if $v.config.jetstream.enabled }}
+  - name: {{ ternary (include "natsd.jsPvcName" .) "js" (eq (include "natsd.jsPvc" .) "true") }}
+    mountPath: {{ $v.config.jetstream.fileStore.dir | quote }}
+  {{- end }}
 {{- end -}}
 
 {{- define "natsd.podTemplate" -}}
@@ -255,5 +259,9 @@ spec:
         items:
           - key: {{ $v.auth.includeKey }}
             path: {{ $v.auth.includeKey }}
+    {{- end }}
+    {{- if and $v.config.jetstream.enabled (not (include "natsd.jsPvc" .)) }}
+    - name: js
+      emptyDir: {}
     {{- end }}
 {{- end -}}

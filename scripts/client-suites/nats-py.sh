@@ -28,6 +28,8 @@ if [ ! -x "$work/venv/bin/python" ]; then
   python3 -m venv "$work/venv"
   "$work/venv/bin/pip" install -q -r "$repo/tests/python/requirements.txt"
 fi
+# test_client_nkeys.py skips everything without the Python nkeys package.
+"$work/venv/bin/python" -c 'import nkeys' 2>/dev/null || "$work/venv/bin/pip" install -q nkeys==0.2.1
 
 # Layout: $work/nats/tests is the `tests` package the upstream files import (`from tests.utils
 # import *`); the suite runs from $work/nats, where some tests open pyproject.toml/README.md.
@@ -35,6 +37,8 @@ fi
 root="$work/nats"
 mkdir -p "$root/tests/conf" "$root/tests/certs"
 cp "$tests_src"/*.py "$root/tests/"
+# The nkeys/JWT fixtures (nkeys_server.conf, resolver_preload.conf, *.creds, *.nk).
+[ -d "$tests_src/nkeys" ] && cp -r "$tests_src/nkeys" "$root/tests/"
 touch "$root/tests/__init__.py"
 [ -e "$root/nats" ] || ln -s . "$root/nats"
 printf '[project]\nname = "placeholder"\n' > "$root/pyproject.toml"
@@ -107,8 +111,13 @@ bin="$work/bin-$target"
 mkdir -p "$bin"
 case "$target" in
   natsd)
-    (cd "$repo" && cargo build --release -q)
-    ln -sf "$repo/target/release/natsd" "$bin/nats-server"
+    # NATSD_BIN: an already built natsd (e.g. target/debug/natsd) instead of a release build.
+    if [ -n "${NATSD_BIN:-}" ]; then
+      ln -sf "$NATSD_BIN" "$bin/nats-server"
+    else
+      (cd "$repo" && cargo build --release -q)
+      ln -sf "$repo/target/release/natsd" "$bin/nats-server"
+    fi
     ;;
   go) ln -sf /usr/sbin/nats-server "$bin/nats-server" ;;
   *) echo "usage: $0 [natsd|go] [pytest args...]" >&2; exit 2 ;;

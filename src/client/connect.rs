@@ -31,16 +31,31 @@ impl Client {
             user: nonempty(&ci.user),
             pass: nonempty(&ci.pass),
             token: nonempty(&ci.auth_token),
+            nkey: nonempty(&ci.nkey),
+            sig: nonempty(&ci.sig),
+            nonce: self.nonce.as_bytes(),
+            jwt: nonempty(&ci.jwt),
+            host: Some(self.conn.addr.ip()),
         };
         let Some(id) = self.srv.auth.authenticate(creds) else {
-            if ci.user.is_empty() {
-                tracing::error!("{} - authentication error", self.conn.log_prefix());
-            } else {
-                tracing::error!(
-                    "{} - authentication error - User {:?}",
-                    self.conn.log_prefix(),
-                    ci.user
-                );
+            // As nats-server 2.15: the failed connection keeps the user it claimed (an
+            // nkey before a name), for `/connz?state=closed&auth=1`.
+            let claimed = creds.nkey.or(creds.user);
+            match (creds.nkey, creds.user) {
+                (Some(k), _) => tracing::error!(
+                    "{} - authentication error - Nkey {k:?}",
+                    self.conn.log_prefix()
+                ),
+                (None, Some(u)) => tracing::error!(
+                    "{} - authentication error - User {u:?}",
+                    self.conn.log_prefix()
+                ),
+                (None, None) => {
+                    tracing::error!("{} - authentication error", self.conn.log_prefix())
+                }
+            }
+            if let Some(u) = claimed {
+                self.conn.meta().user = u.to_string();
             }
             self.send_err(errs::AUTH_VIOLATION);
             return Flow::Close(CloseReason::AuthenticationViolation);
@@ -65,19 +80,26 @@ impl Client {
         self.no_responders = ci.no_responders;
         self.conn.headers.store(ci.headers, Relaxed);
         self.conn.async_info.store(ci.protocol >= 1, Relaxed);
+        if let Some(p) = &id.perms {
+            if let Some(r) = p.responses() {
+                let _ = self
+                    .conn
+                    .responses
+                    .set(crate::auth::responses::Responses::new(r, p.clone()));
+            }
+        }
         self.perms = id.perms;
-        self.creds = Some(StoredCreds {
-            user: creds.user.map(str::to_string),
-            pass: creds.pass.map(str::to_string),
-            token: creds.token.map(str::to_string),
-        });
-        // The account's `limits { max_connections }`, counted on this server.
+        self.expires_at = expiry_instant(id.expires);
+        self.jwt_limits = id.jwt_limits;
+        self.creds = Some(StoredCreds::new(&creds));
+        // The account's `limits { max_connections }`, counted across the cluster: this
+        // server's clients and what the others last said (`sys/conns.rs`).
         let max_conns = self
             .opts
             .account_limits
             .get(&acc.name)
             .map_or(-1, |l| l.max_connections);
-        let before = acc.num_conns.fetch_add(1, Relaxed);
+        let before = acc.num_conns.fetch_add(1, Relaxed) + acc.remote_conns.load(Relaxed);
         if usize::try_from(max_conns).is_ok_and(|max| before >= max) {
             acc.num_conns.fetch_sub(1, Relaxed);
             self.send_err(errs::MAX_ACCOUNT_CONNECTIONS);
@@ -89,7 +111,17 @@ impl Client {
             return Flow::Close(CloseReason::MaxAccountConnectionsExceeded);
         }
         self.acc = acc;
+        self.conns_changed();
         self.apply_limits();
+        if self.max_subs == Some(0) {
+            // At its subscription limit before any SUB (a JWT user without `subs`, a limit
+            // of 0): nats-server says so and closes the client.
+            self.acc.num_conns.fetch_sub(1, Relaxed);
+            self.conns_changed();
+            self.send_err(errs::MAX_SUBS);
+            tracing::error!("{} - {}", self.conn.log_prefix(), errs::MAX_SUBS);
+            return Flow::Close(CloseReason::MaxSubscriptionsExceeded);
+        }
         {
             let mut m = self.conn.meta();
             m.name = ci.name;
@@ -106,4 +138,27 @@ impl Client {
         self.send_ok();
         Flow::Continue
     }
+
+    /// Tell the other servers this account's client count changed (`sys/conns.rs`; never
+    /// for `$G`, as nats-server).
+    pub(super) fn conns_changed(&self) {
+        if self.acc.name == crate::account::GLOBAL_ACCOUNT {
+            return;
+        }
+        if let Some(sys) = self.srv.sys.get() {
+            sys.conns
+                .send(crate::sys::conns::Event::Local(self.acc.name.clone()));
+        }
+    }
+}
+
+/// When a JWT expiring at `unix` seconds expires, on the monotonic clock (None: never).
+/// Already past: now (the tick closes the connection at once).
+fn expiry_instant(unix: i64) -> Option<Instant> {
+    let at = u64::try_from(unix).ok().filter(|&s| s > 0)?;
+    let at = std::time::UNIX_EPOCH + Duration::from_secs(at);
+    let left = at
+        .duration_since(std::time::SystemTime::now())
+        .unwrap_or_default();
+    Some(Instant::now() + left)
 }

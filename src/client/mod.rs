@@ -42,6 +42,7 @@ pub mod errs {
     pub const INVALID_PUB_SUBJECT: &str = "Invalid Publish Subject";
     pub const AUTH_VIOLATION: &str = "Authorization Violation";
     pub const AUTH_TIMEOUT: &str = "Authentication Timeout";
+    pub const USER_AUTH_EXPIRED: &str = "User Authentication Expired";
     pub const STALE: &str = "Stale Connection";
     pub const MAX_CONNECTIONS: &str = "maximum connections exceeded";
     pub const MAX_SUBS: &str = "maximum subscriptions exceeded";
@@ -93,6 +94,8 @@ struct Client {
     last_in: Instant,
     /// When the ping timer fires next (re-armed early at CONNECT, to measure RTT).
     next_ping: Instant,
+    /// When the user JWT this client connected with expires: it is closed then.
+    expires_at: Option<Instant>,
     /// The ping timer's interval (refreshed by a config reload).
     ping_interval: Duration,
     /// Whether clients must authenticate (refreshed by a config reload).
@@ -113,26 +116,56 @@ struct Client {
     /// at a reload): subscriptions (`None`: unlimited) and payload bytes.
     max_subs: Option<usize>,
     max_payload: usize,
+    /// A JWT user's own `subs` and `payload` limits (-1: none), lowered further by the
+    /// account's and the server's.
+    jwt_limits: Option<(i64, i64)>,
     /// The parser's payload limit must follow `max_payload` (changed by CONNECT or reload).
     limits_changed: bool,
     /// The first PING after CONNECT was answered (nats-server then sends an INFO when the
     /// client's `max_payload` is not the server's).
     first_pong_sent: bool,
+    /// The `nonce` this client's INFO carried (empty: none was sent), which an nkey user
+    /// signs in CONNECT.
+    nonce: String,
 }
 
-/// Credentials a client presented, owned.
+/// Credentials a client presented, owned (the signature and nonce too, so that a reload
+/// re-checks an nkey user without asking it again).
 struct StoredCreds {
     user: Option<String>,
     pass: Option<String>,
     token: Option<String>,
+    nkey: Option<String>,
+    sig: Option<String>,
+    nonce: String,
+    jwt: Option<String>,
+    host: Option<std::net::IpAddr>,
 }
 
 impl StoredCreds {
+    fn new(c: &Credentials<'_>) -> Self {
+        StoredCreds {
+            user: c.user.map(str::to_string),
+            pass: c.pass.map(str::to_string),
+            token: c.token.map(str::to_string),
+            nkey: c.nkey.map(str::to_string),
+            sig: c.sig.map(str::to_string),
+            nonce: String::from_utf8_lossy(c.nonce).into_owned(),
+            jwt: c.jwt.map(str::to_string),
+            host: c.host,
+        }
+    }
+
     fn as_creds(&self) -> Credentials<'_> {
         Credentials {
             user: self.user.as_deref(),
             pass: self.pass.as_deref(),
             token: self.token.as_deref(),
+            nkey: self.nkey.as_deref(),
+            sig: self.sig.as_deref(),
+            nonce: self.nonce.as_bytes(),
+            jwt: self.jwt.as_deref(),
+            host: self.host,
         }
     }
 }
@@ -147,6 +180,13 @@ impl Client {
         let acc = srv.accounts.global();
         let srv_ping_interval = opts.ping_interval;
         let fan_srv = srv.clone();
+        // A fresh nonce per connection when nkey users exist (nats-server: 11 random bytes,
+        // base64url).
+        let nonce = if srv.auth.nonce_required() {
+            crate::util::ids::nonce()
+        } else {
+            String::new()
+        };
         Client {
             trace: crate::logging::trace_enabled(),
             ping_interval: opts.ping_interval.max(Duration::from_millis(10)),
@@ -168,15 +208,18 @@ impl Client {
             pings_out: 0,
             last_in: Instant::now(),
             next_ping: Instant::now() + srv_ping_interval,
+            expires_at: None,
             rtt_start: None,
             rtt_known: false,
             l1: FastMap::default(),
             pub_ok: FastMap::default(),
-            fan: Fanout::new(fan_srv),
+            fan: Fanout::new(fan_srv).for_client(),
             max_subs: None,
+            jwt_limits: None,
             max_payload: 0,
             limits_changed: false,
             first_pong_sent: false,
+            nonce,
         }
         .with_limits()
     }
@@ -195,13 +238,23 @@ impl Client {
             .get(&self.acc.name)
             .copied()
             .unwrap_or_default();
+        // nats-server's `minLimit`: the user's own (JWT) limit, then the account's, then
+        // the server's; -1 is none.
+        let (user_subs, user_payload) = self.jwt_limits.unwrap_or((-1, -1));
+        let lower = |user: i64, account: i64| match (user < 0, account < 0) {
+            (true, _) => account,
+            (false, true) => user,
+            (false, false) => user.min(account),
+        };
         let subs = crate::config::AccountLimits::min_with(
             self.opts.max_subscriptions,
-            acc.max_subscriptions,
+            lower(user_subs, acc.max_subscriptions),
         );
-        let payload =
-            crate::config::AccountLimits::min_with(self.opts.max_payload, acc.max_payload)
-                .unwrap_or(self.opts.max_payload);
+        let payload = crate::config::AccountLimits::min_with(
+            self.opts.max_payload,
+            lower(user_payload, acc.max_payload),
+        )
+        .unwrap_or(self.opts.max_payload);
         self.max_subs = subs;
         if payload != self.max_payload {
             self.max_payload = payload;
@@ -251,7 +304,7 @@ impl Client {
 
     /// `INFO {…} \r\n` for this client (nats-server writes a space before the CRLF).
     fn info_line(&self) -> Vec<u8> {
-        crate::server::info_line(&self.srv.client_info_json(&self.conn))
+        crate::server::info_line(&self.srv.client_hello_json(&self.conn, &self.nonce, false))
     }
 
     fn send_info(&self) {
@@ -440,6 +493,12 @@ impl Client {
             return *ok;
         }
         let ok = p.can_publish(subject);
+        if !ok {
+            // A reply it may answer (never cached: each answer counts).
+            if let Some(r) = self.conn.responses.get() {
+                return r.allow(subject);
+            }
+        }
         if self.pub_ok.len() >= 128 {
             self.pub_ok.clear();
         }
@@ -463,10 +522,11 @@ impl Client {
         if !well_formed {
             return Flow::Continue;
         }
-        // Message tracing: one scan of a header for `Nats-Trace-Dest`, nothing without one.
+        // Message tracing: one scan of a header for `Nats-Trace-Dest` (and `traceparent` when
+        // an account has a trace destination), nothing without a header.
         let rewritten;
         let mut header = header;
-        let traced = header.is_some_and(crate::trace::has_trace_header);
+        let traced = header.is_some_and(|h| crate::trace::may_trace(&**self.fan.fabric(), h));
         if traced {
             match self.trace_begin(subject, reply, header, payload) {
                 Some(None) => {}
@@ -616,10 +676,22 @@ impl Session for Client {
     }
 
     fn next_tick(&self) -> Instant {
-        self.next_ping
+        match self.expires_at {
+            Some(at) if at < self.next_ping => at,
+            _ => self.next_ping,
+        }
     }
 
     fn on_tick(&mut self, now: Instant) -> Result<(), CloseReason> {
+        if self.expires_at.is_some_and(|at| now >= at) {
+            // As nats-server's `authExpired`.
+            self.send_err(errs::USER_AUTH_EXPIRED);
+            tracing::debug!("{} - {}", self.conn.log_prefix(), errs::USER_AUTH_EXPIRED);
+            return Err(CloseReason::AuthenticationExpired);
+        }
+        if now < self.next_ping {
+            return Ok(()); // the tick was for the expiry, which moved (not yet)
+        }
         self.next_ping = now + self.ping_interval;
         match self.ping_timer() {
             Flow::Close(r) => Err(r),

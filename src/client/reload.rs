@@ -32,6 +32,16 @@ impl Client {
                 }
             }
         }
+        if creds
+            .jwt
+            .as_deref()
+            .is_some_and(|t| self.srv.auth.jwt_revoked(t))
+        {
+            // An account update revoked this user (nats-server's text and reason).
+            self.send_err("User Authentication Revoked");
+            tracing::debug!("{} - User Authentication Revoked", self.conn.log_prefix());
+            return Flow::Close(CloseReason::Revocation);
+        }
         let Some(id) = self.srv.auth.authenticate(creds.as_creds()) else {
             tracing::error!(
                 "{} - authentication error - User {:?}",

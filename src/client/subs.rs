@@ -111,8 +111,9 @@ impl Client {
                 deny,
                 weight: 1,
                 handler: None,
+                traced: false,
             });
-            subs.insert(sub.sid.clone(), sub.clone());
+            subs.insert(sub.clone());
             sub
         };
         if self
@@ -157,7 +158,7 @@ impl Client {
 
     /// Remove every subscription of this connection from its account.
     pub(super) fn cleanup(&mut self) {
-        let subs: Vec<_> = self.conn.subs().drain().map(|(_, s)| s).collect();
+        let subs: Vec<_> = self.conn.subs().drain().collect();
         for s in subs {
             let removed = self
                 .acc
@@ -183,6 +184,7 @@ impl Client {
         }
         if self.connected {
             self.acc.num_conns.fetch_sub(1, Relaxed);
+            self.conns_changed();
         }
         self.l1.clear();
         self.fan.clear();

@@ -170,7 +170,7 @@ pub(super) async fn serve_tls(
     }
     if tls_first {
         // INFO now, as the first bytes inside TLS.
-        let info = crate::server::info_line(&srv.client_info_json_tls_first(&conn));
+        let info = crate::server::info_line(&srv.client_hello_json(&conn, &c.nonce, true));
         c.trace_out(&info);
         let wrote = tokio::time::timeout(write_deadline, async {
             stream.write_all(&info).await?;

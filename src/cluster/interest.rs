@@ -57,28 +57,7 @@ impl Cluster {
         kicks: &mut Vec<std::sync::Arc<crate::conn::Conn>>,
     ) {
         let mut rm = acc.route_interest.lock().unwrap_or_else(|e| e.into_inner());
-        // The key shares the subscription's bytes: no allocation.
-        let key = (subject.clone(), queue.cloned());
-        let apply = |before: u32| (i64::from(before) + i64::from(delta)).max(0) as u32;
-        let (before, after) = match rm.entry(key) {
-            std::collections::hash_map::Entry::Occupied(mut o) => {
-                let before = *o.get();
-                let after = apply(before);
-                if after == 0 {
-                    o.remove();
-                } else {
-                    *o.get_mut() = after;
-                }
-                (before, after)
-            }
-            std::collections::hash_map::Entry::Vacant(v) => {
-                let after = apply(0);
-                if after > 0 {
-                    v.insert(after);
-                }
-                (0, after)
-            }
-        };
+        let (before, after) = rm.add(subject, queue.map(|q| &q[..]), delta);
         let c = change(queue.is_some(), before, after);
         if c == Change::None {
             return;
@@ -107,13 +86,13 @@ impl Cluster {
                 continue;
             }
             let mut buf = BytesMut::with_capacity(rm.len() * 32);
-            for ((subject, queue), n) in rm.iter() {
+            for (subject, queue, n) in rm.iter() {
                 let c = if queue.is_some() {
-                    Change::Plus(Some(*n))
+                    Change::Plus(Some(n))
                 } else {
                     Change::Plus(None)
                 };
-                encode_change(&mut buf, name, subject, queue.as_deref(), &c);
+                encode_change(&mut buf, name, subject, queue, &c);
             }
             to.conn
                 .out
@@ -134,6 +113,23 @@ impl crate::server::ServerShared {
         delta: i32,
         kicks: &mut Vec<std::sync::Arc<crate::conn::Conn>>,
     ) {
+        self.interest_to_routes(acc, subject, queue, delta, kicks);
+        if let Some(lf) = &self.leafnodes {
+            let q = queue.map(|q| &q[..]);
+            lf.interest_changed(acc, subject, q, delta, crate::leaf::Src::Local);
+        }
+    }
+
+    /// Interest this server now has (its clients', or a leaf's it is the hub of) changed by
+    /// `delta`: queue what routes and gateways must learn.
+    pub fn interest_to_routes(
+        &self,
+        acc: &Account,
+        subject: &Bytes,
+        queue: Option<&Bytes>,
+        delta: i32,
+        kicks: &mut Vec<std::sync::Arc<crate::conn::Conn>>,
+    ) {
         if let Some(cl) = &self.cluster {
             cl.interest_changed(acc, subject, queue, delta, kicks);
         }
@@ -146,6 +142,7 @@ impl crate::server::ServerShared {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::route_interest::RouteInterest;
 
     #[test]
     fn plain_interest_on_edges_only() {
@@ -162,6 +159,45 @@ mod tests {
         assert_eq!(change(true, 2, 1), Change::Plus(Some(1)));
         assert_eq!(change(true, 1, 0), Change::Minus);
         assert_eq!(change(true, 1, 1), Change::None);
+    }
+
+    #[test]
+    fn counts_by_subject_and_queue() {
+        let mut rm = RouteInterest::default();
+        assert_eq!(rm.add(b"foo", None, 1), (0, 1));
+        assert_eq!(rm.add(b"foo", None, 1), (1, 2));
+        assert_eq!(rm.add(b"foo", Some(b"q"), 1), (0, 1));
+        assert_eq!(
+            rm.add(b"foo.bar.baz.a.long.subject.beyond", Some(b"q"), 1),
+            (0, 1)
+        );
+        assert_eq!(rm.len(), 3);
+        assert_eq!(rm.add(b"foo", None, -1), (2, 1));
+        assert_eq!(rm.add(b"foo", None, -1), (1, 0));
+        assert_eq!(rm.add(b"foo", None, -1), (0, 0));
+        let mut all: Vec<_> = rm
+            .iter()
+            .map(|(s, q, n)| (s.to_vec(), q.map(<[u8]>::to_vec), n))
+            .collect();
+        all.sort();
+        assert_eq!(
+            all,
+            vec![
+                (b"foo".to_vec(), Some(b"q".to_vec()), 1),
+                (
+                    b"foo.bar.baz.a.long.subject.beyond".to_vec(),
+                    Some(b"q".to_vec()),
+                    1
+                )
+            ]
+        );
+        for i in 0..1000 {
+            rm.add(format!("s.{i}").as_bytes(), None, 1);
+        }
+        for i in 0..1000 {
+            rm.add(format!("s.{i}").as_bytes(), None, -1);
+        }
+        assert_eq!(rm.len(), 2);
     }
 
     #[test]

@@ -63,7 +63,7 @@ impl RouteEntry {
     }
 }
 
-pub use driver::Verdict;
+pub use driver::{resolve, Verdict};
 
 /// Route TLS, ready to use: rustls configurations for both directions.
 pub struct RouteTls {
@@ -520,8 +520,18 @@ impl Cluster {
         v
     }
 
+    /// Leafnode URLs of the peers (each peer's route INFO carries its own).
+    pub fn peer_leafnode_urls(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        for p in lock(&self.routes).values() {
+            let Some(r) = p.primary() else { continue };
+            v.extend(r.info().leafnode_urls.iter().cloned());
+        }
+        v
+    }
+
     /// A peer's INFO update (on any of its connections): every connection to it takes it.
-    /// True when its client URLs or lame duck state changed.
+    /// True when its client URLs, leafnode URLs or lame duck state changed.
     pub fn update_peer_info(&self, info: &ServerInfo) -> bool {
         let routes = lock(&self.routes);
         let Some(p) = routes.get(&info.server_id) else {
@@ -530,7 +540,9 @@ impl Cluster {
         let mut changed = false;
         for e in p.entries() {
             let mut cur = e.info();
-            changed |= cur.connect_urls != info.connect_urls || cur.ldm != info.ldm;
+            changed |= cur.connect_urls != info.connect_urls
+                || cur.leafnode_urls != info.leafnode_urls
+                || cur.ldm != info.ldm;
             *cur = info.clone();
         }
         changed

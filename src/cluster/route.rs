@@ -26,7 +26,7 @@ use crate::server::ServerShared;
 use crate::util::FastMap;
 use bytes::{Bytes, BytesMut};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -99,8 +99,10 @@ struct Route {
     /// Accept side: CONNECT seen (must come first).
     connect_seen: bool,
     entry: Option<Arc<RouteEntry>>,
-    /// Remote interest by `acc subj[ queue]`.
-    remote: FastMap<Bytes, (Arc<Account>, Arc<Subscription>)>,
+    /// Remote interest by account (as the wire names it).
+    remote: FastMap<Bytes, remote::RemoteAcc>,
+    /// Number of interest entries in `remote`.
+    remote_count: usize,
     fan: Fanout,
     /// Last account a routed message named (most routes carry one or two).
     acc_cache: crate::account::LastAccount,
@@ -148,6 +150,7 @@ impl Route {
             connect_seen: false,
             entry: None,
             remote: FastMap::default(),
+            remote_count: 0,
             acc_cache: Default::default(),
             pings_out: 0,
             next_ping: Instant::now() + Duration::from_secs(3600),
@@ -301,10 +304,9 @@ impl Route {
                 Ok(())
             }
             Op::Pong => {
-                self.pings_out = 0;
-                if let Some(t) = self.rtt_start.take() {
-                    let rtt = t.elapsed();
-                    self.conn.meta().rtt = Some(rtt);
+                if let Some(rtt) =
+                    driver::peer_pong(&self.conn, &mut self.pings_out, &mut self.rtt_start)
+                {
                     // s2_auto: the level follows the RTT (client.go
                     // updateS2AutoCompressionLevel); the writer takes it from the next batch.
                     if let Some(level) = self.comp.on_pong(rtt) {
@@ -693,14 +695,7 @@ impl Route {
     }
 
     fn cleanup(&mut self) {
-        for (_, (acc, sub)) in self.remote.drain() {
-            let _ = acc
-                .sublist
-                .remove(&sub.subject, sub.queue.as_deref(), &SubRef(sub.clone()));
-            if let Some(gw) = &self.srv.gateway {
-                gw.interest_changed(&acc.name, &sub.subject, sub.queue.as_ref(), -1);
-            }
-        }
+        self.drop_remote(|_| true);
         if let Some(e) = self.entry.take() {
             e.num_subs.store(0, Relaxed);
             // The peer is gone only with its last connection (a pool has several).

@@ -113,6 +113,29 @@ impl Encoder {
     }
 }
 
+/// `input` as one Snappy-framed stream (`sNaPpY` identifier, chunks of at most 64 KiB of
+/// input), as Go's `s2.NewWriter(w, s2.WriterSnappyCompat())` writes it: what nats-server
+/// sends for `Content-Encoding: snappy` (a message trace event). Our [`Decoder`] reads it.
+pub fn snappy_framed(input: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(10 + input.len() + 8);
+    out.extend_from_slice(&[CHUNK_STREAM_ID, 6, 0, 0]);
+    out.extend_from_slice(MAGIC_BODY_SNAPPY);
+    for block in input.chunks(MAX_SNAPPY_BLOCK_SIZE) {
+        let sum = checksum(block);
+        let c = minlz::encode_snappy(block);
+        let (kind, body) = if c.len() < block.len() - block.len() / 32 {
+            (CHUNK_COMPRESSED, c.as_slice())
+        } else {
+            (CHUNK_UNCOMPRESSED, block)
+        };
+        let len = CHECKSUM + body.len();
+        out.extend_from_slice(&[kind, len as u8, (len >> 8) as u8, (len >> 16) as u8]);
+        out.extend_from_slice(&sum.to_le_bytes());
+        out.extend_from_slice(body);
+    }
+    out
+}
+
 /// Why a compressed stream was refused. Once a decoder has failed it keeps failing.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DecodeError {

@@ -502,3 +502,25 @@ fn chunking_and_budget_do_not_change_the_result() {
         seed = seed.rotate_left(9) ^ round;
     }
 }
+
+#[test]
+fn snappy_framed_streams_read_back() {
+    let text: Vec<u8> = (0..200_000u32)
+        .flat_map(|i| format!("{{\"n\":{}}}", i % 97).into_bytes())
+        .collect();
+    let noise: Vec<u8> = (0..70_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    for input in [&b"x"[..], &text[..], &noise[..]] {
+        let s = snappy_framed(input);
+        assert_eq!(&s[..10], b"\xff\x06\x00\x00sNaPpY");
+        let mut d = Decoder::new();
+        d.feed(&s);
+        let mut out = BytesMut::new();
+        while d.decode(&mut out, usize::MAX).expect("decodes") {}
+        assert_eq!(&out[..], input);
+        let mut theirs = Vec::new();
+        std::io::Read::read_to_end(&mut minlz::Reader::new(&s[..]), &mut theirs).expect("minlz");
+        assert_eq!(theirs, input);
+    }
+}

@@ -10,6 +10,8 @@ pub enum Command {
     Run(Box<Options>),
     Version,
     Help,
+    /// `--help_tls`.
+    HelpTls,
     /// `-t`: check this config file (`None`: no `-c` was given) and exit.
     Check(Option<PathBuf>),
     /// `-sl/--signal CMD[=PID|PIDFILE]`: signal a running server and exit.
@@ -40,36 +42,47 @@ impl std::fmt::Display for CliError {
 
 pub const USAGE: &str = "\
 Usage: natsd [options]
+       natsd topology up|check <file>   (a local cluster from a topology file: topology/README.md)
 
 Server Options:
     -a, --addr, --net <host>         Bind to host address (default: 0.0.0.0)
     -p, --port <port>                Use port for clients (default: 4222, -1 = random)
-    -n, --name, --server_name <name> Server name (default: server id)
+    -n, --name
+        --server_name <server_name>  Server name (default: server id)
     -P, --pid <file>                 File to store PID
-        --ports_file_dir <dir>       Creates a ports file in the specified directory
-                                     (<executable_name>_<pid>.ports)
     -m, --http_port <port>           Use port for http monitoring
+    -ms,--https_port <port>          Use port for https monitoring (with the TLS certificate)
     -c, --config <file>              Configuration file
     -t                               Test configuration and exit
-    -sl, --signal <signal>[=<pid>]   Send signal to natsd (or nats-server) process
-                                     (stop, quit, reopen, reload, ldm, term); <pid> may be
-                                     a pid file
+    -sl,--signal <signal>[=<pid>]    Send signal to natsd (or nats-server) process
+                                     (ldm, stop, quit, term, reopen, reload); <pid> can be a
+                                     PID or the path to a PID file
+        --client_advertise <string>  Client URL to advertise to other servers
+        --ports_file_dir <dir>       Creates a ports file in the specified directory
+                                     (<executable_name>_<pid>.ports)
+
+Logging Options:
+    -l, --log <file>                 File to redirect log output
+        --log_size_limit <limit>     Logfile size limit in bytes (default: 0, no rotation)
+    -T, --logtime                    Timestamp log entries (default: true)
+        --logtime_utc                Timestamps in UTC (natsd's are always UTC)
+    -s, --syslog                     Log to the local syslog daemon
+    -r, --remote_syslog <addr>       Syslog server addr (udp://host:514, tcp://…, unix://…)
+    -D, --debug                      Enable debugging output
+    -V, --trace                      Trace the raw protocol
+    -VV                              Verbose trace (as -V)
+    -DV                              Debug and trace
+    -DVV                             Debug and verbose trace (as -DV)
+        --max_traced_msg_len <len>   Maximum printable length for traced messages (0 = all)
 
 JetStream Options:
     -js, --jetstream                 Enable JetStream functionality
     -sd, --store_dir <dir>           Set the storage directory
 
-Logging Options:
-    -l, --log <file>                 File to redirect log output
-    -T, --logtime                    Timestamp log entries (default: true)
-    -D, --debug                      Enable debugging output
-    -V, --trace                      Trace the raw protocol
-    -DV                              Debug and trace
-        --max_traced_msg_len <len>   Maximum printable length for traced messages (0 = all)
-    -s, --syslog                     Log to the local syslog daemon
-    -r, --remote_syslog <addr>       Log to a remote syslog (udp://host:514, tcp://…, unix://…)
-
-    -ms, --https_port <port>         Use port for https monitoring (with the TLS certificate)
+Authorization Options:
+        --user <user>                User required for connections
+        --pass <password>            Password required for connections
+        --auth <token>               Authorization token required for connections
 
 TLS Options:
         --tls                        Enable TLS, do not verify clients (default: false)
@@ -78,18 +91,65 @@ TLS Options:
         --tlsverify                  Enable TLS, verify client certificates
         --tlscacert <file>           Client certificate CA for verification
 
-Authorization Options:
-        --user <user>                User required for connections
-        --pass <password>            Password required for connections
-        --auth <token>               Authorization token required for connections
+Cluster Options:
+        --routes <rurl-1, rurl-2>    Routes to solicit and connect
+        --cluster <cluster-url>      Cluster URL for solicited routes
+        --cluster_name <string>      Cluster Name, if not set one will be dynamically generated
+        --no_advertise <bool>        Do not advertise known cluster information to clients
+        --cluster_advertise <string> Cluster URL to advertise to other servers
+        --connect_retries <number>   For implicit routes, number of connect retries
+        --cluster_listen <url>       Cluster url from which members can solicit routes
 
 Common Options:
     -h, --help                       Show this message
     -v, --version                    Show version
+        --help_tls                   TLS help
+
+Not supported yet (refused with a message): --profile (profiling).
+";
+
+/// `--help_tls`: what the `tls {}` block and the TLS flags take in natsd.
+pub const TLS_HELP: &str = "\
+TLS configuration is specified in the tls section of a configuration file:
+
+e.g.
+
+    tls {
+        cert_file:      \"./certs/server-cert.pem\"
+        key_file:       \"./certs/server-key.pem\"
+        ca_file:        \"./certs/ca.pem\"
+        verify:         true
+        timeout:        2
+
+        cipher_suites: [
+            \"TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384\",
+            \"TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384\"
+        ]
+        curve_preferences: [
+            \"X25519\",
+            \"CurveP256\"
+        ]
+    }
+
+Available cipher suites include (TLS 1.2; TLS 1.3 suites are always on):
+    TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256
+    TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384
+    TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305
+    TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256
+    TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384
+    TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305
+
+Available curve preferences include:
+    X25519
+    CurveP256
+    CurveP384
+
+handshake_first: true (or a fallback delay such as \"300ms\") starts TLS before INFO.
+docs/config.md lists every TLS key natsd takes.
 ";
 
 /// Flags of capabilities that are not built yet: accepted by nats-server, refused here clearly.
-const NOT_YET: &[(&str, &str)] = &[];
+const NOT_YET: &[(&str, &str)] = &[("profile", "profiling")];
 
 /// `-m`/`-ms`: -1 picks a free port (`Some(0)`), 0 turns the listener off.
 fn monitor_port(flag: &str, v: &str, what: &str) -> Result<Option<u16>, String> {
@@ -144,6 +204,7 @@ where
         Flags::Options(o) => o,
         Flags::Version => return Ok(Command::Version),
         Flags::Help => return Ok(Command::Help),
+        Flags::HelpTls => return Ok(Command::HelpTls),
     };
     if let Some(sig) = pre.signal {
         let mut parts = sig.split('=');
@@ -170,6 +231,7 @@ enum Flags {
     Options(Box<Options>),
     Version,
     Help,
+    HelpTls,
 }
 
 /// Apply the flags over `o` (the config file's options or the defaults).
@@ -208,6 +270,10 @@ fn flags(args: &[String], mut o: Options) -> Result<Flags, String> {
                 o.logtime = parse_bool(name, inline.as_deref())?;
                 continue;
             }
+            "logtime_utc" => {
+                o.logtime_utc = parse_bool(name, inline.as_deref())?;
+                continue;
+            }
             "s" | "syslog" => {
                 o.syslog = parse_bool(name, inline.as_deref())?;
                 continue;
@@ -236,6 +302,7 @@ fn flags(args: &[String], mut o: Options) -> Result<Flags, String> {
             "t" => continue, // handled by `config_args`
             "v" | "version" => return Ok(Flags::Version),
             "h" | "help" => return Ok(Flags::Help),
+            "help_tls" => return Ok(Flags::HelpTls),
             _ => {}
         }
         if let Some((_, what)) = NOT_YET.iter().find(|(n, _)| *n == name) {
@@ -287,6 +354,12 @@ fn flags(args: &[String], mut o: Options) -> Result<Flags, String> {
             "tlskey" => tls.key = Some(PathBuf::from(value()?)),
             "tlscacert" => tls.ca = Some(PathBuf::from(value()?)),
             "l" | "log" | "log_file" => o.log_file = Some(PathBuf::from(value()?)),
+            "log_size_limit" => {
+                let v = value()?;
+                o.log_size_limit = v
+                    .parse()
+                    .map_err(|_| format!("invalid value {v:?} for flag -{name}: parse error"))?;
+            }
             "r" | "remote_syslog" => o.remote_syslog = Some(value()?),
             "max_traced_msg_len" => {
                 let v = value()?;
@@ -602,6 +675,18 @@ mod tests {
         // Certificate and key alone enable TLS, as in nats-server.
         assert!(run(&["--tlscert", "c", "--tlskey", "k"]).tls.is_some());
         assert!(run(&["--tls=false"]).tls.is_none());
+    }
+
+    #[test]
+    fn log_size_limit_flag() {
+        assert_eq!(run(&["--log_size_limit", "1024"]).log_size_limit, 1024);
+        assert_eq!(run(&["-log_size_limit=0"]).log_size_limit, 0);
+        // As nats-server: `invalid value "1KB" for flag -log_size_limit: parse error`.
+        let e = parse(["--log_size_limit", "1KB"]).expect_err("refused");
+        assert!(
+            e.contains("invalid value \"1KB\" for flag -log_size_limit"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -56,6 +56,9 @@ pub struct Export {
     pub accounts: Option<Vec<String>>,
     pub response_type: ResponseType,
     pub response_threshold: Option<Duration>,
+    /// Services: a traced request keeps being traced in the exporting account
+    /// (`allow_trace`, nats-server 2.11+).
+    pub allow_trace: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -70,6 +73,12 @@ pub struct Import {
     /// Streams: the subject messages appear under; services: the local subject requests are
     /// published to.
     pub to: Option<String>,
+    /// Streams: a traced message keeps being traced in the importing account
+    /// (`allow_trace`, nats-server 2.11+).
+    pub allow_trace: bool,
+    /// Services: the requester's details go with the request (nats-server's `share`; set by
+    /// natsd only on the `$JS.API.>` import of a server without JetStream).
+    pub share: bool,
 }
 
 impl Import {
@@ -335,7 +344,9 @@ mod tests {
             account: account.into(),
             subject: subject.into(),
             prefix: None,
+            allow_trace: false,
             to: to.map(Into::into),
+            share: false,
         }
     }
 
@@ -346,6 +357,7 @@ mod tests {
             accounts: None,
             response_type: ResponseType::Singleton,
             response_threshold: None,
+            allow_trace: false,
         }
     }
 

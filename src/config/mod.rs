@@ -4,6 +4,7 @@
 pub mod conf;
 pub mod file;
 pub mod flags;
+pub mod leaf;
 pub mod links;
 pub mod reload;
 
@@ -54,6 +55,31 @@ pub struct User {
     /// The account this user's connections join; `None` means the global account `$G`.
     pub account: Option<String>,
     pub permissions: Option<Permissions>,
+}
+
+/// One configured nkey user (`users [ { nkey: U… } ]`): it proves itself by signing the
+/// INFO `nonce` with the key's seed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NkeyUser {
+    /// The user's public nkey (`U…`).
+    pub nkey: String,
+    /// The account this user's connections join; `None` means the global account `$G`.
+    pub account: Option<String>,
+    pub permissions: Option<Permissions>,
+}
+
+/// Operator (JWT) mode: the trusted operators, the `MEMORY` resolver and its preloaded
+/// account JWTs (`operator`, `resolver`, `resolver_preload`; see `src/jwt.rs`). The accounts
+/// are also in `Options::accounts` (named by public key) with their JWT limits in
+/// `Options::account_limits`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OperatorMode {
+    /// The trusted operators' JWTs.
+    pub operators: Vec<String>,
+    /// `resolver: MEMORY` (the only resolver natsd builds yet).
+    pub memory_resolver: bool,
+    /// `resolver_preload`: account public key and its JWT.
+    pub preload: Vec<(String, String)>,
 }
 
 /// The `cluster {}` block and the cluster flags: the route listener and how to find peers.
@@ -218,6 +244,11 @@ pub struct Options {
     /// Path prefix of the monitoring endpoints (`http_base_path`); stored, not served yet.
     pub http_base_path: Option<String>,
     pub log_file: Option<PathBuf>,
+    /// `logfile_size_limit` (`--log_size_limit`): rotate the log file past this many bytes
+    /// (0 or less: never).
+    pub log_size_limit: i64,
+    /// `logfile_max_num`: with rotation, keep at most this many log files (0 or less: all).
+    pub log_max_num: i64,
     pub pid_file: Option<PathBuf>,
     /// Directory for the ports file `<exe>_<pid>.ports` (`--ports_file_dir`, `ports_file_dir`):
     /// written once the listeners are bound, removed on shutdown, as nats-server.
@@ -227,6 +258,9 @@ pub struct Options {
     pub debug: bool,
     pub trace: bool,
     pub logtime: bool,
+    /// `logtime_utc` / `--logtime_utc` (nats-server 2.10+): natsd stamps log lines in UTC
+    /// whatever this says (nats-server uses the local zone when false).
+    pub logtime_utc: bool,
     /// `-V` traces at most this many bytes of a message payload (0: all), with `...`.
     pub max_traced_msg_len: usize,
     /// Log to the local syslog daemon (`-s`, `syslog: true`).
@@ -241,6 +275,10 @@ pub struct Options {
     pub auth_token: Option<String>,
     /// Several users, each with an account and permissions.
     pub users: Vec<User>,
+    /// Nkey users, each with an account and permissions.
+    pub nkeys: Vec<NkeyUser>,
+    /// Operator (JWT) mode, when `operator` is configured.
+    pub operator: Option<OperatorMode>,
     /// Accounts that exist besides `$G` and `$SYS`.
     pub accounts: Vec<String>,
     /// Accounts' `exports` and `imports` (`links.rs`), by account name.
@@ -280,6 +318,8 @@ pub struct Options {
     pub cluster: Option<ClusterOpts>,
     /// Gateway listener and remote clusters (super-cluster); `None` without `gateway {}`.
     pub gateway: Option<GatewayOpts>,
+    /// Leafnodes, with a `leafnodes {}` block.
+    pub leafnodes: Option<leaf::LeafOpts>,
     /// Lame duck mode: clients are closed over this time (after the grace period), then
     /// the server exits.
     pub lame_duck_duration: Duration,
@@ -306,6 +346,17 @@ pub struct Options {
     /// The limits of the accounts in `jetstream_accounts` (from their `jetstream { … }` map;
     /// an account missing here is unlimited).
     pub jetstream_limits: BTreeMap<String, JsAccountLimits>,
+    /// Accounts' message trace destinations (`msg_trace`/`trace_dest`, nats-server 2.11+):
+    /// where a message with a sampled W3C `traceparent` is traced.
+    pub account_msg_trace: BTreeMap<String, AccountMsgTrace>,
+}
+
+/// An account's `msg_trace: { dest, sampling }` (or `msg_trace: "dest"`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AccountMsgTrace {
+    pub dest: String,
+    /// Percent of `traceparent` messages traced at their origin server, 1..=100.
+    pub sampling: u8,
 }
 
 /// An account's `limits { max_connections, max_subscriptions, max_payload, max_leafnodes }`
@@ -415,12 +466,15 @@ impl Default for Options {
             http_host: None,
             http_base_path: None,
             log_file: None,
+            log_size_limit: 0,
+            log_max_num: 0,
             pid_file: None,
             ports_file_dir: None,
             server_tags: Vec::new(),
             debug: false,
             trace: false,
             logtime: true,
+            logtime_utc: false,
             max_traced_msg_len: 0,
             syslog: false,
             remote_syslog: None,
@@ -428,6 +482,8 @@ impl Default for Options {
             password: None,
             auth_token: None,
             users: Vec::new(),
+            nkeys: Vec::new(),
+            operator: None,
             accounts: Vec::new(),
             links: Default::default(),
             no_auth_user: None,
@@ -450,6 +506,7 @@ impl Default for Options {
             client_advertise: None,
             cluster: None,
             gateway: None,
+            leafnodes: None,
             lame_duck_duration: DEFAULT_LAME_DUCK_DURATION,
             lame_duck_grace_period: DEFAULT_LAME_DUCK_GRACE_PERIOD,
             system_account: crate::account::SYSTEM_ACCOUNT.into(),
@@ -460,6 +517,7 @@ impl Default for Options {
             jetstream: None,
             jetstream_accounts: Vec::new(),
             jetstream_limits: BTreeMap::new(),
+            account_msg_trace: BTreeMap::new(),
         }
     }
 }
@@ -487,7 +545,11 @@ impl Options {
 
     /// True when clients must authenticate.
     pub fn auth_required(&self) -> bool {
-        !self.users.is_empty() || self.username.is_some() || self.auth_token.is_some()
+        !self.users.is_empty()
+            || !self.nkeys.is_empty()
+            || self.operator.is_some()
+            || self.username.is_some()
+            || self.auth_token.is_some()
     }
 
     /// Checks that the options make sense together; the message says what is wrong.
@@ -502,10 +564,11 @@ impl Options {
                 go_duration(self.lame_duck_duration)
             ));
         }
-        if self.auth_token.is_some() && (!self.users.is_empty() || self.username.is_some()) {
+        let users_array = !self.users.is_empty() || !self.nkeys.is_empty();
+        if self.auth_token.is_some() && (users_array || self.username.is_some()) {
             return Err("Can not have a token and a users array or single user".into());
         }
-        if self.username.is_some() && !self.users.is_empty() {
+        if self.username.is_some() && users_array {
             return Err("Can not have a single user/pass and a users array".into());
         }
         if self.max_payload == 0 {
@@ -541,13 +604,12 @@ impl Options {
         {
             return Err("error resolving system account: account missing".into());
         }
-        for u in &self.users {
-            if let Some(acc) = &u.account {
+        let named = self.users.iter().map(|u| (&u.username, &u.account));
+        let keyed = self.nkeys.iter().map(|u| (&u.nkey, &u.account));
+        for (name, acc) in named.chain(keyed) {
+            if let Some(acc) = acc {
                 if acc != "$G" && acc != "$SYS" && !self.accounts.iter().any(|a| a == acc) {
-                    return Err(format!(
-                        "user {:?} names unknown account {:?}",
-                        u.username, acc
-                    ));
+                    return Err(format!("user {name:?} names unknown account {acc:?}"));
                 }
             }
         }
@@ -586,12 +648,14 @@ impl Options {
                 "can't specify both HTTP ({h}) and HTTPs ({hs}) ports"
             ));
         }
-        if self.jetstream.is_some() && self.cluster.is_some() {
-            return Err(
-                "JetStream in a cluster is not supported yet: natsd runs JetStream on \
-                        one node (remove the cluster block or the jetstream block)"
-                    .into(),
-            );
+        if let (Some(_), Some(c)) = (&self.jetstream, &self.cluster) {
+            // nats-server's words (jetstream.go `validateJetStreamOptions`).
+            if self.server_name.as_deref().is_none_or(str::is_empty) {
+                return Err("jetstream cluster requires `server_name` to be set".into());
+            }
+            if c.name.as_deref().is_none_or(str::is_empty) {
+                return Err("jetstream cluster requires `cluster.name` to be set".into());
+            }
         }
         if let Some(d) = self.jetstream.as_ref().and_then(|j| j.domain.as_deref()) {
             if !crate::jetstream::types::valid_name(d) {
@@ -599,7 +663,9 @@ impl Options {
             }
         }
         if let Some(n) = &self.no_auth_user {
-            if !self.users.iter().any(|u| &u.username == n) {
+            if !self.users.iter().any(|u| &u.username == n)
+                && !self.nkeys.iter().any(|u| &u.nkey == n)
+            {
                 return Err(format!("no_auth_user {n:?} not present as user"));
             }
         }

@@ -85,12 +85,15 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
         http_host,
         http_base_path,
         log_file,
+        log_size_limit,
+        log_max_num,
         pid_file,
         ports_file_dir,
         server_tags,
         debug,
         trace,
         logtime,
+        logtime_utc,
         syslog,
         remote_syslog,
         max_traced_msg_len,
@@ -98,6 +101,8 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
         password,
         auth_token,
         users,
+        nkeys,
+        operator,
         accounts,
         links,
         no_auth_user,
@@ -120,6 +125,7 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
         client_advertise,
         cluster,
         gateway,
+        leafnodes,
         lame_duck_duration,
         lame_duck_grace_period,
         system_account,
@@ -130,6 +136,7 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
         jetstream,
         jetstream_accounts,
         jetstream_limits,
+        account_msg_trace,
     } = new;
 
     // Refusals, in the order of nats-server's Options struct.
@@ -158,6 +165,13 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
             "config reload not supported for Accounts: account {added:?} is new \
              (natsd adds accounts only at startup)"
         ));
+    }
+    if operator != &old.operator {
+        return Err(
+            "config reload not supported for operator mode: the operators, resolver and \
+             preloaded account JWTs are read at startup (restart the server to change them)"
+                .into(),
+        );
     }
     if links != &old.links {
         return Err(
@@ -199,6 +213,9 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
     }
     if gateway != &old.gateway {
         return Err("config reload not supported for Gateway".into());
+    }
+    if leafnodes != &old.leafnodes {
+        return Err("config reload not supported for LeafNode".into());
     }
     if https_port != &old.https_port {
         return Err(refuse(
@@ -255,6 +272,13 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
         ));
     }
 
+    // Not reloadable in nats-server either (its reload has no case for them).
+    if log_size_limit != &old.log_size_limit {
+        return Err(refuse("LogSizeLimit", old.log_size_limit, log_size_limit));
+    }
+    if log_max_num != &old.log_max_num {
+        return Err(refuse("LogMaxFiles", old.log_max_num, log_max_num));
+    }
     if syslog != &old.syslog {
         return Err(refuse("Syslog", old.syslog, syslog));
     }
@@ -278,6 +302,10 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
     if logtime != &old.logtime {
         ch.push(format!("logtime = {logtime}"));
     }
+    if logtime_utc != &old.logtime_utc {
+        // Nothing to apply: natsd's stamps are UTC either way.
+        ch.push(format!("logtime_utc = {logtime_utc}"));
+    }
     if max_traced_msg_len != &old.max_traced_msg_len {
         ch.push(format!("max_traced_msg_len = {max_traced_msg_len}"));
     }
@@ -298,7 +326,11 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
     if max_sub_tokens != &old.max_sub_tokens {
         ch.push(format!("max_sub_tokens = {max_sub_tokens}"));
     }
-    let users_changed = sorted_users(users) != sorted_users(&old.users);
+    let mut keys: Vec<_> = nkeys.iter().collect();
+    let mut old_keys: Vec<_> = old.nkeys.iter().collect();
+    keys.sort_by(|a, b| a.nkey.cmp(&b.nkey));
+    old_keys.sort_by(|a, b| a.nkey.cmp(&b.nkey));
+    let users_changed = sorted_users(users) != sorted_users(&old.users) || keys != old_keys;
     if users_changed || accounts != &old.accounts {
         ch.push("authorization users".into());
         ch.push("accounts".into());
@@ -310,7 +342,11 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
     // Accounts' client limits apply to connections from now on and, re-checked, to the
     // connected ones (`client/reload.rs`).
     let client_limits = account_limits != &old.account_limits;
-    if (js_limits || js_accounts || client_limits) && !ch.iter().any(|c| c == "accounts") {
+    // Accounts' trace destinations: read from the live options by each traced message.
+    let msg_trace = account_msg_trace != &old.account_msg_trace;
+    if (js_limits || js_accounts || client_limits || msg_trace)
+        && !ch.iter().any(|c| c == "accounts")
+    {
         ch.push("accounts".into());
     }
     if server_tags != &old.server_tags {
@@ -549,6 +585,18 @@ mod tests {
     #[test]
     fn refused_fields() {
         let old = Options::default();
+        let e = diff(
+            &old,
+            &Options {
+                log_size_limit: 1024,
+                ..Options::default()
+            },
+        )
+        .unwrap_err();
+        assert_eq!(
+            e,
+            "config reload not supported for LogSizeLimit: old=0, new=1024"
+        );
         let e = diff(
             &old,
             &Options {

@@ -239,6 +239,36 @@ pub fn peer_ping(
     Ok(())
 }
 
+/// A peer's PONG (route, gateway, leafnode): no PING outstanding any more, and the round
+/// trip of the one [`peer_ping`] timed, if any, recorded for monitoring and returned.
+pub fn peer_pong(
+    conn: &Conn,
+    pings_out: &mut u32,
+    rtt_start: &mut Option<Instant>,
+) -> Option<std::time::Duration> {
+    *pings_out = 0;
+    let rtt = rtt_start.take()?.elapsed();
+    conn.meta().rtt = Some(rtt);
+    Some(rtt)
+}
+
+/// [`peer_ping`] with the interval of a gateway or leafnode connection (`ping_interval`,
+/// at most 15 s): returns when the next tick is due. The caller sends the PING.
+pub fn peer_tick(
+    conn: &Conn,
+    pings_out: &mut u32,
+    rtt_start: &mut Option<Instant>,
+    (interval, max): (std::time::Duration, u32),
+    now: Instant,
+) -> Result<Instant, CloseReason> {
+    let interval = interval.clamp(
+        std::time::Duration::from_millis(10),
+        std::time::Duration::from_secs(15),
+    );
+    peer_ping(conn, pings_out, rtt_start, max.max(1), now)?;
+    Ok(now + interval)
+}
+
 /// The first bytes of malformed input, for a log line.
 pub fn snippet(rest: &[u8]) -> String {
     String::from_utf8_lossy(&rest[..rest.len().min(32)]).into_owned()

@@ -4,20 +4,17 @@
 pub mod accept;
 pub mod driver;
 pub mod outbound;
+pub mod sids;
 pub mod tls;
 pub mod writer;
 
-use crate::util::FastMap;
-use bytes::Bytes;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio_util::sync::CancellationToken;
 
 pub use outbound::{Outbound, Push, Switch};
-
-use crate::account::Subscription;
 
 /// Which kind of peer a connection serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,6 +23,8 @@ pub enum ConnKind {
     Route,
     /// A gateway connection (super-cluster), inbound or outbound.
     Gateway,
+    /// A leafnode connection, accepted (we are its hub) or dialled (we are its leaf).
+    Leaf,
     /// The server itself: internal subscriptions ($SYS services, import relays).
     Internal,
 }
@@ -37,6 +36,7 @@ impl ConnKind {
             ConnKind::Client => "Client",
             ConnKind::Route => "Route",
             ConnKind::Gateway => "Gateway",
+            ConnKind::Leaf => "Leafnode",
             ConnKind::Internal => "Internal",
         }
     }
@@ -48,6 +48,8 @@ pub enum CloseReason {
     ClientClosed,
     AuthenticationTimeout,
     AuthenticationViolation,
+    /// A user JWT's expiry came while connected.
+    AuthenticationExpired,
     TlsHandshakeError,
     SlowConsumerPendingBytes,
     SlowConsumerWriteDeadline,
@@ -61,6 +63,10 @@ pub enum CloseReason {
     MaxControlLineExceeded,
     MaxConnectionsExceeded,
     MaxAccountConnectionsExceeded,
+    /// The client's subscription limit was 0 from the start.
+    MaxSubscriptionsExceeded,
+    /// An account JWT update revoked the client's user JWT.
+    Revocation,
     ServerShutdown,
     DuplicateRoute,
     /// A reload dropped the route (a new pool size, an account no longer pinned).
@@ -76,6 +82,7 @@ impl CloseReason {
             CloseReason::ClientClosed => "Client Closed",
             CloseReason::AuthenticationTimeout => "Authentication Timeout",
             CloseReason::AuthenticationViolation => "Authentication Failure",
+            CloseReason::AuthenticationExpired => "Authentication Expired",
             CloseReason::TlsHandshakeError => "TLS Handshake Failure",
             CloseReason::SlowConsumerPendingBytes => "Slow Consumer (Pending Bytes)",
             CloseReason::SlowConsumerWriteDeadline => "Slow Consumer (Write Deadline)",
@@ -89,6 +96,8 @@ impl CloseReason {
             CloseReason::MaxControlLineExceeded => "Maximum Control Line Exceeded",
             CloseReason::MaxConnectionsExceeded => "Maximum Connections Exceeded",
             CloseReason::MaxAccountConnectionsExceeded => "Maximum Account Connections Exceeded",
+            CloseReason::MaxSubscriptionsExceeded => "Maximum Subscriptions Exceeded",
+            CloseReason::Revocation => "Credentials Revoked",
             CloseReason::ServerShutdown => "Server Shutdown",
             CloseReason::DuplicateRoute => "Duplicate Route",
             CloseReason::RouteRemoved => "Route Removed",
@@ -143,13 +152,19 @@ pub struct Conn {
     pub async_info: AtomicBool,
     /// A pinned-account route: RMSG/HMSG go without the account (nats-server 2.10+).
     pub no_account: AtomicBool,
+    /// A leafnode connection we dialled to a hub (nats-server's "spoke"): messages from
+    /// routes are not sent over it, and what it brings in does not go to routes.
+    pub spoke: AtomicBool,
     /// Unix nanos of the last inbound activity.
     pub last_activity: AtomicU64,
     pub meta: Mutex<ConnMeta>,
     /// Subscriptions by sid (clients) — shared so a publisher can retire an auto-unsubscribed one.
-    pub subs: Mutex<FastMap<Bytes, Arc<Subscription>>>,
+    pub subs: Mutex<sids::SidMap>,
     /// A route's or gateway's peer as message tracing needs it (set from its first INFO).
     pub trace_peer: OnceLock<crate::trace::Peer>,
+    /// A client with response permissions: the reply subjects it may answer (set at
+    /// CONNECT; deliveries record them).
+    pub responses: OnceLock<crate::auth::responses::Responses>,
     close_reason: OnceLock<CloseReason>,
     closing: CancellationToken,
 }
@@ -173,10 +188,12 @@ impl Conn {
             headers: AtomicBool::new(false),
             async_info: AtomicBool::new(false),
             no_account: AtomicBool::new(false),
+            spoke: AtomicBool::new(false),
             last_activity: AtomicU64::new(unix_nanos(start)),
             meta: Mutex::new(ConnMeta::default()),
-            subs: Mutex::new(FastMap::default()),
+            subs: Mutex::new(sids::SidMap::default()),
             trace_peer: OnceLock::new(),
+            responses: OnceLock::new(),
             close_reason: OnceLock::new(),
             closing: CancellationToken::new(),
         }
@@ -229,7 +246,7 @@ impl Conn {
         self.meta.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub fn subs(&self) -> std::sync::MutexGuard<'_, FastMap<Bytes, Arc<Subscription>>> {
+    pub fn subs(&self) -> std::sync::MutexGuard<'_, sids::SidMap> {
         self.subs.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -239,6 +256,7 @@ impl Conn {
             ConnKind::Client | ConnKind::Internal => "cid",
             ConnKind::Route => "rid",
             ConnKind::Gateway => "gid",
+            ConnKind::Leaf => "lid",
         };
         format!("{} - {}:{}", self.addr, kind, self.cid)
     }

@@ -23,6 +23,9 @@ pub enum Push {
     Overflow,
     /// The connection is closing: nothing was appended.
     Closed,
+    /// Past the stall mark, and the producer does not stall (`no_fast_producer_stall`):
+    /// nothing was appended, the message is dropped for this destination.
+    Dropped,
 }
 
 struct State {
@@ -79,9 +82,25 @@ impl Outbound {
     /// Append `need` bytes written by `f`.
     #[inline]
     pub fn push(&self, need: usize, f: impl FnOnce(&mut BytesMut)) -> Push {
+        self.push_inner(need, f, false)
+    }
+
+    /// [`Outbound::push`] for a producer that does not stall (`no_fast_producer_stall`):
+    /// while the buffer is past the stall mark nothing is appended ([`Push::Dropped`]), as
+    /// nats-server drops the message for a destination whose stall gate is up.
+    #[inline]
+    pub fn push_unless_stalled(&self, need: usize, f: impl FnOnce(&mut BytesMut)) -> Push {
+        self.push_inner(need, f, true)
+    }
+
+    #[inline]
+    fn push_inner(&self, need: usize, f: impl FnOnce(&mut BytesMut), no_stall: bool) -> Push {
         let mut st = self.lock();
         if st.closed {
             return Push::Closed;
+        }
+        if no_stall && st.buf.len() > self.stall_at {
+            return Push::Dropped;
         }
         let was_empty = st.buf.is_empty();
         if st.buf.len() + need > self.max_pending {
@@ -247,6 +266,38 @@ mod tests {
         o.signal_drained();
         o.lock().buf.truncate(7);
         assert!(stall(o.push(1, |b| b.extend_from_slice(b"h"))));
+    }
+
+    #[test]
+    fn a_producer_that_does_not_stall_drops_past_the_stall_mark() {
+        // Stall mark 6 of 8: appends go in up to it and past it once, then are dropped
+        // (never reaching max_pending) until the writer takes the buffer.
+        let o = Outbound::new(8);
+        let push = |n: usize| o.push_unless_stalled(n, |b| b.extend_from_slice(&b"abcdefgh"[..n]));
+        assert_eq!(
+            push(6),
+            Push::Ok {
+                kick: true,
+                stall: false
+            }
+        );
+        assert_eq!(
+            push(1),
+            Push::Ok {
+                kick: false,
+                stall: true
+            }
+        );
+        assert_eq!(push(1), Push::Dropped);
+        let mut spare = BytesMut::new();
+        o.take(&mut spare);
+        assert_eq!(
+            push(1),
+            Push::Ok {
+                kick: true,
+                stall: false
+            }
+        );
     }
 
     #[test]

@@ -43,7 +43,7 @@ impl WriteTimeoutPolicy {
         match self {
             Self::Close => true,
             Self::Retry => false,
-            Self::Default => !matches!(kind, ConnKind::Route | ConnKind::Gateway),
+            Self::Default => !matches!(kind, ConnKind::Route | ConnKind::Gateway | ConnKind::Leaf),
         }
     }
 }
@@ -78,6 +78,7 @@ impl SlowConsumerStats {
             ConnKind::Client => &self.clients,
             ConnKind::Route => &self.routes,
             ConnKind::Gateway => &self.gateways,
+            ConnKind::Leaf => &self.leafs,
             ConnKind::Internal => return,
         }
         .fetch_add(1, Relaxed);

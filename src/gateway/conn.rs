@@ -254,12 +254,9 @@ impl GwConn {
                 Ok(())
             }
             Op::Pong => {
-                self.pings_out = 0;
-                if let Some(t) = self.rtt_start.take() {
-                    self.conn.meta().rtt = Some(t.elapsed());
-                    if self.out.is_some() {
-                        self.gw.sort_by_rtt();
-                    }
+                let rtt = driver::peer_pong(&self.conn, &mut self.pings_out, &mut self.rtt_start);
+                if rtt.is_some() && self.out.is_some() {
+                    self.gw.sort_by_rtt();
                 }
                 Ok(())
             }
@@ -386,8 +383,7 @@ impl GwConn {
             self.fan.route_reply = None;
             return;
         };
-        let r = acc.sublist.matches(subject);
-        self.fan.publish(&acc, &r, &msg, origin, Some(&m.queues));
+        self.fan.publish_remote(&acc, &msg, origin, Some(&m.queues));
         crate::trace::finish(&mut self.fan);
         self.fan.route_reply = None;
         // Shared with routes: this copy used to skip the import shadows (a leak).
@@ -471,21 +467,10 @@ impl Session for GwConn {
     }
 
     fn on_tick(&mut self, now: Instant) -> Result<(), CloseReason> {
-        let interval = self
-            .srv
-            .opts
-            .ping_interval
-            .min(Duration::from_secs(15))
-            .max(Duration::from_millis(10));
-        self.next_ping = now + interval;
-        let max = self.srv.opts.ping_max.max(1);
-        driver::peer_ping(
-            &self.conn,
-            &mut self.pings_out,
-            &mut self.rtt_start,
-            max,
-            now,
-        )?;
+        let o = &self.srv.opts;
+        let (out, rtt) = (&mut self.pings_out, &mut self.rtt_start);
+        self.next_ping =
+            driver::peer_tick(&self.conn, out, rtt, (o.ping_interval, o.ping_max), now)?;
         self.send(b"PING\r\n");
         Ok(())
     }

@@ -303,7 +303,13 @@ impl Gateway {
 
     /// Close every gateway connection (shutdown); nothing registers afterwards.
     pub fn close_all(&self) {
-        self.closed.store(true, Relaxed);
+        // Under the locks the registrations take: a connection registered after this is
+        // refused there; one registered before is in the lists below.
+        {
+            let _out = self.outbound.write().unwrap_or_else(|e| e.into_inner());
+            let _tally = lock(&self.tally);
+            self.closed.store(true, Relaxed);
+        }
         for o in self.outbounds() {
             o.conn.close(CloseReason::ServerShutdown);
         }

@@ -5,10 +5,14 @@
 mod admin;
 mod consumers;
 mod publish;
+pub mod replica;
 mod restores;
+mod saving;
 mod snapshots;
 mod streams;
 mod templates;
+
+use saving::{save_consumer_meta, save_states};
 
 use super::advisory::{self, Action};
 use super::consumer::{self, Consumer, Cx};
@@ -67,6 +71,8 @@ pub struct Engine {
     /// An upper bound of (memory, file) bytes stored, for the server-wide limits
     /// (`usage_for_publish`); `None`: count again.
     usage_bound: Option<(u64, u64)>,
+    /// Clustered JetStream (a `cluster {}` block): decides which node answers what.
+    pub cluster: Option<Arc<super::cluster::JsCluster>>,
 }
 
 /// The server's `jetstream { limits {} }` (none when JetStream came from `-js`).
@@ -114,7 +120,7 @@ pub struct Totals {
 
 type Res = Result<String, (ApiError, &'static str)>;
 
-fn err_json(t: &str, e: &ApiError, extra: &str) -> String {
+pub(crate) fn err_json(t: &str, e: &ApiError, extra: &str) -> String {
     let mut o = Obj::typed(t);
     o.field("error", e);
     let mut s = o.done();
@@ -132,7 +138,7 @@ fn random_name() -> String {
 }
 
 /// Parse a request body; an empty body is the type's default.
-fn body<T: for<'de> Deserialize<'de> + Default>(p: &[u8]) -> Result<T, ApiError> {
+pub(crate) fn body<T: for<'de> Deserialize<'de> + Default>(p: &[u8]) -> Result<T, ApiError> {
     // Go decodes `null` into the zero value, as an empty body.
     if p.iter().all(u8::is_ascii_whitespace) || p.trim_ascii() == b"null" {
         return Ok(T::default());
@@ -209,6 +215,7 @@ impl Engine {
             last_save: Instant::now(),
             pending_acks: Vec::new(),
             usage_bound: None,
+            cluster: None,
         }
     }
 
@@ -473,6 +480,13 @@ impl Engine {
 
     /// Handle one event; acks of stored publishes wait for [`Engine::finish_batch`].
     pub fn handle_queued(&mut self, srv: &Arc<ServerShared>, mut ev: Event) {
+        if ev.ts.is_none() {
+            if let Some(c) = self.cluster.clone() {
+                if c.intercept(self, srv, &mut ev) {
+                    return;
+                }
+            }
+        }
         if self.admin_request(srv, &ev) {
             return;
         }
@@ -652,40 +666,6 @@ pub struct Globals<'a> {
     pub reserved: (i64, i64),
 }
 
-fn save_states(st: &mut Stream, sync: bool) {
-    let Some(dir) = &st.dir else {
-        return;
-    };
-    for c in st.consumers.values_mut() {
-        if !c.dirty {
-            continue;
-        }
-        let p = persist::consumer_dir(dir, &c.name).join("state.json");
-        match persist::write_json(&p, &c.state(), sync) {
-            Ok(()) => c.dirty = false,
-            Err(e) => tracing::error!("JetStream: consumer state not saved: {e}"),
-        }
-    }
-}
-
-fn save_consumer_meta(st: &Stream, c: &Consumer) -> Result<(), String> {
-    let Some(dir) = &st.dir else {
-        return Ok(());
-    };
-    // Ephemerals too: nats-server keeps them on disk and recovers them after a restart.
-    let cdir = persist::consumer_dir(dir, &c.name);
-    persist::write_json(
-        &cdir.join("meta.json"),
-        &ConsumerMeta {
-            name: c.name.clone(),
-            config: c.cfg.clone(),
-            created: c.created,
-        },
-        true,
-    )?;
-    persist::write_json(&cdir.join("state.json"), &c.state(), false)
-}
-
 /// Interest and work-queue retention: remove the messages every interested consumer is
 /// done with.
 fn retire(st: &mut Stream, seqs: &[u64]) {
@@ -711,7 +691,8 @@ fn subscribe_stream(srv: &ServerShared, acc: &Account, tx: &Queue, st: &mut Stre
     let accn: Arc<str> = Arc::from(acc.name.as_str());
     let h = handler(tx.clone(), accn, EventKind::Publish(name), None);
     for s in &st.cfg.subjects {
-        st.subs.extend(subscribe(srv, acc, s, None, h.clone()));
+        st.subs
+            .extend(super::subscribe_stream_subject(srv, acc, s, h.clone()));
     }
 }
 
@@ -727,8 +708,13 @@ impl JsAccount {
             self.transfer_event(g, srv, ev);
             return;
         }
-        let Some(reply) = ev.reply.as_deref() else {
-            return;
+        // A request applied from a replicated stream's log has a reply only on the node
+        // that proposed it; the others apply it silently.
+        let replicated = ev.ts.is_some();
+        let reply = match ev.reply.as_deref() {
+            Some(r) => r,
+            None if replicated => "",
+            None => return,
         };
         let Some(rest) = ev.subject.strip_prefix("$JS.API.") else {
             return;
@@ -792,6 +778,9 @@ impl JsAccount {
             }
         };
         self.api_total += 1;
+        if reply.is_empty() {
+            return;
+        }
         cx.send(reply, None, None, out.as_bytes());
         advisory::api_audit(&cx, &ev.subject, p, &out);
     }

@@ -10,6 +10,7 @@
 //! Monitoring reads the engine under the same mutex.
 
 pub mod advisory;
+pub mod cluster;
 pub mod consumer;
 pub mod engine;
 pub mod limits;
@@ -102,6 +103,11 @@ pub struct Event {
     pub reply: Option<String>,
     pub header: Option<Bytes>,
     pub payload: Bytes,
+    /// A traced message for a stream: where the stream reports what it did (`trace::js`).
+    pub trace: Option<Arc<crate::trace::js::JsSlot>>,
+    /// Set on an event applied from a replicated stream's log (clustered JetStream): the
+    /// time its leader gave it, which every replica stores.
+    pub ts: Option<i64>,
 }
 
 impl Event {
@@ -286,6 +292,9 @@ impl JetStream {
                 }
             }
         }
+        if let Some(c) = cluster::JsCluster::start(srv, &js) {
+            js.engine().cluster = Some(c);
+        }
         srv.tasks.spawn(run(srv.clone(), js.clone(), rx));
         Ok(Some(js))
     }
@@ -336,6 +345,20 @@ pub fn handler(tx: Queue, acc: Arc<str>, kind: EventKind, domain: Option<String>
             }
             _ => subject.to_string(),
         };
+        // A traced message a stream takes: its `js` entry; a stored copy has its trace
+        // destination disabled (its deliveries are not traced), as nats-server stores it.
+        let trace = match (&kind, fan.msg_trace.is_some()) {
+            (EventKind::Publish(stream), true) => crate::trace::js::begin(fan, stream),
+            _ => None,
+        };
+        let header = match (&trace, m.header) {
+            (Some(t), Some(h)) if !t.trace_only() => Some(Bytes::from(crate::trace::set_header(
+                h,
+                crate::trace::TRACE_DEST,
+                crate::trace::TRACE_DEST_DISABLED,
+            ))),
+            (_, h) => h.map(Bytes::copy_from_slice),
+        };
         let ev = Event {
             acc: acc.clone(),
             kind: kind.clone(),
@@ -344,8 +367,10 @@ pub fn handler(tx: Queue, acc: Arc<str>, kind: EventKind, domain: Option<String>
                 .reply
                 .and_then(|r| std::str::from_utf8(r).ok())
                 .map(str::to_string),
-            header: m.header.map(Bytes::copy_from_slice),
+            header,
             payload: Bytes::copy_from_slice(m.payload),
+            trace,
+            ts: None,
         };
         match ev.kind {
             EventKind::Publish(_) | EventKind::Ack => tx.handle_or_push(fan, ev),
@@ -363,6 +388,22 @@ pub fn subscribe(
     h: Handler,
 ) -> Option<Arc<Subscription>> {
     match srv.subscribe_internal(acc, subject, queue, h) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            tracing::error!("JetStream: {e}");
+            None
+        }
+    }
+}
+
+/// [`subscribe`] for a stream's subjects: the handler takes part in message tracing.
+pub fn subscribe_stream_subject(
+    srv: &ServerShared,
+    acc: &Account,
+    subject: &str,
+    h: Handler,
+) -> Option<Arc<Subscription>> {
+    match crate::internal::subscribe_traced(srv, acc, subject, None, h) {
         Ok(s) => Some(s),
         Err(e) => {
             tracing::error!("JetStream: {e}");

@@ -35,6 +35,8 @@ pub struct Stream {
     pub republished: Vec<Republished>,
     /// A PubAck's text up to its sequence, built at the first publish (engine `publish`).
     pub ack_prefix: String,
+    /// A replicated stream's copy on this node (clustered JetStream): its group's view.
+    pub replica: Option<super::engine::replica::ReplicaState>,
 }
 
 /// One message a stream's `republish` sends out.
@@ -200,7 +202,7 @@ pub fn check_duplicates(c: &StreamConfig, limit: i64) -> Result<(), ApiError> {
 }
 
 /// nats-server's `checkStreamCfg` (the parts natsd implements), after defaults.
-pub fn check(c: &StreamConfig, max_payload: usize) -> Result<(), ApiError> {
+pub fn check(c: &StreamConfig, max_payload: usize, clustered: bool) -> Result<(), ApiError> {
     if !valid_name(&c.name) {
         return Err(ApiError::new(
             400,
@@ -213,11 +215,19 @@ pub fn check(c: &StreamConfig, max_payload: usize) -> Result<(), ApiError> {
             "stream description is too long, maximum allowed is 4096",
         ));
     }
-    if c.num_replicas > 1 {
-        return Err(ApiError::replicas());
+    // nats-server's order (2.9.10 and 2.15.1 alike): the bounds, then single-server mode.
+    if c.num_replicas > 5 {
+        return Err(ApiError::stream_config("maximum replicas is 5"));
     }
-    if c.num_replicas < 0 || c.num_replicas > 5 {
-        return Err(ApiError::stream_config("replicas > 5 not supported"));
+    if c.num_replicas < 0 {
+        return Err(ApiError::new(
+            400,
+            10133,
+            "replicas count cannot be negative",
+        ));
+    }
+    if c.num_replicas > 1 && !clustered {
+        return Err(ApiError::replicas());
     }
     if c.max_msg_size > 0 && c.max_msg_size as usize > max_payload {
         return Err(ApiError::stream_config(
@@ -385,6 +395,7 @@ impl Stream {
             dir,
             republished: Vec::new(),
             ack_prefix: String::new(),
+            replica: None,
         }
     }
 
@@ -398,10 +409,27 @@ impl Stream {
         now: i64,
     ) -> Result<Stored, ApiError> {
         let hdr = header_buf.as_deref();
+        let size = hdr.map_or(0, <[u8]>::len) + data_buf.len();
+        if let Some(seq) = self.check(subject, hdr, size, now)? {
+            return Ok(Stored::Duplicate(seq));
+        }
+        let rollup = header(hdr, "Nats-Rollup");
+        self.accept_checked(subject, rollup, header_buf.clone(), data_buf, size, now)
+    }
+
+    /// The checks a publish passes before it is stored (nats-server's, up to its trace's
+    /// `updateJetStreamEvent`): `Some(seq)` for a duplicate of message `seq`. A trace-only
+    /// message stops here.
+    pub fn check(
+        &mut self,
+        subject: &str,
+        hdr: Option<&[u8]>,
+        size: usize,
+        now: i64,
+    ) -> Result<Option<u64>, ApiError> {
         if self.cfg.sealed {
             return Err(ApiError::sealed());
         }
-        let size = hdr.map_or(0, <[u8]>::len) + data_buf.len();
         if self.cfg.max_msg_size > 0 && size > self.cfg.max_msg_size as usize {
             return Err(ApiError::new(
                 400,
@@ -413,7 +441,7 @@ impl Stream {
         let msg_id = header(hdr, "Nats-Msg-Id").filter(|s| !s.is_empty());
         if let Some(id) = msg_id {
             if let Some(&(seq, _)) = self.dedupe.get(id) {
-                return Ok(Stored::Duplicate(seq));
+                return Ok(Some(seq));
             }
         }
         if let Some(s) = header(hdr, "Nats-Expected-Stream") {
@@ -463,6 +491,21 @@ impl Stream {
                 ));
             }
         }
+        Ok(None)
+    }
+
+    /// [`Stream::accept`] past [`Stream::check`]: the store's own limits, then the store.
+    fn accept_checked(
+        &mut self,
+        subject: &str,
+        rollup: Option<&str>,
+        header_buf: Option<Bytes>,
+        data_buf: Bytes,
+        size: usize,
+        now: i64,
+    ) -> Result<Stored, ApiError> {
+        let hdr = header_buf.as_deref();
+        let msg_id = header(hdr, "Nats-Msg-Id").filter(|s| !s.is_empty());
         if self.cfg.discard_new_per_subject
             && self.cfg.discard == DiscardPolicy::New
             && self.cfg.max_msgs_per_subject > 0
@@ -623,6 +666,20 @@ impl Stream {
         o.done()
     }
 
+    /// The head record of a snapshot of this stream as it is now.
+    pub fn snapshot_head(&self) -> super::snapshot::Head {
+        let state = self.store.state();
+        super::snapshot::Head {
+            stream: self.cfg.name.clone(),
+            config: self.cfg.clone(),
+            created: self.created,
+            first_seq: state.first_seq,
+            last_seq: state.last_seq,
+            last_ts: state.last_ts,
+            messages: state.msgs,
+        }
+    }
+
     /// `{"config":…,"created":…,"state":…}` fields into `o`.
     pub fn info_fields(&self, o: &mut Obj, subjects: Option<&BTreeMap<String, u64>>) {
         self.info_fields_with(o, subjects, false);
@@ -639,6 +696,9 @@ impl Stream {
         o.field("config", &self.cfg)
             .field("created", &time_str(self.created))
             .raw("state", &self.state_json(subjects, deleted));
+        if let Some(r) = self.replica.as_ref().filter(|r| !r.cluster_json.is_empty()) {
+            o.raw("cluster", &r.cluster_json);
+        }
     }
 
     /// The missing sequences between the first and last message (at most `num_deleted`,

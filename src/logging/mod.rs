@@ -1,14 +1,16 @@
 //! Logs in nats-server's line style through `tracing`:
 //! `[pid] 2026/11/29 09:05:04.123456 [INF] message`. `-D` adds `[DBG]`, `-V` adds `[TRC]`
 //! (each on its own, as nats-server's flags are), `-l` sends lines to a file, which `reopen`
-//! (SIGUSR1) opens again by name after a log rotation; `-s`/`-r` send them to syslog instead
-//! (`syslog.rs`).
+//! (SIGUSR1) opens again by name after a log rotation, and which rotates itself past
+//! `logfile_size_limit` (`rotate.rs`); `-s`/`-r` send them to syslog instead (`syslog.rs`).
 
+mod rotate;
 pub mod syslog;
 
+use rotate::LogFile;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock};
 use tracing::{Event, Level, Metadata, Subscriber};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
@@ -44,12 +46,30 @@ fn wanted(m: &Metadata<'_>) -> bool {
     }
 }
 
+/// Where lines go.
+enum Out {
+    Stderr,
+    File(LogFile),
+}
+
+impl Out {
+    fn to(file: Option<&Path>) -> Result<Out, String> {
+        Ok(match file {
+            Some(p) => Out::File(LogFile::open(p)?),
+            None => Out::Stderr,
+        })
+    }
+}
+
 /// Where lines go: stderr or a file that can be reopened.
 struct Sink {
-    out: Mutex<Box<dyn Write + Send>>,
+    out: Mutex<Out>,
     file: Mutex<Option<PathBuf>>,
     logtime: AtomicBool,
     pid: u32,
+    /// `logfile_size_limit` (rotation when > 0) and `logfile_max_num` (pruning when > 0).
+    size_limit: AtomicI64,
+    max_num: AtomicI64,
     /// When set (`-s`, `-r`), lines go to syslog instead of `out`.
     syslog: Mutex<Option<syslog::Syslog>>,
 }
@@ -65,18 +85,34 @@ impl Sink {
                 return;
             }
         }
-        let mut line = format!("[{}] ", self.pid);
-        if self.logtime.load(Relaxed) {
-            line.push_str(&crate::util::time::log_stamp(std::time::SystemTime::now()));
-            line.push(' ');
-        }
+        let mut line = self.prefix();
         line.push_str(tag);
         line.push(' ');
         msg(&mut line);
         line.push('\n');
         let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
-        let _ = out.write_all(line.as_bytes());
-        let _ = out.flush();
+        match &mut *out {
+            Out::Stderr => {
+                let mut e = std::io::stderr();
+                let _ = e.write_all(line.as_bytes());
+                let _ = e.flush();
+            }
+            Out::File(f) => {
+                f.write_line(line.as_bytes());
+                let (limit, max) = (self.size_limit.load(Relaxed), self.max_num.load(Relaxed));
+                f.rotate_if_past(limit, max, &|| self.prefix());
+            }
+        }
+    }
+
+    /// `[pid] ` and, with `logtime`, the time stamp and a space.
+    fn prefix(&self) -> String {
+        let mut p = format!("[{}] ", self.pid);
+        if self.logtime.load(Relaxed) {
+            p.push_str(&crate::util::time::log_stamp(std::time::SystemTime::now()));
+            p.push(' ');
+        }
+        p
     }
 }
 
@@ -116,28 +152,19 @@ impl<S: Subscriber> Layer<S> for NatsLines {
     }
 }
 
-fn open_log(p: &Path) -> Result<std::fs::File, String> {
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(p)
-        .map_err(|e| format!("error opening log file {}: {e}", p.display()))
-}
-
 /// Install the process-wide logger. Call once, before starting servers. Returns an error
 /// text when the log file cannot be opened.
 pub fn init(debug: bool, trace: bool, logtime: bool, file: Option<&Path>) -> Result<(), String> {
     DEBUG.store(debug, Relaxed);
     TRACE.store(trace, Relaxed);
-    let out: Box<dyn Write + Send> = match file {
-        Some(p) => Box::new(open_log(p)?),
-        None => Box::new(std::io::stderr()),
-    };
+    let out = Out::to(file)?;
     let sink = Arc::new(Sink {
         out: Mutex::new(out),
         file: Mutex::new(file.map(Path::to_path_buf)),
         logtime: AtomicBool::new(logtime),
         pid: std::process::id(),
+        size_limit: AtomicI64::new(0),
+        max_num: AtomicI64::new(0),
         syslog: Mutex::new(None),
     });
     let sub = tracing_subscriber::registry().with(NatsLines(sink.clone()));
@@ -161,6 +188,25 @@ pub fn use_syslog(local: bool, remote: Option<&str>) -> Result<(), String> {
     Ok(())
 }
 
+/// Rotate the log file past `size_limit` bytes (`logfile_size_limit`, `--log_size_limit`;
+/// 0 or less: never) and keep at most `max_num` files (`logfile_max_num`; 0 or less: all).
+/// Call after `init`. A file already past the limit is rotated at the next line, announced
+/// by `Rotating logfile...` as nats-server does.
+pub fn set_rotation(size_limit: i64, max_num: i64) {
+    let Some(sink) = SINK.get() else {
+        return;
+    };
+    sink.size_limit.store(size_limit, Relaxed);
+    sink.max_num.store(max_num, Relaxed);
+    let past = match &*sink.out.lock().unwrap_or_else(|e| e.into_inner()) {
+        Out::File(f) => size_limit > 0 && f.size() > size_limit as u64,
+        Out::Stderr => false,
+    };
+    if past {
+        tracing::info!("Rotating logfile...");
+    }
+}
+
 /// What `reopen` did.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Reopened {
@@ -180,8 +226,8 @@ pub fn reopen() -> Result<Reopened, String> {
     let Some(p) = sink.file.lock().unwrap_or_else(|e| e.into_inner()).clone() else {
         return Ok(Reopened::NotAFile);
     };
-    let f = open_log(&p)?;
-    *sink.out.lock().unwrap_or_else(|e| e.into_inner()) = Box::new(f);
+    let f = LogFile::open(&p)?;
+    *sink.out.lock().unwrap_or_else(|e| e.into_inner()) = Out::File(f);
     Ok(Reopened::File)
 }
 
@@ -215,10 +261,7 @@ pub fn set_file(file: Option<&Path>) -> Result<(), String> {
     let Some(sink) = SINK.get() else {
         return Ok(());
     };
-    let out: Box<dyn Write + Send> = match file {
-        Some(p) => Box::new(open_log(p)?),
-        None => Box::new(std::io::stderr()),
-    };
+    let out = Out::to(file)?;
     *sink.out.lock().unwrap_or_else(|e| e.into_inner()) = out;
     *sink.file.lock().unwrap_or_else(|e| e.into_inner()) = file.map(Path::to_path_buf);
     Ok(())

@@ -1,4 +1,4 @@
-//! `/leafz` (no leaf nodes), `/gatewayz` (gateways, or the no-gateway shape), `/jsz`
+//! `/leafz` (the leaf connections, see `leaf::monitor`), `/gatewayz` (gateways, or the no-gateway shape), `/jsz`
 //! (JetStream disabled), written exactly as nats-server 2.9 writes them, with its parameter
 //! checks (a bad boolean or integer is a 400).
 
@@ -20,17 +20,20 @@ pub struct Leafz {
     pub now: String,
     pub leafnodes: usize,
     /// nats-server writes `null` here when there are none.
-    pub leafs: Option<Vec<()>>,
+    pub leafs: Option<Vec<crate::leaf::monitor::LeafInfo>>,
 }
 
 /// `subs` (boolean), `acc`.
 pub fn leafz(srv: &ServerShared, p: &HashMap<String, String>) -> Result<Leafz, String> {
-    decode_bool(p, "subs")?;
+    let subs = decode_bool(p, "subs")?;
+    let leafs = srv.leafnodes.as_ref().map_or_else(Vec::new, |l| {
+        l.leafz(subs, p.get("acc").map(String::as_str))
+    });
     Ok(Leafz {
         server_id: srv.id.clone(),
         now: now(),
-        leafnodes: 0,
-        leafs: None,
+        leafnodes: leafs.len(),
+        leafs: (!leafs.is_empty()).then_some(leafs),
     })
 }
 

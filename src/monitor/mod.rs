@@ -5,6 +5,7 @@
 
 pub mod accountz;
 pub mod connz;
+pub mod healthz;
 pub mod metrics;
 pub mod misc;
 pub mod routez;
@@ -382,47 +383,34 @@ async fn topz_h(State(srv): State<Arc<ServerShared>>, Query(p): Params) -> Respo
     }
 }
 
-#[derive(Serialize, Debug)]
-pub struct Health {
-    pub status: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub status_code: Option<u16>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
+pub use healthz::Health;
 
-/// `/healthz`'s answer (also `$SYS.REQ.SERVER.PING.HEALTHZ`'s data) and its HTTP status.
+/// `/healthz`'s plain answer (also `$SYS.REQ.SERVER.PING.HEALTHZ`'s data) and its HTTP status.
 pub fn health(srv: &ServerShared) -> (Health, StatusCode) {
-    if srv.is_shutting_down() {
-        let h = Health {
-            status: "unavailable",
-            status_code: Some(503),
-            error: Some("server is shutting down".into()),
-        };
-        return (h, StatusCode::SERVICE_UNAVAILABLE);
-    }
-    if srv.is_lame_duck() {
-        // The client listener is closed: nats-server 2.9.10's exact answer and log line.
-        let msg = "failed to be ready for connections after 1ms: server";
-        tracing::warn!("Healthcheck failed: {msg:?}");
-        let h = Health {
-            status: "error",
-            status_code: None,
-            error: Some(msg.into()),
-        };
-        return (h, StatusCode::SERVICE_UNAVAILABLE);
-    }
-    let h = Health {
-        status: "ok",
-        status_code: None,
-        error: None,
-    };
-    (h, StatusCode::OK)
+    healthz::health(srv, &healthz::HealthOpts::default())
 }
 
 async fn healthz_h(State(srv): State<Arc<ServerShared>>, Query(p): Params) -> Response {
     count(&srv, "/healthz");
-    let (h, status) = health(&srv);
+    let o = match healthz::HealthOpts::parse(&p) {
+        Ok(o) => o,
+        // Go's `http.Error`: the text and a newline, as plain text.
+        Err(e) => {
+            let body = format!("{e}\n");
+            return (
+                StatusCode::BAD_REQUEST,
+                [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+                body,
+            )
+                .into_response();
+        }
+    };
+    let (h, status) = healthz::health(&srv, &o);
+    if let Some(e) = &h.error {
+        tracing::warn!("Healthcheck failed: {e:?}");
+    } else if !h.errors.is_empty() {
+        tracing::warn!("Healthcheck failed: {} errors", h.errors.len());
+    }
     compact_json_response(status, &h, &p)
 }
 

@@ -68,9 +68,19 @@ pub fn parse_subs(p: &HashMap<String, String>) -> Result<SubsMode, String> {
 fn remote_subs(srv: &ServerShared, rids: &[u64]) -> HashMap<u64, Vec<SubDetail>> {
     let mut by_rid: HashMap<u64, Vec<SubDetail>> = rids.iter().map(|r| (*r, Vec::new())).collect();
     for acc in srv.accounts.all() {
-        acc.sublist.for_each(|_, _, e| {
+        acc.sublist.for_each(|subject, queue, e| {
             if let Some(v) = by_rid.get_mut(&e.conn.cid) {
-                v.push(SubDetail::of(&acc.name, e));
+                // A route's plain interest shares one entry per account: the subject and the
+                // queue are the trie's; the sid is the route's key, `acc subject[ queue]`.
+                let mut d = SubDetail::of(&acc.name, e);
+                d.subject = String::from_utf8_lossy(subject).into_owned();
+                d.qgroup =
+                    queue.map_or_else(String::new, |q| String::from_utf8_lossy(q).into_owned());
+                d.sid = match queue {
+                    Some(_) => format!("{} {} {}", acc.name, d.subject, d.qgroup),
+                    None => format!("{} {}", acc.name, d.subject),
+                };
+                v.push(d);
             }
         });
     }

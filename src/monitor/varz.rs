@@ -195,7 +195,8 @@ pub struct Varz {
     pub max_pending: usize,
     pub cluster: ClusterVarz,
     pub gateway: GatewayVarz,
-    pub leaf: Empty,
+    /// `{}`, or the leafnode listener's `host`, `port`, `auth_timeout`, `tls_timeout`.
+    pub leaf: serde_json::Value,
     pub mqtt: Empty,
     pub websocket: Empty,
     pub jetstream: JetStreamVarz,
@@ -313,7 +314,10 @@ impl Varz {
             max_pending: o.max_pending,
             cluster: ClusterVarz::of(srv),
             gateway: GatewayVarz::of(srv),
-            leaf: Empty {},
+            leaf: srv
+                .leafnodes
+                .as_ref()
+                .map_or_else(|| serde_json::json!({}), |l| l.varz()),
             mqtt: Empty {},
             websocket: Empty {},
             jetstream: match srv.jetstream.get() {
@@ -333,7 +337,7 @@ impl Varz {
             total_connections: srv.stats.total_connections.load(Relaxed),
             routes: srv.cluster.as_ref().map_or(0, |c| c.num_routes()),
             remotes: 0,
-            leafnodes: 0,
+            leafnodes: srv.leafnodes.as_ref().map_or(0, |l| l.links().len()),
             in_msgs: srv.stats.in_msgs.load(Relaxed),
             out_msgs: srv.stats.out_msgs.load(Relaxed),
             in_bytes: srv.stats.in_bytes.load(Relaxed),

@@ -171,11 +171,40 @@ pub fn write_rmsg(
     header: Option<&[u8]>,
     payload: &[u8],
 ) {
+    routed_msg(
+        buf, b"RMSG", account, subject, reply, queues, header, payload,
+    );
+}
+
+/// A message to a leafnode: `LMSG <subj> [reply | + reply q… | | q…] <size>` (or `HMSG` with
+/// the header size first), no account: the connection is bound to one.
+pub fn write_lmsg(
+    buf: &mut BytesMut,
+    subject: &[u8],
+    reply: Option<&[u8]>,
+    queues: &[&[u8]],
+    header: Option<&[u8]>,
+    payload: &[u8],
+) {
+    routed_msg(buf, b"LMSG", b"", subject, reply, queues, header, payload);
+}
+
+#[allow(clippy::too_many_arguments)]
+fn routed_msg(
+    buf: &mut BytesMut,
+    verb: &[u8],
+    account: &[u8],
+    subject: &[u8],
+    reply: Option<&[u8]>,
+    queues: &[&[u8]],
+    header: Option<&[u8]>,
+    payload: &[u8],
+) {
     let r = reply.map_or(0, <[u8]>::len);
     let h = header.map_or(0, <[u8]>::len);
     let q: usize = queues.iter().map(|q| q.len() + 1).sum();
     buf.reserve(SLACK + account.len() + subject.len() + r + q + h + payload.len());
-    buf.put_slice(if header.is_some() { b"HMSG" } else { b"RMSG" });
+    buf.put_slice(if header.is_some() { b"HMSG" } else { verb });
     // An empty account: a pinned-account route, where nats-server 2.10+ leaves it out.
     if !account.is_empty() {
         word(buf, account);
@@ -239,6 +268,23 @@ pub fn write_ls_plus(
 ) {
     interest(buf, b"LS+", Some(origin), account, subject);
     queue_weight(buf, queue);
+}
+
+/// A leafnode's interest: `LS+ <subj>[ <queue> <weight>]\r\n` (no account: the connection
+/// is bound to one).
+pub fn write_leaf_plus(buf: &mut BytesMut, subject: &[u8], queue: Option<(&[u8], u32)>) {
+    interest(buf, b"LS+", None, b"", subject);
+    queue_weight(buf, queue);
+}
+
+/// `LS- <subj>[ <queue>]\r\n`
+pub fn write_leaf_minus(buf: &mut BytesMut, subject: &[u8], queue: Option<&[u8]>) {
+    interest(buf, b"LS-", None, b"", subject);
+    if let Some(q) = queue {
+        buf.reserve(q.len() + 3);
+        word(buf, q);
+    }
+    buf.put_slice(CRLF);
 }
 
 fn queue_weight(buf: &mut BytesMut, queue: Option<(&[u8], u32)>) {

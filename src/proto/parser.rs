@@ -59,6 +59,11 @@ pub enum Kind {
     /// Route and gateway connections: CONNECT, INFO, PING, PONG, +OK, -ERR, RS+, RS-, LS+, LS-,
     /// RMSG, HMSG, LMSG (route forms), A+, A-.
     Route,
+    /// Leafnode connections: CONNECT, INFO, PING, PONG, +OK, -ERR, `LS+ subj [queue weight]`,
+    /// `LS- subj [queue]`, `LMSG subj [reply | + reply q… | | q…] size` and `HMSG` with the
+    /// header size before the size: the connection is bound to one account, so no account
+    /// and no origin on the wire (ops come with empty `account` and `origin`).
+    Leaf,
 }
 
 /// A protocol violation. The connection is to be closed; [`ParseError::err_text`] says which
@@ -294,13 +299,13 @@ const R_A: &[Cand] = &[(b"A+", Verb::AccPlus), (b"A-", Verb::AccMinus)];
 fn candidates(kind: Kind, first: u8) -> &'static [Cand] {
     match (kind, first.to_ascii_uppercase()) {
         (Kind::Client, b'P') => C_P,
-        (Kind::Route, b'P') => R_P,
+        (Kind::Route | Kind::Leaf, b'P') => R_P,
         (Kind::Client, b'H') => C_H,
-        (Kind::Route, b'H') => R_H,
+        (Kind::Route | Kind::Leaf, b'H') => R_H,
         (Kind::Client, b'S') => C_S,
         (Kind::Client, b'U') => C_U,
         (Kind::Route, b'R') => R_R,
-        (Kind::Route, b'L') => R_L,
+        (Kind::Route | Kind::Leaf, b'L') => R_L,
         (Kind::Route, b'A') => R_A,
         (_, b'C') => X_C,
         (_, b'I') => X_I,
@@ -547,6 +552,24 @@ impl Parser {
                     queue,
                 }
             }
+            Verb::LsPlus if self.kind == Kind::Leaf => {
+                let (_, subject, queue) = args::sub_plus(a, false)?;
+                Op::LsPlus {
+                    origin: b"",
+                    account: b"",
+                    subject,
+                    queue,
+                }
+            }
+            Verb::LsMinus if self.kind == Kind::Leaf => {
+                let (_, subject, queue) = args::sub_minus(a, false)?;
+                Op::LsMinus {
+                    origin: None,
+                    account: b"",
+                    subject,
+                    queue,
+                }
+            }
             Verb::LsPlus => {
                 let (origin, rest) = args::pop_front(a).ok_or(ParseError::BadArgs("LS+ origin"))?;
                 let (account, subject, queue) = args::sub_plus(rest, !self.no_account)?;
@@ -607,7 +630,12 @@ impl Parser {
                 )));
             }
             Verb::Rmsg | Verb::Hmsg | Verb::Lmsg => {
-                let r = args::routed(a, verb == Verb::Lmsg, verb != Verb::Rmsg, !self.no_account)?;
+                let leaf = self.kind == Kind::Leaf;
+                let r = if leaf {
+                    args::routed(a, false, verb == Verb::Hmsg, false)?
+                } else {
+                    args::routed(a, verb == Verb::Lmsg, verb != Verb::Rmsg, !self.no_account)?
+                };
                 let p = match self.payload(buf, body, r.total)? {
                     Some(p) => p,
                     None => return Ok(None),

@@ -643,3 +643,91 @@ fn pseudo_random_garbage_never_panics_or_stalls() {
         }
     }
 }
+
+/// Leafnode connections: no account, no origin; `LMSG`/`HMSG` in the leaf forms nats-server
+/// 2.9 and 2.15 send (`subj [reply | + reply q… | | q…] [hdr] size`).
+#[test]
+fn leaf_ops() {
+    const L: Kind = Kind::Leaf;
+    let plus = |subject, queue| Op::LsPlus {
+        origin: b"",
+        account: b"",
+        subject,
+        queue,
+    };
+    assert_eq!(op1(L, b"LS+ foo\r\n"), plus(b"foo", None));
+    assert_eq!(op1(L, b"LS+ foo q 3\r\n"), plus(b"foo", Some((b"q", 3))));
+    let minus = Op::LsMinus {
+        origin: None,
+        account: b"",
+        subject: b"foo",
+        queue: Some(b"q"),
+    };
+    assert_eq!(op1(L, b"LS- foo q\r\n"), minus);
+    let msg = |reply, queues, header, payload| {
+        Op::Rmsg(RoutedMsg {
+            origin: None,
+            account: b"",
+            subject: b"foo",
+            reply,
+            queues: Queues(queues),
+            header,
+            payload,
+        })
+    };
+    assert_eq!(op1(L, b"LMSG foo 2\r\nhi\r\n"), msg(None, b"", None, b"hi"));
+    assert_eq!(
+        op1(L, b"LMSG foo r.1 2\r\nhi\r\n"),
+        msg(Some(b"r.1"), b"", None, b"hi")
+    );
+    assert_eq!(
+        op1(L, b"LMSG foo + r q1 q2 2\r\nhi\r\n"),
+        msg(Some(b"r"), b"q1 q2", None, b"hi")
+    );
+    assert_eq!(
+        op1(L, b"LMSG foo | q 1\r\nx\r\n"),
+        msg(None, b"q", None, b"x")
+    );
+    assert_eq!(
+        op1(L, b"HMSG foo 12 14\r\nNATS/1.0\r\n\r\nhi\r\n"),
+        msg(None, b"", Some(b"NATS/1.0\r\n\r\n"), b"hi")
+    );
+    for bad in [
+        &b"LS+ \r\n"[..],
+        b"LS+ foo q\r\n",
+        b"LS+ foo q x\r\n",
+        b"LMSG foo\r\n",
+        b"LMSG foo abc\r\n",
+        b"HMSG foo 9 3\r\nabc\r\n",
+        b"RMSG $G foo 1\r\nx\r\n",
+        b"RS+ $G foo\r\n",
+        b"PUB foo 1\r\nx\r\n",
+    ] {
+        assert!(
+            whole(L, bad).1.is_some(),
+            "{:?}",
+            String::from_utf8_lossy(bad)
+        );
+    }
+    // Split invariance holds for the leaf forms too.
+    split_invariant(
+        L,
+        b"LS+ a q 2\r\nLMSG a + r q 3\r\nabc\r\nHMSG a 2 3\r\nh\rx\r\nLS- a q\r\n",
+    );
+}
+
+#[test]
+fn leaf_frames_round_trip() {
+    use bytes::BytesMut;
+    let mut b = BytesMut::new();
+    super::encode::write_lmsg(&mut b, b"foo", Some(b"r"), &[b"q"], None, b"hi");
+    super::encode::write_lmsg(&mut b, b"foo", None, &[], Some(b"NATS/1.0\r\n\r\n"), b"x");
+    super::encode::write_leaf_plus(&mut b, b"foo", Some((b"q", 2)));
+    super::encode::write_leaf_minus(&mut b, b"foo", None);
+    assert_eq!(
+        &b[..],
+        &b"LMSG foo + r q 2\r\nhi\r\nHMSG foo 12 13\r\nNATS/1.0\r\n\r\nx\r\nLS+ foo q 2\r\nLS- foo\r\n"[..]
+    );
+    let (ops, err, left) = whole(Kind::Leaf, &b);
+    assert_eq!((ops.len(), err, left), (4, None, 0));
+}

@@ -16,7 +16,8 @@ impl Fabric for ServerShared {
     }
 
     fn no_fast_producer_stall(&self) -> bool {
-        self.opts.no_fast_producer_stall
+        self.no_fast_producer_stall
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn accounts(&self) -> &Accounts {
@@ -41,6 +42,16 @@ impl Fabric for ServerShared {
 
     fn has_gateways(&self) -> bool {
         self.gateway.is_some()
+    }
+
+    fn account_msg_trace(&self, acc: &str) -> Option<crate::config::AccountMsgTrace> {
+        self.live_opts().account_msg_trace.get(acc).cloned()
+    }
+
+    #[inline]
+    fn external_trace(&self) -> bool {
+        self.external_trace
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn trace_server_info(&self) -> Option<serde_json::Value> {
@@ -101,6 +112,17 @@ pub(super) fn install_links(srv: &Arc<ServerShared>) -> Result<(), String> {
             .map_err(|e| format!("account {:?}: {}", e.account, e.msg))?;
     }
     let names: Vec<String> = srv.accounts.all().iter().map(|a| a.name.clone()).collect();
-    let all = crate::sys::account::with_system_links(&o.links, srv.system_account_name(), &names);
+    let sys = srv.system_account_name();
+    let mut all = crate::sys::account::with_system_links(&o.links, sys, &names);
+    if o.jetstream.is_none() && (o.cluster.is_some() || o.gateway.is_some()) {
+        let js: Vec<String> = if !o.jetstream_accounts.is_empty() {
+            o.jetstream_accounts.clone()
+        } else if o.accounts.is_empty() {
+            vec![crate::account::GLOBAL_ACCOUNT.to_string()]
+        } else {
+            Vec::new()
+        };
+        all = crate::sys::account::with_jetstream_links(all, sys, &js);
+    }
     crate::imports::install(&**srv, &all)
 }

@@ -4,6 +4,7 @@
 
 mod accept;
 mod fabric;
+mod info;
 mod lame_duck;
 pub mod listen;
 pub mod ports_file;
@@ -31,6 +32,8 @@ pub struct ServerShared {
     pub opts: Options,
     /// The options in force (replaced whole by a config reload).
     live: RwLock<Arc<Options>>,
+    /// Some account has a message trace destination (`live`'s `account_msg_trace`).
+    external_trace: AtomicBool,
     /// Bumped after each applied reload; connections watch it to re-check themselves.
     reloads: tokio::sync::watch::Sender<u64>,
     pub id: String,
@@ -57,11 +60,15 @@ pub struct ServerShared {
     pub cluster: Option<Arc<Cluster>>,
     /// Gateways, with a `gateway {}` block.
     pub gateway: Option<Arc<crate::gateway::Gateway>>,
+    /// Leafnodes, with a `leafnodes {}` block.
+    pub leafnodes: Option<Arc<crate::leaf::Leafnodes>>,
     /// The server's own connection: owner of internal subscriptions (cid 1, as nats-server's
     /// system client). Never registered as a client, never written to.
     pub internal: Arc<Conn>,
     /// Lame duck mode: entered once, never left.
     ldm: AtomicBool,
+    /// `no_fast_producer_stall` in force (reloadable; read per read batch).
+    no_fast_producer_stall: AtomicBool,
     /// Cancelled when lame duck mode starts: the client accept loop stops and drops its listener.
     stop_accept: CancellationToken,
     /// Cancelled by the client accept loop when it has ended (its listener is closed).
@@ -110,6 +117,15 @@ impl ServerShared {
         self.live.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
+    /// Operator mode: `new` (the live options with an account JWT replaced,
+    /// `sys/claims.rs`) takes effect for authentication, and connected clients re-check.
+    pub fn apply_account_update(&self, new: Options) {
+        let new = Arc::new(new);
+        *self.live.write().unwrap_or_else(|e| e.into_inner()) = new.clone();
+        self.auth.replace(&new);
+        self.reloads.send_modify(|g| *g += 1);
+    }
+
     /// Changes whenever a reload has been applied (see `reload`).
     pub fn reload_watch(&self) -> tokio::sync::watch::Receiver<u64> {
         self.reloads.subscribe()
@@ -156,8 +172,14 @@ impl ServerShared {
         if new.logtime != old.logtime {
             crate::logging::set_logtime(new.logtime);
         }
+        self.no_fast_producer_stall
+            .store(new.no_fast_producer_stall, Relaxed);
         let new = Arc::new(new);
         *self.live.write().unwrap_or_else(|e| e.into_inner()) = new.clone();
+        self.external_trace.store(
+            !new.account_msg_trace.is_empty(),
+            std::sync::atomic::Ordering::Relaxed,
+        );
         if plan.auth {
             self.auth.replace(&new);
         }
@@ -227,8 +249,19 @@ impl ServerShared {
     }
 
     /// Register a new client; false when `max_connections` is reached.
+    ///
+    /// A connection that registers once shutdown has begun is closed at once (and `true`
+    /// returned): `begin_shutdown` cancels first and then sweeps the clients under this
+    /// lock, so a connection accepted just before the listener stopped is either swept or
+    /// sees the cancellation here. Before, it lived on and `Server::shutdown` waited for it
+    /// for ever (tests/js_cluster.rs hung in CI: async-nats reconnected to the next node
+    /// as that node shut down).
     pub fn register_client(&self, c: &Arc<Conn>) -> bool {
         let mut m = self.clients_lock();
+        if self.shutdown.is_cancelled() {
+            c.close(CloseReason::ServerShutdown);
+            return true;
+        }
         if m.len() >= self.live_opts().max_connections {
             return false;
         }
@@ -303,161 +336,6 @@ impl ServerShared {
 
     pub fn shutdown_signal(&self) -> tokio_util::sync::WaitForCancellationFuture<'_> {
         self.shutdown.cancelled()
-    }
-
-    /// This server's client URL (`host:port`) as advertised to clients and peers.
-    pub fn own_client_url(&self) -> Option<String> {
-        if let Some(a) = &self.opts.client_advertise {
-            return Some(a.clone());
-        }
-        let a = self.client_addr.get()?;
-        if a.ip().is_unspecified() {
-            return None;
-        }
-        Some(a.to_string())
-    }
-
-    /// Client URLs advertised in INFO `connect_urls`: this server's and its peers' (none
-    /// when not clustered, as nats-server).
-    pub fn connect_urls(&self) -> Vec<String> {
-        let Some(cl) = &self.cluster else {
-            return Vec::new();
-        };
-        if cl.opts.no_advertise {
-            return Vec::new();
-        }
-        // In lame duck mode clients are sent to the other servers only.
-        let own = self.own_client_url().filter(|_| !self.is_lame_duck());
-        let mut v: Vec<String> = own.into_iter().collect();
-        for u in cl.peer_client_urls() {
-            if !v.contains(&u) {
-                v.push(u);
-            }
-        }
-        v
-    }
-
-    /// The set of servers changed: clients that accept async INFO get the new `connect_urls`.
-    pub fn cluster_changed(&self) {
-        let Some(cl) = &self.cluster else { return };
-        if cl.opts.no_advertise {
-            return;
-        }
-        for c in self.clients() {
-            if c.async_info.load(Relaxed) && !c.is_closed() {
-                let line = info_line(&self.client_info_json(&c));
-                c.out.push_now(line.len(), |b| b.extend_from_slice(&line));
-            }
-        }
-    }
-
-    /// The INFO JSON sent on routes (`nonce` only on the first one).
-    pub fn route_info_json(&self, cl: &Cluster, nonce: bool, ip: Option<String>) -> Vec<u8> {
-        serde_json::to_vec(&self.route_info(cl, nonce, ip)).unwrap_or_default()
-    }
-
-    pub(crate) fn route_info(
-        &self,
-        cl: &Cluster,
-        nonce: bool,
-        ip: Option<String>,
-    ) -> crate::proto::info::ServerInfo {
-        let listen = cl.listen_addr.get().copied();
-        let (host, port) = match &cl.opts.advertise {
-            Some(a) => match a.rsplit_once(':') {
-                Some((h, p)) => (h.to_string(), p.parse().unwrap_or(0)),
-                None => (a.clone(), listen.map_or(0, |l| l.port())),
-            },
-            None => (cl.opts.host.clone(), listen.map_or(0, |l| l.port())),
-        };
-        let ip = ip.or_else(|| {
-            cl.opts
-                .advertise
-                .as_ref()
-                .map(|_| format!("nats-route://{host}:{port}/"))
-        });
-        crate::proto::info::ServerInfo {
-            server_id: self.id.clone(),
-            server_name: self.name.clone(),
-            version: COMPAT_VERSION.into(),
-            // 3: message tracing (nats-server 2.11+'s `MsgTraceProto`).
-            proto: crate::trace::MSG_TRACE_PROTO,
-            go: "go1.19.8".into(),
-            host,
-            port,
-            headers: true,
-            max_payload: self.live_opts().max_payload as i64,
-            nonce: if nonce {
-                crate::util::ids::nonce()
-            } else {
-                String::new()
-            },
-            cluster: cl.name(),
-            cluster_dynamic: cl.is_dynamic(),
-            connect_urls: self.own_client_url().into_iter().collect(),
-            auth_required: cl.opts.username.is_some() || cl.opts.token.is_some(),
-            tls_required: cl.tls.is_some(),
-            tls_verify: cl.opts.tls.as_ref().is_some_and(|t| t.verify),
-            ip: ip.unwrap_or_default(),
-            // nats-server 2.10+: our pool size (pools on), and we read `LS-` with its origin.
-            route_pool_size: cl.pool_size().map_or(0, |n| n as u32),
-            lnoc: true,
-            lnocu: true,
-            gateway_url: self
-                .gateway
-                .as_ref()
-                .map(|g| g.own_url())
-                .unwrap_or_default(),
-            ..Default::default()
-        }
-    }
-
-    /// The INFO JSON sent to one client.
-    pub fn client_info_json(&self, c: &Conn) -> Vec<u8> {
-        serde_json::to_vec(&self.client_info(c)).unwrap_or_default()
-    }
-
-    /// The INFO JSON for one client whose `max_payload` is its account's (`limits {}`).
-    pub fn client_info_json_with(&self, c: &Conn, max_payload: usize) -> Vec<u8> {
-        let mut info = self.client_info(c);
-        info.max_payload = max_payload as i64;
-        serde_json::to_vec(&info).unwrap_or_default()
-    }
-
-    /// The INFO JSON sent inside TLS to a client that started with the handshake
-    /// (`handshake_first`): `tls_required` even with `allow_non_tls`, as nats-server 2.10+.
-    pub fn client_info_json_tls_first(&self, c: &Conn) -> Vec<u8> {
-        let mut info = self.client_info(c);
-        info.tls_required = true;
-        serde_json::to_vec(&info).unwrap_or_default()
-    }
-
-    fn client_info(&self, c: &Conn) -> crate::proto::info::ServerInfo {
-        let port = self.client_addr.get().map(|a| a.port()).unwrap_or(0);
-        let live = self.live_opts();
-        let tls = live.tls.as_ref();
-        crate::proto::info::ServerInfo {
-            server_id: self.id.clone(),
-            server_name: self.name.clone(),
-            version: COMPAT_VERSION.into(),
-            proto: 1,
-            go: "go1.19.8".into(),
-            host: self.opts.host.clone(),
-            port,
-            headers: true,
-            auth_required: self.auth.required(),
-            // nats-server 2.9: `tls_required` (and `tls_verify`), or with `allow_non_tls`
-            // only `tls_available`.
-            tls_required: tls.is_some() && !live.allow_non_tls,
-            tls_verify: tls.is_some_and(|t| t.verify) && !live.allow_non_tls,
-            tls_available: tls.is_some() && live.allow_non_tls,
-            max_payload: live.max_payload as i64,
-            client_id: Some(c.cid),
-            client_ip: Some(c.addr.ip().to_string()),
-            connect_urls: self.connect_urls(),
-            jetstream: self.jetstream.get().is_some(),
-            ..Default::default()
-        }
     }
 }
 
@@ -561,7 +439,12 @@ impl Server {
             tasks: TaskTracker::new(),
             cluster,
             gateway,
+            leafnodes: opts
+                .leafnodes
+                .clone()
+                .map(|l| Arc::new(crate::leaf::Leafnodes::new(l))),
             ldm: AtomicBool::new(false),
+            no_fast_producer_stall: AtomicBool::new(opts.no_fast_producer_stall),
             stop_accept: CancellationToken::new(),
             accept_done: CancellationToken::new(),
             shutdown_started: AtomicBool::new(false),
@@ -570,6 +453,7 @@ impl Server {
             id,
             name,
             live: RwLock::new(Arc::new(opts.clone())),
+            external_trace: AtomicBool::new(!opts.account_msg_trace.is_empty()),
             reloads: tokio::sync::watch::Sender::new(0),
             opts,
         });
@@ -665,6 +549,10 @@ impl Server {
             accept.await;
             done.cancel();
         });
+        // Before the routes: their INFO carries our leafnode address.
+        if let Some(lf) = &shared.leafnodes {
+            crate::leaf::start(&shared, lf).await?;
+        }
         if let Some(cl) = &shared.cluster {
             let co = &cl.opts;
             let l = crate::util::net::listen((co.host.as_str(), co.port))

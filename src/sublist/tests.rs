@@ -431,3 +431,25 @@ fn concurrent_inserts_and_matches() {
         }
     }
 }
+
+#[test]
+fn fold_exact_sees_only_the_pattern_as_stored() {
+    let s: Sublist<E> = Sublist::new();
+    s.insert(b"a.b", None, e(1)).unwrap();
+    s.insert(b"a.b", None, e(2)).unwrap();
+    s.insert(b"a.*", None, e(3)).unwrap();
+    s.insert(b"a.b", Some(b"q"), E(4, 5)).unwrap();
+    let ids = |subject: &[u8], q: Option<&[u8]>| {
+        s.fold_exact(subject, q, Vec::new(), |mut v, x| {
+            v.push(x.0);
+            v
+        })
+    };
+    assert_eq!(ids(b"a.b", None), vec![1, 2]);
+    assert_eq!(ids(b"a.*", None), vec![3]);
+    assert_eq!(ids(b"a.b", Some(b"q")), vec![4]);
+    assert!(ids(b"a.b", Some(b"r")).is_empty());
+    assert!(ids(b"a", None).is_empty());
+    assert!(ids(b"a.b.c", None).is_empty());
+    assert!(ids(b"a.>", None).is_empty());
+}

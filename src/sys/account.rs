@@ -7,10 +7,12 @@
 //! and answers the requests that reach the system account:
 //! `$SYS.REQ.ACCOUNT.<acc>.{CONNZ,STATZ,SUBSZ,LEAFZ,INFO}` and `$SYS.REQ.ACCOUNT.PING.STATZ`.
 //!
+//! Also the `$JS.API.>` import of a server without JetStream in a cluster (nats-server's mixed
+//! mode, [`with_jetstream_links`]); a server running JetStream answers inside each account and
+//! has no such import.
+//!
 //! Not here: 2.10's `$SYS.REQ.USER.INFO` import (natsd does not pass the requester's user
-//! through a service import), `$SYS.REQ.ACCOUNT.<acc>.JSZ` and `CONNS`, and the `$JS.API.>`
-//! import nats-server lists for JetStream accounts (natsd's JetStream answers inside each
-//! account: there is no such import to list).
+//! through a service import), `$SYS.REQ.ACCOUNT.<acc>.JSZ`; `CONNS` is `conns.rs`.
 
 use super::{envelope, error_message, matches_filter, parse_options, query_params, Endpoint, Sys};
 use crate::config::links::{Export, Import, LinkKind, Links, ResponseType};
@@ -65,7 +67,7 @@ pub fn account_token(subject: &[u8]) -> Option<String> {
 }
 
 /// A name that fits in one subject token (`$SYS.REQ.ACCOUNT.<name>.CONNZ`).
-fn is_token(name: &str) -> bool {
+pub fn is_token(name: &str) -> bool {
     !name.is_empty()
         && !name
             .bytes()
@@ -90,6 +92,7 @@ pub fn with_system_links(links: &Links, system: &str, accounts: &[String]) -> Li
                 accounts: None,
                 response_type: ResponseType::Stream,
                 response_threshold: None,
+                allow_trace: false,
             });
         }
     }
@@ -111,12 +114,57 @@ pub fn with_system_links(links: &Links, system: &str, accounts: &[String]) -> Li
                 account: system.to_string(),
                 subject: format!("$SYS.REQ.ACCOUNT.{name}.{x}"),
                 prefix: None,
+                allow_trace: false,
                 to: Some(local.to_string()),
+                share: false,
             });
         }
     }
     all
 }
+
+/// nats-server's "mixed mode": a server without JetStream that is not standalone (it has a
+/// cluster or gateways) lets its JetStream accounts reach the JetStream servers beside it. The
+/// system account exports `$JS.API.>` and each such account imports it with shared details, so
+/// a client's `$JS.API` request travels in the system account (with `Nats-Request-Info` naming
+/// the account) to the servers that answer it. The accounts: those whose config enables
+/// JetStream or, when no account is configured, `$G` (nats-server's `enableJetStream` checks).
+/// An account that already imports something on `$JS.API.>` keeps its own.
+pub fn with_jetstream_links(mut all: Links, system: &str, js_accounts: &[String]) -> Links {
+    if system.is_empty() || js_accounts.is_empty() {
+        return all;
+    }
+    let sys = all.entry(system.to_string()).or_default();
+    if !sys.exports.iter().any(|e| e.subject == JS_API_ALL) {
+        sys.exports.push(Export {
+            kind: LinkKind::Service,
+            subject: JS_API_ALL.into(),
+            accounts: None,
+            response_type: ResponseType::Singleton,
+            response_threshold: None,
+            allow_trace: false,
+        });
+    }
+    for name in js_accounts.iter().filter(|a| a.as_str() != system) {
+        let l = all.entry(name.clone()).or_default();
+        if l.imports.iter().any(|i| i.local_subject() == JS_API_ALL) {
+            continue;
+        }
+        l.imports.push(Import {
+            kind: LinkKind::Service,
+            account: system.to_string(),
+            subject: JS_API_ALL.into(),
+            prefix: None,
+            to: Some(JS_API_ALL.into()),
+            share: true,
+            allow_trace: false,
+        });
+    }
+    all
+}
+
+/// Every JetStream API subject.
+pub const JS_API_ALL: &str = "$JS.API.>";
 
 /// The answer to one account-scoped request, or `None` when this server does not answer
 /// (the request's filter excludes it; STATZ for accounts without local connections unless

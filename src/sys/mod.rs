@@ -8,6 +8,8 @@
 //! message into a channel; one task per server does the work and publishes the answers.
 
 pub mod account;
+pub mod claims;
+pub mod conns;
 pub mod topz;
 
 use crate::account::{Account, Handler, Subscription};
@@ -205,6 +207,8 @@ pub struct Sys {
     waiters: Mutex<HashMap<u64, mpsc::UnboundedSender<Bytes>>>,
     next_req: AtomicU64,
     pub topz: topz::Cache,
+    /// Account connection counts of the other servers (`conns.rs`).
+    pub conns: conns::Tracker,
 }
 
 /// The first period of `$SYS.SERVER.<id>.STATSZ` after start; it doubles up to `STATSZ_EVERY`
@@ -238,6 +242,7 @@ impl Sys {
             waiters: Mutex::new(HashMap::new()),
             next_req: AtomicU64::new(1),
             topz: topz::Cache::default(),
+            conns: conns::Tracker::default(),
         });
         let (tx, rx) = mpsc::channel::<Request>(QUEUE);
         let mut subs = Vec::new();
@@ -307,8 +312,10 @@ impl Sys {
             Ok(s) => subs.push(s),
             Err(e) => tracing::error!("$SYS services: {e}"),
         }
+        let conns_rx = conns::start(srv, &sys, &mut subs);
+        claims::start(srv, &sys, &mut subs);
         *sys.subs_lock() = subs;
-        srv.tasks.spawn(run(srv.clone(), sys.clone(), rx));
+        srv.tasks.spawn(run(srv.clone(), sys.clone(), rx, conns_rx));
         Some(sys)
     }
 
@@ -420,13 +427,24 @@ fn short_hash(s: &str) -> String {
 }
 
 /// The service task: answer requests, send STATSZ on schedule, stop with the server.
-async fn run(srv: Arc<ServerShared>, sys: Arc<Sys>, mut rx: mpsc::Receiver<Request>) {
+async fn run(
+    srv: Arc<ServerShared>,
+    sys: Arc<Sys>,
+    mut rx: mpsc::Receiver<Request>,
+    mut conns_rx: mpsc::UnboundedReceiver<conns::Event>,
+) {
     let statsz_subject = format!("$SYS.SERVER.{}.STATSZ", srv.id);
     let mut period = STATSZ_FIRST;
     let mut next = tokio::time::Instant::now();
+    let mut heartbeat = tokio::time::interval_at(
+        tokio::time::Instant::now() + conns::HEARTBEAT,
+        conns::HEARTBEAT,
+    );
     loop {
         tokio::select! {
             _ = srv.shutdown_signal() => break,
+            _ = heartbeat.tick() => conns::heartbeat(&srv, &sys),
+            Some(e) = conns_rx.recv() => conns::handle(&srv, &sys, e),
             _ = tokio::time::sleep_until(next) => {
                 let body = statsz_message(&srv, &sys);
                 sys.publish(&srv, &statsz_subject, None, &body);

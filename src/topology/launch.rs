@@ -474,11 +474,16 @@ fn up(t: &Topology, file: &str, timeout: Duration, extra: &[String]) -> Result<(
         );
     }
     let all_fixed = t.nodes().all(|(_, n)| n.http.is_some());
+    // The binary's own path, so the line runs as printed (after `cargo run` natsd is not on
+    // PATH).
+    let me = std::env::current_exe()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| "natsd".into());
     let check = if all_fixed {
-        format!("natsd topology check {file}")
+        format!("{me} topology check {file}")
     } else {
         let urls: Vec<String> = ports.iter().map(Ports::monitor_url).collect();
-        format!("natsd topology check {file} {}", urls.join(" "))
+        format!("{me} topology check {file} {}", urls.join(" "))
     };
     let clients: Vec<String> = ports.iter().map(Ports::client_url).collect();
     println!("clients: {}", clients.join(","));

@@ -14,13 +14,34 @@ use std::time::SystemTime;
 
 impl MsgTrace {
     fn egress(&mut self, conn: &Conn, hop: String, sub: Option<&SubRef>, error: &str) {
-        let name = match conn.trace_peer.get() {
-            Some(p) => p.name.clone(),
-            None => conn.meta().name.clone(),
+        self.egress_as(conn, hop, sub, None, error)
+    }
+
+    /// `shown`: the subscription subject the event names when not `sub`'s own (a stream
+    /// import's delivery names the subject it matched in the exporting account). A client in
+    /// another account than the ingress one is named with its account (`acc`).
+    fn egress_as(
+        &mut self,
+        conn: &Conn,
+        hop: String,
+        sub: Option<&SubRef>,
+        shown: Option<&[u8]>,
+        error: &str,
+    ) {
+        let (name, acc) = match conn.trace_peer.get() {
+            Some(p) => (p.name.clone(), String::new()),
+            None => {
+                let meta = conn.meta();
+                let acc = match self.events.first() {
+                    Some(Event::In { acc, .. }) if *acc != meta.account => meta.account.clone(),
+                    _ => String::new(),
+                };
+                (meta.name.clone(), acc)
+            }
         };
         let (sub, queue) = match sub {
             Some(s) => (
-                String::from_utf8_lossy(&s.subject).into_owned(),
+                String::from_utf8_lossy(shown.unwrap_or(&s.subject)).into_owned(),
                 s.queue
                     .as_ref()
                     .map(|q| String::from_utf8_lossy(q).into_owned())
@@ -34,7 +55,7 @@ impl MsgTrace {
             cid: conn.cid,
             name,
             hop,
-            acc: String::new(),
+            acc,
             sub,
             queue,
             error: error.to_string(),
@@ -44,6 +65,11 @@ impl MsgTrace {
 
 /// A local subscriber of a traced message: delivered (unless trace-only) and reported.
 pub fn to_sub(fan: &mut Fanout, sub: &SubRef, m: &Msg<'_>) -> bool {
+    to_sub_shown(fan, sub, m, None)
+}
+
+/// [`to_sub`], the event naming the subscription `shown` (see `MsgTrace::egress_as`).
+pub fn to_sub_shown(fan: &mut Fanout, sub: &SubRef, m: &Msg<'_>, shown: Option<&[u8]>) -> bool {
     let Some(t) = fan.msg_trace.as_deref_mut() else {
         return fan.deliver_untraced(sub, m);
     };
@@ -58,12 +84,12 @@ pub fn to_sub(fan: &mut Fanout, sub: &SubRef, m: &Msg<'_>) -> bool {
         None
     };
     if let Some(e) = refused {
-        t.egress(&sub.conn, String::new(), Some(sub), e);
+        t.egress_as(&sub.conn, String::new(), Some(sub), shown, e);
         return false;
     }
     if t.trace_only {
         // nats-server counts it as delivered (no "no responders" for a traced request).
-        t.egress(&sub.conn, String::new(), Some(sub), "");
+        t.egress_as(&sub.conn, String::new(), Some(sub), shown, "");
         return true;
     }
     let delivered = fan.deliver_untraced(sub, m);
@@ -75,7 +101,7 @@ pub fn to_sub(fan: &mut Fanout, sub: &SubRef, m: &Msg<'_>) -> bool {
         } else {
             ERR_SLOW
         };
-        t.egress(&sub.conn, String::new(), Some(sub), e);
+        t.egress_as(&sub.conn, String::new(), Some(sub), shown, e);
     }
     delivered
 }

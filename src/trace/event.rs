@@ -9,8 +9,8 @@ fn go_time<S: Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&rfc3339_nano(*t))
 }
 
-/// One entry of `events`. Stream export (`se`), service import (`si`) and JetStream (`js`)
-/// entries are not produced yet (see docs/nats-server-behaviour.md, "Message tracing").
+/// One entry of `events`. Subject mapping (`sm`) entries are never produced: natsd has no
+/// subject mappings.
 #[derive(Serialize, Debug, Clone)]
 #[serde(tag = "type")]
 pub enum Event {
@@ -24,6 +24,36 @@ pub enum Event {
         name: String,
         acc: String,
         subj: String,
+        #[serde(skip_serializing_if = "String::is_empty")]
+        error: String,
+    },
+    /// A stream import delivered the message into `acc` as `to`.
+    #[serde(rename = "se")]
+    Se {
+        #[serde(serialize_with = "go_time")]
+        ts: SystemTime,
+        acc: String,
+        to: String,
+    },
+    /// A service import sent the message from `from` into `acc` as `to`.
+    #[serde(rename = "si")]
+    Si {
+        #[serde(serialize_with = "go_time")]
+        ts: SystemTime,
+        acc: String,
+        from: String,
+        to: String,
+    },
+    /// A stream took the message (`subject` once its checks passed).
+    #[serde(rename = "js")]
+    Js {
+        #[serde(serialize_with = "go_time")]
+        ts: SystemTime,
+        stream: String,
+        #[serde(skip_serializing_if = "String::is_empty")]
+        subject: String,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        nointerest: bool,
         #[serde(skip_serializing_if = "String::is_empty")]
         error: String,
     },

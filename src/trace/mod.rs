@@ -17,6 +17,7 @@
 
 pub mod egress;
 mod event;
+pub mod js;
 
 use crate::account::Account;
 use crate::conn::{Conn, ConnKind};
@@ -35,6 +36,8 @@ pub const TRACE_DEST_DISABLED: &str = "trace disabled";
 pub const TRACE_HOP: &str = "Nats-Trace-Hop";
 pub const TRACE_ONLY: &str = "Nats-Trace-Only";
 pub const TRACE_ORIGIN_ACCOUNT: &str = "Nats-Trace-Origin-Account";
+/// Asks for a compressed event (matched case-sensitively, as nats-server's header map).
+pub const ACCEPT_ENCODING: &str = "Accept-Encoding";
 
 /// nats-server's `MsgTraceProto`: the route/gateway/leaf protocol level that means "this
 /// server understands message tracing".
@@ -88,6 +91,59 @@ pub struct MsgTrace {
     header: BTreeMap<String, Vec<String>>,
     msgsize: usize,
     events: Vec<Event>,
+    /// A stream took the message: its `js` entry (at `js_at`) waits for the engine.
+    js: Option<Arc<js::JsSlot>>,
+    js_at: usize,
+    /// How the event's body is encoded (the message's `Accept-Encoding`).
+    encoding: Encoding,
+}
+
+/// The event's `Content-Encoding`, from the traced message's `Accept-Encoding` as
+/// nats-server's `getCompressionType` reads it: `snappy` or `s2` (Snappy framing), `gzip`,
+/// anything else `identity` (not compressed, but said so), none: a plain `MSG`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Encoding {
+    None,
+    Gzip,
+    Snappy,
+    Identity,
+}
+
+impl Encoding {
+    pub fn from_accept(v: Option<&str>) -> Encoding {
+        let Some(v) = v.filter(|v| !v.is_empty()) else {
+            return Encoding::None;
+        };
+        let v = v.to_ascii_lowercase();
+        if v.contains("snappy") || v.contains("s2") {
+            Encoding::Snappy
+        } else if v.contains("gzip") {
+            Encoding::Gzip
+        } else {
+            Encoding::Identity
+        }
+    }
+
+    /// The event's header and body for the JSON `body`.
+    pub fn encode(self, body: Vec<u8>) -> (Option<Vec<u8>>, Vec<u8>) {
+        let (name, body) = match self {
+            Encoding::None => return (None, body),
+            Encoding::Gzip => ("gzip", gzip(&body)),
+            Encoding::Snappy => ("snappy", crate::compress::stream::snappy_framed(&body)),
+            Encoding::Identity => ("identity", body),
+        };
+        let h = format!("NATS/1.0\r\nContent-Encoding: {name}\r\n\r\n");
+        (Some(h.into_bytes()), body)
+    }
+}
+
+/// `data` gzipped (a single member, default level, as Go's `gzip.NewWriter`).
+fn gzip(data: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    // Writing to a Vec cannot fail.
+    let _ = z.write_all(data);
+    z.finish().unwrap_or_default()
 }
 
 /// What the receiving side does with a message after [`begin`].
@@ -110,6 +166,24 @@ pub enum Begin {
 pub fn has_trace_header(header: &[u8]) -> bool {
     let key = TRACE_DEST.as_bytes();
     header.len() > key.len() && memfind(header, key).is_some()
+}
+
+/// The W3C trace context header (matched in any case, as nats-server does).
+pub const TRACE_PARENT: &str = "traceparent";
+
+/// Whether a message with `header` may be traced: it names a trace destination, or (when
+/// some account has a trace destination: `Fabric::external_trace`) it has a `traceparent`.
+#[inline]
+pub fn may_trace(fabric: &dyn crate::fabric::Fabric, header: &[u8]) -> bool {
+    has_trace_header(header) || (fabric.external_trace() && has_traceparent(header))
+}
+
+/// A `traceparent` key in any case (a plain search; [`lift`] checks it is a key).
+pub fn has_traceparent(header: &[u8]) -> bool {
+    let key = TRACE_PARENT.as_bytes();
+    header
+        .windows(key.len())
+        .any(|w| w.eq_ignore_ascii_case(key))
 }
 
 fn memfind(hay: &[u8], needle: &[u8]) -> Option<usize> {
@@ -137,9 +211,29 @@ fn memfind(hay: &[u8], needle: &[u8]) -> Option<usize> {
 /// trimmed, empty keys or values skipped, names' case kept), or `None` when `hdr` has no
 /// usable `Nats-Trace-Dest` (absent, or `trace disabled`).
 pub fn header_map(hdr: &[u8]) -> Option<BTreeMap<String, Vec<String>>> {
+    lift(hdr).filter(|(_, external)| !external).map(|(m, _)| m)
+}
+
+/// A `traceparent` value whose flags say "sampled" (`00-<trace>-<parent>-01`): the flags
+/// are read as nats-server does (`strconv.ParseInt(flags, 16, 8)`, so `80`..`ff` are not).
+fn sampled(v: &[u8]) -> bool {
+    let t: Vec<&[u8]> = v.split(|&b| b == b'-').collect();
+    t.len() == 4
+        && t[3].len() == 2
+        && std::str::from_utf8(t[3])
+            .ok()
+            .and_then(|f| i8::from_str_radix(f, 16).ok())
+            .is_some_and(|f| f & 1 == 1)
+}
+
+/// nats-server's `genHeaderMapIfTraceHeadersPresent`: the lifted headers (see
+/// [`header_map`]) when `hdr` has a usable `Nats-Trace-Dest` or a sampled `traceparent`, and
+/// whether it was only the latter (`external`: the destination is the account's).
+pub fn lift(hdr: &[u8]) -> Option<(BTreeMap<String, Vec<String>>, bool)> {
     let rest = hdr.strip_prefix(b"NATS/1.0\r\n")?;
     let mut map: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut found = false;
+    let mut parent = false;
     let mut i = 0;
     while i < rest.len() {
         let Some(colon) = rest[i..].iter().position(|&b| b == b':') else {
@@ -159,7 +253,9 @@ pub fn header_map(hdr: &[u8]) -> Option<BTreeMap<String, Vec<String>>> {
         }
         let val = &rest[v..end];
         if !key.is_empty() && !val.is_empty() {
-            if !found && key == TRACE_DEST.as_bytes() {
+            if !parent && key.eq_ignore_ascii_case(TRACE_PARENT.as_bytes()) {
+                parent = sampled(val);
+            } else if !found && key == TRACE_DEST.as_bytes() {
                 if val == TRACE_DEST_DISABLED.as_bytes() {
                     return None;
                 }
@@ -171,7 +267,7 @@ pub fn header_map(hdr: &[u8]) -> Option<BTreeMap<String, Vec<String>>> {
         }
         i = v + nl + 2;
     }
-    found.then_some(map)
+    (found || parent).then_some((map, !found))
 }
 
 /// `hdr` with every `key` line removed and `key: val` appended last (nats-server's
@@ -228,20 +324,22 @@ pub fn begin(
     let Some(header) = m.header else {
         return Begin::Plain;
     };
-    let Some(map) = header_map(header) else {
+    let Some((map, external)) = lift(header) else {
         return Begin::Plain;
     };
     let first = |k: &str| map.get(k).and_then(|v| v.first()).map(String::as_str);
-    let trace_only = first(TRACE_ONLY)
-        .is_some_and(|v| matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "on"));
+    let trace_only = !external
+        && first(TRACE_ONLY)
+            .is_some_and(|v| matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "on"));
     let skip_or_plain = if trace_only {
         Begin::Skip
     } else {
         Begin::Plain
     };
-    let Some(dest) = first(TRACE_DEST).map(str::to_string) else {
+    let dest = first(TRACE_DEST).map(str::to_string);
+    if !external && dest.is_none() {
         return skip_or_plain;
-    };
+    }
     if let Some(v) = first(TRACE_ORIGIN_ACCOUNT) {
         tracing::error!(
             "{} - Message tracing disabled because of header {TRACE_ORIGIN_ACCOUNT:?} with value={v:?}",
@@ -252,6 +350,20 @@ pub fn begin(
         }
         return Begin::Rewrite(set_header(header, TRACE_DEST, TRACE_DEST_DISABLED));
     }
+    // A sampled `traceparent` alone: traced to the account's destination, if it has one,
+    // sampled at the origin server (a message not picked goes on with tracing disabled).
+    let dest = match dest {
+        Some(d) => d,
+        None => {
+            let Some(cfg) = fan.fabric().account_msg_trace(&acc.name) else {
+                return Begin::Plain;
+            };
+            if from.kind == KIND_CLIENT && !sample(fan, cfg.sampling) {
+                return Begin::Rewrite(set_header(header, TRACE_DEST, TRACE_DEST_DISABLED));
+            }
+            cfg.dest
+        }
+    };
     let d = dest.as_bytes();
     if !crate::subject::is_valid_literal_subject(d) {
         tracing::error!(
@@ -285,6 +397,7 @@ pub fn begin(
         subj: String::from_utf8_lossy(m.subject).into_owned(),
         error: String::new(),
     };
+    let encoding = Encoding::from_accept(first(ACCEPT_ENCODING));
     fan.msg_trace = Some(Box::new(MsgTrace {
         acc: acc.clone(),
         dest,
@@ -294,8 +407,18 @@ pub fn begin(
         header: map,
         msgsize: m.size(),
         events: vec![ingress],
+        js: None,
+        js_at: 0,
+        encoding,
     }));
     Begin::Traced
+}
+
+/// nats-server's `sample`: `sampling` percent (1..=100) of the messages, as
+/// `rand.Int31n(100) <= sampling`.
+fn sample(fan: &mut Fanout, sampling: u8) -> bool {
+    use rand::Rng;
+    sampling >= 100 || fan.rng.random_range(0..100u8) <= sampling
 }
 
 /// [`begin`] for a message from a route or gateway (`kind`): `None` drops it; else the
@@ -309,7 +432,7 @@ pub fn begin_remote<'a>(
     m: Msg<'a>,
     buf: &'a mut Vec<u8>,
 ) -> Option<Msg<'a>> {
-    if !m.header.is_some_and(has_trace_header) {
+    if !m.header.is_some_and(|h| may_trace(&**fan.fabric(), h)) {
         return Some(m);
     }
     match begin(fan, From { conn, kind }, acc, &m, &|_| true) {
@@ -326,6 +449,35 @@ pub fn begin_remote<'a>(
 }
 
 impl MsgTrace {
+    /// The account the event goes to (the one the message came in).
+    pub fn account(&self) -> &Arc<Account> {
+        &self.acc
+    }
+
+    /// The trace destination, in [`MsgTrace::account`].
+    pub fn dest(&self) -> &str {
+        &self.dest
+    }
+
+    /// A service import sent the message into `acc` as `to` (`si`).
+    pub fn add_service_import(&mut self, acc: &str, from: &[u8], to: &str) {
+        self.events.push(Event::Si {
+            ts: SystemTime::now(),
+            acc: acc.to_string(),
+            from: String::from_utf8_lossy(from).into_owned(),
+            to: to.to_string(),
+        });
+    }
+
+    /// A stream import delivers the message into `acc` as `to` (`se`).
+    pub fn add_stream_export(&mut self, acc: &str, to: &[u8]) {
+        self.events.push(Event::Se {
+            ts: SystemTime::now(),
+            acc: acc.to_string(),
+            to: String::from_utf8_lossy(to).into_owned(),
+        });
+    }
+
     /// nats-server's `setIngressError` (a publish permission violation).
     pub fn set_ingress_error(&mut self, err: String) {
         if let Some(Event::In { error, .. }) = self.events.first_mut() {
@@ -350,23 +502,39 @@ impl MsgTrace {
 }
 
 /// End the trace of the message just delivered: publish its event to the destination in its
-/// account (nothing when the server runs without system account, as nats-server).
+/// account (nothing when the server runs without system account, as nats-server). A message
+/// a stream took waits for the stream's report ([`js`]).
 pub fn finish(fan: &mut Fanout) {
     let Some(t) = fan.msg_trace.take() else {
         return;
     };
     let fabric = fan.fabric().clone();
+    let Some(t) = js::fan_done(t, &fabric) else {
+        return;
+    };
+    let origin = crate::internal::origin(&*fabric);
+    send(&t, &fabric, |acc, m| {
+        fan.publish_in(acc, m, origin);
+    });
+}
+
+/// Publish `t`'s event with `publish`.
+fn send(
+    t: &MsgTrace,
+    fabric: &Arc<dyn crate::fabric::Fabric>,
+    publish: impl FnOnce(&Arc<Account>, &Msg<'_>),
+) {
     let Some(server) = fabric.trace_server_info() else {
         return;
     };
-    let body = t.to_json(server);
+    let (header, body) = t.encoding.encode(t.to_json(server));
     let m = Msg {
         subject: t.dest.as_bytes(),
         reply: None,
-        header: None,
+        header: header.as_deref(),
         payload: &body,
     };
-    fan.publish_in(&t.acc, &m, crate::internal::origin(&*fabric));
+    publish(&t.acc, &m);
 }
 
 /// The kind number of a connection a message is forwarded to.
@@ -374,6 +542,7 @@ pub fn kind_of(conn: &Conn) -> u8 {
     match conn.kind {
         ConnKind::Route => KIND_ROUTER,
         ConnKind::Gateway => KIND_GATEWAY,
+        ConnKind::Leaf => KIND_LEAF,
         ConnKind::Client | ConnKind::Internal => KIND_CLIENT,
     }
 }

@@ -44,3 +44,22 @@ fn set_header_replaces_and_appends_last() {
             .to_vec()
     );
 }
+
+#[test]
+fn a_sampled_traceparent_alone_is_an_external_trace() {
+    let tp = |k: &str, v: &str| format!("NATS/1.0\r\n{k}: {v}\r\n\r\n").into_bytes();
+    let id = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331";
+    let (m, external) = lift(&tp("TraceParent", &format!("{id}-01"))).expect("sampled");
+    assert!(external);
+    assert!(m.contains_key("TraceParent"));
+    assert!(lift(&tp("traceparent", &format!("{id}-03"))).is_some());
+    // Not sampled, flags Go's ParseInt(…, 16, 8) refuses, or not four fields.
+    for v in [format!("{id}-00"), format!("{id}-ff"), "00-0af7-01".into()] {
+        assert!(lift(&tp("traceparent", &v)).is_none(), "{v}");
+    }
+    // With a destination too: a plain trace.
+    let h = format!("NATS/1.0\r\ntraceparent: {id}-01\r\nNats-Trace-Dest: t\r\n\r\n");
+    assert!(!lift(h.as_bytes()).expect("traced").1);
+    assert!(has_traceparent(b"NATS/1.0\r\nTRACEPARENT: x\r\n\r\n"));
+    assert!(header_map(&tp("traceparent", &format!("{id}-01"))).is_none());
+}

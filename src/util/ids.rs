@@ -15,13 +15,11 @@ pub fn server_id() -> String {
     s
 }
 
-/// A random nonce for an INFO (nats-server: 15 characters of base64url).
+/// A random nonce for an INFO, as nats-server's: 11 random bytes in unpadded base64url
+/// (15 characters that decode back to 11 bytes).
 pub fn nonce() -> String {
-    const B64: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let mut rng = rand::rng();
-    (0..15)
-        .map(|_| B64[rng.random_range(0..64)] as char)
-        .collect()
+    let raw: [u8; 11] = rand::rng().random();
+    data_encoding::BASE64URL_NOPAD.encode(&raw)
 }
 
 /// A random cluster name for a server whose cluster name is not configured (dynamic).
@@ -47,5 +45,14 @@ mod tests {
         assert!(id.starts_with('N'));
         assert!(id.bytes().all(|b| super::BASE32.contains(&b)));
         assert_ne!(id, super::server_id());
+    }
+
+    #[test]
+    fn nonce_shape() {
+        let n = super::nonce();
+        assert_eq!(n.len(), 15);
+        let raw = data_encoding::BASE64URL_NOPAD.decode(n.as_bytes());
+        assert_eq!(raw.map(|r| r.len()), Ok(11));
+        assert_ne!(n, super::nonce());
     }
 }

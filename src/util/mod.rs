@@ -3,6 +3,7 @@
 pub mod backoff;
 pub mod ids;
 pub mod net;
+pub mod small;
 pub mod time;
 
 /// HashMap with foldhash: per-process seeded like std's, several times faster than SipHash on

@@ -93,6 +93,16 @@ pub fn log_stamp(t: SystemTime) -> String {
     )
 }
 
+/// A rotated log file's suffix, `YYYY.MM.DD.hh.mm.ss.nnnnnnnnn` (nats-server's backup name;
+/// the same clock as [`log_stamp`]).
+pub fn backup_stamp(t: SystemTime) -> String {
+    let p = parts(t);
+    format!(
+        "{:04}.{:02}.{:02}.{:02}.{:02}.{:02}.{:09}",
+        p.y, p.mo, p.d, p.h, p.mi, p.s, p.nanos
+    )
+}
+
 /// Go's `time.Duration.String()`: `0s`, `982µs`, `1.5ms`, `2s`, `1m21.5s`, `2h0m0s`.
 pub fn go_duration(d: Duration) -> String {
     let n = d.as_nanos();

@@ -50,8 +50,21 @@ impl Node {
     }
 }
 
+/// The accounts every node of the mixed-cluster tests has (`g` is the no-auth user).
+const ACCOUNTS: &str = r#"accounts {
+  G: { users: [ { user: g, password: g } ] }
+  A: { users: [ { user: a, password: a } ] }
+}
+no_auth_user: g"#;
+
 /// The config every node reads, with `extra` in the cluster block.
 pub fn config(name: &str, seed: Option<u16>, extra: &str) -> String {
+    member_config(name, seed, ACCOUNTS, extra)
+}
+
+/// A member of cluster C1 on free loopback ports: `top` at the top level (accounts and the
+/// like), `extra` in the cluster block, a route to `seed`'s route port if given.
+pub fn member_config(name: &str, seed: Option<u16>, top: &str, extra: &str) -> String {
     let routes = seed
         .map(|p| format!("routes: [\"nats-route://127.0.0.1:{p}\"]"))
         .unwrap_or_default();
@@ -60,11 +73,7 @@ pub fn config(name: &str, seed: Option<u16>, extra: &str) -> String {
 server_name: {name}
 listen: "127.0.0.1:-1"
 http: "127.0.0.1:-1"
-accounts {{
-  G: {{ users: [ {{ user: g, password: g }} ] }}
-  A: {{ users: [ {{ user: a, password: a }} ] }}
-}}
-no_auth_user: g
+{top}
 cluster {{
   name: C1
   listen: "127.0.0.1:-1"
@@ -76,7 +85,12 @@ cluster {{
 }
 
 pub async fn natsd(name: &str, seed: Option<u16>, extra: &str) -> Node {
-    Node::Rust(start(conf_opts(&config(name, seed, extra))).await)
+    natsd_conf(&config(name, seed, extra)).await
+}
+
+/// A natsd node reading `conf`.
+pub async fn natsd_conf(conf: &str) -> Node {
+    Node::Rust(start(conf_opts(conf)).await)
 }
 
 /// nats-server 2.15.1.
@@ -86,8 +100,13 @@ pub fn go(name: &str, seed: Option<u16>, extra: &str) -> Node {
 
 /// The nats-server binary `bin` (2.9.10 at `natsserver::NATS_SERVER`, or 2.15.1).
 pub fn go_bin(bin: &str, name: &str, seed: Option<u16>, extra: &str) -> Node {
+    go_conf(bin, name, &config(name, seed, extra))
+}
+
+/// The nats-server binary `bin` reading `conf` (written to a fresh directory named after `name`).
+pub fn go_conf(bin: &str, name: &str, conf: &str) -> Node {
     let dir = tmp_dir("mixed", name);
-    let path = write_conf(&dir, "server.conf", &config(name, seed, extra));
+    let path = write_conf(&dir, "server.conf", conf);
     Node::Go(natsserver::launch_bin(
         bin,
         &["-c".to_string(), path.to_string_lossy().into_owned()],

@@ -2,10 +2,12 @@
 //! with deadlines, a tiny HTTP GET, and `wait_for` instead of sleeps.
 #![allow(dead_code)]
 
+pub mod auth;
 pub mod binary;
 pub mod cluster;
 pub mod gw;
 pub mod jsref;
+pub mod leaf;
 pub mod mixed;
 pub mod natsserver;
 pub mod pki;
@@ -174,6 +176,29 @@ where
     }
 }
 
+/// A subscriber on `subject` (sid 9) that never reads, with a tiny receive buffer so the
+/// server's pending bytes for it grow almost at once. Returns it with its cid.
+pub async fn stuck_subscriber(srv: &Server, subject: &str) -> (Raw, u64) {
+    let sock = tokio::net::TcpSocket::new_v4().expect("socket");
+    sock.set_recv_buffer_size(4096).expect("rcvbuf");
+    let stream = sock.connect(srv.client_addr()).await.expect("connect");
+    let mut r = Raw {
+        stream,
+        buf: Vec::new(),
+    };
+    let info = r.line().await;
+    assert!(info.starts_with("INFO "), "{info}");
+    let cid = serde_json::from_str::<serde_json::Value>(&info[5..]).expect("INFO")["client_id"]
+        .as_u64()
+        .expect("client_id");
+    r.send(&format!(
+        "CONNECT {CLIENT_CONNECT}\r\nSUB {subject} 9\r\nPING\r\n"
+    ))
+    .await;
+    r.expect("PONG").await;
+    (r, cid)
+}
+
 /// A raw NATS protocol connection.
 pub struct Raw {
     pub stream: TcpStream,
@@ -212,11 +237,23 @@ impl Raw {
         r
     }
 
+    /// A raw connection to `addr`, nothing read or sent.
+    pub async fn at_any(addr: std::net::SocketAddr) -> Raw {
+        let stream = TcpStream::connect(addr).await.expect("connect");
+        stream.set_nodelay(true).ok();
+        Raw {
+            stream,
+            buf: Vec::new(),
+        }
+    }
+
     /// Connect, send CONNECT with `connect` JSON, and PING/PONG to be sure it was processed.
     pub async fn connected(srv: &Server, connect: &str) -> Raw {
         let (mut r, _) = Raw::connect(srv).await;
         r.send(&format!("CONNECT {connect}\r\nPING\r\n")).await;
-        r.expect("PONG").await;
+        // In a cluster an async INFO (connect_urls) may come first.
+        let l = r.next_non_ping().await;
+        assert_eq!(l, "PONG");
         r
     }
 
@@ -224,7 +261,8 @@ impl Raw {
     pub async fn connected_at(addr: std::net::SocketAddr, connect: &str) -> Raw {
         let mut r = Raw::at(addr).await;
         r.send(&format!("CONNECT {connect}\r\nPING\r\n")).await;
-        r.expect("PONG").await;
+        let l = r.next_non_ping().await;
+        assert_eq!(l, "PONG");
         r
     }
 

@@ -213,6 +213,27 @@ pub fn standalone() -> NatsServer {
     )
 }
 
+/// nats-server 2.15.1 with `args` (give it `-a 127.0.0.1 -p -1`), once ready and its client
+/// address known.
+pub fn standalone_215(args: &[&str]) -> NatsServer {
+    launch_bin(
+        &assert_installed_215(),
+        &strings(args),
+        Wait {
+            client: true,
+            ..Wait::READY
+        },
+    )
+}
+
+/// nats-server 2.15.1 reading `conf` (a config without listeners: `listen: 127.0.0.1:-1` is
+/// put before it), written to a fresh directory `tag`/`name`; once ready.
+pub fn standalone_conf_215(tag: &str, name: &str, conf: &str) -> NatsServer {
+    let dir = super::binary::tmp_dir(tag, name);
+    let path = super::binary::write_conf(&dir, "go.conf", &format!("listen: 127.0.0.1:-1\n{conf}"));
+    standalone_215(&["-c", &path.to_string_lossy()])
+}
+
 /// nats-server `name` in cluster `C1` (random client, route and monitor ports), seeded to
 /// the route port `seed` if any; returns once its client and route addresses are known, and
 /// also ready when `ready`.
@@ -247,6 +268,21 @@ pub fn with_config(config: &Path, wait: Wait) -> NatsServer {
     launch(
         &["-c".to_string(), config.to_string_lossy().into_owned()],
         wait,
+    )
+}
+
+/// [`with_config`] for nats-server 2.15.1: client and route listeners, and "Server is
+/// ready" when `ready` (a JetStream cluster's first node logs it only once a peer is up).
+pub fn with_config_215(config: &Path, ready: bool) -> NatsServer {
+    launch_bin(
+        &assert_installed_215(),
+        &["-c".to_string(), config.to_string_lossy().into_owned()],
+        Wait {
+            client: true,
+            route: true,
+            gateway: false,
+            ready,
+        },
     )
 }
 

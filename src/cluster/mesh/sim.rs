@@ -22,6 +22,8 @@ struct NodeCfg {
 
 struct Node {
     addr: SocketAddr,
+    /// `addr` as the URL INFO and gossip carry (formatted once).
+    url: Arc<str>,
     gen: u32,
     id: Arc<str>,
     mesh: Option<Mesh>,
@@ -60,34 +62,19 @@ enum Kind {
 
 struct Item {
     at: Duration,
-    seq: u64,
     node: usize,
     gen: u32,
     kind: Kind,
-}
-
-impl PartialEq for Item {
-    fn eq(&self, o: &Self) -> bool {
-        (self.at, self.seq) == (o.at, o.seq)
-    }
-}
-impl Eq for Item {}
-impl PartialOrd for Item {
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Item {
-    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        (self.at, self.seq).cmp(&(o.at, o.seq))
-    }
 }
 
 struct Sim {
     rng: SmallRng,
     now: Duration,
     seq: u64,
-    queue: BinaryHeap<Reverse<Item>>,
+    /// Due time, sequence and slot in `items`: the heap moves these small keys, not items.
+    queue: BinaryHeap<Reverse<(Duration, u64, u32)>>,
+    items: Vec<Option<Item>>,
+    free: Vec<u32>,
     nodes: Vec<Node>,
     conns: Vec<SimConn>,
     /// Every server id ever, to its node (gossip names ids of dead incarnations too).
@@ -112,12 +99,21 @@ impl Sim {
         self.seq += 1;
         let it = Item {
             at,
-            seq: self.seq,
             node,
             gen,
             kind,
         };
-        self.queue.push(Reverse(it));
+        let slot = match self.free.pop() {
+            Some(i) => {
+                self.items[i as usize] = Some(it);
+                i
+            }
+            None => {
+                self.items.push(Some(it));
+                (self.items.len() - 1) as u32
+            }
+        };
+        self.queue.push(Reverse((at, self.seq, slot)));
     }
 
     fn delay(&mut self) -> Duration {
@@ -164,7 +160,7 @@ impl Sim {
         };
         Hello {
             id: node.id.clone(),
-            url: Arc::from(node.addr.to_string()),
+            url: node.url.clone(),
             addr: Some(node.addr),
             pool_size: node.cfg.pool.max(0),
             pool_idx,
@@ -194,12 +190,14 @@ impl Sim {
         let Some(d) = node.mesh.as_ref().and_then(Mesh::next_deadline) else {
             return;
         };
-        if node.tick_at.is_some_and(|t| t <= d && t >= self.now) {
+        // One tick pending per node, at its earliest deadline: an earlier deadline supersedes
+        // the pending tick (which is dropped when it comes up, see `step`).
+        let at = d.max(self.now);
+        if node.tick_at.is_some_and(|t| t <= at) {
             return;
         }
         let gen = node.gen;
-        self.nodes[n].tick_at = Some(d);
-        let at = d.max(self.now);
+        self.nodes[n].tick_at = Some(at);
         self.push(at, n, gen, Kind::Ev(Event::Tick));
     }
 
@@ -311,10 +309,10 @@ impl Sim {
                     let Some(&m) = self.ids.get(&id) else {
                         continue;
                     };
-                    let addr = self.nodes[m].addr;
+                    let (addr, url) = (self.nodes[m].addr, self.nodes[m].url.clone());
                     v.push(Gossip {
                         id,
-                        url: Arc::from(addr.to_string()),
+                        url,
                         addrs: vec![addr],
                         account: None,
                         gossip_mode: mode,
@@ -415,6 +413,9 @@ impl Sim {
                     return;
                 }
                 if matches!(ev, Event::Tick) {
+                    if self.nodes[n].tick_at != Some(it.at) {
+                        return; // superseded by an earlier one, which ran
+                    }
                     self.nodes[n].tick_at = None;
                 }
                 self.deliver(n, ev);
@@ -477,14 +478,15 @@ impl Sim {
     }
 
     fn run_until(&mut self, t: Duration) {
-        while let Some(Reverse(it)) = self.queue.peek() {
-            if it.at > t {
+        while let Some(&Reverse((at, _, slot))) = self.queue.peek() {
+            if at > t {
                 break;
             }
-            let Some(Reverse(it)) = self.queue.pop() else {
-                break;
-            };
-            self.step(it);
+            self.queue.pop();
+            self.free.push(slot);
+            if let Some(it) = self.items[slot as usize].take() {
+                self.step(it);
+            }
         }
         self.now = t;
     }
@@ -626,6 +628,8 @@ fn run_with(seed: u64, nodes: usize, log: bool, reloads: bool) -> Outcome {
         now: Duration::ZERO,
         seq: 0,
         queue: BinaryHeap::new(),
+        items: Vec::new(),
+        free: Vec::new(),
         nodes: Vec::with_capacity(nodes),
         conns: Vec::new(),
         ids: HashMap::new(),
@@ -640,6 +644,7 @@ fn run_with(seed: u64, nodes: usize, log: bool, reloads: bool) -> Outcome {
         sim.by_addr.insert(addr, i);
         sim.nodes.push(Node {
             addr,
+            url: Arc::from(addr.to_string()),
             gen: 0,
             id: Arc::from(""),
             mesh: None,

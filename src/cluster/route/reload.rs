@@ -37,24 +37,9 @@ impl Route {
             return Ok(());
         }
         // Interest this pool connection learned for accounts it no longer carries.
-        let gone: Vec<Bytes> = self
-            .remote
-            .iter()
-            .filter(|(_, (acc, _))| !self.cl.carries(&entry, &acc.name))
-            .map(|(k, _)| k.clone())
-            .collect();
-        for k in gone {
-            let Some((acc, sub)) = self.remote.remove(&k) else {
-                continue;
-            };
-            let _ = acc
-                .sublist
-                .remove(&sub.subject, sub.queue.as_deref(), &SubRef(sub.clone()));
-            if let Some(gw) = &self.srv.gateway {
-                gw.interest_changed(&acc.name, &sub.subject, sub.queue.as_ref(), -1);
-            }
-        }
-        entry.num_subs.store(self.remote.len(), Relaxed);
+        let cl = self.cl.clone();
+        self.drop_remote(|acc| !cl.carries(&entry, &acc.name));
+        entry.num_subs.store(self.remote_count, Relaxed);
         // Our interest for accounts it carries again.
         let unpinned: Vec<Arc<Account>> = self
             .cl

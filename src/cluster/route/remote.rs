@@ -2,6 +2,134 @@
 //! (RMSG/HMSG) to local clients.
 
 use super::*;
+use crate::sublist::SublistError;
+use crate::util::small::SmallBytes;
+
+type FastSet<K> = hashbrown::HashSet<K, foldhash::fast::RandomState>;
+
+/// The interest one route connection learned in one account.
+pub(super) struct RemoteAcc {
+    acc: Arc<Account>,
+    /// The sublist entry of every plain interest of this connection in the account: delivery
+    /// to a route needs only its connection, so one entry serves all its subjects (each trie
+    /// leaf holds it at most once), and a subject costs its trie leaf and its place in `plain`.
+    plain_sub: Arc<Subscription>,
+    /// Subjects of plain interest.
+    plain: FastSet<SmallBytes>,
+    /// Queue interest by `subject queue`, each with its own entry (it carries the weight).
+    queues: FastMap<Bytes, Arc<Subscription>>,
+}
+
+impl RemoteAcc {
+    fn new(acc: Arc<Account>, conn: &Arc<Conn>) -> Self {
+        RemoteAcc {
+            acc,
+            plain_sub: Arc::new(Subscription::remote(conn.clone(), Bytes::new(), None, 1)),
+            plain: FastSet::default(),
+            queues: FastMap::default(),
+        }
+    }
+
+    /// RS+ without a queue: true if new.
+    fn plus(&mut self, subject: &[u8]) -> Result<bool, SublistError> {
+        if self.plain.contains(subject) {
+            return Ok(false);
+        }
+        // The sublist validates the subject.
+        let e = SubRef(self.plain_sub.clone());
+        self.acc.sublist.insert(subject, None, e)?;
+        self.plain.insert(SmallBytes::new(subject));
+        Ok(true)
+    }
+
+    /// RS+ with a queue and weight: true if new (a known one with another weight is replaced).
+    fn plus_queue(&mut self, subject: &[u8], q: &[u8], weight: u32) -> Result<bool, SublistError> {
+        let key = queue_key(subject, q);
+        let mut is_new = true;
+        if let Some(old) = self.queues.get(&key) {
+            if old.weight == weight {
+                return Ok(false);
+            }
+            let _ = self
+                .acc
+                .sublist
+                .remove(subject, Some(q), &SubRef(old.clone()));
+            self.queues.remove(&key);
+            is_new = false;
+        }
+        // Subject and queue are slices of the key (`subj queue`): one allocation.
+        let (subj, queue) = (key.slice(..subject.len()), key.slice(subject.len() + 1..));
+        let sub = Arc::new(Subscription::remote(self.conn(), subj, Some(queue), weight));
+        match self
+            .acc
+            .sublist
+            .insert(subject, Some(q), SubRef(sub.clone()))
+        {
+            Ok(()) => {
+                self.queues.insert(key, sub);
+                Ok(is_new)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn conn(&self) -> Arc<Conn> {
+        self.plain_sub.conn.clone()
+    }
+
+    /// RS-: true if it was known.
+    fn minus(&mut self, subject: &[u8], queue: Option<&[u8]>) -> bool {
+        match queue {
+            None => {
+                if !self.plain.remove(subject) {
+                    return false;
+                }
+                if self.plain.capacity() > 4 * self.plain.len() + 64 {
+                    self.plain.shrink_to_fit();
+                }
+                let e = SubRef(self.plain_sub.clone());
+                let _ = self.acc.sublist.remove(subject, None, &e);
+                true
+            }
+            Some(q) => {
+                let Some(sub) = self.queues.remove(&queue_key(subject, q)) else {
+                    return false;
+                };
+                let _ = self.acc.sublist.remove(subject, Some(q), &SubRef(sub));
+                true
+            }
+        }
+    }
+
+    /// Remove everything from the sublist, calling `gone(subject, queue)` for each; returns
+    /// how many.
+    fn clear(self, mut gone: impl FnMut(&[u8], Option<&[u8]>)) -> usize {
+        let n = self.plain.len() + self.queues.len();
+        let e = SubRef(self.plain_sub.clone());
+        for s in &self.plain {
+            let _ = self.acc.sublist.remove(s, None, &e);
+            gone(s, None);
+        }
+        for sub in self.queues.values() {
+            let q = sub.queue.as_deref();
+            let _ = self
+                .acc
+                .sublist
+                .remove(&sub.subject, q, &SubRef(sub.clone()));
+            gone(&sub.subject, q);
+        }
+        n
+    }
+}
+
+/// `subject queue`: how queue interest is keyed.
+fn queue_key(subject: &[u8], queue: &[u8]) -> Bytes {
+    let mut k = BytesMut::with_capacity(subject.len() + 1 + queue.len());
+    k.extend_from_slice(subject);
+    k.extend_from_slice(b" ");
+    k.extend_from_slice(queue);
+    k.freeze()
+}
 
 impl Route {
     pub(super) fn account(&mut self, name: &[u8]) -> Option<Arc<Account>> {
@@ -10,18 +138,6 @@ impl Route {
             return Some(a.clone());
         }
         self.acc_cache.get(&self.srv.accounts, name)
-    }
-
-    pub(super) fn remote_key(account: &[u8], subject: &[u8], queue: Option<&[u8]>) -> Bytes {
-        let mut k = BytesMut::with_capacity(account.len() + subject.len() + 32);
-        k.extend_from_slice(account);
-        k.extend_from_slice(b" ");
-        k.extend_from_slice(subject);
-        if let Some(q) = queue {
-            k.extend_from_slice(b" ");
-            k.extend_from_slice(q);
-        }
-        k.freeze()
     }
 
     pub(super) fn remote_plus(
@@ -33,69 +149,93 @@ impl Route {
         let Some(entry) = self.entry.clone() else {
             return;
         };
-        let Some(acc) = self.account(account) else {
-            tracing::debug!(
-                "{} - Unknown account {:?} for remote interest, ignored",
-                self.conn.log_prefix(),
-                String::from_utf8_lossy(account)
-            );
+        if !self.remote.contains_key(account) {
+            let Some(acc) = self.account(account) else {
+                tracing::debug!(
+                    "{} - Unknown account {:?} for remote interest, ignored",
+                    self.conn.log_prefix(),
+                    String::from_utf8_lossy(account)
+                );
+                return;
+            };
+            let ra = RemoteAcc::new(acc, &self.conn);
+            self.remote.insert(Bytes::copy_from_slice(account), ra);
+        }
+        let Some(ra) = self.remote.get_mut(account) else {
             return;
         };
-        let qname = queue.map(|(q, _)| q);
-        let weight = queue.map_or(1, |(_, w)| w.max(1));
-        let key = Self::remote_key(account, subject, qname);
-        let mut is_new = true;
-        if let Some((_, old)) = self.remote.get(&key) {
-            if queue.is_none() || old.weight == weight {
-                return;
-            }
-            let old = old.clone();
-            let _ = acc.sublist.remove(subject, qname, &SubRef(old));
-            self.remote.remove(&key);
-            is_new = false;
-        }
-        // Subject and queue are slices of the key (`acc subj[ queue]`): one allocation.
-        let subj_at = account.len() + 1;
-        let sub = Arc::new(Subscription {
-            conn: self.conn.clone(),
-            subject: key.slice(subj_at..subj_at + subject.len()),
-            queue: qname.map(|q| key.slice(key.len() - q.len()..)),
-            sid: key.clone(),
-            max: AtomicU64::new(0),
-            delivered: AtomicU64::new(0),
-            deny: None,
-            weight,
-            handler: None,
-        });
-        // The sublist validates the subject: an invalid one is ignored (debug line).
-        match acc.sublist.insert(subject, qname, SubRef(sub.clone())) {
-            Ok(()) => {
-                if let Some(gw) = &self.srv.gateway {
-                    if is_new {
-                        gw.interest_changed(&acc.name, &sub.subject, sub.queue.as_ref(), 1);
-                    }
+        let added = match queue {
+            None => ra.plus(subject),
+            Some((q, w)) => ra.plus_queue(subject, q, w.max(1)),
+        };
+        match added {
+            Ok(true) => {
+                self.remote_count += 1;
+                if let Some(lf) = &self.srv.leafnodes {
+                    let q = queue.map(|(q, _)| q);
+                    lf.interest_changed(&ra.acc, subject, q, 1, crate::leaf::Src::Route);
                 }
-                self.remote.insert(key, (acc, sub));
+                if let Some(gw) = &self.srv.gateway {
+                    let (s, q) = (Bytes::copy_from_slice(subject), queue.map(|(q, _)| q));
+                    let q = q.map(Bytes::copy_from_slice);
+                    gw.interest_changed(&ra.acc.name, &s, q.as_ref(), 1);
+                }
             }
+            Ok(false) => {}
             Err(e) => tracing::debug!(
                 "{} - Remote interest {:?} ignored: {e}",
                 self.conn.log_prefix(),
                 String::from_utf8_lossy(subject)
             ),
         }
-        entry.num_subs.store(self.remote.len(), Relaxed);
+        entry.num_subs.store(self.remote_count, Relaxed);
     }
 
     pub(super) fn remote_minus(&mut self, account: &[u8], subject: &[u8], queue: Option<&[u8]>) {
-        let key = Self::remote_key(account, subject, queue);
-        if let Some((acc, sub)) = self.remote.remove(&key) {
-            let _ = acc.sublist.remove(subject, queue, &SubRef(sub.clone()));
-            if let Some(gw) = &self.srv.gateway {
-                gw.interest_changed(&acc.name, &sub.subject, sub.queue.as_ref(), -1);
+        if let Some(ra) = self.remote.get_mut(account) {
+            if ra.minus(subject, queue) {
+                self.remote_count -= 1;
+                if let Some(lf) = &self.srv.leafnodes {
+                    lf.interest_changed(&ra.acc, subject, queue, -1, crate::leaf::Src::Route);
+                }
+                if let Some(gw) = &self.srv.gateway {
+                    let s = Bytes::copy_from_slice(subject);
+                    let q = queue.map(Bytes::copy_from_slice);
+                    gw.interest_changed(&ra.acc.name, &s, q.as_ref(), -1);
+                }
             }
         }
         if let Some(e) = &self.entry {
-            e.num_subs.store(self.remote.len(), Relaxed);
+            e.num_subs.store(self.remote_count, Relaxed);
+        }
+    }
+
+    /// Forget everything learned in the accounts `drop` selects (all of them on close):
+    /// out of their sublists, and gateways told.
+    pub(super) fn drop_remote(&mut self, drop: impl Fn(&Account) -> bool) {
+        let names: Vec<Bytes> = self
+            .remote
+            .iter()
+            .filter(|(_, ra)| drop(&ra.acc))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for name in names {
+            let Some(ra) = self.remote.remove(&name) else {
+                continue;
+            };
+            let gw = self.srv.gateway.as_ref();
+            let lf = self.srv.leafnodes.as_ref();
+            let acc = ra.acc.clone();
+            self.remote_count -= ra.clear(|s, q| {
+                if let Some(lf) = lf {
+                    lf.interest_changed(&acc, s, q, -1, crate::leaf::Src::Route);
+                }
+                if let Some(gw) = gw {
+                    let s = Bytes::copy_from_slice(s);
+                    let q = q.map(Bytes::copy_from_slice);
+                    gw.interest_changed(&acc.name, &s, q.as_ref(), -1);
+                }
+            });
         }
     }
 
@@ -134,9 +274,8 @@ impl Route {
         else {
             return;
         };
-        let r = acc.sublist.matches(subject);
         self.fan
-            .publish(&acc, &r, &msg, Origin::Route, Some(&m.queues));
+            .publish_remote(&acc, &msg, Origin::Route, Some(&m.queues));
         crate::trace::finish(&mut self.fan);
         self.fan.retire_in(&acc, 0);
     }

@@ -5,7 +5,7 @@ use super::*;
 
 pub(super) fn authorization(m: &Map, opts: &mut Options) -> Result<(), ConfigError> {
     let mut default_perms = None;
-    let mut users = Vec::new();
+    let mut users = UserList::default();
     for (key, e) in options(m) {
         let v = &e.value;
         let k = key.as_str();
@@ -19,28 +19,83 @@ pub(super) fn authorization(m: &Map, opts: &mut Options) -> Result<(), ConfigErr
             _ => return Err(refuse(e, k)),
         }
     }
-    for u in &mut users {
-        if u.permissions.is_none() {
-            u.permissions.clone_from(&default_perms);
+    users.add_to(opts, &default_perms)
+}
+
+/// A `users` array: the users with a name and password, and the nkey users.
+#[derive(Default)]
+struct UserList {
+    users: Vec<User>,
+    nkeys: Vec<NkeyUser>,
+    /// Where the array is, for the duplicate errors.
+    at: Pos,
+}
+
+impl UserList {
+    /// Give users without permissions the block's `default_permissions`, then add them to
+    /// `opts`, refusing a name or nkey configured twice (nats-server's texts).
+    fn add_to(
+        mut self,
+        opts: &mut Options,
+        default: &Option<Permissions>,
+    ) -> Result<(), ConfigError> {
+        let perms = self.users.iter_mut().map(|u| &mut u.permissions);
+        for p in perms.chain(self.nkeys.iter_mut().map(|u| &mut u.permissions)) {
+            if p.is_none() {
+                p.clone_from(default);
+            }
+        }
+        let mut seen: std::collections::HashSet<String> =
+            opts.users.iter().map(|u| u.username.clone()).collect();
+        seen.extend(opts.nkeys.iter().map(|u| u.nkey.clone()));
+        for u in &self.users {
+            if !seen.insert(u.username.clone()) {
+                return Err(ConfigError::at(
+                    &self.at,
+                    format!("Duplicate user {:?} detected", u.username),
+                ));
+            }
+        }
+        for u in &self.nkeys {
+            if !seen.insert(u.nkey.clone()) {
+                return Err(ConfigError::at(
+                    &self.at,
+                    format!("Duplicate nkey {:?} detected", u.nkey),
+                ));
+            }
+        }
+        opts.users.extend(self.users);
+        opts.nkeys.extend(self.nkeys);
+        Ok(())
+    }
+}
+
+fn user_list(key: &str, v: &Value, account: Option<&str>) -> Result<UserList, ConfigError> {
+    let mut list = UserList {
+        at: v.pos.clone(),
+        ..UserList::default()
+    };
+    for u in array(key, v)? {
+        match user(map("users", u)?, &u.pos, account)? {
+            UserEntry::User(u) => list.users.push(u),
+            UserEntry::Nkey(n) => list.nkeys.push(n),
         }
     }
-    opts.users.extend(users);
-    Ok(())
+    Ok(list)
 }
 
-fn user_list(key: &str, v: &Value, account: Option<&str>) -> Result<Vec<User>, ConfigError> {
-    array(key, v)?
-        .iter()
-        .map(|u| user(map("users", u)?, &u.pos, account))
-        .collect()
+/// One entry of a `users` array.
+enum UserEntry {
+    User(User),
+    Nkey(NkeyUser),
 }
 
-fn user(m: &Map, at: &Pos, account: Option<&str>) -> Result<User, ConfigError> {
+fn user(m: &Map, at: &Pos, account: Option<&str>) -> Result<UserEntry, ConfigError> {
     let mut u = User {
         account: account.map(str::to_string),
         ..User::default()
     };
-    let mut named = false;
+    let (mut named, mut nkey) = (false, None);
     for (key, e) in options(m) {
         let v = &e.value;
         let k = key.as_str();
@@ -50,15 +105,35 @@ fn user(m: &Map, at: &Pos, account: Option<&str>) -> Result<User, ConfigError> {
                 named = true;
             }
             "pass" | "password" => u.password = string(k, v)?,
+            "nkey" => nkey = Some((string(k, v)?, e.key_pos.clone())),
             "permissions" | "permission" => u.permissions = Some(permissions(map(k, v)?)?),
             "account" if account.is_none() => u.account = Some(string(k, v)?),
             _ => return Err(refuse(e, k)),
         }
     }
+    if let Some((key, key_at)) = nkey {
+        if !crate::auth::is_user_nkey(&key) {
+            return Err(ConfigError::at(
+                &key_at,
+                "Not a valid public nkey for a user",
+            ));
+        }
+        if named || !u.password.is_empty() {
+            return Err(ConfigError::at(
+                at,
+                "Nkey users do not take usernames or passwords",
+            ));
+        }
+        return Ok(UserEntry::Nkey(NkeyUser {
+            nkey: key,
+            account: u.account,
+            permissions: u.permissions,
+        }));
+    }
     if !named {
         return Err(ConfigError::at(at, "user entry without a \"user\""));
     }
-    Ok(u)
+    Ok(UserEntry::User(u))
 }
 
 fn permissions(m: &Map) -> Result<Permissions, ConfigError> {
@@ -111,13 +186,17 @@ fn subject_permission(key: &str, v: &Value) -> Result<SubjectPermission, ConfigE
     }
 }
 
-pub(super) fn accounts(m: &Map, opts: &mut Options) -> Result<(), ConfigError> {
+pub(super) fn accounts(
+    m: &Map,
+    opts: &mut Options,
+    warnings: &mut Vec<ConfigError>,
+) -> Result<(), ConfigError> {
     // Where each export and import was written, for the cross-account checks at the end.
     let mut at: Vec<(String, bool, usize, Pos)> = Vec::new();
     for e in m.entries.iter().filter(|e| !e.used_as_variable) {
         let name = e.key.clone();
         let acc = map(&name, &e.value)?;
-        let mut users = Vec::new();
+        let mut users = UserList::default();
         let mut default_perms = None;
         let mut links = AccountLinks::default();
         for (key, ae) in options(acc) {
@@ -131,6 +210,11 @@ pub(super) fn accounts(m: &Map, opts: &mut Options) -> Result<(), ConfigError> {
                     }
                 }
                 "default_permissions" => default_perms = Some(permissions(map(k, &ae.value)?)?),
+                "msg_trace" | "trace_dest" => {
+                    if let Some(t) = msg_trace(k, &ae.key_pos, &ae.value, warnings)? {
+                        opts.account_msg_trace.insert(name.clone(), t);
+                    }
+                }
                 "limits" => {
                     opts.account_limits
                         .insert(name.clone(), account_limits(&ae.value)?);
@@ -160,15 +244,10 @@ pub(super) fn accounts(m: &Map, opts: &mut Options) -> Result<(), ConfigError> {
         if !links.exports.is_empty() || !links.imports.is_empty() {
             opts.links.insert(name.clone(), links);
         }
-        for u in &mut users {
-            if u.permissions.is_none() {
-                u.permissions.clone_from(&default_perms);
-            }
-        }
         if !opts.accounts.contains(&name) {
             opts.accounts.push(name);
         }
-        opts.users.extend(users);
+        users.add_to(opts, &default_perms)?;
     }
     if let Err(e) = crate::config::links::validate(&opts.accounts, &opts.links) {
         let pos = at.iter().find(|(a, is_import, i, _)| {
@@ -209,8 +288,10 @@ fn export(m: &Map, at: &Pos) -> Result<Export, ConfigError> {
         accounts: None,
         response_type: ResponseType::Singleton,
         response_threshold: None,
+        allow_trace: false,
     };
     let mut response_at: Option<Pos> = None;
+    let mut allow_trace_at: Option<Pos> = None;
     for (key, e) in options(m) {
         let v = &e.value;
         let k = key.as_str();
@@ -271,6 +352,10 @@ fn export(m: &Map, at: &Pos) -> Result<Export, ConfigError> {
                 };
                 ex.response_threshold = Some(d);
             }
+            "allow_trace" => {
+                allow_trace_at = Some(e.key_pos.clone());
+                ex.allow_trace = boolean(k, v)?;
+            }
             _ => return Err(unknown(e)),
         }
     }
@@ -282,6 +367,12 @@ fn export(m: &Map, at: &Pos) -> Result<Export, ConfigError> {
             return Err(ConfigError::at(
                 &p,
                 "Detected response directive on non-service",
+            ));
+        }
+        if let Some(p) = allow_trace_at {
+            return Err(ConfigError::at(
+                &p,
+                "Detected allow_trace directive on non-service",
             ));
         }
     }
@@ -299,8 +390,11 @@ fn import(m: &Map, at: &Pos) -> Result<Import, ConfigError> {
         subject: String::new(),
         prefix: None,
         to: None,
+        allow_trace: false,
+        share: false,
     };
     let mut seen = false;
+    let mut allow_trace_at: Option<Pos> = None;
     for (key, e) in options(m) {
         let v = &e.value;
         let k = key.as_str();
@@ -334,11 +428,21 @@ fn import(m: &Map, at: &Pos) -> Result<Import, ConfigError> {
             }
             "prefix" => im.prefix = Some(string(k, v)?),
             "to" => im.to = Some(string(k, v)?),
+            "allow_trace" => {
+                im.allow_trace = boolean(k, v)?;
+                allow_trace_at = Some(e.key_pos.clone());
+            }
             _ => return Err(unknown(e)),
         }
     }
     if !seen {
         return Err(ConfigError::at(at, "Expect a stream or a service import"));
+    }
+    if let (LinkKind::Service, Some(p)) = (im.kind, &allow_trace_at) {
+        return Err(ConfigError::at(
+            p,
+            "Detected allow_trace directive on a non-stream",
+        ));
     }
     if im.kind == LinkKind::Service {
         // nats-server accepts and ignores a service import's prefix.
@@ -382,4 +486,108 @@ fn account_limits(v: &Value) -> Result<crate::config::AccountLimits, ConfigError
         }
     }
     Ok(l)
+}
+
+/// An account's `msg_trace`/`trace_dest` (nats-server's `parseAccountMsgTrace`, its texts):
+/// a destination subject, or `{ dest, sampling }` (sampling 1..100, an integer or `"n%"`,
+/// default 100). Sampling without a destination is a warning and means nothing.
+fn msg_trace(
+    key: &str,
+    key_pos: &Pos,
+    v: &Value,
+    warnings: &mut Vec<ConfigError>,
+) -> Result<Option<crate::config::AccountMsgTrace>, ConfigError> {
+    // Errors point at the key (`msg_trace`, or the field's), as nats-server's.
+    let dest = |k: &str, at: &Pos, v: &Value| match &v.kind {
+        Kind::String(s) if crate::subject::is_valid_literal_subject(s.as_bytes()) => Ok(s.clone()),
+        Kind::String(s) => Err(ConfigError::at(
+            at,
+            format!("Trace destination {s:?} is not valid"),
+        )),
+        other => Err(ConfigError::at(
+            at,
+            format!("Field {k:?} should be a string, got {}", go_type(other)),
+        )),
+    };
+    let sampling_range = |n: i64, at: &Pos| {
+        if n <= 0 || n > 100 {
+            Err(ConfigError::at(
+                at,
+                format!("Ttrace destination sampling value {n} is invalid, needs to be [1..100]"),
+            ))
+        } else {
+            Ok(n as u8)
+        }
+    };
+    let (mut d, mut sampling) = (None, 0u8);
+    match &v.kind {
+        Kind::String(_) => d = Some(dest(key, key_pos, v)?),
+        Kind::Map(m) => {
+            for (k, e) in options(m) {
+                let ev = &e.value;
+                match k.as_str() {
+                    "dest" => d = Some(dest(&e.key, &e.key_pos, ev)?),
+                    "sampling" => {
+                        sampling = match &ev.kind {
+                            Kind::Integer { value, .. } => sampling_range(*value, &e.key_pos)?,
+                            Kind::String(s) => {
+                                let n = s.trim_end_matches('%').parse::<i64>().map_err(|_| {
+                                    ConfigError::at(
+                                        &e.key_pos,
+                                        format!("Invalid trace destination sampling value {s:?}"),
+                                    )
+                                })?;
+                                sampling_range(n, &e.key_pos)?
+                            }
+                            other => {
+                                return Err(ConfigError::at(
+                                    &e.key_pos,
+                                    format!(
+                                        "Trace destination sampling field {:?} should be an \
+                                         integer or a percentage, got {}",
+                                        e.key,
+                                        go_type(other)
+                                    ),
+                                ))
+                            }
+                        }
+                    }
+                    _ => {
+                        return Err(ConfigError::at(
+                            &e.key_pos,
+                            format!(
+                                "Unknown field {:?} parsing account message trace map/struct \
+                                 {key:?}",
+                                e.key
+                            ),
+                        ))
+                    }
+                }
+            }
+        }
+        other => {
+            return Err(ConfigError::at(
+                key_pos,
+                format!(
+                    "Expected account message trace {key:?} to be a string or a map/struct, got {}",
+                    go_type(other)
+                ),
+            ))
+        }
+    }
+    match d {
+        Some(dest) => Ok(Some(crate::config::AccountMsgTrace {
+            dest,
+            sampling: if sampling == 0 { 100 } else { sampling },
+        })),
+        None => {
+            if sampling > 0 {
+                warnings.push(ConfigError::at(
+                    key_pos,
+                    "Trace destination sampling ignored since no destination was set",
+                ));
+            }
+            Ok(None)
+        }
+    }
 }

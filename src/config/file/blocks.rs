@@ -40,7 +40,22 @@ pub(super) fn jetstream(
                         _ => js.sync_interval = Some(duration(kk, &e.value, warnings)?),
                     },
                     "limits" => js.limits = jetstream_limits(&e.value)?,
-                    _ => return Err(refuse(e, kk)),
+                    "disabled" | "disable" => enabled = !boolean(kk, &e.value)?,
+                    // natsd's API is not strict (unknown fields are ignored): 2.11+'s default
+                    // `true` is taken with a warning, `false` is what natsd does.
+                    "strict" => {
+                        if boolean(kk, &e.value)? {
+                            warnings.push(ConfigError::at(
+                                &e.key_pos,
+                                "\"strict\": natsd's JetStream API ignores unknown fields \
+                                 (nats-server 2.11+ refuses them)",
+                            ));
+                        }
+                    }
+                    _ => match js_not_yet(kk) {
+                        Some(what) => return Err(not_supported(&e.key, &e.key_pos, what)),
+                        None => return Err(refuse(e, kk)),
+                    },
                 }
             }
             return Ok(enabled.then_some(js));
@@ -48,6 +63,32 @@ pub(super) fn jetstream(
         _ => {}
     }
     Err(wrong_type(k, v, "a boolean, \"enabled\" or a map"))
+}
+
+/// The `jetstream {}` keys of nats-server 2.15 that natsd does not build yet.
+fn js_not_yet(key: &str) -> Option<&'static str> {
+    Some(match key {
+        "unique_tag"
+        | "max_outstanding_catchup"
+        | "meta_compact"
+        | "meta_compact_size"
+        | "meta_compact_sync" => "JetStream clustering",
+        "key"
+        | "ek"
+        | "encryption_key"
+        | "prev_key"
+        | "prev_ek"
+        | "prev_encryption_key"
+        | "cipher"
+        | "tpm" => "encryption at rest",
+        "max_buffered_size"
+        | "max_buffered_msgs"
+        | "request_queue_limit"
+        | "info_queue_limit"
+        | "max_concurrent_io" => "this queue limit (docs/limits.md)",
+        "extension_hint" => "this option",
+        _ => return None,
+    })
 }
 
 /// `jetstream { limits { max_ack_pending, max_request_batch, duplicate_window, max_ha_assets } }`
@@ -191,6 +232,17 @@ pub(super) fn jetstream_off(v: &Value) -> bool {
 /// A `tls {}` block: the client port's (`client`), the routes' or the gateways'. The certificate, key and CA
 /// files are loaded here, so `-t` reports a missing file or bad PEM at the block.
 pub(super) fn tls_block(e: &Entry, client: bool) -> Result<crate::tls::TlsOpts, ConfigError> {
+    tls_block_for(e, client, client)
+}
+
+/// A `tls {}` block; `client_port`: `insecure` is refused; `first`: `handshake_first` is kept
+/// (the client port and leafnodes use it).
+pub(super) fn tls_block_for(
+    e: &Entry,
+    client_port: bool,
+    first: bool,
+) -> Result<crate::tls::TlsOpts, ConfigError> {
+    let client = client_port;
     let v = &e.value;
     let mut t = crate::tls::TlsOpts::default();
     let mut have_cert = false;
@@ -238,7 +290,7 @@ pub(super) fn tls_block(e: &Entry, client: bool) -> Result<crate::tls::TlsOpts, 
             // leafnodes); routes and gateways ignore it.
             "handshake_first" | "first" | "immediate" => {
                 let v = handshake_first(tk, &te.key_pos, tv)?;
-                if client {
+                if first {
                     t.handshake_first = v;
                 }
             }

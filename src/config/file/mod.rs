@@ -11,8 +11,8 @@
 use super::conf::{self, Entry, Kind, Map, Pos, Value};
 use super::links::{AccountLinks, Export, Import, LinkKind, ResponseType};
 use super::{
-    ClusterOpts, GatewayOpts, Options, Permissions, RemoteGatewayOpts, SubjectPermission, User,
-    NATSD_VERSION,
+    ClusterOpts, GatewayOpts, NkeyUser, Options, Permissions, RemoteGatewayOpts, SubjectPermission,
+    User, NATSD_VERSION,
 };
 use crate::compress::{CompressionMode, CompressionOpts};
 use std::path::{Path, PathBuf};
@@ -22,9 +22,14 @@ pub use super::conf::ConfigError;
 
 mod accounts;
 mod blocks;
+mod leaf;
+mod operator;
+mod operator_links;
 
 use accounts::{accounts, authorization};
-use blocks::{account_jetstream, cluster, gateway, jetstream, jetstream_off, tls_block};
+use blocks::{
+    account_jetstream, cluster, gateway, jetstream, jetstream_off, tls_block, tls_block_for,
+};
 
 /// Options read from a file, and the warnings found on the way.
 #[derive(Debug)]
@@ -82,22 +87,28 @@ fn finish(map: &Map, file: Option<&Path>) -> Result<Loaded, ConfigError> {
 /// What natsd does not build yet, by key: the text after "does not build … yet".
 fn not_yet(key: &str) -> Option<&'static str> {
     Some(match key {
-        "store_dir" | "default_js_domain" => "JetStream",
-        "leaf" | "leafnodes" => "leaf nodes",
-        "ocsp" => "OCSP stapling",
-        "websocket" => "WebSocket",
+        "default_js_domain" => "JetStream domain mappings",
+        "ocsp" | "ocsp_cache" => "OCSP stapling",
+        "websocket" | "ws" => "WebSocket",
         "mqtt" => "MQTT",
-        "operator" | "operators" | "resolver" | "resolver_tls" | "resolver_preload" | "trusted"
-        | "trusted_keys" => "decentralized (JWT) auth",
-        "log_size_limit" | "log_max_num" | "logtime_utc" | "trace_verbose" => "this logging option",
-        "prof_port" => "profiling",
-        "mappings" | "map" => "subject mappings",
-        "no_sublist_cache" | "no_header_support" => "this option",
-        "nkey" | "nkeys" => "nkey auth",
+        "resolver_tls"
+        | "resolver_pinned_accounts"
+        | "trusted"
+        | "trusted_keys"
+        | "default_sentinel" => "this part of decentralized (JWT) auth",
+        "trace_verbose" | "trace_headers" => "this logging option",
+        "prof_port" | "prof_block_rate" => "profiling",
+        "mappings" | "maps" => "subject mappings",
+        "no_sublist_cache" | "disable_sublist_cache" | "no_header_support" => "this option",
+        "nkey" | "nkeys" => "nkey auth outside a users list",
         "allowed_connection_types" => "connection types",
         "allow_responses" | "allow_resp" => "response permissions",
         "compression" => "route compression",
         "auth_callout" => "auth callout",
+        "proxy_protocol" => "the PROXY protocol",
+        "proxies" => "trusted proxies",
+        "server_metadata" => "server metadata",
+        "feature_flags" => "feature flags",
         _ => return None,
     })
 }
@@ -384,6 +395,7 @@ pub fn apply(
     opts: &mut Options,
     warnings: &mut Vec<ConfigError>,
 ) -> Result<(), ConfigError> {
+    let mut store_dir: Option<PathBuf> = None;
     for (key, e) in options(root) {
         let v = &e.value;
         let k = key.as_str();
@@ -408,12 +420,17 @@ pub fn apply(
             "debug" => opts.debug = boolean(k, v)?,
             "trace" => opts.trace = boolean(k, v)?,
             "logtime" => opts.logtime = boolean(k, v)?,
+            // natsd's log stamps are always UTC (see `util::time::log_stamp`).
+            "logtime_utc" => opts.logtime_utc = boolean(k, v)?,
             "syslog" => opts.syslog = boolean(k, v)?,
             "max_traced_msg_len" => {
                 opts.max_traced_msg_len = usize::try_from(integer(k, v)?.max(0)).unwrap_or(0)
             }
             "remote_syslog" => opts.remote_syslog = Some(string(k, v)?),
             "logfile" | "log_file" => opts.log_file = Some(PathBuf::from(string(k, v)?)),
+            // As nats-server: any integer (sizes like 10MB too); 0 or less turns it off.
+            "logfile_size_limit" | "log_size_limit" => opts.log_size_limit = integer(k, v)?,
+            "logfile_max_num" | "log_max_num" => opts.log_max_num = integer(k, v)?,
             "pidfile" | "pid_file" => opts.pid_file = Some(PathBuf::from(string(k, v)?)),
             "ports_file_dir" => opts.ports_file_dir = Some(PathBuf::from(string(k, v)?)),
             "server_tags" => {
@@ -429,7 +446,7 @@ pub fn apply(
                 opts.server_tags = tags;
             }
             "http" => opts.http_port = monitor_listen(k, v, &mut opts.http_host)?,
-            "http_port" => opts.http_port = monitor_port(k, v)?,
+            "http_port" | "monitor_port" => opts.http_port = monitor_port(k, v)?,
             "http_base_path" => opts.http_base_path = Some(string(k, v)?),
             "max_payload" => opts.max_payload = usize_of(k, v, i32::MAX as u64)?,
             "max_control_line" => opts.max_control_line = usize_of(k, v, i32::MAX as u64)?,
@@ -491,19 +508,30 @@ pub fn apply(
             "lame_duck_grace_period" => opts.lame_duck_grace_period = duration(k, v, warnings)?,
             "no_auth_user" => opts.no_auth_user = Some(string(k, v)?),
             "authorization" => authorization(map(k, v)?, opts)?,
-            "accounts" => accounts(map(k, v)?, opts)?,
+            "accounts" => accounts(map(k, v)?, opts, warnings)?,
             "cluster" => opts.cluster = Some(cluster(map(k, v)?, warnings)?),
             "gateway" => opts.gateway = Some(gateway(map(k, v)?, warnings)?),
+            "leafnodes" | "leaf" => opts.leafnodes = Some(leaf::leafnodes(map(k, v)?)?),
             "jetstream" if jetstream_off(v) => opts.jetstream = None,
             "jetstream" => opts.jetstream = jetstream(k, v, warnings)?,
-            "system_account" => opts.system_account = string(k, v)?,
-            "no_system_account" => opts.no_system_account = boolean(k, v)?,
+            "system_account" | "system" => opts.system_account = string(k, v)?,
+            "no_system_account" | "no_system" | "no_sys_acc" => {
+                opts.no_system_account = boolean(k, v)?
+            }
+            // nats-server's top-level JetStream store directory: used by a `jetstream` block
+            // or `-js` that names none.
+            "store_dir" | "storedir" => store_dir = Some(PathBuf::from(string(k, v)?)),
             "tls" => opts.tls = Some(tls_block(e, true)?),
             "allow_non_tls" => opts.allow_non_tls = boolean(k, v)?,
             "https" => opts.https_port = monitor_listen(k, v, &mut opts.http_host)?,
             "https_port" => opts.https_port = monitor_port(k, v)?,
+            _ if operator::key(k, e, opts)? => {}
             _ => return Err(refuse(e, k)),
         }
+    }
+    operator::settle(opts)?;
+    if let (Some(d), Some(js)) = (store_dir, opts.jetstream.as_mut()) {
+        js.store_dir.get_or_insert(d);
     }
     tls_auth_timeout(root, opts);
     Ok(())

@@ -122,7 +122,14 @@ fn refused_capabilities_name_the_key() {
             "gateway { name: A, tls { cert_file: x, key_file: y, pinned_certs: [] } }",
             "pinned_certs",
         ),
-        ("leafnodes { port: 7422 }", "leafnodes"),
+        (
+            "leafnodes { port: 7422, compression: s2_auto }",
+            "compression",
+        ),
+        (
+            "leafnodes { remotes [ { url: \"nats://h:1\", credentials: x } ] }",
+            "credentials",
+        ),
         ("websocket { port: 8080 }", "websocket"),
         ("mqtt { port: 1883 }", "mqtt"),
         (
@@ -133,7 +140,6 @@ fn refused_capabilities_name_the_key() {
             "tls { cert_file: x, key_file: y, verify_and_map: true }",
             "verify_and_map",
         ),
-        ("authorization { users: [ {user: a, nkey: UABC} ] }", "nkey"),
     ] {
         let e = err(src);
         assert!(
@@ -144,6 +150,22 @@ fn refused_capabilities_name_the_key() {
     // Off switches ask for nothing.
     load("jetstream: disabled\nsystem_account: \"$SYS\"");
     load("jetstream { enabled: false }");
+}
+
+#[test]
+fn log_rotation_keys_as_nats_server() {
+    for (src, want) in [
+        ("logfile_size_limit: 1KB\nlogfile_max_num: 3", (1024, 3)),
+        ("log_size_limit: 10MB\nlog_max_num: 0", (10 << 20, 0)),
+        // nats-server takes any integer; 0 or less turns rotation (pruning) off.
+        ("log_size_limit: -5\nlogfile_max_num: -1", (-5, -1)),
+    ] {
+        let o = load(src).options;
+        assert_eq!((o.log_size_limit, o.log_max_num), want, "{src}");
+    }
+    // nats-server: "interface conversion: interface {} is string, not int64".
+    let e = err("log_size_limit: \"1KB\"");
+    assert!(e.msg.contains("log_size_limit"), "{e}");
 }
 
 #[test]
@@ -173,7 +195,11 @@ fn jetstream_block_and_switches() {
     let e = err("jetstream { bogus: 1 }");
     assert!(e.msg.contains("bogus"), "{e}");
     let e = err("jetstream: enabled\ncluster { port: 6222 }");
-    assert!(e.msg.contains("JetStream in a cluster"), "{e}");
+    assert!(e.msg.contains("requires `server_name`"), "{e}");
+    let e = err("server_name: a\njetstream: enabled\ncluster { port: 6222 }");
+    assert!(e.msg.contains("requires `cluster.name`"), "{e}");
+    let o = load("server_name: a\njetstream: enabled\ncluster { name: c, port: 6222 }").options;
+    assert!(o.jetstream.is_some() && o.cluster.is_some());
 }
 
 #[test]
@@ -425,6 +451,11 @@ accounts {
         (", exports: [{service: \"x\", stream: \"y\"}]", "", "Detected stream \"y\" but already saw a service", 2),
         (", exports: [{service: \"x\", accounts: [Z]}]", "", "\"Z\" account not defined for service export", 2),
         (", exports: [{stream: \"x..y\"}]", "", "Error adding stream export \"x..y\": invalid subject", 2),
+        (", exports: [{stream: \"x\", allow_trace: true}]", "", "Detected allow_trace directive on non-service", 2),
+        ("", r#"imports: [{service: {account: A, subject: "req.x"}, allow_trace: true}]"#,
+         "Detected allow_trace directive on a non-stream", 3),
+        ("", r#"imports: [{stream: {account: A, subject: "x.>"}, allow_trace: true}]"#, "", 0),
+        (", exports: [{service: \"t.x\", allow_trace: true}]", "", "", 0),
     ] {
         let src = acc(a, b);
         if want.is_empty() {
@@ -673,4 +704,72 @@ fn a_syntax_error_loads_as_the_parsers_error_marked_parse() {
     assert_eq!(loaded, parsed.clone().parse_error());
     assert!(loaded.parse);
     assert_eq!((loaded.line, loaded.col), (3, 1));
+}
+
+#[test]
+fn account_msg_trace_as_nats_server_215() {
+    let conf = |v: &str| format!("accounts {{\n  A {{ msg_trace: {v} }}\n}}\n");
+    let o = load(&conf(r#"{dest: "t.a", sampling: "25%"}"#)).options;
+    let t = &o.account_msg_trace["A"];
+    assert_eq!((t.dest.as_str(), t.sampling), ("t.a", 25));
+    let o = load("accounts { A { trace_dest: \"t\" } }").options;
+    assert_eq!(o.account_msg_trace["A"].sampling, 100);
+    let l = load(&conf("{sampling: 50}"));
+    assert!(l.options.account_msg_trace.is_empty());
+    assert_eq!(
+        l.warnings[0].msg,
+        "Trace destination sampling ignored since no destination was set"
+    );
+    // Texts and positions (the key's) checked against nats-server 2.15.1 `-t`.
+    for (v, msg, col) in [
+        (r#"{dest: "t", sampling: 0}"#, "Ttrace destination sampling value 0 is invalid, needs to be [1..100]", 30),
+        (r#"{dest: "t", sampling: "abc"}"#, "Invalid trace destination sampling value \"abc\"", 30),
+        (r#""x.*""#, "Trace destination \"x.*\" is not valid", 7),
+        (r#"{dest: "t", foo: 1}"#, "Unknown field \"foo\" parsing account message trace map/struct \"msg_trace\"", 30),
+        ("12", "Expected account message trace \"msg_trace\" to be a string or a map/struct, got int64", 7),
+        ("{dest: 5}", "Field \"dest\" should be a string, got int64", 19),
+        (r#"{dest: "t", sampling: true}"#, "Trace destination sampling field \"sampling\" should be an integer or a percentage, got bool", 30),
+    ] {
+        let e = err(&conf(v));
+        assert_eq!((e.msg.as_str(), e.line, e.col), (msg, 2, col), "{v}");
+    }
+}
+
+#[test]
+fn nkey_users() {
+    const K: &str = "UCK5N7N66OBOINFXAYC2ACJQYFSOD4VYNU6APEJTAVFZB2SVHLKGEW7L";
+    let o = load(&format!(
+        "accounts {{ A {{ users [ {{nkey: {K}, permissions {{ publish: x }} }} ] }} }}\n\
+         authorization {{ users [ {{user: b, password: b}} ] }}"
+    ))
+    .options;
+    assert_eq!(o.nkeys.len(), 1);
+    assert_eq!(o.nkeys[0].nkey, K);
+    assert_eq!(o.nkeys[0].account.as_deref(), Some("A"));
+    assert!(o.nkeys[0].permissions.is_some());
+    assert_eq!(o.users.len(), 1);
+    assert!(o.auth_required());
+    // nats-server's texts for a bad key, a key with a name, and a key configured twice.
+    let bad = "authorization { users [ {nkey: UABC} ] }";
+    assert!(err(bad).msg.contains("Not a valid public nkey for a user"));
+    let seed_not_public = "authorization { users [ {nkey: SUAMLK2ZNL35WSMW37E7UD4VZ7ELPKW7DHC3BWBSD2GCZ7IUQQXZIORRBU} ] }";
+    assert!(err(seed_not_public).msg.contains("Not a valid public nkey"));
+    let named = format!("authorization {{ users [ {{nkey: {K}, user: a}} ] }}");
+    assert!(err(&named)
+        .msg
+        .contains("Nkey users do not take usernames or passwords"));
+    let twice = format!(
+        "accounts {{ A {{ users [ {{nkey: {K}}} ] }} }}\nauthorization {{ users [ {{nkey: {K}}} ] }}"
+    );
+    assert!(err(&twice)
+        .msg
+        .contains(&format!("Duplicate nkey {K:?} detected")));
+    let token = format!("authorization {{ token: t, users [ {{nkey: {K}}} ] }}");
+    assert!(err(&token).msg.contains("Can not have a token"));
+    // `no_auth_user` may name an nkey user.
+    let o = load(&format!(
+        "authorization {{ users [ {{nkey: {K}}} ] }}\nno_auth_user: {K}"
+    ))
+    .options;
+    assert_eq!(o.no_auth_user.as_deref(), Some(K));
 }

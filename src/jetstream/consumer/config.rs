@@ -68,8 +68,16 @@ pub fn check(c: &ConsumerConfig, s: &StreamConfig, max_ack_pending: i64) -> Resu
         let d = "consumer description is too long, maximum allowed is 4096";
         return Err(ApiError::new(400, 10107, d));
     }
-    if c.num_replicas > 1 {
+    // A replicated stream's consumers (clustered JetStream) run on its leader.
+    if c.num_replicas > 1 && s.num_replicas <= 1 {
         return Err(ApiError::replicas());
+    }
+    if c.num_replicas < 0 {
+        return Err(ApiError::new(
+            400,
+            10133,
+            "replicas count cannot be negative",
+        ));
     }
     let push = !c.deliver_subject.is_empty();
     if push {

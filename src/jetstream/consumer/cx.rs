@@ -31,8 +31,9 @@ impl<'a> Cx<'a> {
     }
 
     /// Publish to subscribers of `to` with `subject` on the wire (a push consumer's deliver
-    /// subject or a pull request's inbox: the message keeps its stream subject). Local
-    /// subscribers only when the two differ: routes would match the wire subject, not `to`.
+    /// subject or a pull request's inbox: the message keeps its stream subject). When the
+    /// two differ, routes, leaves and gateways get it as `to` with `reply@subject`
+    /// ([`Fanout::publish_delivery`]): a client of another node of the cluster gets it too.
     pub fn deliver(
         &self,
         to: &str,
@@ -52,7 +53,7 @@ impl<'a> Cx<'a> {
         if to == subject {
             return fan.publish_in(self.acc, &m, origin);
         }
-        fan.publish_local_to(self.acc, to.as_bytes(), &m, origin)
+        fan.publish_delivery(self.acc, to.as_bytes(), &m, origin)
     }
 
     /// An ordinary internal publish (replies, statuses).

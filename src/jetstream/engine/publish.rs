@@ -24,7 +24,20 @@ impl JsAccount {
             &mut self.usage_bound,
         );
         let st = self.streams.get_mut(&**stream_name)?;
-        let now = now_nanos();
+        let now = ev.ts.unwrap_or_else(now_nanos);
+        let trace = ev.trace.take();
+        if let Some(t) = trace.as_deref().filter(|t| t.trace_only()) {
+            // Trace-only: the checks, not the store, and no PubAck.
+            let hdr = ev.header.as_deref();
+            match st.check(&ev.subject, hdr, size as usize, now) {
+                Ok(None) => t.stored(&ev.subject, no_interest(st, &ev.subject)),
+                Ok(Some(_)) => t.refused(None, MSG_ID_DUPLICATE.into()),
+                Err(e) => t.refused(None, trace_error(&e, hdr)),
+            }
+            return None;
+        }
+        // The header for the trace's error text (the store takes the event's).
+        let traced_hdr = trace.as_ref().and(ev.header.clone());
         // As nats-server: refused once the usage is over the limit (the message that
         // crosses it is still taken).
         let over = g.usage.is_some_and(|(mem, file)| match st.cfg.storage {
@@ -83,6 +96,19 @@ impl JsAccount {
                 o.done()
             }
         };
+        if let Some(t) = &trace {
+            match &res {
+                Ok(Stored::New(_)) => t.stored(&ev.subject, no_interest(st, &ev.subject)),
+                Ok(Stored::Duplicate(_)) => t.refused(None, MSG_ID_DUPLICATE.into()),
+                Err(e) => {
+                    // Refused by the store itself (past the checks): nats-server names the
+                    // subject.
+                    let at_store = e.err_code == 10077;
+                    let subject = at_store.then_some(ev.subject.as_str());
+                    t.refused(subject, trace_error(e, traced_hdr.as_deref()));
+                }
+            }
+        }
         let reply = ev.reply.as_deref().filter(|_| !st.cfg.no_ack);
         let Ok(Stored::New(seq)) = res else {
             if let Some(reply) = reply {
@@ -101,9 +127,7 @@ impl JsAccount {
             ack,
         };
         // Interest retention keeps nothing nobody wants.
-        if st.cfg.retention == Retention::Interest
-            && !st.consumers.values().any(|c| c.wants(&ev.subject))
-        {
+        if no_interest(st, &ev.subject) {
             let _ = st.store.remove(seq, false);
             return Some(pending);
         }
@@ -166,5 +190,36 @@ impl JsAccount {
         let mut acked = Vec::new();
         con.pump(&cx, st.store.as_ref(), &mut acked);
         retire(st, &acked);
+    }
+}
+
+/// An interest-retention stream none of whose consumers wants `subject`.
+fn no_interest(st: &Stream, subject: &str) -> bool {
+    st.cfg.retention == Retention::Interest && !st.consumers.values().any(|c| c.wants(subject))
+}
+
+/// nats-server's trace text for a duplicate (`errMsgIdDuplicate`).
+const MSG_ID_DUPLICATE: &str = "msgid is duplicate";
+
+/// The `error` of a traced publish's `js` entry: nats-server's own text where it differs from
+/// the PubAck's (the expected-header checks), else the PubAck's description.
+fn trace_error(e: &ApiError, hdr: Option<&[u8]>) -> String {
+    let expected = |k: &str| crate::jetstream::types::header(hdr, k).unwrap_or_default();
+    let actual = e.description.rsplit(": ").next().unwrap_or_default();
+    match e.err_code {
+        10071 => {
+            let seq = expected("Nats-Expected-Last-Sequence");
+            if !seq.is_empty() && seq != actual {
+                format!("last sequence mismatch: {seq} vs {actual}")
+            } else {
+                let seq = expected("Nats-Expected-Last-Subject-Sequence");
+                format!("last sequence by subject mismatch: {seq} vs {actual}")
+            }
+        }
+        10070 => format!(
+            "last msgid mismatch: {:?} vs {actual:?}",
+            expected("Nats-Expected-Last-Msg-Id")
+        ),
+        _ => e.description.clone(),
     }
 }

@@ -172,7 +172,7 @@ impl JsAccount {
         }
         stream::apply_defaults(&mut cfg);
         // As nats-server: a bad configuration is answered once the data is in.
-        let cfg_err = stream::check(&cfg, srv.opts.max_payload).err();
+        let cfg_err = stream::check(&cfg, srv.opts.max_payload, srv.opts.cluster.is_some()).err();
         let id = format!("{}{}", random_name(), random_name());
         let subject = format!("$JS.SNAPSHOT.RESTORE.{}.{id}", cfg.name);
         let h = handler(

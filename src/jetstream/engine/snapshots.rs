@@ -12,7 +12,7 @@
 
 use super::restores::Restore;
 use super::*;
-use crate::jetstream::snapshot::{self as fmt, ConsumerRec, Head};
+use crate::jetstream::snapshot::{self as fmt, ConsumerRec};
 
 /// nats-server's default chunk size.
 const DEFAULT_CHUNK: usize = 256 * 1024;
@@ -185,16 +185,7 @@ impl JsAccount {
                 T,
             ));
         }
-        let state = st.store.state();
-        let head = Head {
-            stream: name.to_string(),
-            config: st.cfg.clone(),
-            created: st.created,
-            first_seq: state.first_seq,
-            last_seq: state.last_seq,
-            last_ts: state.last_ts,
-            messages: state.msgs,
-        };
+        let head = st.snapshot_head();
         let mut buf = Vec::new();
         fmt::encode_magic(&mut buf);
         let snap_err = |e: String| {
@@ -248,8 +239,8 @@ impl JsAccount {
             ack_sub,
             chunk,
             buf,
-            next_seq: state.first_seq.max(1),
-            last_seq: state.last_seq,
+            next_seq: head.first_seq.max(1),
+            last_seq: head.last_seq,
             messages: 0,
             consumers,
             ended: false,

@@ -60,7 +60,7 @@ impl JsAccount {
         // configuration checks, its per-stream limits with them.
         let server = g.server_bytes(cfg.storage);
         limits::check_create(&self.limits, &self.streams, &cfg, server).map_err(e)?;
-        stream::check(&cfg, srv.opts.max_payload).map_err(e)?;
+        stream::check(&cfg, srv.opts.max_payload, srv.opts.cluster.is_some()).map_err(e)?;
         stream::check_duplicates(&cfg, srv_js_limits(srv).duplicate_window).map_err(e)?;
         limits::check_config(&self.limits, &cfg).map_err(e)?;
         if let Some(s) = self.streams.get(name) {
@@ -144,7 +144,7 @@ impl JsAccount {
         }
         stream::default_duplicates(&mut cfg, srv_js_limits(srv).duplicate_window);
         stream::apply_defaults(&mut cfg);
-        stream::check(&cfg, srv.opts.max_payload).map_err(e)?;
+        stream::check(&cfg, srv.opts.max_payload, srv.opts.cluster.is_some()).map_err(e)?;
         stream::check_duplicates(&cfg, srv_js_limits(srv).duplicate_window).map_err(e)?;
         limits::check_config(&self.limits, &cfg).map_err(e)?;
         if self.overlapping(&cfg) {

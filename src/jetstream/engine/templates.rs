@@ -158,6 +158,8 @@ impl Engine {
             reply: ev.reply.clone(),
             header: ev.header.clone(),
             payload: ev.payload.clone(),
+            trace: None,
+            ts: None,
         };
         let name: Arc<str> = Arc::from(name.as_str());
         if let Some(p) = ja.publish(&g, srv, &name, &mut ev) {
@@ -312,7 +314,8 @@ impl JsAccount {
         }
         cfg.name = "_".into();
         stream::apply_defaults(&mut cfg);
-        stream::check(&cfg, srv.opts.max_payload).map_err(|e| (e, T))?;
+        stream::check(&cfg, srv.opts.max_payload, srv.opts.cluster.is_some())
+            .map_err(|e| (e, T))?;
         let tc = TemplateConfig {
             name: name.to_string(),
             config: cfg,

@@ -1,0 +1,189 @@
+//! Operator (JWT) mode's user check: a CONNECT's user JWT against its account's JWT, in
+//! nats-server's order (`auth.go` `processClientOrLeafAuthentication`): the issuer (the
+//! account, a signing key, or a scoped signing key whose template replaces the user's own
+//! permissions and limits), the account's expiry, bearer tokens, allowed connection types,
+//! the nonce signature, revocations, the `src` CIDRs; then its permissions (with `resp`). Every refusal has a reason for the
+//! debug log; the client only ever sees `Authorization Violation`.
+
+use super::{nonce_signed, CompiledPerms, Credentials, Identity};
+use crate::config::{Permissions, SubjectPermission};
+use crate::jwt::{self, user as juser, Claims};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// What a user JWT is checked against: its account's JWT.
+pub(super) struct JwtAccount {
+    /// Signed by a trusted operator (or one of its signing keys).
+    trusted: bool,
+    /// Keys that may sign users besides the account's own (plain ones).
+    signing_keys: Vec<String>,
+    /// Scoped signing keys and their templates.
+    scoped_keys: Vec<(String, serde_json::Value)>,
+    disallow_bearer: bool,
+    /// The account's claims (name, tags, revocations, expiry).
+    claims: Claims,
+}
+
+impl JwtAccount {
+    fn new(c: Claims, trusted_keys: &[String]) -> Self {
+        JwtAccount {
+            trusted: trusted_keys.contains(&c.issuer),
+            signing_keys: c.signing_keys(),
+            scoped_keys: c.scoped_keys(),
+            disallow_bearer: c.nats["limits"]["disallow_bearer"].as_bool() == Some(true),
+            claims: c,
+        }
+    }
+}
+
+/// Operator mode's accounts: each preloaded account JWT, and whether an operator we trust
+/// (its own key or one of its signing keys) issued it.
+pub(super) fn operator_accounts(op: &crate::config::OperatorMode) -> HashMap<String, JwtAccount> {
+    use crate::jwt::{decode, Kind};
+    let mut trusted = Vec::new();
+    for c in op
+        .operators
+        .iter()
+        .filter_map(|t| decode(t, Kind::Operator).ok())
+    {
+        trusted.extend(c.signing_keys());
+        trusted.push(c.subject);
+    }
+    op.preload
+        .iter()
+        .filter_map(|(k, t)| {
+            let c = decode(t, Kind::Account).ok()?;
+            if c.import_issues().is_some() {
+                return None;
+            }
+            Some((k.clone(), JwtAccount::new(c, &trusted)))
+        })
+        .collect()
+}
+
+/// Whether user JWT `token`'s account revokes it (a connected client after an update).
+pub(super) fn revoked(accounts: &HashMap<String, JwtAccount>, token: &str) -> bool {
+    let Ok(u) = jwt::decode(token, jwt::Kind::User) else {
+        return false;
+    };
+    let name = match u.str("issuer_account") {
+        "" => u.issuer.as_str(),
+        a => a,
+    };
+    accounts
+        .get(name)
+        .is_some_and(|a| juser::revoked(&a.claims, &u.subject, u.issued_at))
+}
+
+/// nats-server's checks of a user JWT, in its order; the reason for a refusal (logged at
+/// debug level, as nats-server does).
+pub(super) fn jwt_user(
+    accounts: &HashMap<String, JwtAccount>,
+    c: &Credentials<'_>,
+) -> Result<Identity, String> {
+    let token = c.jwt.ok_or("Authentication requires a user JWT")?;
+    let mut u =
+        jwt::decode(token, jwt::Kind::User).map_err(|e| format!("User JWT not valid: {e}"))?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    u.time_check(now)
+        .map_err(|e| format!("User JWT no longer valid: {e}"))?;
+    let issuer_account = u.str("issuer_account").to_string();
+    let name = if issuer_account.is_empty() {
+        u.issuer.clone()
+    } else {
+        issuer_account.clone()
+    };
+    let acc = accounts
+        .get(&name)
+        .ok_or_else(|| format!("Account JWT lookup error: {name} not found"))?;
+    if !acc.trusted {
+        return Err("Account JWT not signed by trusted operator".into());
+    }
+    let scope = acc.scoped_keys.iter().find(|(k, _)| *k == u.issuer);
+    if u.issuer != name && scope.is_none() && !acc.signing_keys.contains(&u.issuer) {
+        return Err("User JWT issuer is not known".into());
+    }
+    if let Some((_, template)) = scope {
+        if !juser::has_empty_permissions(&u) {
+            return Err(
+                "User JWT is not valid: scoped users require no permissions or limits set".into(),
+            );
+        }
+        juser::apply_scope(&mut u, template, &acc.claims)
+            .map_err(|e| format!("User JWT generated invalid permissions: {e}"))?;
+    }
+    let acc_exp = acc.claims.expires;
+    if acc_exp > 0 && now > acc_exp {
+        return Err("Account JWT has expired".into());
+    }
+    // What natsd does not apply (checked on the user as it stands after a scope).
+    if let Some(field) = u.unsupported().first() {
+        return Err(format!("User JWT claim {field:?} is not supported yet"));
+    }
+    let bearer = u.nats["bearer_token"].as_bool() == Some(true);
+    if bearer && acc.disallow_bearer {
+        return Err("Account does not allow bearer tokens".into());
+    }
+    if !juser::connection_type_allowed(&u, "STANDARD") {
+        return Err("Connection type not allowed".into());
+    }
+    if !bearer && !nonce_signed(&u.subject, c.nonce, c.sig) {
+        return Err(if c.sig.is_none() {
+            "Signature missing".into()
+        } else {
+            "Signature not verified".into()
+        });
+    }
+    if juser::revoked(&acc.claims, &u.subject, u.issued_at) {
+        return Err("User authentication revoked".into());
+    }
+    if !juser::src_allows(&u, c.host).map_err(|e| format!("User JWT no longer valid: {e}"))? {
+        let host = c.host.map(|h| h.to_string()).unwrap_or_default();
+        tracing::error!("Bad src Ip {host}");
+        return Err(format!("Bad src Ip {host}"));
+    }
+    // The user's own permissions, else the account's `default_permissions`.
+    let perms = perms_of(&u.nats).or_else(|| perms_of(&acc.claims.nats["default_permissions"]));
+    Ok(Identity {
+        user: u.subject.clone(),
+        account: name,
+        perms: perms.map(Arc::new),
+        expires: u.expires,
+        jwt_limits: Some(juser::own_limits(&u)),
+    })
+}
+
+/// The permissions of a JWT `{pub, sub, resp}` object (a user's `nats`, an account's
+/// `default_permissions`): `None` when it has no allow or deny list and no `resp`, as
+/// nats-server's `buildPermissionsFromJwt`.
+fn perms_of(v: &serde_json::Value) -> Option<CompiledPerms> {
+    let list = |p: &str, l: &str| -> Vec<String> {
+        v[p][l]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let side = |p: &str| {
+        let (allow, deny) = (list(p, "allow"), list(p, "deny"));
+        (!allow.is_empty() || !deny.is_empty()).then_some(SubjectPermission { allow, deny })
+    };
+    let p = Permissions {
+        publish: side("pub"),
+        subscribe: side("sub"),
+    };
+    let resp = super::responses::ResponsePerm::from_jwt(&v["resp"]);
+    if p.publish.is_none() && p.subscribe.is_none() && resp.is_none() {
+        return None;
+    }
+    let c = CompiledPerms::new(&p);
+    Some(match resp {
+        Some(r) => c.with_responses(r),
+        None => c,
+    })
+}

@@ -1,0 +1,163 @@
+//! The `leafnodes {}` block: listener, authorization, TLS and remotes (with their TLS).
+//! Compression, credentials and the rest of nats-server's leafnode keys are refused by name.
+
+use super::{
+    array, boolean, host_port, integer, map, options, port, refuse, seconds, string, strings,
+    tls_block_for, ConfigError, Map, Pos, Value,
+};
+use crate::config::leaf::{LeafOpts, LeafUser, RemoteLeafOpts};
+
+const DEFAULT_LEAF_PORT: u16 = 7422;
+
+/// Leafnode keys natsd knows of but does not build yet, with what to say.
+fn leaf_not_yet(key: &str) -> Option<&'static str> {
+    Some(match key {
+        "compression" => "leafnode compression",
+        "min_version" | "minimum_version" => "leafnode min_version",
+        "creds" | "credentials" | "nkey" | "seed" => "leafnode credentials (JWT/nkey auth)",
+        "deny_imports" | "deny_import" | "deny_exports" | "deny_export" => "leafnode permissions",
+        "ws_compress"
+        | "ws_compression"
+        | "websocket_compress"
+        | "websocket_compression"
+        | "ws_no_masking"
+        | "websocket_no_masking" => "WebSocket leafnode remotes",
+        "hub" => "hub-role remotes",
+        "isolate_leafnode_interest" | "isolate" | "request_isolation" => {
+            "leafnode interest isolation"
+        }
+        "jetstream_cluster_migrate" | "js_cluster_migrate" => "JetStream across leafnodes",
+        "proxy" | "proxy_required" => "leafnode proxies",
+        "dial_timeout"
+        | "first_info_timeout"
+        | "write_deadline"
+        | "write_timeout"
+        | "no_randomize"
+        | "dont_randomize"
+        | "disabled"
+        | "ignore_discovered_servers" => "this leafnode option",
+        _ => return None,
+    })
+}
+
+fn refuse_leaf(e: &super::Entry, key: &str) -> ConfigError {
+    match leaf_not_yet(key) {
+        Some(what) => super::not_supported(key, &e.key_pos, what),
+        None => refuse(e, key),
+    }
+}
+
+pub(super) fn leafnodes(m: &Map) -> Result<LeafOpts, ConfigError> {
+    let mut l = LeafOpts::default();
+    for (key, e) in options(m) {
+        let v = &e.value;
+        let k = key.as_str();
+        match k {
+            "listen" => {
+                let (host, p) = host_port(k, v, DEFAULT_LEAF_PORT)?;
+                if let Some(h) = host {
+                    l.host = h;
+                }
+                l.port = Some(p);
+            }
+            "host" | "net" => l.host = string(k, v)?,
+            "port" => l.port = Some(port(k, integer(k, v)?, DEFAULT_LEAF_PORT, &v.pos)?),
+            "advertise" | "leafnode_advertise" => l.advertise = Some(string(k, v)?),
+            "no_advertise" => l.no_advertise = boolean(k, v)?,
+            "reconnect" | "reconnect_delay" | "reconnect_interval" => {
+                l.reconnect = Some(seconds(k, v)?)
+            }
+            "authorization" => authorization(map(k, v)?, &mut l)?,
+            "tls" => l.tls = Some(tls_block_for(e, false, true)?),
+            "remotes" => {
+                for item in array(k, v)? {
+                    l.remotes.push(remote(map(k, item)?, &item.pos)?);
+                }
+            }
+            _ => return Err(refuse_leaf(e, k)),
+        }
+    }
+    Ok(l)
+}
+
+fn authorization(m: &Map, l: &mut LeafOpts) -> Result<(), ConfigError> {
+    for (ak, ae) in options(m) {
+        let av = &ae.value;
+        let ak = ak.as_str();
+        match ak {
+            "user" | "username" => l.username = Some(string(ak, av)?),
+            "pass" | "password" => l.password = Some(string(ak, av)?),
+            "token" => l.token = Some(string(ak, av)?),
+            "timeout" => l.auth_timeout = seconds(ak, av)?,
+            "account" => l.account = Some(string(ak, av)?),
+            "users" => {
+                for u in array(ak, av)? {
+                    l.users.push(user(map(ak, u)?, &u.pos)?);
+                }
+            }
+            _ => return Err(refuse_leaf(ae, ak)),
+        }
+    }
+    Ok(())
+}
+
+fn user(m: &Map, at: &Pos) -> Result<LeafUser, ConfigError> {
+    let mut u = LeafUser {
+        user: String::new(),
+        password: String::new(),
+        account: None,
+    };
+    for (k, e) in options(m) {
+        let v: &Value = &e.value;
+        match k.as_str() {
+            "user" | "username" => u.user = string(&k, v)?,
+            "pass" | "password" => u.password = string(&k, v)?,
+            "account" => u.account = Some(string(&k, v)?),
+            other => return Err(refuse_leaf(e, other)),
+        }
+    }
+    if u.user.is_empty() {
+        return Err(ConfigError::at(at, "leafnode user has no name"));
+    }
+    Ok(u)
+}
+
+fn remote(m: &Map, at: &Pos) -> Result<RemoteLeafOpts, ConfigError> {
+    let mut r = RemoteLeafOpts::default();
+    for (key, e) in options(m) {
+        let v = &e.value;
+        let k = key.as_str();
+        match k {
+            "url" | "urls" => {
+                for u in strings(k, v)? {
+                    crate::leaf::RemoteUrl::parse(&u).map_err(|e| {
+                        ConfigError::at(&v.pos, format!("invalid value for {k:?}: {e}"))
+                    })?;
+                    r.urls.push(u);
+                }
+            }
+            "account" | "local" => r.account = Some(string(k, v)?),
+            "username" => r.username = Some(string(k, v)?),
+            "password" => r.password = Some(string(k, v)?),
+            "tls" => {
+                let t = tls_block_for(e, false, true)?;
+                // Dialling needs a CA to verify the hub against (or `insecure`).
+                crate::tls::client_config(&t).map_err(|m| ConfigError::at(&e.key_pos, m))?;
+                r.tls = Some(t);
+            }
+            _ => return Err(refuse_leaf(e, k)),
+        }
+    }
+    if r.urls.is_empty() {
+        return Err(ConfigError::at(at, "leafnode remote has no URL"));
+    }
+    let tls_url = |u: &String| crate::leaf::RemoteUrl::parse(u).is_ok_and(|u| u.tls);
+    if r.tls.is_none() && r.urls.iter().any(tls_url) {
+        return Err(ConfigError::at(
+            at,
+            "leafnode remote with a tls:// URL needs a tls {} block (natsd does not use the \
+             system's CA store)",
+        ));
+    }
+    Ok(r)
+}

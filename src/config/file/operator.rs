@@ -1,0 +1,191 @@
+//! Operator (JWT) mode in a config file: `operator` (a JWT file, or an inline JWT; one or
+//! several), `resolver: MEMORY` and `resolver_preload { <account key>: <account JWT> }`,
+//! with nats-server's texts. Once the whole file is read, `settle` checks them together and
+//! makes the preloaded accounts real accounts (named by public key, with their JWT limits,
+//! exports and imports: `operator_links.rs`).
+//! What natsd does not build yet (other resolvers, account claims it cannot apply) is
+//! refused by name.
+
+use super::*;
+use crate::config::{AccountLimits, OperatorMode};
+use crate::jwt::{self, Kind as JwtKind};
+
+/// Handle an operator-mode key; false when `k` is not one.
+pub(super) fn key(k: &str, e: &Entry, opts: &mut Options) -> Result<bool, ConfigError> {
+    let v = &e.value;
+    match k {
+        "operator" | "operators" | "roots" | "root" | "root_operators" | "root_operator" => {
+            let mut list = Vec::new();
+            for name in strings(k, v)? {
+                let token = operator_jwt(&name).map_err(|m| {
+                    ConfigError::at(&e.key_pos, format!("error parsing operator JWT: {m}"))
+                })?;
+                list.push(token);
+            }
+            mode(opts).operators.extend(list);
+        }
+        "resolver" | "account_resolver" | "accounts_resolver" => match &v.kind {
+            Kind::String(s)
+                if matches!(s.trim().to_ascii_uppercase().as_str(), "MEM" | "MEMORY") =>
+            {
+                mode(opts).memory_resolver = true;
+            }
+            _ => {
+                return Err(not_supported(
+                    &e.key,
+                    &e.key_pos,
+                    "the URL and NATS-based (full, cache) account resolvers",
+                ))
+            }
+        },
+        "resolver_preload" => {
+            let Kind::Map(m) = &v.kind else {
+                return Err(ConfigError::at(
+                    &e.key_pos,
+                    "preload should be a map of account_public_key:account_jwt",
+                ));
+            };
+            let mut preload = Vec::new();
+            for (_, pe) in options(m) {
+                let Kind::String(token) = &pe.value.kind else {
+                    return Err(ConfigError::at(
+                        &pe.key_pos,
+                        "preload map value should be a string JWT",
+                    ));
+                };
+                if jwt::decode(token, JwtKind::Account).is_err() {
+                    return Err(ConfigError::at(&pe.key_pos, "invalid account JWT"));
+                }
+                // Keys keep their case (account keys are upper case).
+                preload.push((pe.key.clone(), token.clone()));
+            }
+            mode(opts).preload.extend(preload);
+        }
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+fn mode(opts: &mut Options) -> &mut OperatorMode {
+    opts.operator.get_or_insert_with(OperatorMode::default)
+}
+
+/// nats-server's `readOperatorJWT`: a file holding the (possibly decorated) JWT, or the JWT
+/// itself when no such file exists and the text starts as a JWT does.
+fn operator_jwt(name: &str) -> Result<String, String> {
+    let text = match std::fs::read_to_string(name) {
+        Ok(t) => t,
+        Err(_) if name.starts_with("eyJ") => name.to_string(),
+        Err(e) => return Err(format!("open {name}: {e}")),
+    };
+    let token = jwt::undecorate(&text);
+    jwt::decode(&token, JwtKind::Operator)?;
+    Ok(token)
+}
+
+/// After the whole file: nats-server's operator-mode checks and texts, then each preloaded
+/// account becomes an account with its JWT's limits.
+pub(super) fn settle(opts: &mut Options) -> Result<(), ConfigError> {
+    let Some(op) = opts.operator.clone() else {
+        return Ok(());
+    };
+    let whole = |m: String| ConfigError::at(&Pos::default(), m);
+    if op.operators.is_empty() {
+        return Err(not_supported(
+            "resolver",
+            &Pos::default(),
+            "an account resolver without an operator (trusted keys)",
+        ));
+    }
+    if !op.memory_resolver {
+        return Err(whole(
+            "operators require an account resolver to be configured".into(),
+        ));
+    }
+    if !opts.accounts.is_empty() {
+        return Err(whole(
+            "operators do not allow Accounts to be configured directly".into(),
+        ));
+    }
+    if !opts.users.is_empty() || !opts.nkeys.is_empty() {
+        return Err(whole(
+            "operators do not allow users to be configured directly".into(),
+        ));
+    }
+    let claims: Vec<jwt::Claims> = op
+        .operators
+        .iter()
+        .filter_map(|t| jwt::decode(t, JwtKind::Operator).ok())
+        .collect();
+    let sys: Vec<&str> = claims.iter().map(|c| c.str("system_account")).collect();
+    if opts.system_account == crate::account::SYSTEM_ACCOUNT {
+        // Not set in the file: the first operator's, as nats-server.
+        if let Some(s) = sys.first().filter(|s| !s.is_empty()) {
+            opts.system_account = s.to_string();
+        }
+    } else if sys.iter().any(|s| !s.is_empty()) && !sys.contains(&opts.system_account.as_str()) {
+        return Err(whole(
+            "system_account in config and operator JWT must be identical".into(),
+        ));
+    }
+    let mut claims = Vec::new();
+    for (key, token) in &op.preload {
+        let c = jwt::decode(token, JwtKind::Account)
+            .map_err(|_| whole("invalid account JWT".into()))?;
+        if &c.subject != key {
+            return Err(whole(format!(
+                "resolver_preload: the JWT under {key:?} is account {:?}",
+                c.subject
+            )));
+        }
+        if let Some(why) = c.import_issues() {
+            // nats-server starts, but the account cannot be used.
+            tracing::warn!("Account [{key}] has validation issues: {why}");
+            continue;
+        }
+        if let Some(field) = c.unsupported().first() {
+            return Err(not_supported(
+                &format!("{field} (account {key})"),
+                &Pos::default(),
+                "this account JWT claim",
+            ));
+        }
+        if let Some(field) = [
+            "data",
+            "mem_storage",
+            "disk_storage",
+            "streams",
+            "consumer",
+            "imports",
+            "exports",
+        ]
+        .into_iter()
+        .find(|f| {
+            c.limit(f)
+                .is_some_and(|n| n > 0 || matches!(*f, "data" | "imports" | "exports"))
+        }) {
+            return Err(not_supported(
+                &format!("limits.{field} (account {key})"),
+                &Pos::default(),
+                "this account JWT limit",
+            ));
+        }
+        let n = |f: &str| c.limit(f).unwrap_or(-1);
+        opts.account_limits.insert(
+            key.clone(),
+            AccountLimits {
+                max_connections: n("conn"),
+                max_subscriptions: n("subs"),
+                max_payload: n("payload"),
+                max_leafnodes: n("leaf"),
+            },
+        );
+        opts.accounts.push(key.clone());
+        claims.push((key.clone(), c));
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    opts.links = super::operator_links::links(&claims, now)?;
+    Ok(())
+}

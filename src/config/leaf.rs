@@ -1,0 +1,73 @@
+//! Leafnode options: `leafnodes { host, port, advertise, no_advertise, authorization { … },
+//! remotes [ … ] }`, as nats-server reads them (the subset natsd builds; the rest is refused
+//! by the config file loader).
+
+use std::time::Duration;
+
+/// The `leafnodes {}` block.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LeafOpts {
+    pub host: String,
+    /// Leafnode port; 0 picks a free one. `None`: no listener (remotes only).
+    pub port: Option<u16>,
+    /// `host:port` leaves should dial to reach this one (INFO `leafnode_urls`).
+    pub advertise: Option<String>,
+    pub no_advertise: bool,
+    pub username: Option<String>,
+    pub password: Option<String>,
+    pub token: Option<String>,
+    /// The account a leaf authenticated by the single user/token (or by nothing) binds to.
+    pub account: Option<String>,
+    /// `authorization { users [ { user, password, account } ] }`.
+    pub users: Vec<LeafUser>,
+    pub auth_timeout: Duration,
+    /// `tls {}` on the listener: the INFO says `tls_required` and the leaf upgrades after it
+    /// (or, with `handshake_first`, before any INFO).
+    pub tls: Option<crate::tls::TlsOpts>,
+    /// Delay between attempts to reach a remote (`reconnect`; default 1 s).
+    pub reconnect: Option<Duration>,
+    pub remotes: Vec<RemoteLeafOpts>,
+}
+
+impl Default for LeafOpts {
+    fn default() -> Self {
+        LeafOpts {
+            host: "0.0.0.0".into(),
+            port: None,
+            advertise: None,
+            no_advertise: false,
+            username: None,
+            password: None,
+            token: None,
+            account: None,
+            users: Vec::new(),
+            auth_timeout: super::DEFAULT_AUTH_TIMEOUT,
+            tls: None,
+            reconnect: None,
+            remotes: Vec::new(),
+        }
+    }
+}
+
+/// One user of `leafnodes { authorization { users [ … ] } }`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LeafUser {
+    pub user: String,
+    pub password: String,
+    /// The account its leaf connection binds to (`$G` when unset).
+    pub account: Option<String>,
+}
+
+/// One of `leafnodes { remotes [ … ] }`: a hub this server dials as a leaf.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RemoteLeafOpts {
+    /// `nats-leaf://`/`nats://` URLs, tried in turn (user/password or token in the URL).
+    pub urls: Vec<String>,
+    /// The local account the connection binds to (`$G` when unset).
+    pub account: Option<String>,
+    /// Credentials of the block (the URL's win, as nats-server).
+    pub username: Option<String>,
+    pub password: Option<String>,
+    /// `tls {}`: upgrade after the hub's INFO (or first, with `handshake_first`).
+    pub tls: Option<crate::tls::TlsOpts>,
+}

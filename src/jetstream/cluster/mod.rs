@@ -1,0 +1,334 @@
+//! Clustered JetStream: the JetStream nodes of a cluster form one meta group (which streams
+//! exist, on which nodes) and one Raft group per stream (its messages), on `crate::raft`
+//! over the routes. Every JetStream node gets every `$JS.API` request (each subscribes);
+//! [`JsCluster::intercept`] decides which one answers: the meta leader for what changes or
+//! lists the streams of an account, the stream's leader for everything about one stream.
+//!
+//! - Discovery (`hello.rs`): nodes announce themselves on `$NATSD.JS.HELLO` in the system
+//!   account; the first meta group is bootstrapped by the lowest node id once the set of
+//!   nodes has been stable for a while; later nodes are added by the meta leader.
+//! - Streams (`replicas.rs`): a meta assignment names the stream's peers; each peer creates
+//!   its copy and opens the stream's group; the leader subscribes to the stream's subjects,
+//!   batches the publishes into log entries (`entry.rs`) and acks each once its entry is
+//!   committed and applied (a quorum has it).
+//!
+//! docs/architecture.md ("Clustered JetStream") has the design and what is not built yet.
+
+pub mod entry;
+mod hello;
+pub mod meta;
+mod replicas;
+mod requests;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use super::engine::Engine;
+use super::{Event, EventKind, JetStream};
+use crate::raft::{Group, NatsTransport, NodeId};
+use crate::server::ServerShared;
+use meta::MetaState;
+
+/// The meta group's name.
+const META_GROUP: &str = "_meta_";
+/// Publishes waiting for a stream's proposer, in bytes, at most (more are dropped: the
+/// publisher gets no ack and retries).
+const MAX_QUEUED: usize = 64 << 20;
+
+/// A node's id in every group: a hash of its server name (unique in a JetStream cluster,
+/// stable across restarts), kept below 2^53 so JSON readers keep it exact.
+pub fn node_id(server_name: &str) -> NodeId {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in server_name.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    (h & ((1 << 53) - 1)).max(1)
+}
+
+/// Whether a member leads its group with a majority behind it: the leader role and a
+/// majority's acknowledgement in this leadership, lately (5 s: well past an election
+/// timeout, and past the heartbeats a loaded machine delays). A restarted node may come
+/// back as the leader of a term the others have left; it must not answer (its copy is
+/// not rebuilt yet) until a majority follows it.
+pub(crate) fn leads(m: &crate::raft::GroupMetrics) -> bool {
+    m.role == crate::raft::Role::Leader
+        && (m.voters.len() <= 1 || m.millis_since_quorum_ack.is_some_and(|t| t < 5000))
+}
+
+fn group_leads(g: &Group) -> bool {
+    leads(&g.metrics())
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// What the async start brings: the transport and the meta group.
+struct Ready {
+    transport: Arc<NatsTransport>,
+    meta: Group,
+}
+
+/// Work for a stream's proposer (its leader).
+enum Item {
+    Msg(entry::PubMsg),
+    Api {
+        subject: String,
+        reply: String,
+        payload: bytes::Bytes,
+    },
+}
+
+/// This node's copy of one replicated stream.
+struct Replica {
+    sa: meta::StreamAssignment,
+    group: Group,
+    tx: mpsc::UnboundedSender<Item>,
+    /// The creation's answer, until the group's first leader is known.
+    answer: Option<String>,
+}
+
+pub struct JsCluster {
+    srv: Weak<ServerShared>,
+    js: Weak<JetStream>,
+    pub me: NodeId,
+    pub name: String,
+    pub cluster_name: String,
+    /// `<store_dir>/natsd-cluster`: `raft/<group>` and `streams/<group>`.
+    base: PathBuf,
+    ready: OnceLock<Ready>,
+    pub meta_state: Arc<Mutex<MetaState>>,
+    /// Nodes heard from on `$NATSD.JS.HELLO`.
+    peers: Mutex<BTreeMap<NodeId, hello::Peer>>,
+    settle: Mutex<hello::Settle>,
+    replicas: Mutex<BTreeMap<(String, String), Replica>>,
+    /// Bytes waiting in the proposers' queues.
+    queued: Arc<AtomicUsize>,
+    /// Names this process as the proposer of stream log entries: random at every start, so
+    /// entries replayed after a restart (proposed by an earlier run) are applied without
+    /// answering anyone again — their reply subjects may belong to other requests by now.
+    pub session: u64,
+    /// Unix nanos this process's clustered JetStream started: creations assigned before
+    /// that (replayed from the meta log) are not answered again.
+    started: i64,
+    /// nats-server's JetStream runs in this cluster: answer nothing (hello.rs).
+    standby: std::sync::atomic::AtomicBool,
+    /// A meta leader has been known since the start (`meta_health`).
+    meta_seen: AtomicBool,
+}
+
+impl JsCluster {
+    /// Starts clustered JetStream for `js` when the server has a cluster; the groups open
+    /// in a task, and until then no request is answered.
+    pub fn start(srv: &Arc<ServerShared>, js: &Arc<JetStream>) -> Option<Arc<JsCluster>> {
+        let copts = srv.opts.cluster.as_ref()?;
+        let base = js
+            .config
+            .store_dir
+            .parent()
+            .unwrap_or(&js.config.store_dir)
+            .join("natsd-cluster");
+        let c = Arc::new(JsCluster {
+            srv: Arc::downgrade(srv),
+            js: Arc::downgrade(js),
+            me: node_id(&srv.name),
+            name: srv.name.clone(),
+            cluster_name: copts.name.clone().unwrap_or_default(),
+            base,
+            ready: OnceLock::new(),
+            meta_state: Arc::new(Mutex::new(MetaState::default())),
+            peers: Mutex::new(BTreeMap::new()),
+            settle: Mutex::new(hello::Settle::default()),
+            replicas: Mutex::new(BTreeMap::new()),
+            queued: Arc::new(AtomicUsize::new(0)),
+            standby: std::sync::atomic::AtomicBool::new(false),
+            session: rand::random::<u64>() | 1,
+            started: super::types::now_nanos(),
+            meta_seen: AtomicBool::new(false),
+        });
+        let (tx, rx) = mpsc::unbounded_channel();
+        let task = c.clone();
+        srv.tasks.spawn(async move {
+            if let Err(e) = task.open(tx).await {
+                tracing::error!("JetStream cluster could not start: {e}");
+                return;
+            }
+            task.run(rx).await;
+        });
+        tracing::info!(
+            "JetStream cluster: node {} ({}) in cluster {:?}",
+            c.name,
+            c.me,
+            c.cluster_name
+        );
+        Some(c)
+    }
+
+    fn raft_dir(&self, group: &str) -> PathBuf {
+        self.base.join("raft").join(group)
+    }
+
+    async fn open(self: &Arc<Self>, changed: mpsc::UnboundedSender<()>) -> Result<(), String> {
+        let srv = self.srv.upgrade().ok_or("server gone")?;
+        let transport = NatsTransport::start(&srv, self.me)?;
+        let cfg = crate::raft::GroupConfig::new(META_GROUP, self.me, self.raft_dir(META_GROUP));
+        let sm = meta::MetaSm {
+            state: self.meta_state.clone(),
+            changed,
+        };
+        let meta = Group::open(cfg, Box::new(sm), transport.clone())
+            .await
+            .map_err(|e| e.to_string())?;
+        transport.register(&meta);
+        hello::subscribe(self, &srv)?;
+        let _ = self.ready.set(Ready { transport, meta });
+        Ok(())
+    }
+
+    /// The loops: hello and bootstrap, reconcile on meta changes, the replicas' tick.
+    async fn run(self: Arc<Self>, mut changed: mpsc::UnboundedReceiver<()>) {
+        let Some(srv) = self.srv.upgrade() else {
+            return;
+        };
+        let stop = srv.shutdown_signal();
+        let mut hello = tokio::time::interval(hello::EVERY);
+        let mut tick = tokio::time::interval(Duration::from_millis(100));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        hello.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tokio::pin!(stop);
+        loop {
+            tokio::select! {
+                _ = &mut stop => break,
+                _ = hello.tick() => self.hello_round().await,
+                _ = tick.tick() => {
+                    self.meta_health();
+                    self.tick();
+                }
+                c = changed.recv() => {
+                    if c.is_none() {
+                        break;
+                    }
+                    while changed.try_recv().is_ok() {}
+                    self.reconcile().await;
+                }
+            }
+        }
+        self.shutdown().await;
+    }
+
+    fn meta(&self) -> Option<&Group> {
+        self.ready.get().map(|r| &r.meta)
+    }
+
+    /// nats-server's JetStream runs in this cluster and this node's stands by (hello.rs).
+    pub fn is_standby(&self) -> bool {
+        self.standby.load(Relaxed)
+    }
+
+    pub fn is_meta_leader(&self) -> bool {
+        self.meta().is_some_and(group_leads)
+    }
+
+    /// What `/healthz` says of the meta group (nats-server 2.15.1's words): `None` when this
+    /// node knows its leader (itself or another); before it ever has, "still recovering" (as
+    /// a fresh nats-server node answers); after, "not established contact".
+    pub fn meta_health(&self) -> Option<&'static str> {
+        if self.meta().is_some_and(|m| m.leader().is_some()) {
+            self.meta_seen.store(true, Relaxed);
+            None
+        } else if self.meta_seen.load(Relaxed) {
+            Some("JetStream has not established contact with a meta leader")
+        } else {
+            Some("JetStream is still recovering meta layer")
+        }
+    }
+
+    /// The nodes heard from lately: (id, server name).
+    pub fn live_peers(&self) -> Vec<(NodeId, String)> {
+        let now = tokio::time::Instant::now();
+        lock(&self.peers)
+            .iter()
+            .filter(|(_, p)| now.duration_since(p.seen) < hello::GONE)
+            .map(|(id, p)| (*id, p.name.clone()))
+            .collect()
+    }
+
+    /// The server name of node `id`, as far as this node knows.
+    pub fn name_of(&self, id: NodeId) -> String {
+        if id == self.me {
+            return self.name.clone();
+        }
+        lock(&self.peers)
+            .get(&id)
+            .map(|p| p.name.clone())
+            .unwrap_or_default()
+    }
+
+    /// `true` when the event was taken care of here (forwarded, answered, or not ours to
+    /// answer); `false` lets the engine handle it as on a single server.
+    pub fn intercept(&self, engine: &mut Engine, srv: &Arc<ServerShared>, ev: &mut Event) -> bool {
+        if self.ready.get().is_none() || self.standby.load(Relaxed) {
+            return true;
+        }
+        match ev.kind.clone() {
+            EventKind::Publish(stream) => self.forward_publish(engine, ev, &stream),
+            EventKind::Api => self.api(engine, srv, ev),
+            EventKind::NotEnabled => !self.is_meta_leader(),
+            EventKind::Ack | EventKind::FlowControl | EventKind::Template(_) => false,
+        }
+    }
+
+    /// A client's publish into a replicated stream: the leader queues it for its
+    /// proposer; anyone else drops it (only the leader subscribes, but a subscription can
+    /// outlive the leadership by a moment).
+    fn forward_publish(&self, engine: &Engine, ev: &mut Event, stream: &str) -> bool {
+        // The tick's view of the leadership (`Engine::set_replica`, every 100 ms): reading
+        // the group's metrics here would clone them for every message.
+        let leads = match engine
+            .accounts
+            .get(&*ev.acc)
+            .and_then(|ja| ja.streams.get(stream))
+            .map(|st| st.replica.as_ref().map(|r| r.leader))
+        {
+            Some(Some(leads)) => leads,
+            _ => return false,
+        };
+        if !leads {
+            return true;
+        }
+        let key = (ev.acc.to_string(), stream.to_string());
+        let reps = lock(&self.replicas);
+        let Some(r) = reps.get(&key) else {
+            return true;
+        };
+        let size = ev.size();
+        if self.queued.fetch_add(size, Relaxed) > MAX_QUEUED {
+            self.queued.fetch_sub(size, Relaxed);
+            tracing::warn!("JetStream: stream {stream:?} proposals backed up, publish dropped");
+            return true;
+        }
+        let m = super::engine::replica::pub_msg(ev);
+        if r.tx.send(Item::Msg(m)).is_err() {
+            self.queued.fetch_sub(size, Relaxed);
+        }
+        true
+    }
+
+    /// Every replicated stream of this node and the meta group stop.
+    async fn shutdown(&self) {
+        let reps = std::mem::take(&mut *lock(&self.replicas));
+        for (_, r) in reps {
+            r.group.shutdown().await;
+        }
+        if let Some(r) = self.ready.get() {
+            r.meta.shutdown().await;
+            r.transport.stop();
+        }
+    }
+}

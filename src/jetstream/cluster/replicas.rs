@@ -1,0 +1,352 @@
+//! This node's copies of replicated streams: opened and closed to match the meta
+//! assignments (`reconcile`), fed by their groups' logs (`StreamSm`), led by whichever
+//! member its group elects (`tick`), written to through one proposer task per stream.
+
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Weak};
+
+use tokio::sync::mpsc;
+
+use super::entry::{Entry, PubMsg};
+use super::meta::StreamAssignment;
+use super::{lock, Item, JsCluster, Replica};
+use crate::jetstream::consumer::Cx;
+use crate::jetstream::types::now_nanos;
+use crate::jetstream::JetStream;
+use crate::raft::{Group, GroupConfig, GroupMetrics, NodeId, Role, StateMachine};
+use crate::server::ServerShared;
+
+/// A proposal carries at most this many bytes of messages, or this many messages.
+const BATCH_BYTES: usize = 256 << 10;
+const BATCH_MSGS: usize = 1024;
+/// A creation older than this is not answered again when its assignment is replayed.
+const ANSWER_WITHIN_NS: i64 = 30_000_000_000;
+
+/// A stream group's state machine: the engine's copy of the stream.
+struct StreamSm {
+    js: Weak<JetStream>,
+    srv: Weak<ServerShared>,
+    account: String,
+    stream: String,
+    /// This process's proposer token ([`JsCluster::session`]).
+    session: u64,
+}
+
+impl StateMachine for StreamSm {
+    fn apply(&mut self, index: u64, data: &[u8]) -> Vec<u8> {
+        let entry = match Entry::decode(data) {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::error!("JetStream: stream {:?} log entry {index}: {e}", self.stream);
+                return Vec::new();
+            }
+        };
+        if let (Some(js), Some(srv)) = (self.js.upgrade(), self.srv.upgrade()) {
+            let mine = match &entry {
+                Entry::Msgs { proposer, .. } | Entry::Api { proposer, .. } => {
+                    *proposer == self.session
+                }
+            };
+            js.engine()
+                .apply_replicated(&srv, &self.account, &self.stream, entry, mine);
+        }
+        Vec::new()
+    }
+
+    fn snapshot(&self) -> Vec<u8> {
+        self.js.upgrade().map_or_else(Vec::new, |js| {
+            js.engine().replica_snapshot(&self.account, &self.stream)
+        })
+    }
+
+    fn restore(&mut self, snapshot: &[u8]) -> Result<(), String> {
+        let js = self.js.upgrade().ok_or("JetStream stopped")?;
+        let r = js
+            .engine()
+            .replica_restore(&self.account, &self.stream, snapshot);
+        r
+    }
+}
+
+/// A replica's group as the tick sees it: (account, stream, metrics, assignment).
+type View = (String, String, GroupMetrics, StreamAssignment);
+
+impl JsCluster {
+    /// Opens the copies this node should hold and closes those it should not.
+    pub(super) async fn reconcile(self: &Arc<Self>) {
+        let want: Vec<StreamAssignment> = lock(&self.meta_state)
+            .streams
+            .values()
+            .flat_map(|m| m.values())
+            .filter(|sa| sa.peers.iter().any(|p| p.0 == self.me))
+            .cloned()
+            .collect();
+        let have: Vec<(String, String, String)> = lock(&self.replicas)
+            .iter()
+            .map(|(k, r)| (k.0.clone(), k.1.clone(), r.sa.group.clone()))
+            .collect();
+        for (acc, name, group) in &have {
+            if !want
+                .iter()
+                .any(|sa| &sa.account == acc && &sa.name == name && &sa.group == group)
+            {
+                self.close_replica(acc, name).await;
+            }
+        }
+        for sa in want {
+            let key = (sa.account.clone(), sa.name.clone());
+            if lock(&self.replicas).contains_key(&key) {
+                continue;
+            }
+            if let Err(e) = self.open_replica(sa).await {
+                tracing::error!("JetStream: {e}");
+            }
+        }
+    }
+
+    async fn open_replica(self: &Arc<Self>, sa: StreamAssignment) -> Result<(), String> {
+        let (Some(js), Some(srv), Some(ready)) =
+            (self.js.upgrade(), self.srv.upgrade(), self.ready.get())
+        else {
+            return Ok(());
+        };
+        let dir = self.base.join("streams").join(&sa.group);
+        js.engine().create_replica(&sa, &dir)?;
+        let mut cfg = GroupConfig::new(&sa.group, self.me, self.raft_dir(&sa.group));
+        // A snapshot is the whole stream (engine/replica.rs): not too often.
+        cfg.snapshot_every = 50_000;
+        let sm = StreamSm {
+            js: Arc::downgrade(&js),
+            srv: Arc::downgrade(&srv),
+            account: sa.account.clone(),
+            stream: sa.name.clone(),
+            session: self.session,
+        };
+        let group = Group::open(cfg, Box::new(sm), ready.transport.clone())
+            .await
+            .map_err(|e| format!("stream {:?} group: {e}", sa.name))?;
+        ready.transport.register(&group);
+        if let Err(e) = group.bootstrap(&sa.peers).await {
+            tracing::warn!("JetStream: stream {:?} group bootstrap: {e}", sa.name);
+        }
+        let (tx, rx) = mpsc::unbounded_channel();
+        srv.tasks.spawn(proposer(
+            group.clone(),
+            rx,
+            self.session,
+            self.queued.clone(),
+        ));
+        let fresh =
+            sa.created >= self.started && now_nanos().saturating_sub(sa.created) < ANSWER_WITHIN_NS;
+        let answer = (fresh && !sa.reply.is_empty()).then(|| sa.reply.clone());
+        let key = (sa.account.clone(), sa.name.clone());
+        lock(&self.replicas).insert(
+            key,
+            Replica {
+                sa,
+                group,
+                tx,
+                answer,
+            },
+        );
+        Ok(())
+    }
+
+    async fn close_replica(&self, account: &str, name: &str) {
+        let key = (account.to_string(), name.to_string());
+        let Some(r) = lock(&self.replicas).remove(&key) else {
+            return;
+        };
+        if let Some(ready) = self.ready.get() {
+            ready.transport.unregister(&r.sa.group);
+        }
+        r.group.shutdown().await;
+        crate::jetstream::persist::remove_dir(&self.raft_dir(&r.sa.group));
+        if let (Some(js), Some(srv)) = (self.js.upgrade(), self.srv.upgrade()) {
+            js.engine().drop_replica(&srv, account, name);
+        }
+        crate::jetstream::persist::remove_dir(&self.base.join("streams").join(&r.sa.group));
+    }
+
+    /// Leadership into the engine (the leader subscribes), STREAM INFO's `cluster`, and
+    /// the creation's answer from the first leader.
+    pub(super) fn tick(&self) {
+        let (Some(js), Some(srv)) = (self.js.upgrade(), self.srv.upgrade()) else {
+            return;
+        };
+        let views: Vec<View> = lock(&self.replicas)
+            .iter()
+            .map(|(k, r)| (k.0.clone(), k.1.clone(), r.group.metrics(), r.sa.clone()))
+            .collect();
+        let mut answers = Vec::new();
+        {
+            let mut e = js.engine();
+            for (acc, name, m, sa) in &views {
+                let leader = super::leads(m);
+                let json = self.cluster_json(m, sa);
+                e.set_replica(&srv, acc, name, leader, json);
+                if m.leader.is_some() {
+                    let mut reps = lock(&self.replicas);
+                    let Some(r) = reps.get_mut(&(acc.clone(), name.clone())) else {
+                        continue;
+                    };
+                    // Another member leads: it answers. This one answers once it knows
+                    // every replica (the answer names them).
+                    if m.leader != Some(self.me) {
+                        r.answer = None;
+                    }
+                    let known = m.replicas.len() + 1 >= sa.peers.len();
+                    if let Some(reply) = r.answer.take_if(|_| leader && known) {
+                        if let Some((a, body)) = e.replica_created(acc, name) {
+                            answers.push((a, reply, body));
+                        }
+                    }
+                }
+            }
+        }
+        for (acc, reply, body) in answers {
+            Cx::new(&srv, &acc).send(&reply, None, None, body.as_bytes());
+        }
+    }
+
+    /// `{"name","raft_group","leader","replicas":[{"name","current","active","lag"}]}` as
+    /// the leader sees its group (the others are never asked); `lag` only when behind, as
+    /// nats-server 2.15.1.
+    fn cluster_json(&self, m: &GroupMetrics, sa: &StreamAssignment) -> String {
+        let name = |id: NodeId| {
+            sa.peers
+                .iter()
+                .find(|p| p.0 == id)
+                .map(|p| p.1.clone())
+                .unwrap_or_else(|| self.name_of(id))
+        };
+        let mut o = crate::jetstream::types::Obj::new();
+        o.field("name", &self.cluster_name)
+            .field("raft_group", &sa.group);
+        if let Some(l) = m.leader {
+            o.field("leader", &name(l));
+        }
+        if m.role == Role::Leader {
+            let reps: Vec<serde_json::Value> = m
+                .replicas
+                .iter()
+                .map(|r| {
+                    let mut v = serde_json::json!({
+                        "name": name(r.id),
+                        "current": r.lag == 0,
+                        "active": 0,
+                    });
+                    if r.lag > 0 {
+                        v["lag"] = r.lag.into();
+                    }
+                    v
+                })
+                .collect();
+            o.field("replicas", &reps);
+        }
+        o.done()
+    }
+
+    /// Queues an API request that changes the stream (purge, message delete, update) for
+    /// its log; `false` when this node does not lead it.
+    pub(super) fn propose_api(
+        &self,
+        account: &str,
+        stream: &str,
+        ev: &crate::jetstream::Event,
+    ) -> bool {
+        let reps = lock(&self.replicas);
+        let Some(r) = reps
+            .get(&(account.to_string(), stream.to_string()))
+            .filter(|r| super::group_leads(&r.group))
+        else {
+            return false;
+        };
+        let _ = r.tx.send(Item::Api {
+            subject: ev.subject.clone(),
+            reply: ev.reply.clone().unwrap_or_default(),
+            payload: ev.payload.clone(),
+        });
+        true
+    }
+
+    /// The group of a stream this node holds.
+    pub(super) fn replica_group(&self, account: &str, stream: &str) -> Option<Group> {
+        lock(&self.replicas)
+            .get(&(account.to_string(), stream.to_string()))
+            .map(|r| r.group.clone())
+    }
+}
+
+/// Proposes a stream's writes in order: as many queued messages as fit in one entry, an
+/// API request alone. One proposal at a time; what queues meanwhile goes in the next one.
+/// Nothing is answered on a failed proposal: the publisher's ack times out and it retries
+/// (with `Nats-Msg-Id`, safely).
+async fn proposer(
+    group: Group,
+    mut rx: mpsc::UnboundedReceiver<Item>,
+    session: u64,
+    queued: Arc<AtomicUsize>,
+) {
+    let mut held: Option<Item> = None;
+    loop {
+        let first = match held.take() {
+            Some(i) => i,
+            None => match rx.recv().await {
+                Some(i) => i,
+                None => return,
+            },
+        };
+        let entry = match first {
+            Item::Api {
+                subject,
+                reply,
+                payload,
+            } => Entry::Api {
+                proposer: session,
+                ts: now_nanos(),
+                subject,
+                reply,
+                payload,
+            },
+            Item::Msg(m) => {
+                let mut size = m.encoded_len();
+                let mut msgs = vec![m];
+                while size < BATCH_BYTES && msgs.len() < BATCH_MSGS {
+                    match rx.try_recv() {
+                        Ok(Item::Msg(m)) => {
+                            size += m.encoded_len();
+                            msgs.push(m);
+                        }
+                        Ok(other) => {
+                            held = Some(other);
+                            break;
+                        }
+                        Err(_) => break,
+                    }
+                }
+                let bytes: usize = msgs.iter().map(queued_size).sum();
+                queued.fetch_sub(bytes.min(queued.load(Relaxed)), Relaxed);
+                Entry::Msgs {
+                    proposer: session,
+                    ts: now_nanos(),
+                    msgs,
+                }
+            }
+        };
+        if let Err(e) = group.propose(entry.encode()).await {
+            tracing::debug!(
+                "JetStream: stream group {}: proposal failed: {e}",
+                group.name()
+            );
+        }
+    }
+}
+
+/// What a queued message counted for (`Event::size` of the publish it came from).
+fn queued_size(m: &PubMsg) -> usize {
+    64 + m.subject.len()
+        + m.reply.len()
+        + m.header.as_ref().map_or(0, |h| h.len())
+        + m.payload.len()
+}

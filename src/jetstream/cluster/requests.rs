@@ -1,0 +1,450 @@
+//! Which node answers a `$JS.API` request in a JetStream cluster, and the requests only a
+//! cluster has: every node gets each request; exactly one answers.
+//!
+//! - The meta leader: account INFO, STREAM.NAMES/LIST, STREAM.CREATE (placed and proposed
+//!   to the meta group; the stream's first leader answers), STREAM.DELETE (answered once
+//!   committed), and anything about a stream that does not exist.
+//! - A stream's leader: everything else about it. PURGE, MSG.DELETE and UPDATE go through
+//!   the stream's log (every replica applies them; the leader answers); the rest (INFO,
+//!   MSG.GET, DIRECT.GET, consumers) is answered from its copy.
+
+use std::sync::Arc;
+
+use super::meta::{MetaEntry, StreamAssignment};
+use super::JsCluster;
+use crate::jetstream::consumer::Cx;
+use crate::jetstream::engine::{body, err_json, Engine};
+use crate::jetstream::stream;
+use crate::jetstream::types::{now_nanos, ApiError, Obj, Retention, StreamConfig};
+use crate::jetstream::Event;
+use crate::raft::NodeId;
+use crate::server::ServerShared;
+
+/// The stream a request is about, from its subject's tokens after `$JS.API.`.
+fn stream_of<'a>(t: &[&'a str]) -> Option<&'a str> {
+    match t {
+        ["STREAM", "MSG", _, s] => Some(s),
+        ["STREAM", "LEADER", "STEPDOWN", s] | ["STREAM", "PEER", "REMOVE", s] => Some(s),
+        ["STREAM", _, s] => Some(s),
+        ["CONSUMER", "DURABLE", "CREATE", s, ..] => Some(s),
+        ["CONSUMER", "MSG", "NEXT", s, ..] => Some(s),
+        ["CONSUMER", "LEADER", "STEPDOWN", s, ..] => Some(s),
+        ["CONSUMER", _, s, ..] => Some(s),
+        ["DIRECT", "GET", s, ..] => Some(s),
+        _ => None,
+    }
+}
+
+fn send(srv: &Arc<ServerShared>, account: &str, reply: &str, body: &str) {
+    if let Some(acc) = srv.accounts.get(account) {
+        Cx::new(srv, &acc).send(reply, None, None, body.as_bytes());
+    }
+}
+
+fn unavailable() -> ApiError {
+    ApiError::new(503, 10008, "JetStream system temporarily unavailable")
+}
+
+impl JsCluster {
+    /// See the module's text. `true`: handled here (or not ours).
+    pub(super) fn api(&self, engine: &mut Engine, srv: &Arc<ServerShared>, ev: &Event) -> bool {
+        let Some(rest) = ev.subject.strip_prefix("$JS.API.") else {
+            // `$JS.SNAPSHOT.…` chunks: snapshots are not served in a cluster yet.
+            return true;
+        };
+        let t: Vec<&str> = rest.split('.').collect();
+        let meta_leader = self.is_meta_leader();
+        let acc = &*ev.acc;
+        match t.as_slice() {
+            ["STREAM", "CREATE", s] => {
+                if meta_leader {
+                    self.create_stream(engine, srv, ev, s);
+                }
+                return true;
+            }
+            ["STREAM", "NAMES"] | ["STREAM", "LIST"] => {
+                if meta_leader {
+                    self.list_streams(engine, srv, ev, t[1] == "NAMES");
+                }
+                return true;
+            }
+            ["STREAM", "SNAPSHOT", _] | ["STREAM", "RESTORE", _] => {
+                if meta_leader {
+                    if let Some(reply) = &ev.reply {
+                        let ty = if t[1] == "SNAPSHOT" {
+                            "stream_snapshot_response"
+                        } else {
+                            "stream_restore_response"
+                        };
+                        let e = ApiError::new(
+                            501,
+                            10010,
+                            "stream snapshots and restores are not supported in a natsd JetStream cluster yet",
+                        );
+                        send(srv, acc, reply, &err_json(ty, &e, ""));
+                    }
+                }
+                return true;
+            }
+            _ => {}
+        }
+        let Some(s) = stream_of(&t) else {
+            // INFO, STREAM.NAMES, STREAM.LIST, account purge, templates: the meta leader.
+            return !meta_leader;
+        };
+        let assigned = crate::jetstream::cluster::lock(&self.meta_state)
+            .stream(acc, s)
+            .cloned();
+        let Some(sa) = assigned else {
+            // No such stream: the meta leader says so (its engine has no copy either).
+            return !meta_leader;
+        };
+        if let ["STREAM", "DELETE", _] = t.as_slice() {
+            if meta_leader {
+                self.delete_stream(srv, ev, &sa);
+            }
+            return true;
+        }
+        let Some(group) = self.replica_group(acc, s) else {
+            return true; // held elsewhere
+        };
+        match t.as_slice() {
+            _ if !super::group_leads(&group) => true,
+            ["STREAM", "LEADER", "STEPDOWN", _] => {
+                self.stepdown(srv, ev, group);
+                true
+            }
+            ["STREAM", "UPDATE", _] => {
+                if let Err(e) = check_update(&sa, &ev.payload) {
+                    if let Some(reply) = &ev.reply {
+                        send(srv, acc, reply, &err_json("stream_update_response", &e, ""));
+                    }
+                    return true;
+                }
+                self.propose_api(acc, s, ev);
+                true
+            }
+            ["STREAM", "PURGE", _] | ["STREAM", "MSG", "DELETE", _] => {
+                self.propose_api(acc, s, ev);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// STREAM.CREATE on the meta leader: nats-server's checks, placement, the proposal.
+    fn create_stream(&self, engine: &Engine, srv: &Arc<ServerShared>, ev: &Event, name: &str) {
+        const T: &str = "stream_create_response";
+        let Some(reply) = ev.reply.clone() else {
+            return;
+        };
+        let acc = ev.acc.to_string();
+        let fail = |e: ApiError| send(srv, &acc, &reply, &err_json(T, &e, ""));
+        if !engine.accounts.contains_key(&acc) {
+            return fail(ApiError::new(
+                503,
+                10039,
+                "JetStream not enabled for account",
+            ));
+        }
+        if ev.payload.iter().all(u8::is_ascii_whitespace) {
+            return fail(ApiError::invalid_json());
+        }
+        let mut cfg: StreamConfig = match body(&ev.payload) {
+            Ok(c) => c,
+            Err(e) => return fail(e),
+        };
+        if cfg.name != name {
+            return fail(ApiError::stream_mismatch());
+        }
+        let dw = crate::jetstream::engine::srv_js_limits(srv).duplicate_window;
+        stream::default_duplicates(&mut cfg, dw);
+        stream::apply_defaults(&mut cfg);
+        if let Err(e) = stream::check(&cfg, srv.opts.max_payload, true)
+            .and_then(|()| stream::check_duplicates(&cfg, dw))
+        {
+            return fail(e);
+        }
+        let replicas = cfg.num_replicas.max(1) as usize;
+        if replicas > 1 && cfg.retention != Retention::Limits {
+            return fail(ApiError::stream_config(
+                "replicated streams with interest or work queue retention are not supported by natsd yet",
+            ));
+        }
+        if cfg.mirror.is_some()
+            || cfg
+                .sources
+                .as_ref()
+                .and_then(|v| v.as_array())
+                .is_some_and(|a| !a.is_empty())
+        {
+            return fail(ApiError::stream_config(
+                "mirrors and sources are not supported in a natsd JetStream cluster yet",
+            ));
+        }
+        let config = match serde_json::to_value(&cfg) {
+            Ok(v) => v,
+            Err(e) => return fail(ApiError::new(500, 10049, e.to_string())),
+        };
+        {
+            let ms = crate::jetstream::cluster::lock(&self.meta_state);
+            if let Some(old) = ms.stream(&acc, name) {
+                if old.config == config {
+                    let mut o = Obj::typed(T);
+                    let st = engine
+                        .accounts
+                        .get(&acc)
+                        .and_then(|ja| ja.streams.get(name));
+                    match st {
+                        Some(st) => st.info_fields(&mut o, None),
+                        None => {
+                            o.raw("config", &config.to_string());
+                        }
+                    }
+                    send(srv, &acc, &reply, &o.done());
+                    return;
+                }
+                return fail(ApiError::new(
+                    400,
+                    10058,
+                    "stream name already in use with a different configuration",
+                ));
+            }
+            let overlap = ms.account_streams(&acc).any(|o| {
+                let subjects = |v: &serde_json::Value| -> Vec<String> {
+                    v.get("subjects")
+                        .and_then(|s| serde_json::from_value(s.clone()).ok())
+                        .unwrap_or_default()
+                };
+                subjects(&o.config).iter().any(|a| {
+                    cfg.subjects
+                        .iter()
+                        .any(|b| crate::subject::overlaps(a.as_bytes(), b.as_bytes()))
+                })
+            });
+            if overlap {
+                return fail(ApiError::new(
+                    400,
+                    10065,
+                    "subjects overlap with an existing stream",
+                ));
+            }
+        }
+        let peers = self.place(name, replicas);
+        if peers.len() < replicas {
+            return fail(ApiError::new(400, 10005, "no suitable peers for placement"));
+        }
+        let sa = StreamAssignment {
+            account: acc.clone(),
+            name: name.to_string(),
+            config,
+            peers,
+            group: group_name(name, replicas),
+            reply: reply.clone(),
+            created: now_nanos(),
+        };
+        let Some(meta) = self.meta().cloned() else {
+            return fail(unavailable());
+        };
+        let srv = srv.clone();
+        srv.tasks.spawn({
+            let srv = srv.clone();
+            async move {
+                let entry = serde_json::to_vec(&MetaEntry::StreamAdd(sa)).unwrap_or_default();
+                match meta.propose(entry).await {
+                    Ok(r) if r.first() == Some(&b'+') => {} // the stream's leader answers
+                    Ok(_) => send(
+                        &srv,
+                        &acc,
+                        &reply,
+                        &err_json(
+                            T,
+                            &ApiError::new(
+                                400,
+                                10058,
+                                "stream name already in use with a different configuration",
+                            ),
+                            "",
+                        ),
+                    ),
+                    Err(e) => {
+                        tracing::debug!("JetStream: stream create proposal: {e}");
+                        send(&srv, &acc, &reply, &err_json(T, &unavailable(), ""));
+                    }
+                }
+            }
+        });
+    }
+
+    /// STREAM.NAMES / STREAM.LIST on the meta leader, from the assignments (a stream this
+    /// node holds no copy of is listed with its configuration and an empty state).
+    fn list_streams(&self, engine: &Engine, srv: &Arc<ServerShared>, ev: &Event, names: bool) {
+        #[derive(serde::Deserialize, Default)]
+        struct ListReq {
+            #[serde(default)]
+            offset: usize,
+            #[serde(default)]
+            subject: Option<String>,
+        }
+        let t = if names {
+            "stream_names_response"
+        } else {
+            "stream_list_response"
+        };
+        let Some(reply) = ev.reply.as_deref() else {
+            return;
+        };
+        let acc = &*ev.acc;
+        let req: ListReq = match body(&ev.payload) {
+            Ok(r) => r,
+            Err(e) => return send(srv, acc, reply, &err_json(t, &e, "")),
+        };
+        let ms = crate::jetstream::cluster::lock(&self.meta_state);
+        let matching: Vec<&StreamAssignment> = ms
+            .account_streams(acc)
+            .filter(
+                |sa| match req.subject.as_deref().filter(|x| !x.is_empty()) {
+                    None => true,
+                    Some(f) => sa
+                        .config
+                        .get("subjects")
+                        .and_then(|v| v.as_array())
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|v| v.as_str())
+                        .any(|x| crate::subject::overlaps(x.as_bytes(), f.as_bytes())),
+                },
+            )
+            .collect();
+        let limit = if names { 1024 } else { 256 };
+        let page = matching.iter().skip(req.offset).take(limit);
+        let mut o = Obj::typed(t);
+        o.field("total", &matching.len())
+            .field("offset", &req.offset)
+            .field("limit", &limit);
+        if names {
+            let v: Vec<&str> = page.map(|sa| sa.name.as_str()).collect();
+            o.field("streams", &(!v.is_empty()).then_some(v));
+        } else {
+            let local = engine.accounts.get(acc);
+            let v: Vec<String> = page
+                .map(|sa| {
+                    let mut x = Obj::new();
+                    match local.and_then(|ja| ja.streams.get(&sa.name)) {
+                        Some(st) => st.info_fields(&mut x, None),
+                        None => {
+                            x.raw("config", &sa.config.to_string()).raw(
+                                "state",
+                                r#"{"messages":0,"bytes":0,"first_seq":0,"first_ts":"0001-01-01T00:00:00Z","last_seq":0,"last_ts":"0001-01-01T00:00:00Z","consumer_count":0}"#,
+                            );
+                        }
+                    }
+                    x.done()
+                })
+                .collect();
+            o.raw("streams", &format!("[{}]", v.join(",")));
+        }
+        send(srv, acc, reply, &o.done());
+    }
+
+    /// `n` members for a new stream: the live meta members, in an order that depends on
+    /// the stream's name (so streams spread over the nodes), this node not preferred.
+    fn place(&self, stream: &str, n: usize) -> Vec<(NodeId, String)> {
+        let Some(meta) = self.meta() else {
+            return Vec::new();
+        };
+        let voters = meta.members();
+        let live = self.live_peers();
+        let mut cands: Vec<(u64, NodeId, String)> = voters
+            .into_iter()
+            .filter(|id| *id == self.me || live.iter().any(|p| p.0 == *id))
+            .map(|id| {
+                let rank = super::node_id(&format!("{stream}/{id}"));
+                (rank, id, self.name_of(id))
+            })
+            .collect();
+        cands.sort();
+        cands
+            .into_iter()
+            .take(n)
+            .map(|(_, id, name)| (id, name))
+            .collect()
+    }
+
+    /// STREAM.DELETE on the meta leader: answered once the meta group has it.
+    fn delete_stream(&self, srv: &Arc<ServerShared>, ev: &Event, sa: &StreamAssignment) {
+        const T: &str = "stream_delete_response";
+        let (Some(meta), Some(reply)) = (self.meta().cloned(), ev.reply.clone()) else {
+            return;
+        };
+        let entry = MetaEntry::StreamDel {
+            account: sa.account.clone(),
+            name: sa.name.clone(),
+        };
+        let acc = sa.account.clone();
+        let srv2 = srv.clone();
+        srv.tasks.spawn(async move {
+            let entry = serde_json::to_vec(&entry).unwrap_or_default();
+            let out = match meta.propose(entry).await {
+                Ok(_) => {
+                    let mut o = Obj::typed(T);
+                    o.field("success", &true);
+                    o.done()
+                }
+                Err(e) => {
+                    tracing::debug!("JetStream: stream delete proposal: {e}");
+                    err_json(T, &unavailable(), "")
+                }
+            };
+            send(&srv2, &acc, &reply, &out);
+        });
+    }
+
+    /// STREAM.LEADER.STEPDOWN on the stream's leader.
+    fn stepdown(&self, srv: &Arc<ServerShared>, ev: &Event, group: crate::raft::Group) {
+        const T: &str = "stream_leader_stepdown_response";
+        let Some(reply) = ev.reply.clone() else {
+            return;
+        };
+        let acc = ev.acc.to_string();
+        let srv2 = srv.clone();
+        srv.tasks.spawn(async move {
+            let out = match group.step_down().await {
+                Ok(_) => {
+                    let mut o = Obj::typed(T);
+                    o.field("success", &true);
+                    o.done()
+                }
+                Err(e) => err_json(T, &ApiError::new(400, 10009, e.to_string()), ""),
+            };
+            send(&srv2, &acc, &reply, &out);
+        });
+    }
+}
+
+/// A stream group's name: the stream's, cut to a subject token, with its replica count and
+/// a random suffix (a stream created again after a delete gets a new group).
+fn group_name(stream: &str, replicas: usize) -> String {
+    let clean: String = stream
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
+        .take(32)
+        .collect();
+    format!("S-R{replicas}-{clean}-{:08x}", rand::random::<u32>())
+}
+
+/// What a clustered update may not change yet: the replica count.
+fn check_update(sa: &StreamAssignment, payload: &[u8]) -> Result<(), ApiError> {
+    let new: StreamConfig = body(payload)?;
+    let old = sa
+        .config
+        .get("num_replicas")
+        .and_then(serde_json::Value::as_i64)
+        .unwrap_or(1);
+    if new.num_replicas.max(1) != old.max(1) {
+        return Err(ApiError::stream_config(
+            "changing a stream's replica count is not supported by natsd yet",
+        ));
+    }
+    Ok(())
+}

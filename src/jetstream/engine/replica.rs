@@ -1,0 +1,277 @@
+//! The engine's side of clustered JetStream (`jetstream/cluster/`): this node's copy of a
+//! replicated stream. The copy is created and dropped by the meta group's assignments and
+//! changed only by its stream group's log (`apply_replicated`), so every replica holds the
+//! same messages with the same sequences and timestamps. Only the group's leader subscribes
+//! to the stream's subjects and answers its API requests; its consumers live there.
+//!
+//! The local store is rebuilt at every start from the group's snapshot and log (it is
+//! wiped when the copy is created), so nothing applied twice can reach it.
+
+use super::*;
+use crate::jetstream::cluster::entry::Entry;
+use crate::jetstream::cluster::meta::StreamAssignment;
+use crate::jetstream::snapshot::{self as snap, Decoder, Head, Item};
+use bytes::Bytes;
+use std::path::Path;
+
+/// What a replicated stream knows of its group (kept fresh by the cluster's tick).
+#[derive(Debug, Default, Clone)]
+pub struct ReplicaState {
+    pub leader: bool,
+    /// STREAM INFO's `cluster` object.
+    pub cluster_json: String,
+}
+
+impl Engine {
+    /// Creates this node's copy of an assigned stream, empty, with its store under `dir`
+    /// (file streams; wiped first) and no subscriptions.
+    pub fn create_replica(&mut self, sa: &StreamAssignment, dir: &Path) -> Result<(), String> {
+        let ja = self
+            .accounts
+            .get_mut(&sa.account)
+            .ok_or_else(|| format!("account {:?} has no JetStream here", sa.account))?;
+        let cfg: StreamConfig = serde_json::from_value(sa.config.clone())
+            .map_err(|e| format!("stream {:?} assignment: bad config: {e}", sa.name))?;
+        if let Some(st) = ja.streams.get(&sa.name) {
+            if st.replica.is_some() {
+                return Ok(());
+            }
+            return Err(format!(
+                "stream {:?} exists here as a single-server stream",
+                sa.name
+            ));
+        }
+        persist::remove_dir(dir);
+        let limits = stream::limits_of(&cfg);
+        let (store, sdir): (Box<dyn MsgStore>, Option<PathBuf>) = match cfg.storage {
+            Storage::Memory => (Box::new(MemStore::new(limits)), None),
+            Storage::File => {
+                let store = crate::jetstream::store::open::open_file(
+                    &dir.join("msgs"),
+                    limits,
+                    self.config.sync,
+                )
+                .map_err(|e| format!("stream {:?} store: {e}", sa.name))?;
+                (store, Some(dir.to_path_buf()))
+            }
+        };
+        let mut st = Stream::new(cfg, sa.created, store, sdir);
+        st.replica = Some(ReplicaState::default());
+        ja.streams.insert(sa.name.clone(), st);
+        tracing::debug!(
+            "JetStream: replica of stream {:?} (account {:?}) created",
+            sa.name,
+            sa.account
+        );
+        Ok(())
+    }
+
+    /// Drops this node's copy (the stream was deleted, or moved away from this node).
+    pub fn drop_replica(&mut self, srv: &Arc<ServerShared>, account: &str, name: &str) {
+        let Some(ja) = self.accounts.get_mut(account) else {
+            return;
+        };
+        let Some(mut st) = ja.streams.remove(name) else {
+            return;
+        };
+        unsubscribe_stream(srv, &ja.acc, &mut st);
+        let cx = Cx::new(srv, &ja.acc);
+        let leader = st.replica.as_ref().is_some_and(|r| r.leader);
+        for c in st.consumers.values_mut() {
+            c.deleted(&cx);
+        }
+        if let Err(e) = st.store.delete() {
+            tracing::warn!("JetStream: stream {name:?} store delete: {e}");
+        }
+        if let Some(d) = &st.dir {
+            persist::remove_dir(d);
+        }
+        if leader {
+            advisory::stream_action(&cx, name, "", Action::Delete);
+        }
+    }
+
+    /// Applies one committed entry of a replicated stream's log. `mine`: this node
+    /// proposed it, so it answers the clients (PubAcks, the API response).
+    pub fn apply_replicated(
+        &mut self,
+        srv: &Arc<ServerShared>,
+        account: &str,
+        stream: &str,
+        entry: Entry,
+        mine: bool,
+    ) {
+        let acc: Arc<str> = Arc::from(account);
+        match entry {
+            Entry::Msgs { ts, msgs, .. } => {
+                let name: Arc<str> = Arc::from(stream);
+                for m in msgs {
+                    let ev = Event {
+                        acc: acc.clone(),
+                        kind: EventKind::Publish(name.clone()),
+                        subject: m.subject,
+                        reply: (mine && !m.reply.is_empty()).then_some(m.reply),
+                        header: m.header,
+                        payload: m.payload,
+                        trace: None,
+                        ts: Some(ts),
+                    };
+                    self.handle_queued(srv, ev);
+                }
+            }
+            Entry::Api {
+                ts,
+                subject,
+                reply,
+                payload,
+                ..
+            } => {
+                let ev = Event {
+                    acc,
+                    kind: EventKind::Api,
+                    subject,
+                    reply: (mine && !reply.is_empty()).then_some(reply),
+                    header: None,
+                    payload,
+                    trace: None,
+                    ts: Some(ts),
+                };
+                self.handle_queued(srv, ev);
+            }
+        }
+        self.finish_batch(srv);
+    }
+
+    /// Records the group's view; the leader subscribes to the stream's subjects, others
+    /// do not. `false` when the stream is not (or no longer) here.
+    pub fn set_replica(
+        &mut self,
+        srv: &Arc<ServerShared>,
+        account: &str,
+        name: &str,
+        leader: bool,
+        cluster_json: String,
+    ) -> bool {
+        let tx = self.tx.clone();
+        let Some(ja) = self.accounts.get_mut(account) else {
+            return false;
+        };
+        let Some(st) = ja.streams.get_mut(name) else {
+            return false;
+        };
+        let Some(r) = st.replica.as_mut() else {
+            return false;
+        };
+        let was = r.leader;
+        r.leader = leader;
+        r.cluster_json = cluster_json;
+        if leader && !was {
+            tracing::debug!("JetStream: this server leads stream {name:?} (account {account:?})");
+            subscribe_stream(srv, &ja.acc, &tx, st);
+        } else if was && !leader {
+            unsubscribe_stream(srv, &ja.acc, st);
+        }
+        true
+    }
+
+    /// The answer to the stream's creation, from its first leader.
+    pub fn replica_created(&self, account: &str, name: &str) -> Option<(Arc<Account>, String)> {
+        let ja = self.accounts.get(account)?;
+        let st = ja.streams.get(name)?;
+        let mut o = Obj::typed("stream_create_response");
+        st.info_fields(&mut o, None);
+        o.field("did_create", &true);
+        Some((ja.acc.clone(), o.done()))
+    }
+
+    /// The whole copy in natsd's snapshot format (the group's snapshot).
+    pub fn replica_snapshot(&self, account: &str, name: &str) -> Vec<u8> {
+        let Some(st) = self
+            .accounts
+            .get(account)
+            .and_then(|ja| ja.streams.get(name))
+        else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        snap::encode_magic(&mut out);
+        let head = st.snapshot_head();
+        if let Err(e) = snap::encode_head(&mut out, &head) {
+            tracing::error!("JetStream: stream {name:?} snapshot: {e}");
+            return Vec::new();
+        }
+        let mut n = 0;
+        let mut seq = head.first_seq;
+        while let Ok(m) = st.store.load_next(None, seq) {
+            seq = m.seq + 1;
+            snap::encode_msg(&mut out, &m);
+            n += 1;
+        }
+        snap::encode_end(&mut out, n, 0);
+        out
+    }
+
+    /// Replaces the copy's messages with a snapshot's (a follower too far behind, or a
+    /// restart). Bad bytes are an error, never a panic.
+    pub fn replica_restore(
+        &mut self,
+        account: &str,
+        name: &str,
+        data: &[u8],
+    ) -> Result<(), String> {
+        let st = self
+            .accounts
+            .get_mut(account)
+            .and_then(|ja| ja.streams.get_mut(name))
+            .ok_or_else(|| format!("stream {name:?} is not here"))?;
+        if data.is_empty() {
+            return Ok(());
+        }
+        let mut dec = Decoder::new();
+        dec.feed(data);
+        st.store
+            .purge(&Purge::default())
+            .map_err(|e| format!("stream {name:?}: {e}"))?;
+        let mut head: Option<Head> = None;
+        while let Some(item) = dec.next_item()? {
+            match item {
+                Item::Head(h) => {
+                    st.cfg = h.config.clone();
+                    st.store
+                        .update_limits(stream::limits_of(&st.cfg))
+                        .map_err(|e| e.to_string())?;
+                    st.store
+                        .skip_to(h.first_seq, h.last_ts)
+                        .map_err(|e| e.to_string())?;
+                    head = Some(*h);
+                }
+                Item::Msg(m) => {
+                    st.store.skip_to(m.seq, m.ts).map_err(|e| e.to_string())?;
+                    st.store
+                        .store_owned(&m.subject, m.header, m.data, m.ts)
+                        .map_err(|e| e.to_string())?;
+                }
+                Item::Consumer(_) => {}
+                Item::End => break,
+            }
+        }
+        dec.finish()?;
+        if let Some(h) = head {
+            st.store
+                .skip_to(h.last_seq + 1, h.last_ts)
+                .map_err(|e| e.to_string())?;
+        }
+        st.rebuild_dedupe(now_nanos());
+        Ok(())
+    }
+}
+
+/// A replicated publish's message, for the proposer (the leader's copy of the event).
+pub fn pub_msg(ev: &mut Event) -> crate::jetstream::cluster::entry::PubMsg {
+    crate::jetstream::cluster::entry::PubMsg {
+        subject: std::mem::take(&mut ev.subject),
+        reply: ev.reply.take().unwrap_or_default(),
+        header: ev.header.take(),
+        payload: std::mem::replace(&mut ev.payload, Bytes::new()),
+    }
+}

@@ -1,0 +1,664 @@
+//! One leafnode connection on the connection driver, in either role. Accepted (we are the
+//! hub): our INFO first, the leaf's CONNECT authenticates it and binds it to an account, then
+//! both sides send their interest. Dialled (we are the leaf, a "spoke"): the hub's INFO
+//! first, our CONNECT, then interest both ways. From then on `LS+`/`LS-` change the interest
+//! the peer has in the bound account (entries of this connection in its sublist) and
+//! `LMSG`/`HMSG` are published into it.
+
+use super::interest::{Link, Src};
+use super::open::Io;
+use super::remote::Solicit;
+use super::Leafnodes;
+use crate::account::{Account, SubRef, Subscription};
+use crate::config::COMPAT_VERSION;
+use crate::conn::driver::{self, AfterOp, Session};
+use crate::conn::{CloseReason, Conn, ConnKind};
+use crate::deliver::{Fanout, Msg, Origin};
+use crate::proto::info::ServerInfo;
+use crate::proto::parser::{Kind, Limits, Op, ParseError, Parser, RoutedMsg};
+use crate::server::ServerShared;
+use bytes::{Bytes, BytesMut};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+/// Interest one leaf connection may hold (bounded memory for a bad peer).
+const MAX_LEAF_SUBS: usize = 1 << 20;
+
+/// The leaf CONNECT fields natsd reads (nats-server 2.9 and 2.15 send these and more).
+#[derive(serde::Deserialize, serde::Serialize, Default, Debug)]
+#[serde(default)]
+struct LeafConnect {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    version: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    server_id: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    name: String,
+    headers: bool,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    user: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pass: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    auth_token: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    jwt: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    cluster: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    remote_account: String,
+    hub: bool,
+}
+
+/// Serve one leaf connection until it closes. Returns true when it closed for a loop.
+pub async fn run(
+    srv: Arc<ServerShared>,
+    lf: Arc<Leafnodes>,
+    stream: TcpStream,
+    addr: SocketAddr,
+    solicit: Option<Solicit>,
+) -> bool {
+    let _ = stream.set_nodelay(true);
+    let conn = Arc::new(Conn::new(
+        srv.next_cid(),
+        ConnKind::Leaf,
+        addr,
+        srv.opts.max_pending.max(64 * 1024 * 1024),
+    ));
+    conn.spoke.store(solicit.is_some(), Relaxed);
+    let mut c = LeafConn {
+        fan: Fanout::new(srv.clone()),
+        trace: crate::logging::trace_enabled(),
+        srv,
+        lf,
+        conn: conn.clone(),
+        solicit,
+        link: None,
+        subs: HashMap::new(),
+        pings_out: 0,
+        next_ping: Instant::now() + Duration::from_secs(3600),
+        rtt_start: None,
+        looped: false,
+        info_sent: false,
+        pending_info: None,
+    };
+    // TLS (and the INFO that goes before it) ahead of the driver.
+    let opened = match &c.solicit {
+        None => {
+            let info = c.hub_info();
+            super::open::accept(stream, c.lf.hub_tls.get(), &info).await
+        }
+        Some(sol) => super::open::dial(stream, sol.tls.as_deref(), &sol.url.host).await,
+    };
+    let opened = match opened {
+        Ok(o) => o,
+        Err(e) => {
+            tracing::error!("{} - Leafnode connection error: {e}", conn.log_prefix());
+            conn.close(if e.starts_with("TLS") {
+                CloseReason::TlsHandshakeError
+            } else {
+                CloseReason::ProtocolViolation
+            });
+            return false;
+        }
+    };
+    c.info_sent = opened.info_sent;
+    c.pending_info = opened.hub_info;
+    let cfg = c.srv.write_cfg(ConnKind::Leaf, c.srv.opts.write_deadline);
+    let writer = match opened.io {
+        Io::Plain(s) => {
+            let (rd, wr) = s.into_split();
+            driver::serve(&mut c, rd, wr, cfg).await
+        }
+        Io::Tls(s) => {
+            let (rd, wr) = tokio::io::split(s);
+            driver::serve(&mut c, rd, wr, cfg).await
+        }
+    };
+    c.cleanup();
+    let _ = writer.await;
+    let reason = conn.close_reason().map_or("", |x| x.as_str());
+    tracing::info!(
+        "{} - Leafnode connection closed: {reason}",
+        conn.log_prefix()
+    );
+    c.looped
+}
+
+struct LeafConn {
+    srv: Arc<ServerShared>,
+    lf: Arc<Leafnodes>,
+    conn: Arc<Conn>,
+    solicit: Option<Solicit>,
+    /// Set once registered (the account is bound).
+    link: Option<Arc<Link>>,
+    /// The peer's interest, by `subject` or `subject queue`, as entries in the account.
+    subs: HashMap<Bytes, Arc<Subscription>>,
+    fan: Fanout,
+    pings_out: u32,
+    next_ping: Instant,
+    rtt_start: Option<Instant>,
+    trace: bool,
+    looped: bool,
+    /// Hub: our INFO already went out in the clear, before TLS.
+    info_sent: bool,
+    /// Leaf: the hub's INFO, read before TLS, for the session to handle first.
+    pending_info: Option<Vec<u8>>,
+}
+
+fn sub_key(subject: &[u8], queue: Option<&[u8]>) -> Bytes {
+    match queue {
+        None => Bytes::copy_from_slice(subject),
+        Some(q) => Bytes::from([subject, b" ", q].concat()),
+    }
+}
+
+impl LeafConn {
+    fn send(&self, bytes: &[u8]) {
+        if self.trace {
+            let text = String::from_utf8_lossy(bytes);
+            for l in text.split("\r\n").filter(|l| !l.trim().is_empty()) {
+                tracing::trace!("{} - ->> [{}]", self.conn.log_prefix(), l.trim_end());
+            }
+        }
+        self.conn
+            .out
+            .push_now(bytes.len(), |b| b.extend_from_slice(bytes));
+    }
+
+    fn send_err(&self, text: &str) {
+        self.send(format!("-ERR '{text}'\r\n").as_bytes());
+    }
+
+    fn spoke(&self) -> bool {
+        self.solicit.is_some()
+    }
+
+    fn src(&self) -> Src {
+        Src::Leaf {
+            cid: self.conn.cid,
+            spoke: self.spoke(),
+        }
+    }
+
+    fn violation(&self, what: &str) -> Result<(), CloseReason> {
+        tracing::error!(
+            "{} - Leafnode protocol violation: {what}",
+            self.conn.log_prefix()
+        );
+        Err(CloseReason::ProtocolViolation)
+    }
+
+    /// Our INFO as a hub (its `leafnode_urls` are what this leaf is told from now on).
+    fn hub_info(&self) -> Vec<u8> {
+        let info = self.lf.hub_info(&self.srv, Some(self.conn.cid));
+        let mut b = BytesMut::new();
+        let _ = info.write_to(&mut b);
+        b.to_vec()
+    }
+
+    fn handle(&mut self, op: Op<'_>) -> Result<(), CloseReason> {
+        if self.trace {
+            tracing::trace!("{} - <<- [{}]", self.conn.log_prefix(), trace_line(&op));
+        }
+        let registered = self.link.is_some();
+        match op {
+            Op::Connect(json) => self.on_connect(json),
+            Op::Info(json) => self.on_info(json),
+            Op::Ping => {
+                self.send(b"PONG\r\n");
+                Ok(())
+            }
+            Op::Pong => {
+                driver::peer_pong(&self.conn, &mut self.pings_out, &mut self.rtt_start);
+                Ok(())
+            }
+            Op::Ok => Ok(()),
+            Op::Err(text) => {
+                let text = String::from_utf8_lossy(text).into_owned();
+                tracing::error!(
+                    "{} - Leafnode received -ERR: {text}",
+                    self.conn.log_prefix()
+                );
+                if text.contains("Loop detected") {
+                    self.looped = true;
+                }
+                Err(CloseReason::ProtocolViolation)
+            }
+            _ if !registered => {
+                // As nats-server: interest or messages before CONNECT.
+                if !self.spoke() {
+                    self.send_err("Authorization Violation");
+                }
+                self.violation("interest or message before the handshake")
+            }
+            Op::LsPlus { subject, queue, .. } => self.ls_plus(subject, queue),
+            Op::LsMinus { subject, queue, .. } => {
+                self.ls_minus(subject, queue);
+                Ok(())
+            }
+            Op::Rmsg(m) => {
+                self.on_msg(&m);
+                Ok(())
+            }
+            other => self.violation(&format!("unexpected op {other:?}")),
+        }
+    }
+
+    /// Hub side: authenticate, bind the account, register.
+    fn on_connect(&mut self, json: &[u8]) -> Result<(), CloseReason> {
+        if self.spoke() {
+            return self.violation("CONNECT on a leafnode connection we dialled");
+        }
+        if self.link.is_some() {
+            return self.violation("second CONNECT");
+        }
+        let ci: LeafConnect = match serde_json::from_slice(json) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!(
+                    "{} - Leafnode bad CONNECT JSON, closing: {e}",
+                    self.conn.log_prefix()
+                );
+                self.send_err("Authorization Violation");
+                return Err(CloseReason::AuthenticationViolation);
+            }
+        };
+        let Some(acc_name) = self.authenticate(&ci) else {
+            tracing::error!(
+                "{} - Leafnode authentication error (user {:?})",
+                self.conn.log_prefix(),
+                ci.user
+            );
+            self.send_err("Authorization Violation");
+            return Err(CloseReason::AuthenticationViolation);
+        };
+        let Some(acc) = self.srv.accounts.get(&acc_name) else {
+            tracing::error!(
+                "{} - Leafnode bound to unknown account {acc_name:?}",
+                self.conn.log_prefix()
+            );
+            self.send_err("Authorization Violation");
+            return Err(CloseReason::AuthenticationViolation);
+        };
+        self.conn.headers.store(ci.headers, Relaxed);
+        self.set_meta(&ci.name, &ci.version, &ci.user, &acc);
+        tracing::info!(
+            "{} - Leafnode connection created for account: {} (server {:?})",
+            self.conn.log_prefix(),
+            acc.name,
+            ci.name
+        );
+        self.register(acc, &ci.server_id, &ci.name);
+        Ok(())
+    }
+
+    /// The account a leaf CONNECT binds to, or None when its credentials are wrong.
+    fn authenticate(&self, ci: &LeafConnect) -> Option<String> {
+        let o = &self.lf.opts;
+        let default = o
+            .account
+            .clone()
+            .unwrap_or_else(|| crate::account::GLOBAL_ACCOUNT.to_string());
+        if !o.users.is_empty() {
+            let u = o.users.iter().find(|u| u.user == ci.user)?;
+            return crate::auth::peer_credentials_ok(
+                None,
+                Some(&u.user),
+                Some(&u.password),
+                &ci.user,
+                &ci.pass,
+            )
+            .then(|| u.account.clone().unwrap_or(default));
+        }
+        let presented = if ci.pass.is_empty() && !ci.auth_token.is_empty() {
+            (ci.user.as_str(), ci.auth_token.as_str())
+        } else {
+            (ci.user.as_str(), ci.pass.as_str())
+        };
+        crate::auth::peer_credentials_ok(
+            o.token.as_deref(),
+            o.username.as_deref(),
+            o.password.as_deref(),
+            presented.0,
+            presented.1,
+        )
+        .then_some(default)
+    }
+
+    /// Leaf side: the hub's first INFO is answered with our CONNECT, then we register; its
+    /// `leafnode_urls` (in that INFO and later ones) join the remote's addresses.
+    fn on_info(&mut self, json: &[u8]) -> Result<(), CloseReason> {
+        let Some(sol) = self.solicit.clone() else {
+            // A hub ignores INFO from its leaves (nats-server 2.10+ leaves send one).
+            return Ok(());
+        };
+        let info: ServerInfo = match serde_json::from_slice(json) {
+            Ok(i) => i,
+            Err(e) => {
+                tracing::error!(
+                    "{} - Leafnode bad INFO JSON from hub, closing: {e}",
+                    self.conn.log_prefix()
+                );
+                return Err(CloseReason::ProtocolViolation);
+            }
+        };
+        // The first INFO and every update: the hub cluster's addresses to try next time.
+        if !info.leafnode_urls.is_empty() {
+            sol.discovered.learn(&info.leafnode_urls);
+        }
+        if self.link.is_some() {
+            return Ok(());
+        }
+        let Some(acc) = self.srv.accounts.get(&sol.account) else {
+            tracing::error!(
+                "{} - Leafnode remote bound to unknown local account {:?}",
+                self.conn.log_prefix(),
+                sol.account
+            );
+            return Err(CloseReason::ProtocolViolation);
+        };
+        let (user, pass) = (sol.url.user.clone(), sol.url.pass.clone());
+        let ci = LeafConnect {
+            version: COMPAT_VERSION.into(),
+            server_id: self.srv.id.clone(),
+            name: self.srv.name.clone(),
+            headers: true,
+            // As nats-server: a user without a password is a token (sent as both).
+            auth_token: match (&user, &pass) {
+                (Some(u), None) => u.clone(),
+                _ => String::new(),
+            },
+            user: user.unwrap_or_default(),
+            pass: pass.unwrap_or_default(),
+            remote_account: acc.name.to_string(),
+            cluster: self
+                .srv
+                .cluster
+                .as_ref()
+                .map(|c| c.name().to_string())
+                .unwrap_or_default(),
+            ..Default::default()
+        };
+        let body = serde_json::to_vec(&ci).map_err(|_| CloseReason::ProtocolViolation)?;
+        let mut line = b"CONNECT ".to_vec();
+        line.extend_from_slice(&body);
+        line.extend_from_slice(b"\r\n");
+        self.send(&line);
+        self.conn.headers.store(info.headers, Relaxed);
+        self.set_meta(&info.server_name, &info.version, "", &acc);
+        tracing::info!(
+            "{} - Leafnode connection created for account: {} (hub {:?})",
+            self.conn.log_prefix(),
+            acc.name,
+            info.server_name
+        );
+        self.register(acc, &info.server_id, &info.server_name);
+        Ok(())
+    }
+
+    fn set_meta(&self, name: &str, version: &str, user: &str, acc: &Account) {
+        let mut m = self.conn.meta();
+        m.name = name.to_string();
+        m.version = version.to_string();
+        m.user = user.to_string();
+        m.account = acc.name.to_string();
+    }
+
+    fn register(&mut self, acc: Arc<Account>, id: &str, name: &str) {
+        let link = Arc::new(Link::new(self.conn.clone(), acc, self.spoke(), id, name));
+        self.lf.register(&link);
+        self.link = Some(link);
+        self.next_ping = Instant::now() + Duration::from_secs(1);
+    }
+
+    fn ls_plus(&mut self, subject: &[u8], queue: Option<(&[u8], u32)>) -> Result<(), CloseReason> {
+        let Some(link) = self.link.clone() else {
+            return Ok(());
+        };
+        if subject == self.lf.lds().as_bytes() {
+            let text = format!(
+                "Loop detected for leafnode account={:?}. Delaying attempt to reconnect for 30s",
+                link.acc.name.to_string()
+            );
+            tracing::error!("{} - {text}", self.conn.log_prefix());
+            self.send_err(&text);
+            self.looped = true;
+            return Err(CloseReason::ProtocolViolation);
+        }
+        let q = queue.map(|(q, _)| q);
+        let weight = queue.map_or(1, |(_, w)| w.max(1));
+        let key = sub_key(subject, q);
+        let delta = match self.subs.get(&key) {
+            Some(old) if q.is_none() || old.weight == weight => return Ok(()),
+            Some(old) => {
+                let old = old.clone();
+                let _ = link.acc.sublist.remove(subject, q, &SubRef(old.clone()));
+                weight as i32 - old.weight as i32
+            }
+            None => {
+                if self.subs.len() >= MAX_LEAF_SUBS {
+                    return self.violation(&format!("more than {MAX_LEAF_SUBS} subscriptions"));
+                }
+                weight as i32
+            }
+        };
+        let (subj, queue_b) = match q {
+            None => (key.clone(), None),
+            Some(_) => (
+                key.slice(..subject.len()),
+                Some(key.slice(subject.len() + 1..)),
+            ),
+        };
+        let sub = Arc::new(Subscription::remote(
+            self.conn.clone(),
+            subj,
+            queue_b,
+            weight,
+        ));
+        if let Err(e) = link.acc.sublist.insert(subject, q, SubRef(sub.clone())) {
+            tracing::debug!(
+                "{} - Leafnode interest {:?} ignored: {e}",
+                self.conn.log_prefix(),
+                String::from_utf8_lossy(subject)
+            );
+            self.subs.remove(&key);
+            return Ok(());
+        }
+        self.subs.insert(key, sub);
+        self.propagate(&link.acc, subject, q, delta);
+        Ok(())
+    }
+
+    fn ls_minus(&mut self, subject: &[u8], queue: Option<&[u8]>) {
+        let Some(link) = self.link.clone() else {
+            return;
+        };
+        let Some(sub) = self.subs.remove(&sub_key(subject, queue)[..]) else {
+            return;
+        };
+        let _ = link
+            .acc
+            .sublist
+            .remove(subject, queue, &SubRef(sub.clone()));
+        let delta = if queue.is_some() {
+            sub.weight as i32
+        } else {
+            1
+        };
+        self.propagate(&link.acc, subject, queue, -delta);
+    }
+
+    /// The peer's interest changed by `delta`: routes and gateways hear it unless we are
+    /// the peer's leaf (a hub's interest stays on this server), the other leaves as their
+    /// role allows.
+    fn propagate(&self, acc: &Account, subject: &[u8], queue: Option<&[u8]>, delta: i32) {
+        if !self.spoke() {
+            let s = Bytes::copy_from_slice(subject);
+            let q = queue.map(Bytes::copy_from_slice);
+            let mut kicks = Vec::new();
+            self.srv
+                .interest_to_routes(acc, &s, q.as_ref(), delta, &mut kicks);
+            for c in kicks {
+                c.out.kick();
+            }
+        }
+        self.lf
+            .interest_changed(acc, subject, queue, delta, self.src());
+    }
+
+    fn on_msg(&mut self, m: &RoutedMsg<'_>) {
+        let Some(link) = self.link.clone() else {
+            return;
+        };
+        let acc = &link.acc;
+        let msg = Msg {
+            subject: m.subject,
+            reply: m.reply,
+            header: m.header,
+            payload: m.payload,
+        };
+        self.fan.in_msgs += 1;
+        self.fan.in_bytes += msg.size() as u64;
+        let mut buf = Vec::new();
+        let kind = crate::trace::KIND_LEAF;
+        let Some(msg) =
+            crate::trace::begin_remote(&mut self.fan, &self.conn, kind, acc, msg, &mut buf)
+        else {
+            return;
+        };
+        let origin = Origin::Leaf {
+            cid: self.conn.cid,
+            spoke: self.spoke(),
+        };
+        self.fan.publish_remote(acc, &msg, origin, Some(&m.queues));
+        crate::trace::finish(&mut self.fan);
+        self.fan.retire_in(acc, 0);
+    }
+
+    /// Out of the registry, the peer's interest out of the account (and of what routes,
+    /// gateways and other leaves were told).
+    fn cleanup(&mut self) {
+        if let Some(link) = self.link.take() {
+            self.lf.unregister(&link);
+            for (_, sub) in std::mem::take(&mut self.subs) {
+                let q = sub.queue.as_deref();
+                let _ = link
+                    .acc
+                    .sublist
+                    .remove(&sub.subject, q, &SubRef(sub.clone()));
+                let delta = if q.is_some() { sub.weight as i32 } else { 1 };
+                self.propagate(&link.acc, &sub.subject, q, -delta);
+            }
+        }
+        self.fan.clear();
+    }
+}
+
+/// The leafnode kind on the connection driver.
+impl Session for LeafConn {
+    type Event = ();
+
+    fn conn(&self) -> &Arc<Conn> {
+        &self.conn
+    }
+
+    fn start(&mut self) -> bool {
+        if !self.spoke() && !self.info_sent {
+            let info = self.hub_info();
+            self.send(&info);
+        }
+        if let Some(json) = self.pending_info.take() {
+            if let Err(reason) = self.handle(Op::Info(&json)) {
+                self.conn.close(reason);
+                return false;
+            }
+        }
+        true
+    }
+
+    fn parser(&self) -> Parser {
+        Parser::new(Kind::Leaf, Limits::route())
+    }
+
+    fn handshake_deadline(&self) -> Instant {
+        Instant::now() + crate::auth::peer_auth_timeout(self.lf.opts.auth_timeout)
+    }
+
+    fn handshake_pending(&self) -> bool {
+        self.link.is_none()
+    }
+
+    fn on_handshake_timeout(&mut self) -> CloseReason {
+        tracing::error!("{} - Leafnode handshake timeout", self.conn.log_prefix());
+        if !self.spoke() {
+            self.send_err("Authentication Timeout");
+        }
+        CloseReason::AuthenticationTimeout
+    }
+
+    fn next_tick(&self) -> Instant {
+        self.next_ping
+    }
+
+    fn on_tick(&mut self, now: Instant) -> Result<(), CloseReason> {
+        let o = &self.srv.opts;
+        let (out, rtt) = (&mut self.pings_out, &mut self.rtt_start);
+        self.next_ping =
+            driver::peer_tick(&self.conn, out, rtt, (o.ping_interval, o.ping_max), now)?;
+        self.send(b"PING\r\n");
+        Ok(())
+    }
+
+    fn on_op(&mut self, op: Op<'_>, _parser: &mut Parser) -> Result<AfterOp, CloseReason> {
+        self.handle(op).map(|()| AfterOp::Continue)
+    }
+
+    fn on_parse_error(&mut self, e: ParseError, rest: &[u8]) -> CloseReason {
+        tracing::error!(
+            "{} - Leafnode parser ERROR: {e}: proto: {:?}",
+            self.conn.log_prefix(),
+            driver::snippet(rest)
+        );
+        if self.link.is_none() && !self.spoke() {
+            self.send_err("Authorization Violation");
+            CloseReason::AuthenticationViolation
+        } else {
+            CloseReason::ProtocolViolation
+        }
+    }
+
+    async fn end_batch(&mut self) {
+        self.fan.end_batch(&self.conn).await;
+    }
+
+    /// Server shutdown: every leaf connection closes (the shutdown waits for its task).
+    async fn event(&mut self) {
+        self.srv.shutdown_signal().await
+    }
+
+    fn on_event(&mut self, _: (), _parser: &mut Parser) -> Result<(), CloseReason> {
+        Err(CloseReason::ServerShutdown)
+    }
+}
+
+fn trace_line(op: &Op<'_>) -> String {
+    match op {
+        Op::Rmsg(m) => format!(
+            "LMSG {}{} {}",
+            String::from_utf8_lossy(m.subject),
+            m.reply
+                .map(|r| format!(" {}", String::from_utf8_lossy(r)))
+                .unwrap_or_default(),
+            m.payload.len() + m.header.map_or(0, <[u8]>::len)
+        ),
+        Op::Connect(j) => format!("CONNECT {}", String::from_utf8_lossy(j)),
+        Op::Info(j) => format!("INFO {}", String::from_utf8_lossy(j)),
+        other => format!("{other:?}"),
+    }
+}

@@ -1,0 +1,275 @@
+//! Leafnode remotes: the hubs this server dials as a leaf. Each remote's URLs are tried in
+//! turn, the host resolved again at every attempt (every address, as routes do); a failed or
+//! lost connection is retried after [`RECONNECT_DELAY`] (nats-server's default), after
+//! [`LOOP_DELAY`] when the hub reported a loop. The `leafnode_urls` of the hub's INFO (its
+//! cluster's leafnode addresses) are tried too, before the configured ones, as nats-server.
+
+use super::Leafnodes;
+use crate::config::leaf::RemoteLeafOpts;
+use crate::server::ServerShared;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+pub const RECONNECT_DELAY: Duration = Duration::from_secs(1);
+/// After `-ERR 'Loop detected …'` (nats-server's `leafNodeReconnectDelayAfterLoopDetected`).
+pub const LOOP_DELAY: Duration = Duration::from_secs(30);
+const DEFAULT_LEAF_PORT: u16 = 7422;
+const DIAL_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// `nats-leaf://[user[:pass]@]host[:port]`, `nats://…`, `tls://…` or bare `host:port`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RemoteUrl {
+    pub user: Option<String>,
+    pub pass: Option<String>,
+    pub host: String,
+    pub port: u16,
+    /// `tls://`: this remote must use TLS (its `tls {}` block says how).
+    pub tls: bool,
+}
+
+impl RemoteUrl {
+    pub fn parse(s: &str) -> Result<RemoteUrl, String> {
+        let t = s.trim();
+        let mut tls = false;
+        let rest = match t.split_once("://") {
+            Some((scheme, rest)) => match scheme.to_ascii_lowercase().as_str() {
+                "nats-leaf" | "nats" | "leaf" => rest,
+                "tls" => {
+                    tls = true;
+                    rest
+                }
+                "wss" | "ws" => {
+                    return Err(format!(
+                        "leafnode URL {s:?}: scheme {scheme:?} is not supported yet (no \
+                         WebSocket leafnode remotes in natsd yet)"
+                    ))
+                }
+                other => return Err(format!("leafnode URL {s:?}: unsupported scheme {other:?}")),
+            },
+            None => t,
+        };
+        let rest = rest.trim_end_matches('/');
+        let has_port = match rest.rsplit_once(']') {
+            Some((_, p)) => p.starts_with(':'),
+            None => rest.rsplit_once('@').map_or(rest, |x| x.1).contains(':'),
+        };
+        let full = if has_port {
+            format!("nats://{rest}")
+        } else {
+            format!("nats://{rest}:{DEFAULT_LEAF_PORT}")
+        };
+        let u = crate::cluster::url::RouteUrl::parse(&full)
+            .map_err(|e| e.replace("route URL", "leafnode URL"))?;
+        Ok(RemoteUrl {
+            user: u.user,
+            pass: u.pass,
+            host: u.host,
+            port: u.port,
+            tls,
+        })
+    }
+}
+
+/// What a dialled connection knows of its remote.
+#[derive(Clone, Debug)]
+pub struct Solicit {
+    pub url: RemoteUrl,
+    pub account: String,
+    /// The remote's addresses learned from its hub (shared by its successive connections).
+    pub discovered: Discovered,
+    /// The remote's `tls {}`.
+    pub tls: Option<Arc<super::open::RemoteTls>>,
+}
+
+/// `host:port` addresses a remote learned from its hub's INFO `leafnode_urls`.
+#[derive(Clone, Debug, Default)]
+pub struct Discovered {
+    urls: Arc<Mutex<Vec<String>>>,
+    configured: Arc<Vec<(String, u16)>>,
+}
+
+impl Discovered {
+    fn new(configured: &[String]) -> Self {
+        let configured = configured
+            .iter()
+            .filter_map(|u| RemoteUrl::parse(u).ok())
+            .map(|u| (u.host, u.port))
+            .collect();
+        Discovered {
+            urls: Arc::default(),
+            configured: Arc::new(configured),
+        }
+    }
+
+    /// The hub's latest list replaces what we knew (nats-server treats each INFO as the
+    /// cluster's current list); addresses we are configured with are not repeated.
+    pub fn learn(&self, urls: &[String]) {
+        let mut v = Vec::new();
+        for u in urls {
+            match RemoteUrl::parse(u) {
+                Ok(p) if self.configured.contains(&(p.host.clone(), p.port)) => {}
+                Ok(_) if !v.contains(u) => v.push(u.clone()),
+                Ok(_) => {}
+                Err(e) => tracing::warn!("Leafnode hub sent a bad leafnode URL: {e}"),
+            }
+        }
+        let mut cur = self.urls.lock().unwrap_or_else(|e| e.into_inner());
+        if *cur != v {
+            tracing::debug!("Leafnode remote: discovered hub URLs {v:?}");
+            *cur = v;
+        }
+    }
+
+    /// What to try, in turn: the discovered addresses, then the configured URLs.
+    fn candidates(&self, configured: &[String]) -> Vec<String> {
+        let mut v = self.urls.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        v.extend(configured.iter().cloned());
+        v
+    }
+}
+
+/// Dial remote `index` until shutdown: one connection at a time, retried after it ends.
+pub async fn dial_loop(
+    srv: Arc<ServerShared>,
+    lf: Arc<Leafnodes>,
+    index: usize,
+    opts: RemoteLeafOpts,
+) {
+    let account = opts
+        .account
+        .clone()
+        .unwrap_or_else(|| crate::account::GLOBAL_ACCOUNT.to_string());
+    let retry = lf.opts.reconnect.unwrap_or(RECONNECT_DELAY);
+    let tls = match opts
+        .tls
+        .as_ref()
+        .map(super::open::RemoteTls::new)
+        .transpose()
+    {
+        Ok(t) => t.map(Arc::new),
+        Err(e) => {
+            tracing::error!("Leafnode remote {index}: tls: {e}; not dialling it");
+            return;
+        }
+    };
+    if tls.is_none()
+        && opts
+            .urls
+            .iter()
+            .any(|u| RemoteUrl::parse(u).is_ok_and(|u| u.tls))
+    {
+        tracing::error!(
+            "Leafnode remote {index}: a tls:// URL needs a tls {{}} block (natsd does not use \
+             the system's CA store); not dialling it"
+        );
+        return;
+    }
+    let discovered = Discovered::new(&opts.urls);
+    // A discovered URL has no credentials: the block's, or the first configured URL's.
+    let creds = match (&opts.username, &opts.password) {
+        (None, None) => opts
+            .urls
+            .iter()
+            .filter_map(|u| RemoteUrl::parse(u).ok())
+            .find(|u| u.user.is_some())
+            .map_or((None, None), |u| (u.user, u.pass)),
+        (u, p) => (u.clone(), p.clone()),
+    };
+    let mut next = 0usize;
+    loop {
+        let candidates = discovered.candidates(&opts.urls);
+        let Some(raw) = candidates.get(next % candidates.len().max(1)) else {
+            tracing::error!("Leafnode remote {index} has no URL");
+            return;
+        };
+        next += 1;
+        let delay = match RemoteUrl::parse(raw) {
+            Err(e) => {
+                tracing::error!("Leafnode remote {index}: {e}");
+                retry
+            }
+            Ok(mut url) => {
+                if url.user.is_none() {
+                    url.user.clone_from(&creds.0);
+                    url.pass.clone_from(&creds.1);
+                }
+                let sol = Solicit {
+                    url,
+                    account: account.clone(),
+                    discovered: discovered.clone(),
+                    tls: tls.clone(),
+                };
+                match attempt(&srv, &lf, sol).await {
+                    Outcome::Loop => LOOP_DELAY,
+                    Outcome::Retry => retry,
+                }
+            }
+        };
+        tokio::select! {
+            _ = srv.shutdown_signal() => return,
+            _ = tokio::time::sleep(delay) => {}
+        }
+    }
+}
+
+enum Outcome {
+    Retry,
+    /// The hub (or we) detected a loop.
+    Loop,
+}
+
+/// One attempt: resolve, connect to the first address that answers, serve until closed.
+async fn attempt(srv: &Arc<ServerShared>, lf: &Arc<Leafnodes>, sol: Solicit) -> Outcome {
+    let addrs = match crate::cluster::resolve(&sol.url.host, sol.url.port).await {
+        Ok(a) => a,
+        Err(e) => {
+            tracing::error!("Error trying to connect to leafnode remote: {e}");
+            return Outcome::Retry;
+        }
+    };
+    for addr in addrs {
+        let dial = tokio::time::timeout(DIAL_TIMEOUT, tokio::net::TcpStream::connect(addr));
+        let stream = tokio::select! {
+            _ = srv.shutdown_signal() => return Outcome::Retry,
+            r = dial => r,
+        };
+        match stream {
+            Ok(Ok(s)) => {
+                tracing::info!("Connected leafnode to {addr}");
+                let looped = super::conn::run(srv.clone(), lf.clone(), s, addr, Some(sol)).await;
+                return if looped {
+                    Outcome::Loop
+                } else {
+                    Outcome::Retry
+                };
+            }
+            Ok(Err(e)) => {
+                tracing::debug!("Error trying to connect to leafnode remote {addr}: {e}")
+            }
+            Err(_) => tracing::debug!("Timeout connecting to leafnode remote {addr}"),
+        }
+    }
+    Outcome::Retry
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls() {
+        let u = RemoteUrl::parse("nats-leaf://a:b@h:1").unwrap();
+        assert_eq!(
+            (u.user.as_deref(), u.pass.as_deref()),
+            (Some("a"), Some("b"))
+        );
+        assert_eq!((u.host.as_str(), u.port), ("h", 1));
+        assert_eq!(RemoteUrl::parse("nats://h").unwrap().port, 7422);
+        assert_eq!(RemoteUrl::parse("tok@h").unwrap().port, 7422);
+        assert_eq!(RemoteUrl::parse("[::1]:5").unwrap().port, 5);
+        assert!(RemoteUrl::parse("tls://h:1").unwrap().tls);
+        assert!(!RemoteUrl::parse("nats-leaf://h:1").unwrap().tls);
+        assert!(RemoteUrl::parse("wss://h:1").is_err());
+        assert!(RemoteUrl::parse("http://h:1").is_err());
+    }
+}

@@ -1,0 +1,178 @@
+//! Record framing for the raft files under a group's directory: every record is
+//! `len: u32 LE | crc32c(payload): u32 LE | payload`, so a torn tail (a crash in the
+//! middle of an append) is told apart from corruption inside the file. Also the
+//! atomic whole-file write (temp file, fsync, rename, fsync of the directory) used for
+//! the vote and the snapshot.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::Path;
+
+use crc::{Crc, CRC_32_ISCSI};
+
+const CRC32C: Crc<u32> = Crc::<u32>::new(&CRC_32_ISCSI);
+const HEADER: usize = 8;
+/// Larger records are refused on write and taken as corruption on read: no bad length
+/// field can make us allocate without bound.
+pub(crate) const MAX_RECORD: usize = 256 * 1024 * 1024;
+
+/// Appends one framed record to `out`.
+pub(crate) fn encode(out: &mut Vec<u8>, payload: &[u8]) -> io::Result<()> {
+    if payload.len() > MAX_RECORD {
+        return Err(io::Error::other(format!(
+            "raft record of {} bytes is over the {MAX_RECORD} byte limit",
+            payload.len()
+        )));
+    }
+    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    out.extend_from_slice(&CRC32C.checksum(payload).to_le_bytes());
+    out.extend_from_slice(payload);
+    Ok(())
+}
+
+/// What a file of records holds.
+pub(crate) struct Decoded<'a> {
+    pub records: Vec<&'a [u8]>,
+    /// Bytes of whole, valid records from the start; a torn tail starts here.
+    pub valid_len: usize,
+    /// The file ended inside its last record (or that last record fails its crc):
+    /// the write that crashed was never acknowledged, so it is dropped.
+    pub torn_tail: bool,
+}
+
+/// Splits `buf` into records. A bad record that is not the last one in the file is
+/// corruption and an error naming its offset.
+pub(crate) fn decode_all(buf: &[u8]) -> Result<Decoded<'_>, String> {
+    let mut records = Vec::new();
+    let mut pos = 0usize;
+    while pos < buf.len() {
+        let rest = &buf[pos..];
+        if rest.len() < HEADER {
+            return Ok(Decoded {
+                records,
+                valid_len: pos,
+                torn_tail: true,
+            });
+        }
+        let len = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+        let crc = u32::from_le_bytes([rest[4], rest[5], rest[6], rest[7]]);
+        if len > MAX_RECORD {
+            return Err(format!(
+                "record at offset {pos} claims {len} bytes (limit {MAX_RECORD})"
+            ));
+        }
+        if rest.len() < HEADER + len {
+            return Ok(Decoded {
+                records,
+                valid_len: pos,
+                torn_tail: true,
+            });
+        }
+        let payload = &rest[HEADER..HEADER + len];
+        if CRC32C.checksum(payload) != crc {
+            if pos + HEADER + len == buf.len() {
+                return Ok(Decoded {
+                    records,
+                    valid_len: pos,
+                    torn_tail: true,
+                });
+            }
+            return Err(format!(
+                "record at offset {pos} ({len} bytes) fails its crc"
+            ));
+        }
+        records.push(payload);
+        pos += HEADER + len;
+    }
+    Ok(Decoded {
+        records,
+        valid_len: pos,
+        torn_tail: false,
+    })
+}
+
+/// Fsyncs a directory so a rename or a new file in it survives a crash.
+pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// Replaces `path` with one framed record holding `payload`, durably: after this returns
+/// a crash leaves either the old or the new content, never a mix.
+pub(crate) fn write_atomic(path: &Path, payload: &[u8]) -> io::Result<()> {
+    let mut buf = Vec::with_capacity(payload.len() + HEADER);
+    encode(&mut buf, payload)?;
+    write_atomic_raw(path, &buf)
+}
+
+/// Replaces `path` with `bytes` (already framed), durably.
+pub(crate) fn write_atomic_raw(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    {
+        let mut f = OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(true)
+            .open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+    }
+    fs::rename(&tmp, path)?;
+    if let Some(dir) = path.parent() {
+        sync_dir(dir)?;
+    }
+    Ok(())
+}
+
+/// Reads a file written by [`write_atomic`]: `None` when it does not exist. A file
+/// that is not exactly one valid record is an error (an atomic write never tears).
+pub(crate) fn read_single(path: &Path) -> io::Result<Option<Vec<u8>>> {
+    let buf = match fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
+    };
+    let bad = |why: String| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{}: {why}", path.display()),
+        )
+    };
+    let d = decode_all(&buf).map_err(bad)?;
+    if d.torn_tail || d.records.len() != 1 {
+        return Err(bad(format!(
+            "expected one whole record, found {} and {} stray bytes",
+            d.records.len(),
+            buf.len() - d.valid_len
+        )));
+    }
+    Ok(Some(d.records[0].to_vec()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn torn_tail_and_corruption_are_told_apart() {
+        let mut buf = Vec::new();
+        encode(&mut buf, b"one").unwrap();
+        encode(&mut buf, b"two").unwrap();
+        let whole = buf.len();
+        let d = decode_all(&buf).unwrap();
+        assert_eq!(d.records, vec![&b"one"[..], &b"two"[..]]);
+        assert!(!d.torn_tail);
+        // Cut inside the last record: torn tail, first record kept.
+        let d = decode_all(&buf[..whole - 1]).unwrap();
+        assert_eq!(d.records.len(), 1);
+        assert!(d.torn_tail);
+        // Flip a byte in the first record: corruption.
+        let mut bad = buf.clone();
+        bad[HEADER] ^= 0xff;
+        assert!(decode_all(&bad).is_err());
+        // A huge length is refused, not allocated.
+        let mut huge = Vec::new();
+        huge.extend_from_slice(&u32::MAX.to_le_bytes());
+        huge.extend_from_slice(&[0; 12]);
+        assert!(decode_all(&huge).is_err());
+    }
+}

@@ -1,0 +1,367 @@
+//! [`Group`]: one Raft group on this node, the handle the rest of natsd uses.
+//!
+//! It opens the group's storage under its directory, runs openraft on it, and turns
+//! openraft's results into ours: [`ProposeError`], [`GroupMetrics`], plain node ids.
+//! Incoming RPCs for the group are handed to [`Group::handle_rpc`] by the transport.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::error::{ClientWriteError, InitializeError, RaftError};
+use openraft::raft::{AppendEntriesRequest, InstallSnapshotRequest, VoteRequest};
+use openraft::{BasicNode, ChangeMembers, Raft, ServerState, SnapshotPolicy};
+
+use super::log_store::LogStore;
+use super::network::{decode_request, encode_reply, NetFactory, RpcOp, Transport};
+use super::sm_store::SmStore;
+use super::{GroupMetrics, NodeId, ProposeError, ReplicaProgress, Role, StateMachine, TypeConfig};
+
+/// How one group runs on this node.
+#[derive(Debug, Clone)]
+pub struct GroupConfig {
+    /// The group's name: unique in the cluster, one subject token (`[A-Za-z0-9_-]`).
+    pub name: String,
+    /// This node's id in the group.
+    pub id: NodeId,
+    /// Where the log, vote and snapshot live (`<store_dir>/…/raft/<group>/`).
+    pub dir: PathBuf,
+    pub heartbeat: Duration,
+    pub election_timeout_min: Duration,
+    pub election_timeout_max: Duration,
+    /// Take a snapshot after this many applied entries since the last one.
+    pub snapshot_every: u64,
+    /// Entries kept in the log behind a snapshot, so a briefly absent follower catches
+    /// up from the log instead of a full snapshot.
+    pub keep_after_snapshot: u64,
+    /// How long `propose` and membership changes wait for a commit.
+    pub propose_timeout: Duration,
+    /// Entries sent in one append RPC at most (an RPC is one message over the routes,
+    /// whose parser takes up to 64 MiB).
+    pub max_entries_per_rpc: u64,
+}
+
+impl GroupConfig {
+    /// Defaults close to nats-server's Raft (heartbeat 1 s there; we are quicker so a
+    /// new leader comes well within the 5 s the issue asks for).
+    pub fn new(name: impl Into<String>, id: NodeId, dir: impl Into<PathBuf>) -> GroupConfig {
+        GroupConfig {
+            name: name.into(),
+            id,
+            dir: dir.into(),
+            heartbeat: Duration::from_millis(250),
+            election_timeout_min: Duration::from_millis(1000),
+            election_timeout_max: Duration::from_millis(2000),
+            snapshot_every: 10_000,
+            keep_after_snapshot: 1000,
+            propose_timeout: Duration::from_secs(5),
+            max_entries_per_rpc: 64,
+        }
+    }
+}
+
+/// A handle on one group; cheap to clone.
+#[derive(Clone)]
+pub struct Group {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    raft: Raft<TypeConfig>,
+    cfg: GroupConfig,
+}
+
+fn ms(d: Duration) -> u64 {
+    d.as_millis().try_into().unwrap_or(u64::MAX)
+}
+
+fn write_err(e: RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>) -> ProposeError {
+    match e {
+        RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => ProposeError::NotLeader {
+            leader: f.leader_id,
+        },
+        RaftError::APIError(ClientWriteError::ChangeMembershipError(c)) => {
+            ProposeError::Membership(c.to_string())
+        }
+        RaftError::Fatal(f) => ProposeError::Stopped(f.to_string()),
+    }
+}
+
+impl Group {
+    /// Opens the group's storage and starts it. A new group does nothing until it is
+    /// bootstrapped on its initial members or added to an existing group.
+    pub async fn open(
+        cfg: GroupConfig,
+        sm: Box<dyn StateMachine>,
+        transport: Arc<dyn Transport>,
+    ) -> io::Result<Group> {
+        let ctx = |e: String| {
+            io::Error::other(format!(
+                "raft group {} at {}: {e}",
+                cfg.name,
+                cfg.dir.display()
+            ))
+        };
+        // The name is one subject token on the NATS transport.
+        if cfg.name.is_empty()
+            || cfg
+                .name
+                .chars()
+                .any(|c| c == '.' || c == '*' || c == '>' || c.is_whitespace())
+        {
+            return Err(ctx(
+                "the name must be one subject token (no '.', '*', '>' or spaces)".into(),
+            ));
+        }
+        let log = LogStore::open(&cfg.dir)?;
+        let sm = SmStore::open(&cfg.dir, sm)?;
+        let rcfg = openraft::Config {
+            cluster_name: cfg.name.clone(),
+            heartbeat_interval: ms(cfg.heartbeat),
+            election_timeout_min: ms(cfg.election_timeout_min),
+            election_timeout_max: ms(cfg.election_timeout_max),
+            snapshot_policy: SnapshotPolicy::LogsSinceLast(cfg.snapshot_every.max(1)),
+            max_in_snapshot_log_to_keep: cfg.keep_after_snapshot,
+            // One chunk per RPC: keep each well under a route's max_payload (1 MiB default).
+            snapshot_max_chunk_size: 256 * 1024,
+            max_payload_entries: cfg.max_entries_per_rpc.max(1),
+            ..Default::default()
+        }
+        .validate()
+        .map_err(|e| ctx(format!("bad config: {e}")))?;
+        let net = NetFactory {
+            group: Arc::from(cfg.name.as_str()),
+            me: cfg.id,
+            transport,
+            backoff: cfg.heartbeat,
+        };
+        let raft = Raft::new(cfg.id, Arc::new(rcfg), net, log, sm)
+            .await
+            .map_err(|e| ctx(format!("start: {e}")))?;
+        Ok(Group {
+            inner: Arc::new(Inner { raft, cfg }),
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.inner.cfg.name
+    }
+
+    pub fn id(&self) -> NodeId {
+        self.inner.cfg.id
+    }
+
+    /// Makes a brand-new group of `members` (id, server name). Every initial member may
+    /// call it with the same set; on a group that already has state it does nothing.
+    pub async fn bootstrap(&self, members: &[(NodeId, String)]) -> Result<(), ProposeError> {
+        let nodes: BTreeMap<NodeId, BasicNode> = members
+            .iter()
+            .map(|(id, name)| (*id, BasicNode::new(name.clone())))
+            .collect();
+        match self.inner.raft.initialize(nodes).await {
+            Ok(()) => Ok(()),
+            Err(RaftError::APIError(InitializeError::NotAllowed(_))) => Ok(()),
+            Err(RaftError::APIError(e)) => Err(ProposeError::Membership(e.to_string())),
+            Err(RaftError::Fatal(f)) => Err(ProposeError::Stopped(f.to_string())),
+        }
+    }
+
+    /// Replicates `data` and returns what the state machine's `apply` returned for it
+    /// on this (the leader) member, once a majority has it.
+    pub async fn propose(&self, data: Vec<u8>) -> Result<Vec<u8>, ProposeError> {
+        self.check_leader()?;
+        match tokio::time::timeout(
+            self.inner.cfg.propose_timeout,
+            self.inner.raft.client_write(super::Bin(data)),
+        )
+        .await
+        {
+            Err(_) => Err(ProposeError::Timeout),
+            Ok(Ok(resp)) => Ok(resp.data),
+            Ok(Err(e)) => Err(write_err(e)),
+        }
+    }
+
+    /// Refuses early when this member is not a leader that a majority still follows.
+    fn check_leader(&self) -> Result<(), ProposeError> {
+        let m = self.metrics();
+        if m.role != Role::Leader {
+            return Err(ProposeError::NotLeader { leader: m.leader });
+        }
+        // `None` on a leader: just elected, no heartbeat round acknowledged yet.
+        let stale = m
+            .millis_since_quorum_ack
+            .is_some_and(|t| t > ms(self.inner.cfg.election_timeout_max));
+        if m.voters.len() > 1 && stale {
+            return Err(ProposeError::NoQuorum);
+        }
+        Ok(())
+    }
+
+    pub fn is_leader(&self) -> bool {
+        self.metrics().role == Role::Leader
+    }
+
+    pub fn leader(&self) -> Option<NodeId> {
+        self.metrics().leader
+    }
+
+    /// The voting members, as this member last learned them.
+    pub fn members(&self) -> Vec<NodeId> {
+        self.metrics().voters
+    }
+
+    /// On the leader: brings `id` (server `name`) up to date as a learner, then makes it
+    /// a voter. The new member must have opened the group (without bootstrapping it).
+    pub async fn add_member(&self, id: NodeId, name: &str) -> Result<(), ProposeError> {
+        self.check_leader()?;
+        let t = self.inner.cfg.propose_timeout;
+        let raft = &self.inner.raft;
+        match tokio::time::timeout(t, raft.add_learner(id, BasicNode::new(name), true)).await {
+            Err(_) => return Err(ProposeError::Timeout),
+            Ok(r) => r.map_err(write_err)?,
+        };
+        let change = ChangeMembers::AddVoterIds(BTreeSet::from([id]));
+        match tokio::time::timeout(t, raft.change_membership(change, false)).await {
+            Err(_) => Err(ProposeError::Timeout),
+            Ok(r) => r.map(|_| ()).map_err(write_err),
+        }
+    }
+
+    /// On the leader: removes `id` from the group (it stops receiving entries).
+    pub async fn remove_member(&self, id: NodeId) -> Result<(), ProposeError> {
+        self.check_leader()?;
+        let change = ChangeMembers::RemoveVoters(BTreeSet::from([id]));
+        let t = self.inner.cfg.propose_timeout;
+        match tokio::time::timeout(t, self.inner.raft.change_membership(change, false)).await {
+            Err(_) => Err(ProposeError::Timeout),
+            Ok(r) => r.map(|_| ()).map_err(write_err),
+        }
+    }
+
+    /// On the leader: stops leading so another member takes over. openraft 0.9 has no
+    /// leadership transfer, so this pauses heartbeats (followers time out and elect) and
+    /// this member's own elections until another leader is seen, then resumes both.
+    pub async fn step_down(&self) -> Result<NodeId, ProposeError> {
+        self.check_leader()?;
+        let rc = self.inner.raft.runtime_config();
+        rc.heartbeat(false);
+        rc.elect(false);
+        let me = self.id();
+        let wait = self.inner.cfg.election_timeout_max * 4;
+        let res = self
+            .wait_for(wait, |m| m.leader.is_some_and(|l| l != me))
+            .await;
+        let rc = self.inner.raft.runtime_config();
+        rc.heartbeat(true);
+        rc.elect(true);
+        match res {
+            Ok(m) => Ok(m.leader.unwrap_or(me)),
+            Err(_) => Err(ProposeError::Timeout),
+        }
+    }
+
+    /// Takes a snapshot now (and purges the log behind it as configured).
+    pub async fn snapshot_now(&self) -> Result<(), ProposeError> {
+        self.inner
+            .raft
+            .trigger()
+            .snapshot()
+            .await
+            .map_err(|f| ProposeError::Stopped(f.to_string()))
+    }
+
+    pub fn metrics(&self) -> GroupMetrics {
+        let m = self.inner.raft.metrics().borrow().clone();
+        let role = match m.state {
+            ServerState::Leader => Role::Leader,
+            ServerState::Candidate => Role::Candidate,
+            ServerState::Follower => Role::Follower,
+            ServerState::Learner => Role::Learner,
+            ServerState::Shutdown => Role::Stopped,
+        };
+        let membership = m.membership_config.membership();
+        let last = m.last_log_index.unwrap_or(0);
+        let replicas = m
+            .replication
+            .as_ref()
+            .map(|r| {
+                r.iter()
+                    .filter(|(id, _)| **id != m.id)
+                    .map(|(id, matched)| {
+                        let matched = matched.map(|l| l.index);
+                        ReplicaProgress {
+                            id: *id,
+                            matched,
+                            lag: last.saturating_sub(matched.unwrap_or(0)),
+                        }
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        GroupMetrics {
+            id: m.id,
+            role,
+            term: m.current_term,
+            leader: m.current_leader,
+            last_log_index: m.last_log_index,
+            applied: m.last_applied.map(|l| l.index),
+            snapshot: m.snapshot.map(|l| l.index),
+            purged: m.purged.map(|l| l.index),
+            voters: membership.voter_ids().collect(),
+            learners: membership.learner_ids().collect(),
+            millis_since_quorum_ack: m.millis_since_quorum_ack,
+            replicas,
+        }
+    }
+
+    /// Waits until `cond` holds for this member's metrics, up to `timeout`; the last
+    /// metrics seen come back either way.
+    pub async fn wait_for(
+        &self,
+        timeout: Duration,
+        cond: impl Fn(&GroupMetrics) -> bool,
+    ) -> Result<GroupMetrics, GroupMetrics> {
+        let mut rx = self.inner.raft.metrics();
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let m = self.metrics();
+            if cond(&m) {
+                return Ok(m);
+            }
+            match tokio::time::timeout_at(deadline, rx.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) | Err(_) => return Err(self.metrics()),
+            }
+        }
+    }
+
+    /// Handles one RPC that arrived for this group; the reply body goes back to the
+    /// sender. A bad body is an error for the transport to report, not a panic.
+    pub async fn handle_rpc(&self, op: RpcOp, body: &[u8]) -> Result<Vec<u8>, String> {
+        let raft = &self.inner.raft;
+        match op {
+            RpcOp::Append => {
+                let req: AppendEntriesRequest<TypeConfig> = decode_request(op, body)?;
+                encode_reply(op, &raft.append_entries(req).await)
+            }
+            RpcOp::Vote => {
+                let req: VoteRequest<NodeId> = decode_request(op, body)?;
+                encode_reply(op, &raft.vote(req).await)
+            }
+            RpcOp::Snapshot => {
+                let req: InstallSnapshotRequest<TypeConfig> = decode_request(op, body)?;
+                encode_reply(op, &raft.install_snapshot(req).await)
+            }
+        }
+    }
+
+    /// Stops the group and closes its files; the handle answers `Stopped` afterwards.
+    pub async fn shutdown(&self) {
+        if let Err(e) = self.inner.raft.shutdown().await {
+            tracing::warn!(group = %self.inner.cfg.name, error = %e, "raft group did not stop cleanly");
+        }
+    }
+}

@@ -1,0 +1,295 @@
+//! A group's durable Raft log and vote (openraft's `RaftLogStorage`).
+//!
+//! Files in the group's directory:
+//! - `log`: append-only crc-framed records (frame.rs), each a JSON [`LogRecord`]: an
+//!   entry, a truncation (conflicting suffix dropped) or a purge (prefix covered by a
+//!   snapshot). Replayed on open; a torn last record is cut off with a warning, damage
+//!   anywhere else is an error naming the file and offset. Rewritten compactly (temp
+//!   file + rename) once dead records outnumber live entries.
+//! - `vote`: the current vote, replaced atomically and fsynced before it is used.
+//!
+//! Entries live in memory too (a `BTreeMap`), bounded by snapshots purging the prefix.
+//! Every append is fsynced before openraft is told it is flushed. File I/O runs on the
+//! blocking pool; the mutex is never held across an `.await`.
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::ops::RangeBounds;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
+use openraft::{AnyError, Entry, LogId, RaftLogReader, StorageError, StorageIOError, Vote};
+use serde::{Deserialize, Serialize};
+
+use super::frame;
+use super::{NodeId, TypeConfig};
+
+type StorageResult<T> = Result<T, StorageError<NodeId>>;
+
+#[derive(Serialize, Deserialize)]
+enum LogRecord {
+    Entry(Entry<TypeConfig>),
+    /// Entries at this index and after are gone.
+    Truncate(u64),
+    /// Entries up to and including this id are gone (in a snapshot).
+    Purge(LogId<NodeId>),
+}
+
+struct Inner {
+    path: PathBuf,
+    file: File,
+    entries: BTreeMap<u64, Entry<TypeConfig>>,
+    last_purged: Option<LogId<NodeId>>,
+    /// Records in the file, for deciding when to rewrite it.
+    records: u64,
+    vote_path: PathBuf,
+    vote: Option<Vote<NodeId>>,
+}
+
+/// The log and the vote of one group, shared with its readers.
+#[derive(Clone)]
+pub(crate) struct LogStore {
+    inner: Arc<Mutex<Inner>>,
+}
+
+fn io_err(path: &Path, e: impl std::fmt::Display) -> io::Error {
+    io::Error::other(format!("{}: {e}", path.display()))
+}
+
+fn lock(inner: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
+    // A panic while holding the lock leaves plain data behind; keep going.
+    inner.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl LogStore {
+    /// Opens (or creates) the log and vote under `dir`.
+    pub(crate) fn open(dir: &Path) -> io::Result<LogStore> {
+        std::fs::create_dir_all(dir).map_err(|e| io_err(dir, e))?;
+        let path = dir.join("log");
+        let vote_path = dir.join("vote");
+        let vote = match frame::read_single(&vote_path)? {
+            Some(b) => Some(serde_json::from_slice(&b).map_err(|e| io_err(&vote_path, e))?),
+            None => None,
+        };
+        let buf = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(io_err(&path, e)),
+        };
+        let decoded =
+            frame::decode_all(&buf).map_err(|e| io_err(&path, format!("corrupt raft log: {e}")))?;
+        let mut entries = BTreeMap::new();
+        let mut last_purged = None;
+        let mut records = 0u64;
+        for (i, rec) in decoded.records.iter().enumerate() {
+            let rec: LogRecord = serde_json::from_slice(rec).map_err(|e| {
+                io_err(
+                    &path,
+                    format!("corrupt raft log: record {i} does not decode: {e}"),
+                )
+            })?;
+            records += 1;
+            match rec {
+                LogRecord::Entry(e) => {
+                    entries.insert(e.log_id.index, e);
+                }
+                LogRecord::Truncate(since) => {
+                    entries.split_off(&since);
+                }
+                LogRecord::Purge(id) => {
+                    entries = entries.split_off(&(id.index + 1));
+                    last_purged = Some(id);
+                }
+            }
+        }
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| io_err(&path, e))?;
+        if decoded.torn_tail {
+            tracing::warn!(
+                path = %path.display(),
+                dropped = buf.len() - decoded.valid_len,
+                "raft log ends in a torn record (crash during an append); cutting it off"
+            );
+            file.set_len(decoded.valid_len as u64)
+                .map_err(|e| io_err(&path, e))?;
+            file.sync_all().map_err(|e| io_err(&path, e))?;
+        }
+        let inner = Inner {
+            path,
+            file,
+            entries,
+            last_purged,
+            records,
+            vote_path,
+            vote,
+        };
+        Ok(LogStore {
+            inner: Arc::new(Mutex::new(inner)),
+        })
+    }
+
+    /// Runs `f` on the blocking pool with the store locked.
+    async fn blocking<T, F>(&self, f: F) -> io::Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Inner) -> io::Result<T> + Send + 'static,
+    {
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || f(&mut lock(&inner)))
+            .await
+            .map_err(|e| io::Error::other(format!("raft log task failed: {e}")))?
+    }
+}
+
+impl Inner {
+    fn write_records(&mut self, recs: &[LogRecord]) -> io::Result<()> {
+        let mut buf = Vec::new();
+        for r in recs {
+            let json = serde_json::to_vec(r).map_err(|e| io_err(&self.path, e))?;
+            frame::encode(&mut buf, &json)?;
+        }
+        self.file
+            .write_all(&buf)
+            .map_err(|e| io_err(&self.path, e))?;
+        self.file.sync_data().map_err(|e| io_err(&self.path, e))?;
+        self.records += recs.len() as u64;
+        Ok(())
+    }
+
+    /// Rewrites the log file with only what is live, once it is mostly dead records.
+    fn maybe_compact(&mut self) -> io::Result<()> {
+        let live = self.entries.len() as u64 + 1;
+        if self.records < 1024 || self.records < 2 * live {
+            return Ok(());
+        }
+        let mut buf = Vec::new();
+        let mut n = 0;
+        if let Some(p) = self.last_purged {
+            let json =
+                serde_json::to_vec(&LogRecord::Purge(p)).map_err(|e| io_err(&self.path, e))?;
+            frame::encode(&mut buf, &json)?;
+            n += 1;
+        }
+        for e in self.entries.values() {
+            let json = serde_json::to_vec(&LogRecord::Entry(e.clone()))
+                .map_err(|e| io_err(&self.path, e))?;
+            frame::encode(&mut buf, &json)?;
+            n += 1;
+        }
+        frame::write_atomic_raw(&self.path, &buf)?;
+        self.file = OpenOptions::new()
+            .append(true)
+            .open(&self.path)
+            .map_err(|e| io_err(&self.path, e))?;
+        self.records = n;
+        Ok(())
+    }
+}
+
+fn write_err(e: io::Error) -> StorageError<NodeId> {
+    StorageIOError::write_logs(AnyError::new(&e)).into()
+}
+
+impl RaftLogReader<TypeConfig> for LogStore {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + Send>(
+        &mut self,
+        range: RB,
+    ) -> StorageResult<Vec<Entry<TypeConfig>>> {
+        let inner = lock(&self.inner);
+        Ok(inner.entries.range(range).map(|(_, e)| e.clone()).collect())
+    }
+}
+
+impl RaftLogStorage<TypeConfig> for LogStore {
+    type LogReader = LogStore;
+
+    async fn get_log_state(&mut self) -> StorageResult<LogState<TypeConfig>> {
+        let inner = lock(&self.inner);
+        let last = inner
+            .entries
+            .values()
+            .next_back()
+            .map(|e| e.log_id)
+            .or(inner.last_purged);
+        Ok(LogState {
+            last_purged_log_id: inner.last_purged,
+            last_log_id: last,
+        })
+    }
+
+    async fn get_log_reader(&mut self) -> Self::LogReader {
+        self.clone()
+    }
+
+    async fn save_vote(&mut self, vote: &Vote<NodeId>) -> StorageResult<()> {
+        let vote = *vote;
+        self.blocking(move |inner| {
+            let json = serde_json::to_vec(&vote).map_err(|e| io_err(&inner.vote_path, e))?;
+            frame::write_atomic(&inner.vote_path, &json)
+                .map_err(|e| io_err(&inner.vote_path, e))?;
+            inner.vote = Some(vote);
+            Ok(())
+        })
+        .await
+        .map_err(|e| StorageIOError::write_vote(AnyError::new(&e)).into())
+    }
+
+    async fn read_vote(&mut self) -> StorageResult<Option<Vote<NodeId>>> {
+        Ok(lock(&self.inner).vote)
+    }
+
+    async fn append<I>(&mut self, entries: I, callback: LogFlushed<TypeConfig>) -> StorageResult<()>
+    where
+        I: IntoIterator<Item = Entry<TypeConfig>> + Send,
+        I::IntoIter: Send,
+    {
+        let entries: Vec<_> = entries.into_iter().collect();
+        let res = self
+            .blocking(move |inner| {
+                let recs: Vec<LogRecord> = entries.iter().cloned().map(LogRecord::Entry).collect();
+                inner.write_records(&recs)?;
+                for e in entries {
+                    inner.entries.insert(e.log_id.index, e);
+                }
+                Ok(())
+            })
+            .await;
+        match res {
+            Ok(()) => {
+                callback.log_io_completed(Ok(()));
+                Ok(())
+            }
+            Err(e) => {
+                callback.log_io_completed(Err(io::Error::other(e.to_string())));
+                Err(write_err(e))
+            }
+        }
+    }
+
+    async fn truncate(&mut self, log_id: LogId<NodeId>) -> StorageResult<()> {
+        self.blocking(move |inner| {
+            inner.write_records(&[LogRecord::Truncate(log_id.index)])?;
+            inner.entries.split_off(&log_id.index);
+            Ok(())
+        })
+        .await
+        .map_err(write_err)
+    }
+
+    async fn purge(&mut self, log_id: LogId<NodeId>) -> StorageResult<()> {
+        self.blocking(move |inner| {
+            inner.write_records(&[LogRecord::Purge(log_id)])?;
+            inner.entries = inner.entries.split_off(&(log_id.index + 1));
+            inner.last_purged = Some(log_id);
+            inner.maybe_compact()
+        })
+        .await
+        .map_err(write_err)
+    }
+}

@@ -1,0 +1,220 @@
+//! How Raft RPCs travel between members: the [`Transport`] trait (opaque request bytes
+//! to a named group on a target node, reply bytes back) and openraft's network traits
+//! implemented on top of it, with JSON bodies.
+//!
+//! The receiving side decodes in `Group::handle_rpc` (group.rs) with [`decode_request`]
+//! and [`encode_reply`] from here, so both directions share one wire format.
+//! InstallSnapshot travels in chunks (openraft's `Chunked`), each chunk one RPC, so no
+//! single message is larger than the snapshot chunk size.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::error::{
+    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
+};
+use openraft::network::{Backoff, RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use openraft::BasicNode;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use super::{NodeId, TypeConfig};
+
+/// The three Raft RPCs. `as_str` is the token used in subjects
+/// (`$NATSD.RAFT.<group>.<op>.<target>` for the NATS transport).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RpcOp {
+    Append,
+    Vote,
+    Snapshot,
+}
+
+impl RpcOp {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RpcOp::Append => "AE",
+            RpcOp::Vote => "VOTE",
+            RpcOp::Snapshot => "SNAP",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<RpcOp> {
+        match s {
+            "AE" => Some(RpcOp::Append),
+            "VOTE" => Some(RpcOp::Vote),
+            "SNAP" => Some(RpcOp::Snapshot),
+            _ => None,
+        }
+    }
+}
+
+/// Why an RPC got no reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TransportError {
+    /// The target cannot be reached (down, partitioned, no route): openraft backs off.
+    Unreachable(String),
+    /// The message or its reply was lost or garbled: openraft retries at once.
+    Failed(String),
+}
+
+impl fmt::Display for TransportError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TransportError::Unreachable(w) => write!(f, "unreachable: {w}"),
+            TransportError::Failed(w) => write!(f, "rpc failed: {w}"),
+        }
+    }
+}
+
+impl std::error::Error for TransportError {}
+
+/// The reply to one RPC, or why there is none.
+pub type TransportFuture =
+    Pin<Box<dyn Future<Output = Result<Vec<u8>, TransportError>> + Send + 'static>>;
+
+/// Carries one RPC of `group` from node `from` to node `target` and returns the reply.
+/// Implementations deliver `body` to the target's `Group::handle_rpc(op, body)` and
+/// bring its result back; they need not understand either.
+pub trait Transport: Send + Sync + 'static {
+    fn call(
+        &self,
+        group: &str,
+        from: NodeId,
+        target: NodeId,
+        op: RpcOp,
+        body: Vec<u8>,
+    ) -> TransportFuture;
+}
+
+/// Builds one [`NetClient`] per target for openraft.
+pub(crate) struct NetFactory {
+    pub group: Arc<str>,
+    pub me: NodeId,
+    pub transport: Arc<dyn Transport>,
+    pub backoff: Duration,
+}
+
+impl RaftNetworkFactory<TypeConfig> for NetFactory {
+    type Network = NetClient;
+
+    async fn new_client(&mut self, target: NodeId, _node: &BasicNode) -> NetClient {
+        NetClient {
+            group: self.group.clone(),
+            me: self.me,
+            target,
+            transport: self.transport.clone(),
+            backoff: self.backoff,
+        }
+    }
+}
+
+/// openraft's view of one peer.
+pub(crate) struct NetClient {
+    group: Arc<str>,
+    me: NodeId,
+    target: NodeId,
+    transport: Arc<dyn Transport>,
+    backoff: Duration,
+}
+
+#[derive(Debug)]
+struct WireError(String);
+
+impl fmt::Display for WireError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for WireError {}
+
+impl NetClient {
+    async fn rpc<Req, Resp, E>(
+        &self,
+        op: RpcOp,
+        req: &Req,
+        ttl: Duration,
+    ) -> Result<Resp, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>
+    where
+        Req: Serialize,
+        Resp: DeserializeOwned,
+        E: std::error::Error + DeserializeOwned,
+    {
+        let net = |why: String| RPCError::Network(NetworkError::new(&WireError(why)));
+        let body =
+            serde_json::to_vec(req).map_err(|e| net(format!("encode {}: {e}", op.as_str())))?;
+        let call = self
+            .transport
+            .call(&self.group, self.me, self.target, op, body);
+        let reply = match tokio::time::timeout(ttl, call).await {
+            Err(_) => {
+                return Err(net(format!(
+                    "{} to {} timed out after {ttl:?}",
+                    op.as_str(),
+                    self.target
+                )))
+            }
+            Ok(Err(TransportError::Unreachable(w))) => {
+                return Err(RPCError::Unreachable(Unreachable::new(&WireError(w))))
+            }
+            Ok(Err(TransportError::Failed(w))) => return Err(net(w)),
+            Ok(Ok(b)) => b,
+        };
+        let res: Result<Resp, RaftError<NodeId, E>> = serde_json::from_slice(&reply)
+            .map_err(|e| net(format!("decode {} reply: {e}", op.as_str())))?;
+        res.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
+    }
+}
+
+impl RaftNetwork<TypeConfig> for NetClient {
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
+        self.rpc(RpcOp::Append, &rpc, option.hard_ttl()).await
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        rpc: InstallSnapshotRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<
+        InstallSnapshotResponse<NodeId>,
+        RPCError<NodeId, BasicNode, RaftError<NodeId, InstallSnapshotError>>,
+    > {
+        self.rpc(RpcOp::Snapshot, &rpc, option.hard_ttl()).await
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<NodeId>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
+        self.rpc(RpcOp::Vote, &rpc, option.hard_ttl()).await
+    }
+
+    fn backoff(&self) -> Backoff {
+        Backoff::new(std::iter::repeat(self.backoff))
+    }
+}
+
+/// Decodes an RPC body on the receiving side.
+pub(crate) fn decode_request<T: DeserializeOwned>(op: RpcOp, body: &[u8]) -> Result<T, String> {
+    serde_json::from_slice(body).map_err(|e| format!("bad {} request: {e}", op.as_str()))
+}
+
+/// Encodes the receiving side's result as the reply body.
+pub(crate) fn encode_reply<T: Serialize, E: Serialize>(
+    op: RpcOp,
+    res: &Result<T, E>,
+) -> Result<Vec<u8>, String> {
+    serde_json::to_vec(res).map_err(|e| format!("encode {} reply: {e}", op.as_str()))
+}

@@ -1,0 +1,205 @@
+//! The bridge from openraft's `RaftStateMachine` to our [`StateMachine`]: applies
+//! committed entries, tracks the last applied id and membership, and builds, installs
+//! and persists snapshots.
+//!
+//! The latest snapshot is the file `snapshot` in the group's directory: one crc-framed
+//! JSON record `{meta, data}` replaced atomically (frame.rs). On open it is restored
+//! into the state machine; openraft then re-applies the log after it.
+
+use std::io::{self, Cursor};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use openraft::storage::{RaftStateMachine, Snapshot, SnapshotMeta};
+use openraft::{
+    AnyError, BasicNode, Entry, EntryPayload, LogId, RaftSnapshotBuilder, StorageError,
+    StorageIOError, StoredMembership,
+};
+use serde::{Deserialize, Serialize};
+
+use super::frame;
+use super::{NodeId, StateMachine, TypeConfig};
+
+type StorageResult<T> = Result<T, StorageError<NodeId>>;
+
+#[derive(Clone, Serialize, Deserialize)]
+struct StoredSnapshot {
+    meta: SnapshotMeta<NodeId, BasicNode>,
+    #[serde(with = "super::bin")]
+    data: Vec<u8>,
+}
+
+struct Inner {
+    user: Box<dyn StateMachine>,
+    last_applied: Option<LogId<NodeId>>,
+    membership: StoredMembership<NodeId, BasicNode>,
+    current: Option<StoredSnapshot>,
+    built: u64,
+}
+
+/// The state machine side of one group.
+#[derive(Clone)]
+pub(crate) struct SmStore {
+    inner: Arc<Mutex<Inner>>,
+    path: PathBuf,
+}
+
+fn lock(inner: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
+    inner.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn sm_err(e: impl std::fmt::Display) -> StorageError<NodeId> {
+    StorageIOError::write_state_machine(AnyError::error(e.to_string())).into()
+}
+
+impl SmStore {
+    /// Opens the state machine side under `dir`, restoring `user` from the snapshot.
+    pub(crate) fn open(dir: &Path, mut user: Box<dyn StateMachine>) -> io::Result<SmStore> {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| io::Error::other(format!("{}: {e}", dir.display())))?;
+        let path = dir.join("snapshot");
+        let bad = |e: String| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{}: {e}", path.display()),
+            )
+        };
+        let current: Option<StoredSnapshot> = match frame::read_single(&path)? {
+            Some(b) => Some(serde_json::from_slice(&b).map_err(|e| bad(e.to_string()))?),
+            None => None,
+        };
+        let (last_applied, membership) = match &current {
+            Some(s) => {
+                user.restore(&s.data)
+                    .map_err(|e| bad(format!("snapshot does not restore: {e}")))?;
+                (s.meta.last_log_id, s.meta.last_membership.clone())
+            }
+            None => (None, StoredMembership::default()),
+        };
+        let inner = Inner {
+            user,
+            last_applied,
+            membership,
+            current,
+            built: 0,
+        };
+        Ok(SmStore {
+            inner: Arc::new(Mutex::new(inner)),
+            path,
+        })
+    }
+
+    async fn persist(&self, snap: StoredSnapshot) -> io::Result<()> {
+        let path = self.path.clone();
+        tokio::task::spawn_blocking(move || {
+            let json = serde_json::to_vec(&snap).map_err(io::Error::other)?;
+            frame::write_atomic(&path, &json)
+                .map_err(|e| io::Error::other(format!("{}: {e}", path.display())))
+        })
+        .await
+        .map_err(|e| io::Error::other(format!("snapshot write task failed: {e}")))?
+    }
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for SmStore {
+    async fn build_snapshot(&mut self) -> StorageResult<Snapshot<TypeConfig>> {
+        let snap = {
+            let mut inner = lock(&self.inner);
+            inner.built += 1;
+            let idx = inner.last_applied.map(|l| l.index).unwrap_or(0);
+            let meta = SnapshotMeta {
+                last_log_id: inner.last_applied,
+                last_membership: inner.membership.clone(),
+                snapshot_id: format!("{idx}-{}", inner.built),
+            };
+            StoredSnapshot {
+                meta,
+                data: inner.user.snapshot(),
+            }
+        };
+        let sig = snap.meta.signature();
+        self.persist(snap.clone()).await.map_err(|e| {
+            StorageError::from(StorageIOError::write_snapshot(Some(sig), AnyError::new(&e)))
+        })?;
+        lock(&self.inner).current = Some(snap.clone());
+        Ok(Snapshot {
+            meta: snap.meta,
+            snapshot: Box::new(Cursor::new(snap.data)),
+        })
+    }
+}
+
+impl RaftStateMachine<TypeConfig> for SmStore {
+    type SnapshotBuilder = SmStore;
+
+    async fn applied_state(
+        &mut self,
+    ) -> StorageResult<(Option<LogId<NodeId>>, StoredMembership<NodeId, BasicNode>)> {
+        let inner = lock(&self.inner);
+        Ok((inner.last_applied, inner.membership.clone()))
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> StorageResult<Vec<Vec<u8>>>
+    where
+        I: IntoIterator<Item = Entry<TypeConfig>> + Send,
+        I::IntoIter: Send,
+    {
+        let mut inner = lock(&self.inner);
+        let mut out = Vec::new();
+        for e in entries {
+            inner.last_applied = Some(e.log_id);
+            match e.payload {
+                EntryPayload::Blank => out.push(Vec::new()),
+                EntryPayload::Normal(data) => {
+                    let r = inner.user.apply(e.log_id.index, &data.0);
+                    out.push(r);
+                }
+                EntryPayload::Membership(m) => {
+                    inner.membership = StoredMembership::new(Some(e.log_id), m);
+                    out.push(Vec::new());
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        self.clone()
+    }
+
+    async fn begin_receiving_snapshot(&mut self) -> StorageResult<Box<Cursor<Vec<u8>>>> {
+        Ok(Box::new(Cursor::new(Vec::new())))
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta<NodeId, BasicNode>,
+        snapshot: Box<Cursor<Vec<u8>>>,
+    ) -> StorageResult<()> {
+        let snap = StoredSnapshot {
+            meta: meta.clone(),
+            data: snapshot.into_inner(),
+        };
+        let sig = meta.signature();
+        self.persist(snap.clone()).await.map_err(|e| {
+            StorageError::from(StorageIOError::write_snapshot(Some(sig), AnyError::new(&e)))
+        })?;
+        let mut inner = lock(&self.inner);
+        inner
+            .user
+            .restore(&snap.data)
+            .map_err(|e| sm_err(format!("received snapshot does not restore: {e}")))?;
+        inner.last_applied = meta.last_log_id;
+        inner.membership = meta.last_membership.clone();
+        inner.current = Some(snap);
+        Ok(())
+    }
+
+    async fn get_current_snapshot(&mut self) -> StorageResult<Option<Snapshot<TypeConfig>>> {
+        let inner = lock(&self.inner);
+        Ok(inner.current.clone().map(|s| Snapshot {
+            meta: s.meta,
+            snapshot: Box::new(Cursor::new(s.data)),
+        }))
+    }
+}

@@ -1,0 +1,392 @@
+//! Clustered JetStream on natsd alone: three embedded nodes with `jetstream {}` and
+//! `cluster {}` form a meta group, place replicated streams, ack a publish once a quorum
+//! has it, answer each request once (from the right node), and keep every acknowledged
+//! message when a stream's leader goes away.
+
+mod common;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use async_nats::jetstream;
+use natsd::{Options, Server};
+use serde_json::Value;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+fn js_node(dir: &std::path::Path) -> impl Fn(&str, Option<u16>) -> Options + '_ {
+    move |name, seed| {
+        let mut o = common::cluster::node_opts(name, seed);
+        o.jetstream = Some(natsd::config::JetStreamOpts {
+            store_dir: Some(dir.join(name)),
+            ..Default::default()
+        });
+        o
+    }
+}
+
+struct Js {
+    servers: Vec<Server>,
+    dir: PathBuf,
+}
+
+async fn cluster(name: &str, n: usize) -> Js {
+    let dir = common::js_dir(name);
+    let servers = common::cluster::mesh_with(n, js_node(&dir)).await;
+    Js { servers, dir }
+}
+
+/// A `$JS.API` request answered within the deadline, retried while the cluster forms
+/// (no answer yet, or 503 "temporarily unavailable").
+async fn api(nc: &async_nats::Client, subject: &str, body: &str) -> Value {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let r = tokio::time::timeout(
+            Duration::from_secs(2),
+            nc.request(subject.to_string(), body.to_string().into()),
+        )
+        .await;
+        if let Ok(Ok(m)) = r {
+            let v: Value = serde_json::from_slice(&m.payload).expect("JSON answer");
+            if v["error"]["err_code"] != 10008 {
+                return v;
+            }
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{subject}: no answer from the cluster"
+        );
+    }
+}
+
+/// A request sent once (a stepdown must not be repeated), answered within the deadline.
+async fn once(nc: &async_nats::Client, subject: &str) -> Value {
+    let m = tokio::time::timeout(WAIT, nc.request(subject.to_string(), "".into()))
+        .await
+        .unwrap_or_else(|_| panic!("{subject}: no answer"))
+        .unwrap_or_else(|e| panic!("{subject}: {e}"));
+    serde_json::from_slice(&m.payload).expect("JSON answer")
+}
+
+/// Every node's engine copy of `stream`: its (messages, last sequence), if it has one.
+fn copies(js: &Js, stream: &str) -> Vec<Option<(u64, u64)>> {
+    js.servers
+        .iter()
+        .map(|s| {
+            let j = s.shared().jetstream.get()?.clone();
+            let e = j.engine();
+            let st = e.accounts.get("$G")?.streams.get(stream)?;
+            let state = st.store.state();
+            Some((state.msgs, state.last_seq))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn r3_stream_acks_on_quorum_and_survives_its_leader() {
+    let mut js = cluster("jsc-r3", 3).await;
+    let nc = async_nats::connect(js.servers[1].client_url())
+        .await
+        .expect("connect");
+    let created = api(
+        &nc,
+        "$JS.API.STREAM.CREATE.ORDERS",
+        r#"{"name":"ORDERS","subjects":["orders.>"],"num_replicas":3,"storage":"file"}"#,
+    )
+    .await;
+    assert_eq!(
+        created["type"],
+        "io.nats.jetstream.api.v1.stream_create_response"
+    );
+    assert_eq!(created["config"]["num_replicas"], 3, "{created}");
+    assert_eq!(created["cluster"]["name"], "C1", "{created}");
+    let leader = created["cluster"]["leader"]
+        .as_str()
+        .expect("leader")
+        .to_string();
+    assert_eq!(
+        created["cluster"]["replicas"].as_array().map(Vec::len),
+        Some(2),
+        "{created}"
+    );
+
+    // Acked publishes from a client of any node; each ack names the next sequence.
+    let ctx = jetstream::new(nc.clone());
+    for i in 1..=50u64 {
+        let ack = ctx
+            .publish(format!("orders.{i}"), format!("m{i}").into())
+            .await
+            .expect("publish")
+            .await
+            .expect("ack");
+        assert_eq!(ack.sequence, i);
+    }
+    // A quorum had each before its ack; all three have them soon after.
+    common::wait_for("every replica has 50", || {
+        let c = copies(&js, "ORDERS");
+        async move { c.iter().all(|c| *c == Some((50, 50))) }
+    })
+    .await;
+
+    // One answer per request: a second reply would show as a second message.
+    let inbox = nc.new_inbox();
+    let mut sub = nc.subscribe(inbox.clone()).await.expect("sub");
+    nc.publish_with_reply("$JS.API.STREAM.INFO.ORDERS", inbox, "".into())
+        .await
+        .expect("pub");
+    let first = tokio::time::timeout(WAIT, futures::StreamExt::next(&mut sub))
+        .await
+        .expect("an answer")
+        .expect("message");
+    let info: Value = serde_json::from_slice(&first.payload).expect("json");
+    assert_eq!(info["state"]["messages"], 50, "{info}");
+    assert_eq!(info["cluster"]["leader"], leader.as_str(), "{info}");
+    let second = tokio::time::timeout(
+        Duration::from_millis(500),
+        futures::StreamExt::next(&mut sub),
+    )
+    .await;
+    assert!(second.is_err(), "a second answer: {second:?}");
+    assert!(
+        info["cluster"]["raft_group"]
+            .as_str()
+            .is_some_and(|g| g.starts_with("S-R3-ORDERS-")),
+        "{info}"
+    );
+
+    // A leader stepdown hands the stream to another replica.
+    let sd = once(&nc, "$JS.API.STREAM.LEADER.STEPDOWN.ORDERS").await;
+    assert_eq!(sd["success"], true, "{sd}");
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let leader = loop {
+        let i = api(&nc, "$JS.API.STREAM.INFO.ORDERS", "").await;
+        match i["cluster"]["leader"].as_str() {
+            Some(l) if l != leader => break l.to_string(),
+            _ => assert!(tokio::time::Instant::now() < deadline, "no new leader: {i}"),
+        }
+    };
+
+    // The leader goes away; another takes over and nothing acknowledged is lost.
+    let li = js
+        .servers
+        .iter()
+        .position(|s| s.shared().name == leader)
+        .expect("leader is a node");
+    let gone = js.servers.remove(li);
+    gone.shutdown().await;
+    let alive = js.servers[0].client_url();
+    let nc2 = async_nats::connect(alive).await.expect("connect");
+    let ctx2 = jetstream::new(nc2.clone());
+    let mut next = 51u64;
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while next <= 60 {
+        let r = async {
+            ctx2.publish(format!("orders.{next}"), format!("m{next}").into())
+                .await
+                .ok()?
+                .await
+                .ok()
+        }
+        .await;
+        match r {
+            Some(ack) => {
+                assert_eq!(ack.sequence, next, "no sequence reused or skipped");
+                next += 1;
+            }
+            None => assert!(tokio::time::Instant::now() < deadline, "no new leader"),
+        }
+    }
+    let info = api(&nc2, "$JS.API.STREAM.INFO.ORDERS", "").await;
+    assert_eq!(info["state"]["messages"], 60, "{info}");
+    assert_ne!(info["cluster"]["leader"], leader.as_str(), "{info}");
+    for seq in [1u64, 50, 60] {
+        let m = api(
+            &nc2,
+            "$JS.API.STREAM.MSG.GET.ORDERS",
+            &format!(r#"{{"seq":{seq}}}"#),
+        )
+        .await;
+        assert_eq!(m["message"]["subject"], format!("orders.{seq}"), "{m}");
+    }
+
+    for s in js.servers.drain(..) {
+        s.shutdown().await;
+    }
+    let _ = std::fs::remove_dir_all(&js.dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn placement_errors_and_delete_answer_once() {
+    let mut js = cluster("jsc-bad", 3).await;
+    let nc = async_nats::connect(js.servers[0].client_url())
+        .await
+        .expect("connect");
+    // More replicas than nodes; more than 5; negative.
+    let r = api(
+        &nc,
+        "$JS.API.STREAM.CREATE.BIG",
+        r#"{"name":"BIG","subjects":["big"],"num_replicas":4}"#,
+    )
+    .await;
+    assert_eq!(r["error"]["err_code"], 10005, "{r}");
+    let r = api(
+        &nc,
+        "$JS.API.STREAM.CREATE.BIG",
+        r#"{"name":"BIG","subjects":["big"],"num_replicas":6}"#,
+    )
+    .await;
+    assert_eq!(r["error"]["description"], "maximum replicas is 5", "{r}");
+    let r = api(
+        &nc,
+        "$JS.API.STREAM.CREATE.BIG",
+        r#"{"name":"BIG","subjects":["big"],"num_replicas":-1}"#,
+    )
+    .await;
+    assert_eq!(r["error"]["err_code"], 10133, "{r}");
+
+    // An R1 stream lives on one node; overlapping subjects are refused cluster-wide.
+    let r = api(
+        &nc,
+        "$JS.API.STREAM.CREATE.ONE",
+        r#"{"name":"ONE","subjects":["one.>"],"storage":"memory"}"#,
+    )
+    .await;
+    assert_eq!(r["config"]["name"], "ONE", "{r}");
+    common::wait_for("one copy of ONE", || {
+        let n = copies(&js, "ONE").iter().flatten().count();
+        async move { n == 1 }
+    })
+    .await;
+    let r = api(
+        &nc,
+        "$JS.API.STREAM.CREATE.TWO",
+        r#"{"name":"TWO","subjects":["one.x"],"num_replicas":3}"#,
+    )
+    .await;
+    assert_eq!(r["error"]["err_code"], 10065, "{r}");
+    let names = api(&nc, "$JS.API.STREAM.NAMES", "").await;
+    assert_eq!(names["streams"], serde_json::json!(["ONE"]), "{names}");
+
+    let r = api(&nc, "$JS.API.STREAM.DELETE.ONE", "").await;
+    assert_eq!(r["success"], true, "{r}");
+    common::wait_for("ONE gone everywhere", || {
+        let n = copies(&js, "ONE").iter().flatten().count();
+        async move { n == 0 }
+    })
+    .await;
+    let r = api(&nc, "$JS.API.STREAM.INFO.ONE", "").await;
+    assert_eq!(r["error"]["err_code"], 10059, "{r}");
+
+    for s in js.servers.drain(..) {
+        s.shutdown().await;
+    }
+    let _ = std::fs::remove_dir_all(&js.dir);
+}
+
+/// What applications do on an R3 cluster through an unchanged client (async-nats): a KV
+/// bucket with three replicas (create, put, get through DIRECT.GET, update with the
+/// revision, history, delete) and a durable pull consumer with explicit acks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kv_bucket_and_pull_consumer_on_r3() {
+    use async_nats::jetstream::{consumer, kv};
+    use futures::StreamExt;
+    let mut js = cluster("jsc-kv", 3).await;
+    let nc = async_nats::connect(js.servers[2].client_url())
+        .await
+        .expect("connect");
+    // The meta group forms in the background: the first request may come before it.
+    api(&nc, "$JS.API.STREAM.NAMES", "").await;
+    let ctx = jetstream::new(nc.clone());
+    let kv = ctx
+        .create_key_value(kv::Config {
+            bucket: "cfg".into(),
+            history: 3,
+            num_replicas: 3,
+            ..Default::default()
+        })
+        .await
+        .expect("bucket");
+    let r1 = kv.put("a", "1".into()).await.expect("put");
+    let r2 = kv.put("a", "2".into()).await.expect("put");
+    assert!(r2 > r1);
+    assert_eq!(kv.get("a").await.expect("get"), Some("2".into()));
+    assert!(kv.update("a", "no".into(), r1).await.is_err());
+    kv.update("a", "3".into(), r2).await.expect("update");
+    let h: Vec<kv::Entry> = kv
+        .history("a")
+        .await
+        .expect("history")
+        .map(|e| e.expect("entry"))
+        .collect()
+        .await;
+    let vals: Vec<&[u8]> = h.iter().map(|e| &e.value[..]).collect();
+    assert_eq!(vals, vec![&b"1"[..], b"2", b"3"]);
+    kv.delete("a").await.expect("delete");
+    assert_eq!(kv.get("a").await.expect("get"), None);
+    common::wait_for("the bucket on every node", || {
+        let c = copies(&js, "KV_cfg");
+        async move { c.iter().all(|c| c.map(|c| c.1) == Some(4)) }
+    })
+    .await;
+
+    ctx.create_stream(jetstream::stream::Config {
+        name: "WORK".into(),
+        subjects: vec!["w.>".into()],
+        num_replicas: 3,
+        ..Default::default()
+    })
+    .await
+    .expect("stream");
+    for i in 1..=5 {
+        ctx.publish("w.a", format!("m{i}").into())
+            .await
+            .expect("publish")
+            .await
+            .expect("ack");
+    }
+    // The consumer lives with the stream's leader; the client fetches through another node,
+    // so the messages cross a route to its inbox (as `reply@subject`, nats-server's form)
+    // and arrive with their stream subject.
+    let leader = api(&nc, "$JS.API.STREAM.INFO.WORK", "").await["cluster"]["leader"]
+        .as_str()
+        .expect("leader")
+        .to_string();
+    let far = js
+        .servers
+        .iter()
+        .find(|s| s.shared().name != leader)
+        .expect("a node that does not lead WORK");
+    let far = async_nats::connect(far.client_url())
+        .await
+        .expect("connect");
+    let far_ctx = jetstream::new(far);
+    let s = far_ctx.get_stream("WORK").await.expect("stream");
+    let c = s
+        .create_consumer(consumer::pull::Config {
+            durable_name: Some("D".into()),
+            ack_policy: consumer::AckPolicy::Explicit,
+            ..Default::default()
+        })
+        .await
+        .expect("consumer");
+    let mut batch = c.fetch().max_messages(5).messages().await.expect("fetch");
+    let mut got = Vec::new();
+    while let Some(m) = tokio::time::timeout(WAIT, batch.next())
+        .await
+        .expect("the batch ends")
+    {
+        let m = m.expect("msg");
+        assert_eq!(m.subject.as_str(), "w.a");
+        m.double_ack().await.expect("ack");
+        got.push(String::from_utf8_lossy(&m.payload).to_string());
+    }
+    assert_eq!(got, vec!["m1", "m2", "m3", "m4", "m5"]);
+    let mut c = c;
+    let info = c.info().await.expect("consumer info");
+    assert_eq!(info.ack_floor.stream_sequence, 5);
+
+    for s in js.servers.drain(..) {
+        s.shutdown().await;
+    }
+    let _ = std::fs::remove_dir_all(&js.dir);
+}

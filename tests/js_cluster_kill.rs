@@ -1,0 +1,201 @@
+//! Clustered JetStream across three natsd processes: a stream leader killed with
+//! `kill -9` while a client publishes with acks (and `Nats-Msg-Id`, retrying what was not
+//! acknowledged): afterwards every acknowledged message is in the stream exactly once and
+//! in order, the restarted node catches up with the new leader, and no request is answered
+//! twice (a restarted node re-applies its log without acking again what it proposed in its
+//! earlier life: the reply subjects may belong to other requests by now).
+
+mod common;
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::binary::{write_conf, Proc};
+use serde_json::Value;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn conf(dir: &Path, i: usize, client: u16, routes: &[u16]) -> String {
+    let peers: Vec<String> = routes
+        .iter()
+        .enumerate()
+        .filter(|(j, _)| *j != i)
+        .map(|(_, p)| format!("\"nats-route://127.0.0.1:{p}\""))
+        .collect();
+    format!(
+        "server_name: n{i}\nlisten: 127.0.0.1:{client}\n\
+         jetstream {{ store_dir: \"{}\" }}\n\
+         cluster {{ name: C1, listen: 127.0.0.1:{}, routes: [{}] }}\n",
+        dir.join(format!("n{i}")).display(),
+        routes[i],
+        peers.join(", ")
+    )
+}
+
+fn start(p: &Path) -> Proc {
+    let p = p.to_string_lossy().to_string();
+    Proc::ready(&["-c", &p], Stdio::null(), "Server is ready")
+}
+
+async fn request(nc: &async_nats::Client, subject: &str, body: String) -> Option<Value> {
+    let r = tokio::time::timeout(
+        Duration::from_secs(2),
+        nc.request(subject.to_string(), body.into()),
+    )
+    .await;
+    let m = r.ok()?.ok()?;
+    serde_json::from_slice(&m.payload).ok()
+}
+
+/// Publishes message `i` (id `m<i>`) until it is acknowledged; its sequence.
+async fn publish_acked(nc: &async_nats::Client, i: u64) -> u64 {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let mut h = async_nats::HeaderMap::new();
+        h.insert("Nats-Msg-Id", format!("m{i}").as_str());
+        let r = tokio::time::timeout(
+            Duration::from_secs(2),
+            nc.request_with_headers(format!("ev.{i}"), h, format!("{i}").into()),
+        )
+        .await;
+        if let Ok(Ok(m)) = r {
+            if let Ok(v) = serde_json::from_slice::<Value>(&m.payload) {
+                if let Some(seq) = v["seq"].as_u64().filter(|s| *s > 0) {
+                    return seq;
+                }
+            }
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "message {i} never acknowledged"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stream_leader_killed_loses_no_acknowledged_message() {
+    let dir = common::js_dir("jsc-kill");
+    std::fs::create_dir_all(&dir).expect("dir");
+    let clients: Vec<u16> = (0..3).map(|_| common::free_port()).collect();
+    let routes: Vec<u16> = (0..3).map(|_| common::free_port()).collect();
+    let confs: Vec<_> = (0..3)
+        .map(|i| {
+            write_conf(
+                &dir,
+                &format!("n{i}.conf"),
+                &conf(&dir, i, clients[i], &routes),
+            )
+        })
+        .collect();
+    let mut procs: Vec<Option<Proc>> = confs.iter().map(|c| Some(start(c))).collect();
+    let urls: Vec<async_nats::ServerAddr> = clients
+        .iter()
+        .map(|p| format!("nats://127.0.0.1:{p}").parse().expect("url"))
+        .collect();
+    let nc = async_nats::ConnectOptions::new()
+        .retry_on_initial_connect()
+        .connect(urls)
+        .await
+        .expect("connect");
+
+    // Every answer any publisher gets, by reply subject.
+    let watcher = async_nats::connect(format!("nats://127.0.0.1:{}", clients[0]))
+        .await
+        .expect("watcher");
+    let mut answers = watcher.subscribe("_INBOX.>").await.expect("sub");
+    watcher.flush().await.expect("flush");
+    let counts = std::sync::Arc::new(std::sync::Mutex::new(std::collections::HashMap::<
+        String,
+        usize,
+    >::new()));
+    let counting = counts.clone();
+    tokio::spawn(async move {
+        while let Some(m) = futures::StreamExt::next(&mut answers).await {
+            let mut c = counting.lock().unwrap_or_else(|p| p.into_inner());
+            *c.entry(m.subject.to_string()).or_default() += 1;
+        }
+    });
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let created = loop {
+        let r = request(
+            &nc,
+            "$JS.API.STREAM.CREATE.EV",
+            r#"{"name":"EV","subjects":["ev.>"],"num_replicas":3}"#.into(),
+        )
+        .await;
+        if let Some(v) = r.clone().filter(|v| v["config"]["name"] == "EV") {
+            break v;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no stream: {r:?}");
+    };
+    let leader = created["cluster"]["leader"]
+        .as_str()
+        .expect("leader")
+        .to_string();
+
+    let mut acked = Vec::new();
+    for i in 1..=100u64 {
+        acked.push((i, publish_acked(&nc, i).await));
+    }
+    // kill -9 the stream's leader and keep publishing through the others.
+    let li: usize = leader[1..].parse().expect("nK");
+    if let Some(p) = &procs[li] {
+        p.signal("-9");
+    }
+    procs[li] = None;
+    let stalled = tokio::time::Instant::now();
+    acked.push((101, publish_acked(&nc, 101).await));
+    eprintln!(
+        "first ack after the kill: {:?} (natsd's election timeout is 1-2 s)",
+        stalled.elapsed()
+    );
+    for i in 102..=200u64 {
+        acked.push((i, publish_acked(&nc, i).await));
+    }
+    // The killed node comes back and catches up.
+    procs[li] = Some(start(&confs[li]));
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let info = loop {
+        let info = request(&nc, "$JS.API.STREAM.INFO.EV", String::new()).await;
+        let caught_up = info.as_ref().is_some_and(|v| {
+            let reps = v["cluster"]["replicas"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            reps.len() == 2 && reps.iter().all(|r| r["current"] == true)
+        });
+        if caught_up {
+            break info.unwrap_or_default();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "replicas never current: {info:?}"
+        );
+    };
+    assert_ne!(info["cluster"]["leader"], leader.as_str(), "{info}");
+    assert_eq!(info["state"]["messages"], 200, "{info}");
+    assert_eq!(info["state"]["last_seq"], 200, "{info}");
+    // Each acknowledged message exactly once, at the sequence its ack named, in order.
+    for (i, seq) in &acked {
+        assert_eq!(*seq, *i, "ack of message {i}");
+        let m = request(
+            &nc,
+            "$JS.API.STREAM.MSG.GET.EV",
+            format!(r#"{{"seq":{seq}}}"#),
+        )
+        .await
+        .unwrap_or_default();
+        assert_eq!(m["message"]["subject"], format!("ev.{i}"), "{m}");
+    }
+    let twice: Vec<(String, usize)> = counts
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .filter(|(_, n)| **n > 1)
+        .map(|(s, n)| (s.clone(), *n))
+        .collect();
+    assert!(twice.is_empty(), "answered more than once: {twice:?}");
+    drop(procs);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,507 @@
+//! Raft groups (src/raft) over the in-memory transport: election, ordered apply,
+//! leader loss, minority partitions, catch-up from the log and from a snapshot,
+//! restart from disk, membership 1→3→1, step-down, damaged files, and a seeded
+//! randomized fault run (`RAFT_SEED=<n>` replays one schedule).
+
+mod raft_support;
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use natsd::raft::{Group, GroupConfig, ProposeError, Role};
+use raft_support::{msg, server_name, test_config, tmp_dir, Cluster, Member, Recorder, WAIT};
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+
+async fn propose_n(c: &Cluster, from: usize, to: usize, acked: &mut Vec<Vec<u8>>) {
+    for i in from..to {
+        c.propose(&msg(i), WAIT)
+            .await
+            .unwrap_or_else(|e| panic!("propose {i}: {e}"));
+        acked.push(msg(i));
+    }
+}
+
+async fn elect_and_apply_in_order(n: u64) {
+    let c = Cluster::start(&format!("order{n}"), n, 1).await;
+    let leader = c.leader().await;
+    let term = c.group(leader).metrics().term;
+    assert!(term >= 1);
+    let mut acked = Vec::new();
+    propose_n(&c, 0, 40, &mut acked).await;
+    c.wait_applied(&c.ids(), &acked, WAIT).await;
+    let m = c.group(leader).metrics();
+    assert_eq!(m.voters.len() as u64, n);
+    assert_eq!(
+        m.replicas.len() as u64,
+        n - 1,
+        "leader reports every other replica: {m:?}"
+    );
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_members_elect_and_apply_in_order() {
+    elect_and_apply_in_order(3).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_members_elect_and_apply_in_order() {
+    elect_and_apply_in_order(5).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn propose_on_a_follower_names_the_leader() {
+    let c = Cluster::start("hint", 3, 2).await;
+    let leader = c.leader().await;
+    let follower = c.ids().into_iter().find(|i| *i != leader).unwrap_or(0);
+    let err = c
+        .group(follower)
+        .propose(b"x".to_vec())
+        .await
+        .expect_err("a follower refuses");
+    let ProposeError::NotLeader { leader: Some(hint) } = err else {
+        panic!("want NotLeader with a hint, got {err:?}");
+    };
+    // The hint is the leader (or, if an election just happened, the new one).
+    assert!(
+        hint == leader || c.group(follower).leader() == Some(hint),
+        "hint {hint}, leader {leader}"
+    );
+    assert_ne!(hint, follower);
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_killed_new_leader_and_no_committed_entry_lost() {
+    let mut c = Cluster::start("killlead", 3, 3).await;
+    let mut acked = Vec::new();
+    propose_n(&c, 0, 20, &mut acked).await;
+    let old = c.leader().await;
+    c.kill(old).await;
+    let rest = c.ids();
+    let new = c.leader_among(&rest, WAIT).await;
+    assert_ne!(new, old);
+    propose_n(&c, 20, 40, &mut acked).await;
+    c.wait_applied(&rest, &acked, WAIT).await;
+    // The old leader comes back as a follower and catches up.
+    c.open(old).await;
+    c.wait_applied(&c.ids(), &acked, WAIT).await;
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn minority_partition_refuses_writes_and_does_not_diverge() {
+    let c = Cluster::start("minority", 5, 4).await;
+    let mut acked = Vec::new();
+    propose_n(&c, 0, 10, &mut acked).await;
+    let old = c.leader().await;
+    let buddy = c.ids().into_iter().find(|i| *i != old).unwrap_or(0);
+    let majority: Vec<u64> = c
+        .ids()
+        .into_iter()
+        .filter(|i| *i != old && *i != buddy)
+        .collect();
+    c.net.partition(&[old, buddy], &majority);
+    // The old leader can no longer commit anything.
+    let err = c
+        .group(old)
+        .propose(b"minority".to_vec())
+        .await
+        .expect_err("minority must not commit");
+    assert!(
+        matches!(
+            err,
+            ProposeError::NoQuorum | ProposeError::Timeout | ProposeError::NotLeader { .. }
+        ),
+        "{err:?}"
+    );
+    // Once its quorum ack is stale it refuses at once.
+    let stale = c
+        .group(old)
+        .wait_for(WAIT, |m| {
+            m.role != Role::Leader || m.millis_since_quorum_ack.is_none_or(|t| t > 600)
+        })
+        .await;
+    assert!(stale.is_ok(), "old leader never noticed it lost its quorum");
+    let err = c
+        .group(old)
+        .propose(b"minority2".to_vec())
+        .await
+        .expect_err("minority must not commit");
+    assert!(
+        matches!(err, ProposeError::NoQuorum | ProposeError::NotLeader { .. }),
+        "{err:?}"
+    );
+    // The majority elects and commits.
+    let new = c.leader_among(&majority, WAIT).await;
+    for i in 10..20 {
+        c.group(new)
+            .propose(msg(i))
+            .await
+            .unwrap_or_else(|e| panic!("majority propose {i}: {e}"));
+        acked.push(msg(i));
+    }
+    c.net.heal();
+    c.wait_applied(&c.ids(), &acked, WAIT).await;
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn follower_that_was_down_catches_up_from_the_log() {
+    let mut c = Cluster::start("catchlog", 3, 5).await;
+    let mut acked = Vec::new();
+    propose_n(&c, 0, 5, &mut acked).await;
+    let leader = c.leader().await;
+    let down = c.ids().into_iter().find(|i| *i != leader).unwrap_or(0);
+    c.kill(down).await;
+    propose_n(&c, 5, 40, &mut acked).await;
+    c.open(down).await;
+    c.wait_applied(&c.ids(), &acked, WAIT).await;
+    assert_eq!(
+        c.group(down).metrics().snapshot,
+        None,
+        "caught up from the log, no snapshot"
+    );
+    c.shutdown().await;
+}
+
+fn compact_often(cfg: &mut GroupConfig) {
+    cfg.snapshot_every = 10;
+    cfg.keep_after_snapshot = 0;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn follower_behind_a_compacted_log_gets_a_snapshot() {
+    let mut c = Cluster::start_with("catchsnap", 3, 6, compact_often).await;
+    let mut acked = Vec::new();
+    propose_n(&c, 0, 5, &mut acked).await;
+    let leader = c.leader().await;
+    let down = c.ids().into_iter().find(|i| *i != leader).unwrap_or(0);
+    c.kill(down).await;
+    propose_n(&c, 5, 60, &mut acked).await;
+    let purged = c
+        .group(leader)
+        .wait_for(WAIT, |m| m.purged.is_some_and(|p| p > 20))
+        .await;
+    assert!(purged.is_ok(), "leader never purged its log: {purged:?}");
+    c.open(down).await;
+    c.wait_applied(&c.ids(), &acked, WAIT).await;
+    let m = c.group(down).metrics();
+    assert!(
+        m.snapshot.is_some_and(|s| s > 20),
+        "the follower installed a snapshot: {m:?}"
+    );
+    // And it keeps following after the snapshot.
+    propose_n(&c, 60, 70, &mut acked).await;
+    c.wait_applied(&c.ids(), &acked, WAIT).await;
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_from_disk_restores_state() {
+    let mut c = Cluster::start_with("restart", 3, 7, compact_often).await;
+    let mut acked = Vec::new();
+    propose_n(&c, 0, 25, &mut acked).await;
+    c.wait_applied(&c.ids(), &acked, WAIT).await;
+    for id in c.ids() {
+        c.kill(id).await;
+    }
+    for id in 1..=3 {
+        c.open(id).await;
+    }
+    // Nothing re-bootstraps: the vote, log and snapshot on disk are the whole state.
+    c.leader().await;
+    c.wait_applied(&c.ids(), &acked, WAIT).await;
+    propose_n(&c, 25, 30, &mut acked).await;
+    c.wait_applied(&c.ids(), &acked, WAIT).await;
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn membership_one_to_three_to_one() {
+    let mut c = Cluster::start("scale", 1, 8).await;
+    let mut acked = Vec::new();
+    propose_n(&c, 0, 10, &mut acked).await;
+    // Two new, empty members join through the leader.
+    c.open(2).await;
+    c.open(3).await;
+    for id in [2, 3] {
+        let leader = c.try_leader(WAIT).await.expect("a leader");
+        c.group(leader)
+            .add_member(id, &server_name(id))
+            .await
+            .unwrap_or_else(|e| panic!("add {id}: {e}"));
+    }
+    assert_eq!(c.group(1).members(), vec![1, 2, 3]);
+    propose_n(&c, 10, 20, &mut acked).await;
+    c.wait_applied(&[1, 2, 3], &acked, WAIT).await;
+    // Back to one.
+    let leader = c.leader().await;
+    let others: Vec<u64> = c.ids().into_iter().filter(|i| *i != leader).collect();
+    for id in &others {
+        c.group(leader)
+            .remove_member(*id)
+            .await
+            .unwrap_or_else(|e| panic!("remove {id}: {e}"));
+    }
+    assert_eq!(c.group(leader).members(), vec![leader]);
+    for id in others {
+        c.kill(id).await;
+    }
+    propose_n(&c, 20, 25, &mut acked).await;
+    c.wait_applied(&[leader], &acked, WAIT).await;
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn step_down_hands_leadership_to_another_member() {
+    let c = Cluster::start("stepdown", 3, 9).await;
+    let mut acked = Vec::new();
+    propose_n(&c, 0, 5, &mut acked).await;
+    let old = c.leader().await;
+    let new = c.group(old).step_down().await.expect("step down");
+    assert_ne!(new, old);
+    propose_n(&c, 5, 10, &mut acked).await;
+    c.wait_applied(&c.ids(), &acked, WAIT).await;
+    c.shutdown().await;
+}
+
+async fn open_single(dir: &std::path::Path) -> std::io::Result<(Group, Member)> {
+    let net = natsd::raft::mem_transport::MemNet::new(0);
+    let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let g = Group::open(
+        test_config("disk", 1, dir),
+        Box::new(Recorder { log: log.clone() }),
+        net,
+    )
+    .await?;
+    Ok((g.clone(), Member { group: g, log }))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn damaged_files_are_clear_errors_and_a_torn_tail_is_cut() {
+    let dir = tmp_dir("damaged");
+    let (g, _m) = open_single(&dir).await.expect("open");
+    g.bootstrap(&[(1, server_name(1))])
+        .await
+        .expect("bootstrap");
+    g.wait_for(WAIT, |m| m.role == Role::Leader)
+        .await
+        .expect("leader");
+    for i in 0..5 {
+        g.propose(msg(i)).await.expect("propose");
+    }
+    g.shutdown().await;
+    let log_path = dir.join("n1").join("log");
+    let good = std::fs::read(&log_path).expect("read log");
+
+    // A torn last record (crash mid-append) is cut off; the rest is kept.
+    let mut torn = good.clone();
+    torn.extend_from_slice(&[200, 0, 0, 0, 1, 2, 3]);
+    std::fs::write(&log_path, &torn).expect("write");
+    let (g, m) = open_single(&dir).await.expect("a torn tail opens");
+    g.wait_for(WAIT, |m| m.role == Role::Leader)
+        .await
+        .expect("leader after restart");
+    let want: Vec<Vec<u8>> = (0..5).map(msg).collect();
+    let got = g.wait_for(WAIT, |mt| mt.applied >= mt.last_log_index).await;
+    assert!(got.is_ok());
+    assert_eq!(*m.log.lock().unwrap_or_else(|p| p.into_inner()), want);
+    g.shutdown().await;
+    // The torn bytes were cut before new records were appended.
+    let now = std::fs::read(&log_path).expect("read");
+    assert_ne!(
+        now.get(good.len()..good.len() + 4),
+        Some(&[200u8, 0, 0, 0][..]),
+        "torn tail still there"
+    );
+
+    // A flipped byte inside an earlier record is corruption: an error naming the file.
+    let mut bad = std::fs::read(&log_path).expect("read");
+    bad[12] ^= 0xff;
+    std::fs::write(&log_path, &bad).expect("write");
+    let err = open_single(&dir).await.err().expect("corrupt log refused");
+    assert!(
+        err.to_string().contains("log") && err.to_string().contains("crc"),
+        "{err}"
+    );
+    std::fs::write(&log_path, &good).expect("write");
+
+    // A garbled vote file is an error too, not a panic.
+    std::fs::write(dir.join("n1").join("vote"), b"\x05\x00\x00\x00garbage").expect("write");
+    let err = open_single(&dir).await.err().expect("bad vote refused");
+    assert!(err.to_string().contains("vote"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn fault_run_config(cfg: &mut GroupConfig) {
+    cfg.snapshot_every = 25;
+    cfg.keep_after_snapshot = 5;
+    cfg.propose_timeout = Duration::from_secs(1);
+}
+
+/// Kill/restart/partition/drop by seed while proposing; afterwards every acknowledged
+/// entry is on every member exactly once and in acknowledgement order, entries refused
+/// up front (NotLeader/NoQuorum) are nowhere, and all members hold the same sequence.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seeded_random_faults_lose_no_acknowledged_entry() {
+    let seeds: Vec<u64> = match std::env::var("RAFT_SEED") {
+        Ok(s) => vec![s.parse().expect("RAFT_SEED is a number")],
+        Err(_) => vec![1, 3, 7],
+    };
+    for seed in seeds {
+        random_fault_run(seed).await;
+    }
+}
+
+async fn random_fault_run(seed: u64) {
+    eprintln!("raft fault run: seed {seed} (replay with RAFT_SEED={seed} cargo test --test raft seeded_random)");
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut c = Cluster::start_with(&format!("faults{seed}"), 5, seed, fault_run_config).await;
+    c.leader().await;
+    let mut acked: Vec<Vec<u8>> = Vec::new();
+    let mut unknown: HashSet<Vec<u8>> = HashSet::new();
+    let mut refused: HashSet<Vec<u8>> = HashSet::new();
+    let mut dead: Vec<u64> = Vec::new();
+    let mut next = 0usize;
+    for step in 0..40 {
+        let action = rng.random_range(0..10);
+        match action {
+            0..=4 => {
+                for _ in 0..rng.random_range(1..6) {
+                    let data = format!("{seed}-{next}").into_bytes();
+                    next += 1;
+                    // Give an election the time it needs; propose anyway if none comes.
+                    let target = match c.try_leader(Duration::from_secs(2)).await {
+                        Some(l) => l,
+                        None => c.ids()[0],
+                    };
+                    match c.group(target).propose(data.clone()).await {
+                        Ok(_) => acked.push(data),
+                        Err(ProposeError::NotLeader { .. } | ProposeError::NoQuorum) => {
+                            refused.insert(data);
+                        }
+                        Err(_) => {
+                            unknown.insert(data);
+                        }
+                    }
+                }
+            }
+            5 if c.live.len() > 2 => {
+                let ids = c.ids();
+                let victim = ids[rng.random_range(0..ids.len())];
+                c.kill(victim).await;
+                dead.push(victim);
+            }
+            6 if !dead.is_empty() => {
+                let back = dead.swap_remove(rng.random_range(0..dead.len()));
+                c.open(back).await;
+            }
+            7 => {
+                let mut all: Vec<u64> = (1..=5).collect();
+                all.shuffle(&mut rng);
+                let cut = rng.random_range(1..5);
+                c.net.partition(&all[..cut], &all[cut..]);
+            }
+            8 => c.net.heal(),
+            9 => c.net.set_drop_rate(rng.random_range(0..300)),
+            _ => {}
+        }
+        if step % 10 == 9 {
+            // Let the group settle now and then, so runs make progress between faults.
+            c.net.heal();
+        }
+    }
+    c.net.heal();
+    c.net.set_drop_rate(0);
+    for id in dead.drain(..) {
+        c.open(id).await;
+    }
+    // A fence entry: once it is applied everywhere, nothing else is in flight.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let fence = loop {
+        let fence = format!("{seed}-fence-{next}").into_bytes();
+        next += 1;
+        match c.propose(&fence, WAIT).await {
+            Ok(_) => break fence,
+            Err(ProposeError::Timeout) if tokio::time::Instant::now() < deadline => {
+                unknown.insert(fence);
+            }
+            Err(e) => panic!("seed {seed}: no fence after healing: {e}"),
+        }
+    };
+    acked.push(fence.clone());
+    let ids = c.ids();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let reference = loop {
+        let logs: Vec<Vec<Vec<u8>>> = ids.iter().map(|i| c.applied(*i)).collect();
+        if logs[0].contains(&fence) && logs.iter().all(|l| *l == logs[0]) {
+            break logs[0].clone();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "seed {seed}: members never converged: lengths {:?}",
+            logs.iter().map(|l| l.len()).collect::<Vec<_>>()
+        );
+        let _ = c
+            .group(ids[0])
+            .wait_for(Duration::from_millis(50), |_| false)
+            .await;
+    };
+    let mut seen = HashSet::new();
+    for e in &reference {
+        assert!(
+            seen.insert(e.clone()),
+            "seed {seed}: {} applied twice",
+            String::from_utf8_lossy(e)
+        );
+        assert!(
+            !refused.contains(e),
+            "seed {seed}: refused {} was applied",
+            String::from_utf8_lossy(e)
+        );
+        assert!(
+            acked.contains(e) || unknown.contains(e),
+            "seed {seed}: {} came from nowhere",
+            String::from_utf8_lossy(e)
+        );
+    }
+    let positions: Vec<usize> = acked
+        .iter()
+        .map(|a| {
+            reference.iter().position(|e| e == a).unwrap_or_else(|| {
+                panic!(
+                    "seed {seed}: acknowledged {} lost",
+                    String::from_utf8_lossy(a)
+                )
+            })
+        })
+        .collect();
+    assert!(
+        positions.windows(2).all(|w| w[0] < w[1]),
+        "seed {seed}: acknowledged entries out of order"
+    );
+    eprintln!(
+        "seed {seed}: {} acknowledged, {} unknown, {} refused, {} applied",
+        acked.len(),
+        unknown.len(),
+        refused.len(),
+        reference.len()
+    );
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_name_that_is_not_one_subject_token_is_refused() {
+    let dir = tmp_dir("badname");
+    for bad in ["", "a.b", "a*", ">", "a b"] {
+        let net = natsd::raft::mem_transport::MemNet::new(0);
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let res = Group::open(test_config(bad, 1, &dir), Box::new(Recorder { log }), net).await;
+        let err = res.err().unwrap_or_else(|| panic!("{bad:?} accepted"));
+        assert!(err.to_string().contains("subject token"), "{err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
