@@ -390,3 +390,100 @@ async fn kv_bucket_and_pull_consumer_on_r3() {
     }
     let _ = std::fs::remove_dir_all(&js.dir);
 }
+
+/// Every replica holds every consumer; only the stream's leader delivers. The leader's
+/// progress goes through the stream's log, so after a leader change the durable consumer
+/// is still there and goes on from what was acknowledged (nothing acked comes again,
+/// nothing unacked is skipped).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_durable_consumer_goes_on_after_a_leader_change() {
+    use async_nats::jetstream::consumer;
+    use futures::StreamExt;
+    let mut js = cluster("jsc-con", 3).await;
+    let nc = async_nats::connect(js.servers[0].client_url())
+        .await
+        .expect("connect");
+    let created = api(
+        &nc,
+        "$JS.API.STREAM.CREATE.Q",
+        r#"{"name":"Q","subjects":["q.>"],"num_replicas":3}"#,
+    )
+    .await;
+    let leader = created["cluster"]["leader"]
+        .as_str()
+        .expect("leader")
+        .to_string();
+    let ctx = jetstream::new(nc.clone());
+    for i in 1..=6 {
+        ctx.publish("q.a", format!("m{i}").into())
+            .await
+            .expect("publish")
+            .await
+            .expect("ack");
+    }
+    let s = ctx.get_stream("Q").await.expect("stream");
+    let c = s
+        .create_consumer(consumer::pull::Config {
+            durable_name: Some("D".into()),
+            ack_policy: consumer::AckPolicy::Explicit,
+            ..Default::default()
+        })
+        .await
+        .expect("consumer");
+    let fetch = |n: usize| {
+        let c = c.clone();
+        async move {
+            let mut got = Vec::new();
+            let mut batch = c.fetch().max_messages(n).messages().await.expect("fetch");
+            while let Some(m) = tokio::time::timeout(WAIT, batch.next())
+                .await
+                .expect("the batch ends")
+            {
+                let m = m.expect("msg");
+                m.double_ack().await.expect("ack");
+                got.push(String::from_utf8_lossy(&m.payload).to_string());
+            }
+            got
+        }
+    };
+    assert_eq!(fetch(3).await, vec!["m1", "m2", "m3"]);
+    // Every copy learns that 1-3 are done (next to deliver: 4, nothing pending).
+    common::wait_for("the progress on every replica", || {
+        let states: Vec<_> = js
+            .servers
+            .iter()
+            .map(|s| {
+                let j = s.shared().jetstream.get()?.clone();
+                let e = j.engine();
+                let st = e.accounts.get("$G")?.streams.get("Q")?;
+                let c = st.consumers.get("D")?.state();
+                Some((c.sseq, c.pending.len()))
+            })
+            .collect();
+        async move { states.iter().all(|s| *s == Some((4, 0))) }
+    })
+    .await;
+
+    let sd = once(&nc, "$JS.API.STREAM.LEADER.STEPDOWN.Q").await;
+    assert_eq!(sd["success"], true, "{sd}");
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let i = api(&nc, "$JS.API.STREAM.INFO.Q", "").await;
+        match i["cluster"]["leader"].as_str() {
+            Some(l) if l != leader => break,
+            _ => assert!(tokio::time::Instant::now() < deadline, "no new leader: {i}"),
+        }
+    }
+    // The new leader answers for D and delivers from 4 on.
+    let info = api(&nc, "$JS.API.CONSUMER.INFO.Q.D", "").await;
+    assert_eq!(info["ack_floor"]["stream_seq"], 3, "{info}");
+    assert_eq!(info["num_pending"], 3, "{info}");
+    assert_eq!(fetch(3).await, vec!["m4", "m5", "m6"]);
+    let info = api(&nc, "$JS.API.CONSUMER.INFO.Q.D", "").await;
+    assert_eq!(info["ack_floor"]["stream_seq"], 6, "{info}");
+
+    for s in js.servers.drain(..) {
+        s.shutdown().await;
+    }
+    let _ = std::fs::remove_dir_all(&js.dir);
+}

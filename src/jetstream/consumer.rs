@@ -79,6 +79,12 @@ pub struct Consumer {
     pub dirty: bool,
     /// `rate_limit_bps` of a push consumer, once its burst is known.
     rate: Option<RateLimit>,
+    /// A copy on a replica that does not lead its stream: it delivers nothing, takes no
+    /// acks and runs no timers; its progress comes from the leader's log
+    /// (`engine/replica.rs`). It takes over when this node comes to lead.
+    pub passive: bool,
+    /// The state last sent to the replicas (on the leader).
+    pub replicated: Option<ConsumerState>,
 }
 
 /// A token bucket in bytes: nats-server's consumer rate limiter (`rate_limit_bps` / 8 bytes
@@ -178,6 +184,8 @@ impl Consumer {
             replay: None,
             dirty: true,
             rate: None,
+            passive: false,
+            replicated: None,
         }
     }
 
@@ -301,6 +309,10 @@ impl Consumer {
     /// Restore saved progress; unacknowledged messages are redelivered after their ack wait
     /// from now. A cursor beyond the stream's end (the store lost messages) is pulled back.
     pub fn restore(&mut self, st: &ConsumerState, store: &dyn MsgStore) {
+        self.pending.clear();
+        self.rdc.clear();
+        self.redeliver.clear();
+        self.in_redeliver.clear();
         let last = store.state().last_seq;
         self.sseq = st.sseq.clamp(1, last + 1);
         self.dseq = st.dseq.max(1);
@@ -368,6 +380,9 @@ impl Consumer {
     /// Deliver what can go now. Stream sequences delivered under ack none are pushed to
     /// `acked` (they count as acknowledged for interest retention).
     pub fn pump(&mut self, cx: &Cx<'_>, store: &dyn MsgStore, acked: &mut Vec<u64>) {
+        if self.passive {
+            return;
+        }
         let now = Instant::now();
         let mut remaining: Option<u64> = None;
         for _ in 0..PUMP_BUDGET {
@@ -601,6 +616,9 @@ impl Consumer {
 
     /// Timer work: redeliveries due, expired pull requests, heartbeats, stalled flow control.
     pub fn tick(&mut self, cx: &Cx<'_>, store: &dyn MsgStore, now: Instant) {
+        if self.passive {
+            return;
+        }
         if self.cfg.ack_policy != AckPolicy::None {
             let due: Vec<u64> = self
                 .pending
@@ -692,6 +710,9 @@ impl Consumer {
     /// Tell waiting pull requests, and the consumer advisory's listeners, the consumer is
     /// gone.
     pub fn deleted(&mut self, cx: &Cx<'_>) {
+        if self.passive {
+            return; // the leader's copy tells
+        }
         for r in self.waiting.drain(..) {
             let h = status_header("409 Consumer Deleted", &[]);
             cx.send(&r.reply, None, Some(&h), b"");

@@ -133,7 +133,7 @@ pub(crate) fn err_json(t: &str, e: &ApiError, extra: &str) -> String {
     s
 }
 
-fn random_name() -> String {
+pub(crate) fn random_name() -> String {
     crate::util::ids::alnum(8)
 }
 
@@ -604,6 +604,8 @@ impl Engine {
                 for n in gone {
                     if let Some(mut c) = st.consumers.remove(&n) {
                         tracing::debug!("JetStream: ephemeral consumer {n:?} inactive, removed");
+                        // A replica's passive copy goes quietly (`deleted`): its progress
+                        // stopped coming, the leader's copy is gone or idle.
                         c.deleted(&cx);
                         if let Some(d) = &st.dir {
                             persist::remove_dir(&persist::consumer_dir(d, &n));

@@ -11,6 +11,7 @@ use super::entry::{Entry, PubMsg};
 use super::meta::StreamAssignment;
 use super::{lock, Item, JsCluster, Replica};
 use crate::jetstream::consumer::Cx;
+use crate::jetstream::engine::replica::CONSUMER_STATES;
 use crate::jetstream::types::now_nanos;
 use crate::jetstream::JetStream;
 use crate::raft::{Group, GroupConfig, GroupMetrics, NodeId, Role, StateMachine};
@@ -61,9 +62,10 @@ impl StateMachine for StreamSm {
 
     fn restore(&mut self, snapshot: &[u8]) -> Result<(), String> {
         let js = self.js.upgrade().ok_or("JetStream stopped")?;
+        let srv = self.srv.upgrade().ok_or("server stopped")?;
         let r = js
             .engine()
-            .replica_restore(&self.account, &self.stream, snapshot);
+            .replica_restore(&srv, &self.account, &self.stream, snapshot);
         r
     }
 }
@@ -179,12 +181,18 @@ impl JsCluster {
             .map(|(k, r)| (k.0.clone(), k.1.clone(), r.group.metrics(), r.sa.clone()))
             .collect();
         let mut answers = Vec::new();
+        let mut progress = Vec::new();
         {
             let mut e = js.engine();
             for (acc, name, m, sa) in &views {
                 let leader = super::leads(m);
                 let json = self.cluster_json(m, sa);
                 e.set_replica(&srv, acc, name, leader, json);
+                if leader {
+                    if let Some(p) = e.progress_due(acc, name) {
+                        progress.push(((acc.clone(), name.clone()), p));
+                    }
+                }
                 if m.leader.is_some() {
                     let mut reps = lock(&self.replicas);
                     let Some(r) = reps.get_mut(&(acc.clone(), name.clone())) else {
@@ -206,6 +214,18 @@ impl JsCluster {
         }
         for (acc, reply, body) in answers {
             Cx::new(&srv, &acc).send(&reply, None, None, body.as_bytes());
+        }
+        if !progress.is_empty() {
+            let reps = lock(&self.replicas);
+            for (key, payload) in progress {
+                if let Some(r) = reps.get(&key) {
+                    let _ = r.tx.send(Item::Api {
+                        subject: CONSUMER_STATES.to_string(),
+                        reply: String::new(),
+                        payload: payload.into(),
+                    });
+                }
+            }
         }
     }
 
@@ -255,6 +275,17 @@ impl JsCluster {
         stream: &str,
         ev: &crate::jetstream::Event,
     ) -> bool {
+        self.propose_api_with(account, stream, ev, ev.payload.clone())
+    }
+
+    /// [`JsCluster::propose_api`] with another body (an ephemeral consumer named here).
+    pub(super) fn propose_api_with(
+        &self,
+        account: &str,
+        stream: &str,
+        ev: &crate::jetstream::Event,
+        payload: bytes::Bytes,
+    ) -> bool {
         let reps = lock(&self.replicas);
         let Some(r) = reps
             .get(&(account.to_string(), stream.to_string()))
@@ -265,7 +296,7 @@ impl JsCluster {
         let _ = r.tx.send(Item::Api {
             subject: ev.subject.clone(),
             reply: ev.reply.clone().unwrap_or_default(),
-            payload: ev.payload.clone(),
+            payload,
         });
         true
     }

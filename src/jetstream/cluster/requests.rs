@@ -20,6 +20,31 @@ use crate::jetstream::Event;
 use crate::raft::NodeId;
 use crate::server::ServerShared;
 
+/// A CONSUMER.CREATE body without a consumer name gets one here, so that every replica
+/// creates the same consumer (each would draw its own name). Anything unreadable is left
+/// as it is: every replica refuses it alike.
+fn named_ephemeral(payload: &bytes::Bytes) -> bytes::Bytes {
+    let Ok(mut v) = serde_json::from_slice::<serde_json::Value>(payload) else {
+        return payload.clone();
+    };
+    let Some(cfg) = v.get_mut("config").and_then(|c| c.as_object_mut()) else {
+        return payload.clone();
+    };
+    let named = |k: &str| {
+        cfg.get(k)
+            .and_then(|n| n.as_str())
+            .is_some_and(|n| !n.is_empty())
+    };
+    if named("name") || named("durable_name") {
+        return payload.clone();
+    }
+    cfg.insert(
+        "name".into(),
+        crate::jetstream::engine::random_name().into(),
+    );
+    serde_json::to_vec(&v).map_or_else(|_| payload.clone(), bytes::Bytes::from)
+}
+
 /// The stream a request is about, from its subject's tokens after `$JS.API.`.
 fn stream_of<'a>(t: &[&'a str]) -> Option<&'a str> {
     match t {
@@ -125,6 +150,18 @@ impl JsCluster {
                 true
             }
             ["STREAM", "PURGE", _] | ["STREAM", "MSG", "DELETE", _] => {
+                self.propose_api(acc, s, ev);
+                true
+            }
+            // Every replica holds every consumer (`engine/replica.rs`): created and deleted
+            // through the log, in order with the messages.
+            ["CONSUMER", "CREATE", _] => {
+                self.propose_api_with(acc, s, ev, named_ephemeral(&ev.payload));
+                true
+            }
+            ["CONSUMER", "CREATE", ..]
+            | ["CONSUMER", "DURABLE", "CREATE", ..]
+            | ["CONSUMER", "DELETE", ..] => {
                 self.propose_api(acc, s, ev);
                 true
             }

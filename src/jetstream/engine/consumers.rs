@@ -164,9 +164,12 @@ impl JsAccount {
             st.store.as_ref(),
         );
         c.set_rate_burst(rate_burst(&st.cfg, cx.srv));
+        c.passive = st.replica.as_ref().is_some_and(|r| !r.leader);
         save_consumer_meta(st, &c).map_err(|er| e(ApiError::consumer_create(er)))?;
         let out = c.info_json(st.store.as_ref(), Some(T), Some(cx));
-        advisory::consumer_action(cx, stream_name, &name, Action::Create);
+        if !c.passive {
+            advisory::consumer_action(cx, stream_name, &name, Action::Create);
+        }
         st.consumers.insert(name.clone(), c);
         let mut acked = Vec::new();
         if let Some(c) = st.consumers.get_mut(&name) {

@@ -155,7 +155,7 @@ impl JsAccount {
         let Some(st) = self.streams.get_mut(s) else {
             return;
         };
-        let Some(con) = st.consumers.get_mut(c) else {
+        let Some(con) = st.consumers.get_mut(c).filter(|c| !c.passive) else {
             return;
         };
         let now = Instant::now();
@@ -183,7 +183,7 @@ impl JsAccount {
         let Some(st) = self.streams.get_mut(t[2]) else {
             return;
         };
-        let Some(con) = st.consumers.get_mut(t[3]) else {
+        let Some(con) = st.consumers.get_mut(t[3]).filter(|c| !c.passive) else {
             return;
         };
         con.flow_control_reply(&ev.subject);

@@ -2,7 +2,14 @@
 //! replicated stream. The copy is created and dropped by the meta group's assignments and
 //! changed only by its stream group's log (`apply_replicated`), so every replica holds the
 //! same messages with the same sequences and timestamps. Only the group's leader subscribes
-//! to the stream's subjects and answers its API requests; its consumers live there.
+//! to the stream's subjects and answers its API requests.
+//!
+//! Consumers are created and deleted through the stream's log, so every replica has each
+//! one; only the leader's copy delivers, takes acks and runs timers (the others are
+//! `passive`). The leader sends its consumers' progress to the log when it changes
+//! ([`CONSUMER_STATES`], at most every 100 ms), the others restore it, and a node that comes
+//! to lead takes over from the last progress it has: what was delivered and not acknowledged
+//! then is delivered again after its ack wait, as by nats-server.
 //!
 //! The local store is rebuilt at every start from the group's snapshot and log (it is
 //! wiped when the copy is created), so nothing applied twice can reach it.
@@ -13,6 +20,17 @@ use crate::jetstream::cluster::meta::StreamAssignment;
 use crate::jetstream::snapshot::{self as snap, Decoder, Head, Item};
 use bytes::Bytes;
 use std::path::Path;
+
+/// The subject of the log entries that carry the leader's consumer progress (natsd's own:
+/// nats-server keeps a Raft group per consumer instead).
+pub const CONSUMER_STATES: &str = "$NATSD.JS.CSTATE";
+
+/// One consumer's progress in a [`CONSUMER_STATES`] entry.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Progress {
+    name: String,
+    state: ConsumerState,
+}
 
 /// What a replicated stream knows of its group (kept fresh by the cluster's tick).
 #[derive(Debug, Default, Clone)]
@@ -120,6 +138,9 @@ impl Engine {
                 }
             }
             Entry::Api {
+                subject, payload, ..
+            } if subject == CONSUMER_STATES => self.apply_progress(account, stream, &payload),
+            Entry::Api {
                 ts,
                 subject,
                 reply,
@@ -171,7 +192,62 @@ impl Engine {
         } else if was && !leader {
             unsubscribe_stream(srv, &ja.acc, st);
         }
+        let now = Instant::now();
+        for c in st.consumers.values_mut() {
+            if c.passive == leader {
+                // Taking over: pull requests made to the old leader are gone; the progress
+                // restored last stands (its pending deliveries are redelivered after their ack
+                // wait), and it is what the replicas have.
+                c.passive = !leader;
+                c.waiting.clear();
+                c.last_active = now;
+                c.replicated = leader.then(|| c.state());
+            }
+        }
         true
+    }
+
+    /// The leader's consumers whose progress changed since it last went to the log, as a
+    /// [`CONSUMER_STATES`] entry's payload; `None` when none did.
+    pub fn progress_due(&mut self, account: &str, name: &str) -> Option<Vec<u8>> {
+        let st = self.accounts.get_mut(account)?.streams.get_mut(name)?;
+        let mut due = Vec::new();
+        for c in st.consumers.values_mut().filter(|c| !c.passive) {
+            let state = c.state();
+            if c.replicated.as_ref() != Some(&state) {
+                c.replicated = Some(state.clone());
+                due.push(Progress {
+                    name: c.name.clone(),
+                    state,
+                });
+            }
+        }
+        (!due.is_empty()).then(|| serde_json::to_vec(&due).unwrap_or_default())
+    }
+
+    /// A [`CONSUMER_STATES`] entry: the passive copies take the leader's progress.
+    fn apply_progress(&mut self, account: &str, name: &str, payload: &[u8]) {
+        let Some(st) = self
+            .accounts
+            .get_mut(account)
+            .and_then(|ja| ja.streams.get_mut(name))
+        else {
+            return;
+        };
+        let due: Vec<Progress> = match serde_json::from_slice(payload) {
+            Ok(d) => d,
+            Err(e) => {
+                tracing::error!("JetStream: stream {name:?}: bad consumer progress entry: {e}");
+                return;
+            }
+        };
+        let now = Instant::now();
+        for p in due {
+            if let Some(c) = st.consumers.get_mut(&p.name).filter(|c| c.passive) {
+                c.restore(&p.state, st.store.as_ref());
+                c.last_active = now;
+            }
+        }
     }
 
     /// The answer to the stream's creation, from its first leader.
@@ -200,6 +276,18 @@ impl Engine {
             tracing::error!("JetStream: stream {name:?} snapshot: {e}");
             return Vec::new();
         }
+        for c in st.consumers.values() {
+            let rec = snap::ConsumerRec {
+                name: c.name.clone(),
+                config: c.cfg.clone(),
+                created: c.created,
+                state: c.state(),
+            };
+            if let Err(e) = snap::encode_consumer(&mut out, &rec) {
+                tracing::error!("JetStream: stream {name:?} snapshot: {e}");
+                return Vec::new();
+            }
+        }
         let mut n = 0;
         let mut seq = head.first_seq;
         while let Ok(m) = st.store.load_next(None, seq) {
@@ -215,6 +303,7 @@ impl Engine {
     /// restart). Bad bytes are an error, never a panic.
     pub fn replica_restore(
         &mut self,
+        srv: &ServerShared,
         account: &str,
         name: &str,
         data: &[u8],
@@ -229,10 +318,13 @@ impl Engine {
         }
         let mut dec = Decoder::new();
         dec.feed(data);
+        let passive = st.replica.as_ref().is_some_and(|r| !r.leader);
+        st.consumers.clear();
         st.store
             .purge(&Purge::default())
             .map_err(|e| format!("stream {name:?}: {e}"))?;
         let mut head: Option<Head> = None;
+        let mut restored = Vec::new();
         while let Some(item) = dec.next_item()? {
             match item {
                 Item::Head(h) => {
@@ -251,7 +343,21 @@ impl Engine {
                         .store_owned(&m.subject, m.header, m.data, m.ts)
                         .map_err(|e| e.to_string())?;
                 }
-                Item::Consumer(_) => {}
+                Item::Consumer(c) => {
+                    let c = *c;
+                    let mut con = super::consumers::revive_consumer(
+                        st,
+                        srv,
+                        c.name.clone(),
+                        c.config,
+                        c.created,
+                        None,
+                    );
+                    // Its progress once the messages are in (`restore` clamps to them).
+                    con.passive = passive;
+                    st.consumers.insert(c.name.clone(), con);
+                    restored.push((c.name, c.state));
+                }
                 Item::End => break,
             }
         }
@@ -260,6 +366,11 @@ impl Engine {
             st.store
                 .skip_to(h.last_seq + 1, h.last_ts)
                 .map_err(|e| e.to_string())?;
+        }
+        for (n, state) in restored {
+            if let Some(c) = st.consumers.get_mut(&n) {
+                c.restore(&state, st.store.as_ref());
+            }
         }
         st.rebuild_dedupe(now_nanos());
         Ok(())
