@@ -287,7 +287,11 @@ impl Route {
 
     fn handle(&mut self, op: Op<'_>) -> Result<(), CloseReason> {
         if self.trace {
-            tracing::trace!("{} - <<- [{}]", self.conn.log_prefix(), trace_line(&op));
+            tracing::trace!(
+                "{} - <<- [{}]",
+                self.conn.log_prefix(),
+                crate::proto::trace::op_text(&op, false)
+            );
         }
         if self.solicit.is_none() && !self.connect_seen && !matches!(op, Op::Connect(_)) {
             tracing::error!(
@@ -754,22 +758,5 @@ fn gossip_info(r: &RouteEntry, gossip_mode: u8) -> ServerInfo {
         gateway_url: p.gateway_url.clone(),
         leafnode_urls: p.leafnode_urls.clone(),
         ..Default::default()
-    }
-}
-
-fn trace_line(op: &Op<'_>) -> String {
-    match op {
-        Op::Rmsg(m) => format!(
-            "RMSG {} {}{} {}",
-            String::from_utf8_lossy(m.account),
-            String::from_utf8_lossy(m.subject),
-            m.reply
-                .map(|r| format!(" {}", String::from_utf8_lossy(r)))
-                .unwrap_or_default(),
-            m.payload.len() + m.header.map_or(0, <[u8]>::len)
-        ),
-        Op::Connect(j) => format!("CONNECT {}", String::from_utf8_lossy(j)),
-        Op::Info(j) => format!("INFO {}", String::from_utf8_lossy(j)),
-        other => format!("{other:?}"),
     }
 }

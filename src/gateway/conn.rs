@@ -234,7 +234,11 @@ impl GwConn {
 
     fn handle(&mut self, op: Op<'_>) -> Result<(), CloseReason> {
         if self.trace {
-            tracing::trace!("{} - <<- [{}]", self.conn.log_prefix(), trace_line(&op));
+            tracing::trace!(
+                "{} - <<- [{}]",
+                self.conn.log_prefix(),
+                crate::proto::trace::op_text(&op, false)
+            );
         }
         let inbound = self.solicit.is_none();
         if inbound && self.remote_name.is_empty() && !matches!(op, Op::Connect(_)) {
@@ -510,22 +514,5 @@ pub fn url_host(u: &str) -> String {
         Ok(r) if r.host.contains(':') => format!("[{}]:{}", r.host, r.port),
         Ok(r) => format!("{}:{}", r.host, r.port),
         Err(_) => u.to_string(),
-    }
-}
-
-fn trace_line(op: &Op<'_>) -> String {
-    match op {
-        Op::Rmsg(m) => format!(
-            "RMSG {} {}{} {}",
-            String::from_utf8_lossy(m.account),
-            String::from_utf8_lossy(m.subject),
-            m.reply
-                .map(|r| format!(" {}", String::from_utf8_lossy(r)))
-                .unwrap_or_default(),
-            m.payload.len() + m.header.map_or(0, <[u8]>::len)
-        ),
-        Op::Connect(j) => format!("CONNECT {}", String::from_utf8_lossy(j)),
-        Op::Info(j) => format!("INFO {}", String::from_utf8_lossy(j)),
-        other => format!("{other:?}"),
     }
 }

@@ -204,7 +204,11 @@ impl LeafConn {
 
     fn handle(&mut self, op: Op<'_>) -> Result<(), CloseReason> {
         if self.trace {
-            tracing::trace!("{} - <<- [{}]", self.conn.log_prefix(), trace_line(&op));
+            tracing::trace!(
+                "{} - <<- [{}]",
+                self.conn.log_prefix(),
+                crate::proto::trace::op_text(&op, true)
+            );
         }
         let registered = self.link.is_some();
         match op {
@@ -644,21 +648,5 @@ impl Session for LeafConn {
 
     fn on_event(&mut self, _: (), _parser: &mut Parser) -> Result<(), CloseReason> {
         Err(CloseReason::ServerShutdown)
-    }
-}
-
-fn trace_line(op: &Op<'_>) -> String {
-    match op {
-        Op::Rmsg(m) => format!(
-            "LMSG {}{} {}",
-            String::from_utf8_lossy(m.subject),
-            m.reply
-                .map(|r| format!(" {}", String::from_utf8_lossy(r)))
-                .unwrap_or_default(),
-            m.payload.len() + m.header.map_or(0, <[u8]>::len)
-        ),
-        Op::Connect(j) => format!("CONNECT {}", String::from_utf8_lossy(j)),
-        Op::Info(j) => format!("INFO {}", String::from_utf8_lossy(j)),
-        other => format!("{other:?}"),
     }
 }

@@ -9,6 +9,7 @@ pub mod args;
 pub mod encode;
 pub mod info;
 pub mod parser;
+pub mod trace;
 
 #[cfg(test)]
 mod parser_tests;
