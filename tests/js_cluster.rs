@@ -17,6 +17,7 @@ const WAIT: Duration = Duration::from_secs(20);
 fn js_node(dir: &std::path::Path) -> impl Fn(&str, Option<u16>) -> Options + '_ {
     move |name, seed| {
         let mut o = common::cluster::node_opts(name, seed);
+        o.http_port = Some(0);
         o.jetstream = Some(natsd::config::JetStreamOpts {
             store_dir: Some(dir.join(name)),
             ..Default::default()
@@ -266,6 +267,36 @@ async fn placement_errors_and_delete_answer_once() {
     assert_eq!(r["error"]["err_code"], 10065, "{r}");
     let names = api(&nc, "$JS.API.STREAM.NAMES", "").await;
     assert_eq!(names["streams"], serde_json::json!(["ONE"]), "{names}");
+
+    // `/jsz` `meta_cluster`, as nats-server 2.15.1: every node names the same leader (and
+    // its 8-character peer hash); the leader lists the two others.
+    // (Polled: a node may not know a new leader yet.)
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let mut leaders = Vec::new();
+        for s in &js.servers {
+            let http = s.http_addr().expect("monitoring port");
+            let (code, body) = common::http_get(http, "/jsz").await;
+            assert_eq!(code, 200, "{body}");
+            let v: Value = serde_json::from_str(&body).expect("json");
+            let m = &v["meta_cluster"];
+            assert_eq!(m["name"], "C1", "{v}");
+            assert_eq!(m["cluster_size"], 3, "{v}");
+            assert_eq!(m["quorum_needed"], 2, "{v}");
+            let leads = m["leader"] == s.shared().name.as_str();
+            let replicas = m["replicas"].as_array().map(Vec::len);
+            let ok = m["peer"].as_str().map(str::len) == Some(8) && replicas == leads.then_some(2);
+            leaders.push(ok.then(|| (m["leader"].clone(), m["peer"].clone())));
+        }
+        if leaders.iter().all(Option::is_some) {
+            leaders.dedup();
+            if leaders.len() == 1 {
+                break;
+            }
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{leaders:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 
     let r = api(&nc, "$JS.API.STREAM.DELETE.ONE", "").await;
     assert_eq!(r["success"], true, "{r}");

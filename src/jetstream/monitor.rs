@@ -149,6 +149,9 @@ pub struct Jsz {
     pub bytes: u64,
     /// The number of accounts the details page through (2.10+).
     pub total: usize,
+    /// The meta group, in a JetStream cluster (`JsCluster::meta_cluster`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub meta_cluster: Option<serde_json::Value>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub account_details: Vec<AccountDetail>,
 }
@@ -331,6 +334,7 @@ pub fn jsz(js: &JetStream, server_id: &str, leader: &str, q: &JszQuery) -> Jsz {
         messages: t.messages,
         bytes: t.bytes,
         total: e.accounts.len(),
+        meta_cluster: e.cluster.as_ref().and_then(|c| c.meta_cluster()),
         account_details: details,
     }
 }

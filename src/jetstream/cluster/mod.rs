@@ -51,6 +51,15 @@ pub fn node_id(server_name: &str) -> NodeId {
     (h & ((1 << 53) - 1)).max(1)
 }
 
+/// nats-server's `getHash`: a server name's SHA-256, URL-safe base64, its first 8 characters
+/// (the `peer` of `/jsz` `meta_cluster`).
+pub fn server_hash(name: &str) -> String {
+    let d = ring::digest::digest(&ring::digest::SHA256, name.as_bytes());
+    let mut s = data_encoding::BASE64URL_NOPAD.encode(d.as_ref());
+    s.truncate(8);
+    s
+}
+
 /// Whether a member leads its group with a majority behind it: the leader role and a
 /// majority's acknowledgement in this leadership, lately (5 s: well past an election
 /// timeout, and past the heartbeats a loaded machine delays). A restarted node may come
@@ -249,6 +258,47 @@ impl JsCluster {
         }
     }
 
+    /// `/jsz` `meta_cluster` (nats-server's `MetaClusterInfo`): the meta group as this node
+    /// sees it; `replicas` (the other members' progress) on the leader only, as there.
+    pub fn meta_cluster(&self) -> Option<serde_json::Value> {
+        let m = self.meta()?.metrics();
+        let size = m.voters.len();
+        let mut v = serde_json::json!({
+            "name": self.cluster_name,
+            "cluster_size": size,
+            "quorum_needed": size / 2 + 1,
+            "pending": 0,
+            "pending_requests": 0,
+            "pending_infos": 0,
+        });
+        if let Some(l) = m.leader {
+            let name = self.name_of(l);
+            v["peer"] = server_hash(&name).into();
+            v["leader"] = name.into();
+        }
+        if m.role == crate::raft::Role::Leader {
+            let reps: Vec<serde_json::Value> = m
+                .replicas
+                .iter()
+                .map(|r| {
+                    let name = self.name_of(r.id);
+                    let mut p = serde_json::json!({
+                        "name": name,
+                        "current": r.lag == 0,
+                        "active": 0,
+                        "peer": server_hash(&name),
+                    });
+                    if r.lag > 0 {
+                        p["lag"] = r.lag.into();
+                    }
+                    p
+                })
+                .collect();
+            v["replicas"] = reps.into();
+        }
+        Some(v)
+    }
+
     /// The nodes heard from lately: (id, server name).
     pub fn live_peers(&self) -> Vec<(NodeId, String)> {
         let now = tokio::time::Instant::now();
@@ -330,5 +380,15 @@ impl JsCluster {
             r.meta.shutdown().await;
             r.transport.stop();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// nats-server's `getHash("nats-1")` (SHA-256, URL-safe base64, 8 characters), as
+    /// Python's hashlib and base64 compute it.
+    #[test]
+    fn server_hash_is_nats_servers() {
+        assert_eq!(super::server_hash("nats-1"), "PO89UlKX");
     }
 }
