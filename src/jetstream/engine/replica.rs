@@ -195,11 +195,15 @@ impl Engine {
         let now = Instant::now();
         for c in st.consumers.values_mut() {
             if c.passive == leader {
-                // Taking over: pull requests made to the old leader are gone; the progress
-                // restored last stands (its pending deliveries are redelivered after their ack
-                // wait), and it is what the replicas have.
+                // Taking over: the progress restored last stands (its pending deliveries are
+                // redelivered after their ack wait), and it is what the replicas have. Pull
+                // requests made to the old leader are gone; those that reached this node since
+                // the group elected it (before this tick) wait here and are served now.
+                // Stepping down: the pull requests waiting here will get no answer from here.
                 c.passive = !leader;
-                c.waiting.clear();
+                if !leader {
+                    c.waiting.clear();
+                }
                 c.last_active = now;
                 c.replicated = leader.then(|| c.state());
             }
