@@ -328,6 +328,10 @@ impl JsCluster {
         }
         match ev.kind.clone() {
             EventKind::Publish(stream) => self.forward_publish(engine, ev, &stream),
+            _ if ev.subject == "$JS.API.META.LEADER.STEPDOWN" => {
+                self.meta_stepdown(srv, ev);
+                true
+            }
             EventKind::Api => self.api(engine, srv, ev),
             EventKind::NotEnabled => !self.is_meta_leader(),
             EventKind::Ack | EventKind::FlowControl | EventKind::Template(_) => false,

@@ -136,7 +136,7 @@ impl JsCluster {
         match t.as_slice() {
             _ if !super::group_leads(&group) => true,
             ["STREAM", "LEADER", "STEPDOWN", _] => {
-                self.stepdown(srv, ev, group);
+                self.stepdown(srv, ev, group, "stream_leader_stepdown_response");
                 true
             }
             ["STREAM", "UPDATE", _] => {
@@ -438,8 +438,55 @@ impl JsCluster {
     }
 
     /// STREAM.LEADER.STEPDOWN on the stream's leader.
-    fn stepdown(&self, srv: &Arc<ServerShared>, ev: &Event, group: crate::raft::Group) {
-        const T: &str = "stream_leader_stepdown_response";
+    /// `$JS.API.META.LEADER.STEPDOWN`, as nats-server 2.15.1: from the system account only
+    /// (any other gets no answer, and a warning is logged), answered by the meta leader once
+    /// it has stepped down. A `placement` (preferred leader) is not supported: refused.
+    pub(super) fn meta_stepdown(&self, srv: &Arc<ServerShared>, ev: &Event) {
+        const T: &str = "meta_leader_stepdown_response";
+        if !self.is_meta_leader() {
+            return;
+        }
+        if &*ev.acc != srv.system_account_name() {
+            tracing::warn!(
+                "JetStream API stepdown request from non-system account: {:?}",
+                &*ev.acc
+            );
+            return;
+        }
+        let Some(reply) = ev.reply.clone() else {
+            return;
+        };
+        let acc = ev.acc.to_string();
+        let body = std::str::from_utf8(&ev.payload).unwrap_or("").trim();
+        if body.starts_with('{') {
+            let placed = match serde_json::from_str::<serde_json::Value>(body) {
+                Err(e) => Err(ApiError::new(400, 10025, format!("invalid JSON: {e}"))),
+                Ok(v) if !v["placement"].is_null() => Err(ApiError::new(
+                    400,
+                    10009,
+                    "a preferred meta leader (placement) is not supported by natsd yet",
+                )),
+                Ok(_) => Ok(()),
+            };
+            if let Err(e) = placed {
+                send(srv, &acc, &reply, &err_json(T, &e, ""));
+                return;
+            }
+        }
+        let Some(meta) = self.meta().cloned() else {
+            return;
+        };
+        self.stepdown(srv, ev, meta, T);
+    }
+
+    /// Steps `group`'s leader down and answers with response type `ty` once it has.
+    fn stepdown(
+        &self,
+        srv: &Arc<ServerShared>,
+        ev: &Event,
+        group: crate::raft::Group,
+        ty: &'static str,
+    ) {
         let Some(reply) = ev.reply.clone() else {
             return;
         };
@@ -448,11 +495,11 @@ impl JsCluster {
         srv.tasks.spawn(async move {
             let out = match group.step_down().await {
                 Ok(_) => {
-                    let mut o = Obj::typed(T);
+                    let mut o = Obj::typed(ty);
                     o.field("success", &true);
                     o.done()
                 }
-                Err(e) => err_json(T, &ApiError::new(400, 10009, e.to_string()), ""),
+                Err(e) => err_json(ty, &ApiError::new(400, 10009, e.to_string()), ""),
             };
             send(&srv2, &acc, &reply, &out);
         });
