@@ -73,6 +73,36 @@ async fn publish_acked(nc: &async_nats::Client, i: u64) -> u64 {
     }
 }
 
+/// Fetches and acknowledges `n` messages of `c` (retrying while a leader is elected); their
+/// payloads (each message's number).
+async fn take(c: &async_nats::jetstream::consumer::PullConsumer, n: usize) -> Vec<u64> {
+    use futures::StreamExt;
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let mut got = Vec::new();
+    while got.len() < n {
+        assert!(tokio::time::Instant::now() < deadline, "took only {got:?}");
+        let Ok(mut batch) = c
+            .fetch()
+            .max_messages(n - got.len())
+            .expires(Duration::from_secs(1))
+            .messages()
+            .await
+        else {
+            continue;
+        };
+        while let Ok(Some(Ok(m))) = tokio::time::timeout(WAIT, batch.next()).await {
+            if m.double_ack().await.is_ok() {
+                got.push(
+                    String::from_utf8_lossy(&m.payload)
+                        .parse()
+                        .expect("a number"),
+                );
+            }
+        }
+    }
+    got
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stream_leader_killed_loses_no_acknowledged_message() {
     let dir = common::js_dir("jsc-kill");
@@ -138,6 +168,20 @@ async fn stream_leader_killed_loses_no_acknowledged_message() {
     for i in 1..=100u64 {
         acked.push((i, publish_acked(&nc, i).await));
     }
+    // A durable consumer takes and acknowledges the first 50.
+    let ctx = async_nats::jetstream::new(nc.clone());
+    let consumer = ctx
+        .get_stream("EV")
+        .await
+        .expect("stream")
+        .create_consumer(async_nats::jetstream::consumer::pull::Config {
+            durable_name: Some("D".into()),
+            ack_policy: async_nats::jetstream::consumer::AckPolicy::Explicit,
+            ..Default::default()
+        })
+        .await
+        .expect("consumer");
+    assert_eq!(take(&consumer, 50).await, (1..=50).collect::<Vec<u64>>());
     // kill -9 the stream's leader and keep publishing through the others.
     let li: usize = leader[1..].parse().expect("nK");
     if let Some(p) = &procs[li] {
@@ -196,6 +240,32 @@ async fn stream_leader_killed_loses_no_acknowledged_message() {
         .map(|(s, n)| (s.clone(), *n))
         .collect();
     assert!(twice.is_empty(), "answered more than once: {twice:?}");
+
+    // The consumer's progress outlived its leader; then the leader of now goes too, so the
+    // restarted node (its copy rebuilt from its log) or the other one leads: D goes on at 51.
+    let d = request(&nc, "$JS.API.CONSUMER.INFO.EV.D", String::new())
+        .await
+        .unwrap_or_default();
+    assert_eq!(d["ack_floor"]["stream_seq"], 50, "{d}");
+    assert_eq!(d["num_pending"], 150, "{d}");
+    let now: usize = info["cluster"]["leader"].as_str().expect("leader")[1..]
+        .parse()
+        .expect("nK");
+    if let Some(p) = &procs[now] {
+        p.signal("-9");
+    }
+    procs[now] = None;
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let d = request(&nc, "$JS.API.CONSUMER.INFO.EV.D", String::new()).await;
+        if d.as_ref()
+            .is_some_and(|d| d["ack_floor"]["stream_seq"] == 50)
+        {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no consumer: {d:?}");
+    }
+    assert_eq!(take(&consumer, 10).await, (51..=60).collect::<Vec<u64>>());
     drop(procs);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -85,6 +85,9 @@ pub struct Consumer {
     pub passive: bool,
     /// The state last sent to the replicas (on the leader).
     pub replicated: Option<ConsumerState>,
+    /// Replies owed to synchronous acks (`AckSync`, double ack) on a replicated stream's
+    /// leader: answered once the progress that holds them is committed.
+    pub ack_replies: Vec<String>,
 }
 
 /// A token bucket in bytes: nats-server's consumer rate limiter (`rate_limit_bps` / 8 bytes
@@ -186,6 +189,7 @@ impl Consumer {
             rate: None,
             passive: false,
             replicated: None,
+            ack_replies: Vec::new(),
         }
     }
 

@@ -534,7 +534,15 @@ impl Engine {
                     self.usage_bound = Some((mem + pad, file + pad));
                 }
             }
-            EventKind::Ack => ja.ack(srv, &ev),
+            EventKind::Ack => {
+                ja.ack(srv, &ev);
+                if let (Some(c), Some(_)) = (self.cluster.clone(), ev.reply.as_ref()) {
+                    // A synchronous ack waits for its progress entry: send it now.
+                    if let Some(stream) = ev.subject.split('.').nth(2) {
+                        c.progress_now(self, &ev.acc, stream);
+                    }
+                }
+            }
             EventKind::FlowControl => ja.flow_control(srv, &ev),
             EventKind::NotEnabled | EventKind::Template(_) => {}
         }

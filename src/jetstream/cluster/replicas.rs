@@ -267,6 +267,26 @@ impl JsCluster {
         o.done()
     }
 
+    /// Sends `stream`'s consumer progress to its log now, not at the next tick: a
+    /// synchronous ack is answered once its entry is committed.
+    pub fn progress_now(
+        &self,
+        engine: &mut crate::jetstream::engine::Engine,
+        account: &str,
+        stream: &str,
+    ) {
+        let Some(payload) = engine.progress_due(account, stream) else {
+            return;
+        };
+        if let Some(r) = lock(&self.replicas).get(&(account.to_string(), stream.to_string())) {
+            let _ = r.tx.send(Item::Api {
+                subject: CONSUMER_STATES.to_string(),
+                reply: String::new(),
+                payload: payload.into(),
+            });
+        }
+    }
+
     /// Queues an API request that changes the stream (purge, message delete, update) for
     /// its log; `false` when this node does not lead it.
     pub(super) fn propose_api(

@@ -166,8 +166,14 @@ impl JsAccount {
                 con.add_pull(&cx, r, rest.trim().as_bytes(), now);
             }
         } else if let Some(r) = ev.reply.as_deref() {
-            // A synchronous ack (`AckSync`, double ack) gets an empty answer.
-            cx.send(r, None, None, b"");
+            // A synchronous ack (`AckSync`, double ack) gets an empty answer; on a replicated
+            // stream once the replicas have it (`engine/replica.rs`), so that it outlives a
+            // change of leader.
+            if st.replica.is_some() {
+                con.ack_replies.push(r.to_string());
+            } else {
+                cx.send(r, None, None, b"");
+            }
         }
         con.pump(&cx, st.store.as_ref(), &mut done);
         retire(st, &done);

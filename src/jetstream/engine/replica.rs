@@ -32,6 +32,15 @@ struct Progress {
     state: ConsumerState,
 }
 
+/// A [`CONSUMER_STATES`] entry: the progress, and the synchronous acks it answers (by the
+/// node that proposed it, once applied there: committed).
+#[derive(serde::Serialize, serde::Deserialize, Default)]
+struct ProgressEntry {
+    states: Vec<Progress>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    replies: Vec<String>,
+}
+
 /// What a replicated stream knows of its group (kept fresh by the cluster's tick).
 #[derive(Debug, Default, Clone)]
 pub struct ReplicaState {
@@ -139,7 +148,9 @@ impl Engine {
             }
             Entry::Api {
                 subject, payload, ..
-            } if subject == CONSUMER_STATES => self.apply_progress(account, stream, &payload),
+            } if subject == CONSUMER_STATES => {
+                self.apply_progress(srv, account, stream, &payload, mine)
+            }
             Entry::Api {
                 ts,
                 subject,
@@ -215,38 +226,52 @@ impl Engine {
     /// [`CONSUMER_STATES`] entry's payload; `None` when none did.
     pub fn progress_due(&mut self, account: &str, name: &str) -> Option<Vec<u8>> {
         let st = self.accounts.get_mut(account)?.streams.get_mut(name)?;
-        let mut due = Vec::new();
+        let mut e = ProgressEntry::default();
         for c in st.consumers.values_mut().filter(|c| !c.passive) {
             let state = c.state();
             if c.replicated.as_ref() != Some(&state) {
                 c.replicated = Some(state.clone());
-                due.push(Progress {
+                e.states.push(Progress {
                     name: c.name.clone(),
                     state,
                 });
             }
+            e.replies.append(&mut c.ack_replies);
         }
-        (!due.is_empty()).then(|| serde_json::to_vec(&due).unwrap_or_default())
+        (!e.states.is_empty() || !e.replies.is_empty())
+            .then(|| serde_json::to_vec(&e).unwrap_or_default())
     }
 
     /// A [`CONSUMER_STATES`] entry: the passive copies take the leader's progress.
-    fn apply_progress(&mut self, account: &str, name: &str, payload: &[u8]) {
-        let Some(st) = self
-            .accounts
-            .get_mut(account)
-            .and_then(|ja| ja.streams.get_mut(name))
-        else {
+    fn apply_progress(
+        &mut self,
+        srv: &Arc<ServerShared>,
+        account: &str,
+        name: &str,
+        payload: &[u8],
+        mine: bool,
+    ) {
+        let Some(ja) = self.accounts.get_mut(account) else {
             return;
         };
-        let due: Vec<Progress> = match serde_json::from_slice(payload) {
+        let Some(st) = ja.streams.get_mut(name) else {
+            return;
+        };
+        let e: ProgressEntry = match serde_json::from_slice(payload) {
             Ok(d) => d,
             Err(e) => {
                 tracing::error!("JetStream: stream {name:?}: bad consumer progress entry: {e}");
                 return;
             }
         };
+        if mine && !e.replies.is_empty() {
+            let cx = Cx::new(srv, &ja.acc);
+            for r in &e.replies {
+                cx.send(r, None, None, b"");
+            }
+        }
         let now = Instant::now();
-        for p in due {
+        for p in e.states {
             if let Some(c) = st.consumers.get_mut(&p.name).filter(|c| c.passive) {
                 c.restore(&p.state, st.store.as_ref());
                 c.last_active = now;
