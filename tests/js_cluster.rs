@@ -513,6 +513,26 @@ async fn a_durable_consumer_goes_on_after_a_leader_change() {
     let info = api(&nc, "$JS.API.CONSUMER.INFO.Q.D", "").await;
     assert_eq!(info["ack_floor"]["stream_seq"], 6, "{info}");
 
+    // `/jsz` names the stream's leader as its STREAM INFO does (not the node asked).
+    let leader = api(&nc, "$JS.API.STREAM.INFO.Q", "").await["cluster"]["leader"].clone();
+    let http = js.servers[0].http_addr().expect("monitoring port");
+    let (_, body) = common::http_get(http, "/jsz?accounts=true&streams=true").await;
+    let v: Value = serde_json::from_str(&body).expect("json");
+    let q = &v["account_details"][0]["stream_detail"][0];
+    assert_eq!(q["name"], "Q", "{v}");
+    assert_eq!(q["cluster"]["leader"], leader, "{v}");
+    assert_eq!(q["cluster"]["name"], "C1", "{v}");
+
+    // A consumer leads where its stream does: its stepdown moves both.
+    let r = once(&nc, "$JS.API.CONSUMER.LEADER.STEPDOWN.Q.NOPE").await;
+    assert_eq!(r["error"]["err_code"], 10014, "{r}");
+    let r = once(&nc, "$JS.API.CONSUMER.LEADER.STEPDOWN.Q.D").await;
+    assert_eq!(
+        r["type"], "io.nats.jetstream.api.v1.consumer_leader_stepdown_response",
+        "{r}"
+    );
+    assert_eq!(r["success"], true, "{r}");
+
     for s in js.servers.drain(..) {
         s.shutdown().await;
     }

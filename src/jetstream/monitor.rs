@@ -98,15 +98,12 @@ fn is_zero(v: &u64) -> bool {
 }
 
 #[derive(Serialize, Debug)]
-pub struct Leader {
-    pub leader: String,
-}
-
-#[derive(Serialize, Debug)]
 pub struct StreamDetail {
     pub name: String,
     pub created: String,
-    pub cluster: Leader,
+    /// `{"leader"}` on one server; a replicated stream's STREAM INFO `cluster` (its group's
+    /// name, leader and, on the leader, replicas).
+    pub cluster: serde_json::Value,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub config: Option<StreamConfig>,
     pub state: State,
@@ -276,9 +273,11 @@ pub fn jsz(js: &JetStream, server_id: &str, leader: &str, q: &JszQuery) -> Jsz {
                 streams.push(StreamDetail {
                     name: s.cfg.name.clone(),
                     created: time_str(s.created),
-                    cluster: Leader {
-                        leader: leader.to_string(),
-                    },
+                    cluster: s
+                        .replica
+                        .as_ref()
+                        .and_then(|r| serde_json::from_str(&r.cluster_json).ok())
+                        .unwrap_or_else(|| serde_json::json!({ "leader": leader })),
                     config: q.config.then(|| s.cfg.clone()),
                     state: State {
                         messages: st.msgs,

@@ -139,6 +139,27 @@ impl JsCluster {
                 self.stepdown(srv, ev, group, "stream_leader_stepdown_response");
                 true
             }
+            // A consumer leads where its stream does (`engine/replica.rs`): its stepdown moves
+            // the stream's leadership, and with it every consumer of the stream.
+            ["CONSUMER", "LEADER", "STEPDOWN", _, c] => {
+                const T: &str = "consumer_leader_stepdown_response";
+                let known = engine
+                    .accounts
+                    .get(acc)
+                    .and_then(|ja| ja.streams.get(s))
+                    .is_some_and(|st| st.consumers.contains_key(*c));
+                if known {
+                    self.stepdown(srv, ev, group, T);
+                } else if let Some(reply) = &ev.reply {
+                    send(
+                        srv,
+                        acc,
+                        reply,
+                        &err_json(T, &ApiError::consumer_not_found(), ""),
+                    );
+                }
+                true
+            }
             ["STREAM", "UPDATE", _] => {
                 if let Err(e) = check_update(&sa, &ev.payload) {
                     if let Some(reply) = &ev.reply {
