@@ -618,3 +618,102 @@ async fn the_system_account_steps_the_meta_leader_down() {
     }
     let _ = std::fs::remove_dir_all(&js.dir);
 }
+
+/// Five nodes: an R3 stream lives on three of them and an R5 one on all; a client of a node
+/// that holds no copy of the R3 stream publishes and reads through it; when the R5 stream's
+/// leader goes away the four others elect one and keep every acknowledged message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn five_nodes_place_r3_and_r5_streams() {
+    let mut js = cluster("jsc-five", 5).await;
+    let nc = async_nats::connect(js.servers[0].client_url())
+        .await
+        .expect("connect");
+    for (name, r) in [("THREE", 3), ("FIVE", 5)] {
+        let created = api(
+            &nc,
+            &format!("$JS.API.STREAM.CREATE.{name}"),
+            &format!(r#"{{"name":"{name}","subjects":["{name}.>"],"num_replicas":{r}}}"#),
+        )
+        .await;
+        assert_eq!(
+            created["cluster"]["replicas"].as_array().map(Vec::len),
+            Some(r - 1),
+            "{created}"
+        );
+    }
+    common::wait_for("three copies of THREE, five of FIVE", || {
+        let (three, five) = (copies(&js, "THREE"), copies(&js, "FIVE"));
+        async move { three.iter().flatten().count() == 3 && five.iter().flatten().count() == 5 }
+    })
+    .await;
+    // Through a node without a copy of THREE.
+    let outside = copies(&js, "THREE")
+        .iter()
+        .position(Option::is_none)
+        .expect("a node without THREE");
+    let far = async_nats::connect(js.servers[outside].client_url())
+        .await
+        .expect("connect");
+    let ctx = jetstream::new(far.clone());
+    for i in 1..=10u64 {
+        let ack = ctx
+            .publish(format!("THREE.{i}"), "x".into())
+            .await
+            .expect("publish")
+            .await
+            .expect("ack");
+        assert_eq!(ack.sequence, i);
+    }
+    let m = api(&far, "$JS.API.STREAM.MSG.GET.THREE", r#"{"seq":10}"#).await;
+    assert_eq!(m["message"]["subject"], "THREE.10", "{m}");
+
+    let ctx = jetstream::new(nc.clone());
+    for i in 1..=10u64 {
+        ctx.publish(format!("FIVE.{i}"), "x".into())
+            .await
+            .expect("publish")
+            .await
+            .expect("ack");
+    }
+    let info = api(&nc, "$JS.API.STREAM.INFO.FIVE", "").await;
+    let leader = info["cluster"]["leader"]
+        .as_str()
+        .expect("leader")
+        .to_string();
+    let li = js
+        .servers
+        .iter()
+        .position(|s| s.shared().name == leader)
+        .expect("leader is a node");
+    js.servers.remove(li).shutdown().await;
+    let client = js.servers[0].client_url();
+    let nc = async_nats::connect(client).await.expect("connect");
+    let ctx = jetstream::new(nc.clone());
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let mut next = 11u64;
+    while next <= 20 {
+        let r = async {
+            ctx.publish(format!("FIVE.{next}"), "x".into())
+                .await
+                .ok()?
+                .await
+                .ok()
+        }
+        .await;
+        match r {
+            Some(ack) => {
+                assert_eq!(ack.sequence, next, "no sequence reused or skipped");
+                next += 1;
+            }
+            None => assert!(tokio::time::Instant::now() < deadline, "no new leader"),
+        }
+    }
+    let info = api(&nc, "$JS.API.STREAM.INFO.FIVE", "").await;
+    assert_eq!(info["state"]["messages"], 20, "{info}");
+    assert_ne!(info["cluster"]["leader"], leader.as_str(), "{info}");
+
+    for s in js.servers.drain(..) {
+        s.shutdown().await;
+    }
+    let _ = std::fs::remove_dir_all(&js.dir);
+}
