@@ -21,6 +21,11 @@
 //! * `raw_…`: the same five through a lean blocking client (`raw.rs`, the protocol by hand on
 //!   one socket), so that the client library does not dominate the figure.
 //!
+//! `--replicas 3` runs each server as a cluster of three processes on loopback (`server_name`,
+//! `cluster { name, routes }`, `jetstream { store_dir }` in a config file each) with stream
+//! `B` created with `num_replicas: 3` (retried for up to 60 s while the cluster forms); the
+//! clients connect to the first node, and the CPU figures add up the three processes.
+//!
 //! Every wait is bounded (a run fails with an error, never hangs).
 
 mod raw;
@@ -32,7 +37,8 @@ use std::collections::VecDeque;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 type Res<T> = Result<T, String>;
@@ -42,13 +48,20 @@ const PULL_MSGS: u64 = 100_000;
 const PULL_BATCH: usize = 500;
 const T: Duration = Duration::from_secs(10);
 
-/// The running server's process id (for [`server_cpu`]).
-static SERVER_PID: AtomicU32 = AtomicU32::new(0);
+/// The running server's process ids (for [`server_cpu`]).
+static SERVER_PIDS: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+/// `--replicas`: 1 (one server) or the size of the cluster each server runs as.
+static REPLICAS: AtomicUsize = AtomicUsize::new(1);
 
-/// CPU seconds (user + system) the running server has used so far, from /proc (0 where
-/// that cannot be read). Insensitive to how busy the rest of the machine is, unlike msgs/s.
+/// CPU seconds (user + system) the running server (all its processes) has used so far, from
+/// /proc (0 where that cannot be read). Insensitive to how busy the rest of the machine is,
+/// unlike msgs/s.
 fn server_cpu() -> f64 {
-    let pid = SERVER_PID.load(Relaxed);
+    let pids = SERVER_PIDS.lock().map(|p| p.clone()).unwrap_or_default();
+    pids.into_iter().map(proc_cpu).sum()
+}
+
+fn proc_cpu(pid: u32) -> f64 {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return 0.0;
     };
@@ -63,58 +76,95 @@ fn server_cpu() -> f64 {
 }
 
 struct Server {
-    child: Child,
+    children: Vec<Child>,
+    /// The (first) node's client port.
     port: u16,
     dir: PathBuf,
 }
 
+fn free_port() -> Res<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| format!("free port: {e}"))?
+        .port())
+}
+
 impl Server {
     fn start(path: &str, n: usize) -> Res<Server> {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map_err(|e| format!("free port: {e}"))?
-            .port();
+        let replicas = REPLICAS.load(Relaxed);
         let dir = std::env::temp_dir().join(format!("natsd-jsbench-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let sd = dir.to_str().ok_or("non-utf-8 temp dir")?.to_string();
-        let child = Command::new(path)
-            .args([
-                "-a",
-                "127.0.0.1",
-                "-p",
-                &port.to_string(),
-                "-js",
-                "-sd",
-                &sd,
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| format!("cannot start {path}: {e}"))?;
-        let mut s = Server { child, port, dir };
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        let end = Instant::now() + T;
-        loop {
-            if let Ok(Some(st)) = s.child.try_wait() {
-                return Err(format!("{path} exited during start-up: {st}"));
+        let ports: Vec<u16> = (0..replicas).map(|_| free_port()).collect::<Res<_>>()?;
+        let routes: Vec<u16> = (0..replicas).map(|_| free_port()).collect::<Res<_>>()?;
+        let mut s = Server {
+            children: Vec::new(),
+            port: ports[0],
+            dir,
+        };
+        for (i, port) in ports.iter().enumerate() {
+            let mut cmd = Command::new(path);
+            if replicas == 1 {
+                cmd.args([
+                    "-a",
+                    "127.0.0.1",
+                    "-p",
+                    &port.to_string(),
+                    "-js",
+                    "-sd",
+                    &sd,
+                ]);
+            } else {
+                let peers: Vec<String> = (0..replicas)
+                    .filter(|j| *j != i)
+                    .map(|j| format!("\"nats-route://127.0.0.1:{}\"", routes[j]))
+                    .collect();
+                let conf = format!(
+                    "server_name: b{i}\nlisten: 127.0.0.1:{port}\n\
+                     jetstream {{ store_dir: \"{sd}/b{i}\" }}\n\
+                     cluster {{ name: B, listen: 127.0.0.1:{}, routes: [{}] }}\n",
+                    routes[i],
+                    peers.join(", ")
+                );
+                let file = s.dir.join(format!("b{i}.conf"));
+                std::fs::write(&file, conf).map_err(|e| format!("{}: {e}", file.display()))?;
+                cmd.arg("-c").arg(&file);
             }
-            if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
-                return Ok(s);
-            }
-            if Instant::now() > end {
-                return Err(format!("{path} did not accept connections"));
-            }
-            std::thread::sleep(Duration::from_millis(5));
+            let child = cmd
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .map_err(|e| format!("cannot start {path}: {e}"))?;
+            s.children.push(child);
         }
+        let end = Instant::now() + T;
+        for (i, port) in ports.iter().enumerate() {
+            let addr = SocketAddr::from(([127, 0, 0, 1], *port));
+            loop {
+                if let Ok(Some(st)) = s.children[i].try_wait() {
+                    return Err(format!("{path} exited during start-up: {st}"));
+                }
+                if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+                    break;
+                }
+                if Instant::now() > end {
+                    return Err(format!("{path} did not accept connections"));
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        Ok(s)
     }
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
@@ -169,15 +219,25 @@ async fn setup(
         .await
         .map_err(|e| format!("connect: {e}"))?;
     let js = jetstream::new(nc.clone());
-    js.create_stream(stream::Config {
-        name: "B".into(),
-        subjects: vec!["b.>".into()],
-        storage,
-        ..Default::default()
-    })
-    .await
-    .map_err(|e| format!("create stream: {e}"))?;
-    Ok((nc, js))
+    // A cluster answers once its meta group has formed (a request before may get no answer
+    // at all: async-nats gives up on it after 5 s).
+    let end = Instant::now() + Duration::from_secs(60);
+    loop {
+        let r = js
+            .create_stream(stream::Config {
+                name: "B".into(),
+                subjects: vec!["b.>".into()],
+                storage,
+                num_replicas: REPLICAS.load(Relaxed),
+                ..Default::default()
+            })
+            .await;
+        match r {
+            Ok(_) => return Ok((nc, js)),
+            Err(e) if Instant::now() > end => return Err(format!("create stream: {e}")),
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
 }
 
 /// Publish with up to `window` acks outstanding until `dur` passed or `max` were sent;
@@ -260,8 +320,16 @@ async fn pull(js: &jetstream::Context, size: usize) -> Res<(u64, f64, f64)> {
 /// One run: (msgs/s, server CPU µs per message).
 async fn run(path: &str, sc: &Scenario, dur: Duration, n: usize) -> Res<(f64, f64)> {
     let srv = Server::start(path, n)?;
-    SERVER_PID.store(srv.child.id(), Relaxed);
+    if let Ok(mut p) = SERVER_PIDS.lock() {
+        *p = srv.children.iter().map(Child::id).collect();
+    }
     if let Kind::Raw(k) = &sc.kind {
+        if REPLICAS.load(Relaxed) > 1 {
+            // The stream first through async-nats, which retries while the cluster forms
+            // (the raw client's answers would arrive late and out of turn); the raw create
+            // below then finds it as it is.
+            drop(setup(&srv, sc.storage).await?);
+        }
         let (k, port) = ((**k).clone(), srv.port);
         let storage = match sc.storage {
             stream::StorageType::File => "file",
@@ -269,7 +337,7 @@ async fn run(path: &str, sc: &Scenario, dur: Duration, n: usize) -> Res<(f64, f6
         };
         let (msgs, secs, cpu) = tokio::task::spawn_blocking(move || -> Res<(u64, f64, f64)> {
             let mut c = raw::Raw::connect(port)?;
-            raw::create_stream(&mut c, storage)?;
+            raw::create_stream(&mut c, storage, REPLICAS.load(Relaxed))?;
             match k {
                 Kind::PubAsync(size) => raw::publish(&mut c, size, WINDOW, dur, u64::MAX),
                 Kind::PubSync(size) => raw::publish(&mut c, size, 1, dur, u64::MAX),
@@ -317,8 +385,9 @@ async fn main() {
             "--rounds" => rounds = v.parse().unwrap_or(3),
             "--duration" => dur = Duration::from_secs_f64(v.parse().unwrap_or(3.0)),
             "--scenario" => only.extend(v.split(',').map(str::to_string)),
+            "--replicas" => REPLICAS.store(v.parse().unwrap_or(1).max(1), Relaxed),
             _ => {
-                eprintln!("usage: js_bench --server PATH [--server PATH] [--rounds N] [--duration SECS] [--scenario NAME]");
+                eprintln!("usage: js_bench --server PATH [--server PATH] [--rounds N] [--duration SECS] [--scenario NAME] [--replicas N]");
                 std::process::exit(2);
             }
         }

@@ -112,7 +112,8 @@ impl Raw {
                 self.flush()?;
                 continue;
             }
-            if l.starts_with("PONG") || l.starts_with("+OK") {
+            // An INFO after the first: a cluster's servers changed (`connect_urls`).
+            if l.starts_with("PONG") || l.starts_with("+OK") || l.starts_with("INFO ") {
                 continue;
             }
             if l.starts_with("-ERR") {
@@ -185,9 +186,9 @@ fn check_ack(m: &Delivered) -> Res<()> {
 }
 
 /// Create stream `B` (subjects `b.>`).
-pub fn create_stream(c: &mut Raw, storage: &str) -> Res<()> {
+pub fn create_stream(c: &mut Raw, storage: &str, replicas: usize) -> Res<()> {
     let body = format!(
-        "{{\"name\":\"B\",\"subjects\":[\"b.>\"],\"storage\":\"{storage}\",\"retention\":\"limits\",\"discard\":\"old\",\"max_consumers\":-1,\"max_msgs\":-1,\"max_bytes\":-1,\"max_age\":0,\"num_replicas\":1}}"
+        "{{\"name\":\"B\",\"subjects\":[\"b.>\"],\"storage\":\"{storage}\",\"retention\":\"limits\",\"discard\":\"old\",\"max_consumers\":-1,\"max_msgs\":-1,\"max_bytes\":-1,\"max_age\":0,\"num_replicas\":{replicas}}}"
     );
     let r = c.request("$JS.API.STREAM.CREATE.B", body.as_bytes())?;
     if !r.windows(7).any(|w| w == b"\"config") {
