@@ -180,12 +180,18 @@ fn every_nats_server_key_works_or_is_refused_by_name() {
     }
     assert!(unknown.is_empty(), "{unknown:#?}");
     // A key natsd does not build names itself and what is missing.
-    let e = load_str("jetstream { unique_tag: az }\n").expect_err("refused");
+    let e = load_str("jetstream { max_outstanding_catchup: 1 }\n").expect_err("refused");
     assert!(
         e.to_string()
-            .contains("\"unique_tag\" is not supported yet")
+            .contains("\"max_outstanding_catchup\" is not supported yet")
             && e.to_string().contains("JetStream clustering"),
         "{e}"
+    );
+    // `unique_tag` is taken, lowercased as server tags are.
+    let o = load_str("jetstream { unique_tag: \"AZ:\" }\n").expect("unique_tag");
+    assert_eq!(
+        o.options.jetstream.and_then(|j| j.unique_tag).as_deref(),
+        Some("az:")
     );
     let e = load_str("disable_sublist_cache: true\n").expect_err("refused");
     assert!(

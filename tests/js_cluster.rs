@@ -5,83 +5,12 @@
 
 mod common;
 
-use std::path::PathBuf;
+use common::jsc::*;
+
 use std::time::Duration;
 
 use async_nats::jetstream;
-use natsd::{Options, Server};
 use serde_json::Value;
-
-const WAIT: Duration = Duration::from_secs(20);
-
-fn js_node(dir: &std::path::Path) -> impl Fn(&str, Option<u16>) -> Options + '_ {
-    move |name, seed| {
-        let mut o = common::cluster::node_opts(name, seed);
-        o.http_port = Some(0);
-        o.jetstream = Some(natsd::config::JetStreamOpts {
-            store_dir: Some(dir.join(name)),
-            ..Default::default()
-        });
-        o
-    }
-}
-
-struct Js {
-    servers: Vec<Server>,
-    dir: PathBuf,
-}
-
-async fn cluster(name: &str, n: usize) -> Js {
-    let dir = common::js_dir(name);
-    let servers = common::cluster::mesh_with(n, js_node(&dir)).await;
-    Js { servers, dir }
-}
-
-/// A `$JS.API` request answered within the deadline, retried while the cluster forms
-/// (no answer yet, or 503 "temporarily unavailable").
-async fn api(nc: &async_nats::Client, subject: &str, body: &str) -> Value {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        let r = tokio::time::timeout(
-            Duration::from_secs(2),
-            nc.request(subject.to_string(), body.to_string().into()),
-        )
-        .await;
-        if let Ok(Ok(m)) = r {
-            let v: Value = serde_json::from_slice(&m.payload).expect("JSON answer");
-            if v["error"]["err_code"] != 10008 {
-                return v;
-            }
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{subject}: no answer from the cluster"
-        );
-    }
-}
-
-/// A request sent once (a stepdown must not be repeated), answered within the deadline.
-async fn once(nc: &async_nats::Client, subject: &str) -> Value {
-    let m = tokio::time::timeout(WAIT, nc.request(subject.to_string(), "".into()))
-        .await
-        .unwrap_or_else(|_| panic!("{subject}: no answer"))
-        .unwrap_or_else(|e| panic!("{subject}: {e}"));
-    serde_json::from_slice(&m.payload).expect("JSON answer")
-}
-
-/// Every node's engine copy of `stream`: its (messages, last sequence), if it has one.
-fn copies(js: &Js, stream: &str) -> Vec<Option<(u64, u64)>> {
-    js.servers
-        .iter()
-        .map(|s| {
-            let j = s.shared().jetstream.get()?.clone();
-            let e = j.engine();
-            let st = e.accounts.get("$G")?.streams.get(stream)?;
-            let state = st.store.state();
-            Some((state.msgs, state.last_seq))
-        })
-        .collect()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn r3_stream_acks_on_quorum_and_survives_its_leader() {
@@ -158,14 +87,7 @@ async fn r3_stream_acks_on_quorum_and_survives_its_leader() {
     // A leader stepdown hands the stream to another replica.
     let sd = once(&nc, "$JS.API.STREAM.LEADER.STEPDOWN.ORDERS").await;
     assert_eq!(sd["success"], true, "{sd}");
-    let deadline = tokio::time::Instant::now() + WAIT;
-    let leader = loop {
-        let i = api(&nc, "$JS.API.STREAM.INFO.ORDERS", "").await;
-        match i["cluster"]["leader"].as_str() {
-            Some(l) if l != leader => break l.to_string(),
-            _ => assert!(tokio::time::Instant::now() < deadline, "no new leader: {i}"),
-        }
-    };
+    let leader = new_leader(&nc, "ORDERS", &leader).await;
 
     // The leader goes away; another takes over and nothing acknowledged is lost.
     let li = js
@@ -178,25 +100,7 @@ async fn r3_stream_acks_on_quorum_and_survives_its_leader() {
     let alive = js.servers[0].client_url();
     let nc2 = async_nats::connect(alive).await.expect("connect");
     let ctx2 = jetstream::new(nc2.clone());
-    let mut next = 51u64;
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while next <= 60 {
-        let r = async {
-            ctx2.publish(format!("orders.{next}"), format!("m{next}").into())
-                .await
-                .ok()?
-                .await
-                .ok()
-        }
-        .await;
-        match r {
-            Some(ack) => {
-                assert_eq!(ack.sequence, next, "no sequence reused or skipped");
-                next += 1;
-            }
-            None => assert!(tokio::time::Instant::now() < deadline, "no new leader"),
-        }
-    }
+    publish_acked(&ctx2, "orders", 51, 60).await;
     let info = api(&nc2, "$JS.API.STREAM.INFO.ORDERS", "").await;
     assert_eq!(info["state"]["messages"], 60, "{info}");
     assert_ne!(info["cluster"]["leader"], leader.as_str(), "{info}");
@@ -689,25 +593,7 @@ async fn five_nodes_place_r3_and_r5_streams() {
     let client = js.servers[0].client_url();
     let nc = async_nats::connect(client).await.expect("connect");
     let ctx = jetstream::new(nc.clone());
-    let deadline = tokio::time::Instant::now() + WAIT;
-    let mut next = 11u64;
-    while next <= 20 {
-        let r = async {
-            ctx.publish(format!("FIVE.{next}"), "x".into())
-                .await
-                .ok()?
-                .await
-                .ok()
-        }
-        .await;
-        match r {
-            Some(ack) => {
-                assert_eq!(ack.sequence, next, "no sequence reused or skipped");
-                next += 1;
-            }
-            None => assert!(tokio::time::Instant::now() < deadline, "no new leader"),
-        }
-    }
+    publish_acked(&ctx, "FIVE", 11, 20).await;
     let info = api(&nc, "$JS.API.STREAM.INFO.FIVE", "").await;
     assert_eq!(info["state"]["messages"], 20, "{info}");
     assert_ne!(info["cluster"]["leader"], leader.as_str(), "{info}");

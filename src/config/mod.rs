@@ -437,6 +437,9 @@ pub struct JetStreamOpts {
     /// Bytes; `None`: 1 TB (nats-server's default).
     pub max_file_store: Option<i64>,
     pub domain: Option<String>,
+    /// `unique_tag`: a server-tag prefix; a replicated stream's copies go to nodes with
+    /// distinct tags of that prefix (e.g. `az:` for one copy per zone).
+    pub unique_tag: Option<String>,
     /// `sync_interval` (default 2 min); `sync_always` (`sync_interval: always`).
     pub sync_interval: Option<Duration>,
     pub sync_always: bool,

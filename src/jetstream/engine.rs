@@ -697,6 +697,9 @@ fn subscribe_stream(srv: &ServerShared, acc: &Account, tx: &Queue, st: &mut Stre
     if !st.cfg.template_owner.is_empty() {
         return; // its template's subscription brings its messages (engine/templates.rs)
     }
+    if st.replica.as_ref().is_some_and(|r| !r.leader) {
+        return; // only a replicated stream's leader takes publishes (engine/replica.rs)
+    }
     let name: Arc<str> = Arc::from(st.cfg.name.as_str());
     let accn: Arc<str> = Arc::from(acc.name.as_str());
     let h = handler(tx.clone(), accn, EventKind::Publish(name), None);

@@ -6,6 +6,7 @@ pub mod auth;
 pub mod binary;
 pub mod cluster;
 pub mod gw;
+pub mod jsc;
 pub mod jsref;
 pub mod leaf;
 pub mod mixed;

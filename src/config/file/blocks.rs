@@ -33,6 +33,11 @@ pub(super) fn jetstream(
                         js.max_file_store = Some(integer(kk, &e.value)?).filter(|v| *v > 0)
                     }
                     "domain" => js.domain = Some(string(kk, &e.value)?),
+                    // Lowercased, as nats-server keeps server tags.
+                    "unique_tag" => {
+                        js.unique_tag = Some(string(kk, &e.value)?.trim().to_lowercase())
+                            .filter(|t| !t.is_empty())
+                    }
                     "sync_interval" | "sync" => match &e.value.kind {
                         Kind::String(s) if s.eq_ignore_ascii_case("always") => {
                             js.sync_always = true
@@ -68,11 +73,9 @@ pub(super) fn jetstream(
 /// The `jetstream {}` keys of nats-server 2.15 that natsd does not build yet.
 fn js_not_yet(key: &str) -> Option<&'static str> {
     Some(match key {
-        "unique_tag"
-        | "max_outstanding_catchup"
-        | "meta_compact"
-        | "meta_compact_size"
-        | "meta_compact_sync" => "JetStream clustering",
+        "max_outstanding_catchup" | "meta_compact" | "meta_compact_size" | "meta_compact_sync" => {
+            "JetStream clustering"
+        }
         "key"
         | "ek"
         | "encryption_key"

@@ -46,12 +46,19 @@ struct Hello {
     id: NodeId,
     name: String,
     init: bool,
+    /// `server_tags` and the cluster's name (placement).
+    #[serde(default)]
+    tags: Vec<String>,
+    #[serde(default)]
+    cluster: String,
 }
 
 pub struct Peer {
     pub name: String,
     pub init: bool,
     pub seen: Instant,
+    pub tags: Vec<String>,
+    pub cluster: String,
 }
 
 /// Bootstrap bookkeeping: the set last seen and since when; and when each JetStream route
@@ -88,6 +95,8 @@ pub fn subscribe(c: &Arc<JsCluster>, srv: &Arc<ServerShared>) -> Result<(), Stri
                 name: h.name,
                 init: h.init,
                 seen: Instant::now(),
+                tags: h.tags,
+                cluster: h.cluster,
             },
         );
     });
@@ -107,6 +116,8 @@ impl JsCluster {
             id: self.me,
             name: self.name.clone(),
             init,
+            tags: srv.opts.server_tags.clone(),
+            cluster: self.cluster_name.clone(),
         };
         if let (Ok(body), Some(acc)) = (
             serde_json::to_vec(&hello),

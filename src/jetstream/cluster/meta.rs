@@ -27,6 +27,34 @@ pub struct StreamAssignment {
     pub reply: String,
     /// Unix nanos of the creation.
     pub created: i64,
+    /// The members the group was bootstrapped with; `None` (older entries): `peers`. Empty
+    /// once the peers changed: a node opening its copy after that never bootstraps the
+    /// group (it would start a second history), the leader adds it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub initial: Option<Vec<(NodeId, String)>>,
+    /// The last change of peers or replica count (`StreamPeers`): the configuration the
+    /// stream's leader applies through its log, and when (Unix nanos).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update: Option<serde_json::Value>,
+    #[serde(default)]
+    pub updated: i64,
+}
+
+impl StreamAssignment {
+    /// The members a node opening its copy bootstraps the group with (none: it waits to
+    /// be added).
+    pub fn bootstrap_members(&self) -> &[(NodeId, String)] {
+        self.initial.as_deref().unwrap_or(&self.peers)
+    }
+
+    /// The replica count the assignment asks for.
+    pub fn replicas(&self) -> usize {
+        self.config
+            .get("num_replicas")
+            .and_then(serde_json::Value::as_i64)
+            .unwrap_or(1)
+            .max(1) as usize
+    }
 }
 
 /// What the meta log holds.
@@ -34,7 +62,21 @@ pub struct StreamAssignment {
 #[serde(tag = "op")]
 pub enum MetaEntry {
     StreamAdd(StreamAssignment),
-    StreamDel { account: String, name: String },
+    StreamDel {
+        account: String,
+        name: String,
+    },
+    /// New peers for a stream (a replica count changed, a peer removed), with the
+    /// configuration its leader then applies (`update`) and who asked (`reply`).
+    StreamPeers {
+        account: String,
+        name: String,
+        group: String,
+        peers: Vec<(NodeId, String)>,
+        config: serde_json::Value,
+        reply: String,
+        at: i64,
+    },
 }
 
 /// Every assignment, by (account, stream).
@@ -67,6 +109,29 @@ impl MetaState {
                     return Ok(());
                 }
                 acc.insert(sa.name.clone(), sa);
+                Ok(())
+            }
+            MetaEntry::StreamPeers {
+                account,
+                name,
+                group,
+                peers,
+                config,
+                reply,
+                at,
+            } => {
+                let sa = self
+                    .streams
+                    .get_mut(&account)
+                    .and_then(|a| a.get_mut(&name))
+                    .filter(|sa| sa.group == group)
+                    .ok_or(format!("stream {name:?} not found"))?;
+                sa.peers = peers;
+                sa.initial = Some(Vec::new());
+                sa.config = config.clone();
+                sa.update = Some(config);
+                sa.reply = reply;
+                sa.updated = at;
                 Ok(())
             }
             MetaEntry::StreamDel { account, name } => {
@@ -132,6 +197,9 @@ mod tests {
             group: format!("S-{name}"),
             reply: String::new(),
             created: 1,
+            initial: None,
+            update: None,
+            updated: 0,
         }
     }
 

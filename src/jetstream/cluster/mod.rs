@@ -17,8 +17,10 @@
 pub mod entry;
 mod hello;
 pub mod meta;
+pub mod placement;
 mod replicas;
 mod requests;
+mod scale;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -101,6 +103,13 @@ struct Replica {
     tx: mpsc::UnboundedSender<Item>,
     /// The creation's answer, until the group's first leader is known.
     answer: Option<String>,
+    /// A membership change of the group is under way (on its leader).
+    changing: Arc<AtomicBool>,
+    /// The assignment update (`sa.updated`) this node last proposed to the log.
+    proposed_update: i64,
+    /// Since when the copy is no longer assigned here (it stays a while so that its group
+    /// can commit the change that removes it).
+    unassigned: Option<tokio::time::Instant>,
 }
 
 pub struct JsCluster {
@@ -218,6 +227,9 @@ impl JsCluster {
                 _ = tick.tick() => {
                     self.meta_health();
                     self.tick();
+                    if self.leaving() {
+                        self.reconcile().await;
+                    }
                 }
                 c = changed.recv() => {
                     if c.is_none() {

@@ -2,13 +2,14 @@
 //! assignments (`reconcile`), fed by their groups' logs (`StreamSm`), led by whichever
 //! member its group elects (`tick`), written to through one proposer task per stream.
 
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Weak};
 
 use tokio::sync::mpsc;
 
 use super::entry::{Entry, PubMsg};
 use super::meta::StreamAssignment;
+use super::placement::{self, Step};
 use super::{lock, Item, JsCluster, Replica};
 use crate::jetstream::consumer::Cx;
 use crate::jetstream::engine::replica::CONSUMER_STATES;
@@ -22,6 +23,8 @@ const BATCH_BYTES: usize = 256 << 10;
 const BATCH_MSGS: usize = 1024;
 /// A creation older than this is not answered again when its assignment is replayed.
 const ANSWER_WITHIN_NS: i64 = 30_000_000_000;
+/// A copy no longer assigned here is closed after this at the latest.
+const LEAVE_WITHIN: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// A stream group's state machine: the engine's copy of the stream.
 struct StreamSm {
@@ -74,26 +77,66 @@ impl StateMachine for StreamSm {
 type View = (String, String, GroupMetrics, StreamAssignment);
 
 impl JsCluster {
-    /// Opens the copies this node should hold and closes those it should not.
+    /// Opens the copies this node should hold and closes those it should not. A copy whose
+    /// stream moved away from this node stays open while its group may still need it to
+    /// commit the change: while it counts itself a member and hears from a leader (once the
+    /// leader has dropped it, its election timer runs out), [`LEAVE_WITHIN`] at most.
     pub(super) async fn reconcile(self: &Arc<Self>) {
-        let want: Vec<StreamAssignment> = lock(&self.meta_state)
-            .streams
-            .values()
-            .flat_map(|m| m.values())
-            .filter(|sa| sa.peers.iter().any(|p| p.0 == self.me))
-            .cloned()
-            .collect();
-        let have: Vec<(String, String, String)> = lock(&self.replicas)
-            .iter()
-            .map(|(k, r)| (k.0.clone(), k.1.clone(), r.sa.group.clone()))
-            .collect();
-        for (acc, name, group) in &have {
-            if !want
-                .iter()
-                .any(|sa| &sa.account == acc && &sa.name == name && &sa.group == group)
-            {
-                self.close_replica(acc, name).await;
+        let (want, all): (Vec<StreamAssignment>, Vec<StreamAssignment>) = {
+            let ms = lock(&self.meta_state);
+            let all = ms
+                .streams
+                .values()
+                .flat_map(|m| m.values())
+                .cloned()
+                .collect();
+            let want = ms
+                .streams
+                .values()
+                .flat_map(|m| m.values())
+                .filter(|sa| sa.peers.iter().any(|p| p.0 == self.me))
+                .cloned()
+                .collect();
+            (want, all)
+        };
+        let now = tokio::time::Instant::now();
+        let mut close = Vec::new();
+        {
+            let mut reps = lock(&self.replicas);
+            for ((acc, name), r) in reps.iter_mut() {
+                let same =
+                    |a: &String, n: &String, g: &String| a == acc && n == name && *g == r.sa.group;
+                if let Some(sa) = want
+                    .iter()
+                    .find(|sa| same(&sa.account, &sa.name, &sa.group))
+                {
+                    r.unassigned = None;
+                    if r.sa != *sa {
+                        r.sa = sa.clone();
+                    }
+                    continue;
+                }
+                // Moved away: the leader of the copy still moves the group (itself last).
+                let moved = all.iter().find(|sa| same(&sa.account, &sa.name, &sa.group));
+                if let Some(sa) = moved {
+                    if r.sa != *sa {
+                        r.sa = sa.clone();
+                    }
+                }
+                let moved = moved.is_some();
+                let since = *r.unassigned.get_or_insert(now);
+                // Still a member its leader talks to: it may be needed for the change.
+                let m = r.group.metrics();
+                let needed = m.voters.contains(&self.me)
+                    && matches!(m.role, Role::Follower | Role::Leader)
+                    && m.leader.is_some();
+                if !moved || !needed || now.duration_since(since) >= LEAVE_WITHIN {
+                    close.push((acc.clone(), name.clone()));
+                }
             }
+        }
+        for (acc, name) in close {
+            self.close_replica(&acc, &name).await;
         }
         for sa in want {
             let key = (sa.account.clone(), sa.name.clone());
@@ -104,6 +147,13 @@ impl JsCluster {
                 tracing::error!("JetStream: {e}");
             }
         }
+    }
+
+    /// Whether a copy is waiting to leave (the tick then reconciles again).
+    pub(super) fn leaving(&self) -> bool {
+        lock(&self.replicas)
+            .values()
+            .any(|r| r.unassigned.is_some())
     }
 
     async fn open_replica(self: &Arc<Self>, sa: StreamAssignment) -> Result<(), String> {
@@ -128,8 +178,13 @@ impl JsCluster {
             .await
             .map_err(|e| format!("stream {:?} group: {e}", sa.name))?;
         ready.transport.register(&group);
-        if let Err(e) = group.bootstrap(&sa.peers).await {
-            tracing::warn!("JetStream: stream {:?} group bootstrap: {e}", sa.name);
+        // Only the peers the group was created with bootstrap it; a node added later
+        // waits for its leader to bring it in.
+        let initial = sa.bootstrap_members();
+        if initial.iter().any(|p| p.0 == self.me) {
+            if let Err(e) = group.bootstrap(initial).await {
+                tracing::warn!("JetStream: stream {:?} group bootstrap: {e}", sa.name);
+            }
         }
         let (tx, rx) = mpsc::unbounded_channel();
         srv.tasks.spawn(proposer(
@@ -149,6 +204,9 @@ impl JsCluster {
                 group,
                 tx,
                 answer,
+                changing: Arc::new(AtomicBool::new(false)),
+                proposed_update: 0,
+                unassigned: None,
             },
         );
         Ok(())
@@ -182,6 +240,7 @@ impl JsCluster {
             .collect();
         let mut answers = Vec::new();
         let mut progress = Vec::new();
+        let mut steps = Vec::new();
         {
             let mut e = js.engine();
             for (acc, name, m, sa) in &views {
@@ -191,6 +250,15 @@ impl JsCluster {
                 if leader {
                     if let Some(p) = e.progress_due(acc, name) {
                         progress.push(((acc.clone(), name.clone()), p));
+                    }
+                    let copy = e
+                        .accounts
+                        .get(acc)
+                        .and_then(|ja| ja.streams.get(name))
+                        .map(|st| st.cfg.num_replicas.max(1) as usize);
+                    let mut reps = lock(&self.replicas);
+                    if let Some(r) = reps.get_mut(&(acc.clone(), name.clone())) {
+                        self.follow_assignment(r, m, copy, &mut steps);
                     }
                 }
                 if m.leader.is_some() {
@@ -215,6 +283,21 @@ impl JsCluster {
         for (acc, reply, body) in answers {
             Cx::new(&srv, &acc).send(&reply, None, None, body.as_bytes());
         }
+        for (group, changing, step) in steps {
+            srv.tasks.spawn(async move {
+                let res = match &step {
+                    Step::Add(id, name) => group.add_member(*id, name).await,
+                    Step::Remove(id) => group.remove_member(*id).await,
+                };
+                match res {
+                    Ok(()) => tracing::info!("JetStream: stream group {}: {step:?}", group.name()),
+                    Err(e) => {
+                        tracing::debug!("JetStream: stream group {}: {step:?}: {e}", group.name())
+                    }
+                }
+                changing.store(false, Relaxed);
+            });
+        }
         if !progress.is_empty() {
             let reps = lock(&self.replicas);
             for (key, payload) in progress {
@@ -226,6 +309,43 @@ impl JsCluster {
                     });
                 }
             }
+        }
+    }
+
+    /// On a stream's leader: the assignment's new configuration into the log (once; its
+    /// proposer answers the update), and the next membership change toward the assigned
+    /// peers (one at a time).
+    fn follow_assignment(
+        &self,
+        r: &mut Replica,
+        m: &GroupMetrics,
+        copy_replicas: Option<usize>,
+        steps: &mut Vec<(Group, Arc<AtomicBool>, Step)>,
+    ) {
+        let sa = &r.sa;
+        if let Some(cfg) = &sa.update {
+            let behind = copy_replicas.is_some_and(|n| n != sa.replicas());
+            if behind && r.proposed_update != sa.updated {
+                r.proposed_update = sa.updated;
+                let fresh = sa.updated >= self.started
+                    && now_nanos().saturating_sub(sa.updated) < ANSWER_WITHIN_NS;
+                let _ = r.tx.send(Item::Api {
+                    subject: format!("$JS.API.STREAM.UPDATE.{}", sa.name),
+                    reply: if fresh {
+                        sa.reply.clone()
+                    } else {
+                        String::new()
+                    },
+                    payload: cfg.to_string().into(),
+                });
+            }
+        }
+        if r.changing.load(Relaxed) {
+            return;
+        }
+        if let Some(step) = placement::membership_step(&sa.peers, &m.voters, self.me) {
+            r.changing.store(true, Relaxed);
+            steps.push((r.group.clone(), r.changing.clone(), step));
         }
     }
 

@@ -17,7 +17,6 @@ use crate::jetstream::engine::{body, err_json, Engine};
 use crate::jetstream::stream;
 use crate::jetstream::types::{now_nanos, ApiError, Obj, Retention, StreamConfig};
 use crate::jetstream::Event;
-use crate::raft::NodeId;
 use crate::server::ServerShared;
 
 /// A CONSUMER.CREATE body without a consumer name gets one here, so that every replica
@@ -60,13 +59,13 @@ fn stream_of<'a>(t: &[&'a str]) -> Option<&'a str> {
     }
 }
 
-fn send(srv: &Arc<ServerShared>, account: &str, reply: &str, body: &str) {
+pub(super) fn send(srv: &Arc<ServerShared>, account: &str, reply: &str, body: &str) {
     if let Some(acc) = srv.accounts.get(account) {
         Cx::new(srv, &acc).send(reply, None, None, body.as_bytes());
     }
 }
 
-fn unavailable() -> ApiError {
+pub(super) fn unavailable() -> ApiError {
     ApiError::new(503, 10008, "JetStream system temporarily unavailable")
 }
 
@@ -124,11 +123,28 @@ impl JsCluster {
             // No such stream: the meta leader says so (its engine has no copy either).
             return !meta_leader;
         };
-        if let ["STREAM", "DELETE", _] = t.as_slice() {
-            if meta_leader {
-                self.delete_stream(srv, ev, &sa);
+        match t.as_slice() {
+            ["STREAM", "DELETE", _] => {
+                if meta_leader {
+                    self.delete_stream(srv, ev, &sa);
+                }
+                return true;
             }
-            return true;
+            // A new replica count moves the stream's peers: the meta group decides
+            // (`scale.rs`); the stream's leader then applies the configuration.
+            ["STREAM", "UPDATE", _] if replicas_change(&sa, &ev.payload) => {
+                if meta_leader {
+                    self.update_peers(srv, ev, &sa);
+                }
+                return true;
+            }
+            ["STREAM", "PEER", "REMOVE", _] => {
+                if meta_leader {
+                    self.peer_remove(srv, ev, &sa);
+                }
+                return true;
+            }
+            _ => {}
         }
         let Some(group) = self.replica_group(acc, s) else {
             return true; // held elsewhere
@@ -160,17 +176,7 @@ impl JsCluster {
                 }
                 true
             }
-            ["STREAM", "UPDATE", _] => {
-                if let Err(e) = check_update(&sa, &ev.payload) {
-                    if let Some(reply) = &ev.reply {
-                        send(srv, acc, reply, &err_json("stream_update_response", &e, ""));
-                    }
-                    return true;
-                }
-                self.propose_api(acc, s, ev);
-                true
-            }
-            ["STREAM", "PURGE", _] | ["STREAM", "MSG", "DELETE", _] => {
+            ["STREAM", "UPDATE", _] | ["STREAM", "PURGE", _] | ["STREAM", "MSG", "DELETE", _] => {
                 self.propose_api(acc, s, ev);
                 true
             }
@@ -288,10 +294,10 @@ impl JsCluster {
                 ));
             }
         }
-        let peers = self.place(name, replicas);
-        if peers.len() < replicas {
-            return fail(ApiError::new(400, 10005, "no suitable peers for placement"));
-        }
+        let peers = match self.place(&cfg, replicas, &[]) {
+            Ok(p) => p,
+            Err(e) => return fail(ApiError::new(400, 10005, e.to_string())),
+        };
         let sa = StreamAssignment {
             account: acc.clone(),
             name: name.to_string(),
@@ -300,6 +306,9 @@ impl JsCluster {
             group: group_name(name, replicas),
             reply: reply.clone(),
             created: now_nanos(),
+            initial: None,
+            update: None,
+            updated: 0,
         };
         let Some(meta) = self.meta().cloned() else {
             return fail(unavailable());
@@ -403,30 +412,6 @@ impl JsCluster {
             o.raw("streams", &format!("[{}]", v.join(",")));
         }
         send(srv, acc, reply, &o.done());
-    }
-
-    /// `n` members for a new stream: the live meta members, in an order that depends on
-    /// the stream's name (so streams spread over the nodes), this node not preferred.
-    fn place(&self, stream: &str, n: usize) -> Vec<(NodeId, String)> {
-        let Some(meta) = self.meta() else {
-            return Vec::new();
-        };
-        let voters = meta.members();
-        let live = self.live_peers();
-        let mut cands: Vec<(u64, NodeId, String)> = voters
-            .into_iter()
-            .filter(|id| *id == self.me || live.iter().any(|p| p.0 == *id))
-            .map(|id| {
-                let rank = super::node_id(&format!("{stream}/{id}"));
-                (rank, id, self.name_of(id))
-            })
-            .collect();
-        cands.sort();
-        cands
-            .into_iter()
-            .take(n)
-            .map(|(_, id, name)| (id, name))
-            .collect()
     }
 
     /// STREAM.DELETE on the meta leader: answered once the meta group has it.
@@ -538,18 +523,8 @@ fn group_name(stream: &str, replicas: usize) -> String {
     format!("S-R{replicas}-{clean}-{:08x}", rand::random::<u32>())
 }
 
-/// What a clustered update may not change yet: the replica count.
-fn check_update(sa: &StreamAssignment, payload: &[u8]) -> Result<(), ApiError> {
-    let new: StreamConfig = body(payload)?;
-    let old = sa
-        .config
-        .get("num_replicas")
-        .and_then(serde_json::Value::as_i64)
-        .unwrap_or(1);
-    if new.num_replicas.max(1) != old.max(1) {
-        return Err(ApiError::stream_config(
-            "changing a stream's replica count is not supported by natsd yet",
-        ));
-    }
-    Ok(())
+/// Whether an update asks for another replica count than the stream has (an unreadable
+/// body does not: the stream's leader refuses it as a single server would).
+fn replicas_change(sa: &StreamAssignment, payload: &[u8]) -> bool {
+    body::<StreamConfig>(payload).is_ok_and(|c| c.num_replicas.max(1) as usize != sa.replicas())
 }

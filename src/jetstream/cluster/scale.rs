@@ -1,0 +1,269 @@
+//! Moving a stream's copies, decided by the meta leader: placement of a new stream, a new
+//! replica count (STREAM.UPDATE with another `num_replicas`) and STREAM.PEER.REMOVE. Each
+//! change is one `StreamPeers` meta entry naming the new peers; the stream's leader then
+//! applies the configuration through its own log (and answers the update) and moves its
+//! group's membership one step at a time (`replicas.rs`, `placement::membership_step`).
+
+use std::sync::Arc;
+
+use super::meta::{MetaEntry, MetaState, StreamAssignment};
+use super::placement::{self, Candidate, PlaceError, Spec};
+use super::requests::{send, unavailable};
+use super::{lock, JsCluster};
+use crate::jetstream::engine::{body, err_json, srv_js_limits};
+use crate::jetstream::stream;
+use crate::jetstream::types::{now_nanos, ApiError, Obj, Retention, StreamConfig};
+use crate::jetstream::Event;
+use crate::raft::NodeId;
+use crate::server::ServerShared;
+
+impl JsCluster {
+    /// The meta members as placement candidates: their cluster and tags (from their
+    /// hellos), whether they are heard from, how many streams they hold.
+    fn candidates(&self, ms: &MetaState) -> Vec<Candidate> {
+        let Some(meta) = self.meta() else {
+            return Vec::new();
+        };
+        let loads = placement::loads(
+            ms.streams
+                .values()
+                .flat_map(|m| m.values())
+                .map(|sa| sa.peers.as_slice()),
+        );
+        let now = tokio::time::Instant::now();
+        let my_tags = self
+            .srv
+            .upgrade()
+            .map(|s| s.opts.server_tags.clone())
+            .unwrap_or_default();
+        let peers = lock(&self.peers);
+        meta.members()
+            .into_iter()
+            .map(|id| {
+                let load = loads.get(&id).copied().unwrap_or(0);
+                if id == self.me {
+                    return Candidate {
+                        id,
+                        name: self.name.clone(),
+                        cluster: self.cluster_name.clone(),
+                        tags: my_tags.clone(),
+                        online: true,
+                        load,
+                    };
+                }
+                let p = peers.get(&id);
+                Candidate {
+                    id,
+                    name: p.map(|p| p.name.clone()).unwrap_or_default(),
+                    // A peer from before hellos carried it: this cluster.
+                    cluster: p
+                        .map(|p| p.cluster.clone())
+                        .filter(|c| !c.is_empty())
+                        .unwrap_or_else(|| self.cluster_name.clone()),
+                    tags: p.map(|p| p.tags.clone()).unwrap_or_default(),
+                    online: p.is_some_and(|p| now.duration_since(p.seen) < super::hello::GONE),
+                    load,
+                }
+            })
+            .collect()
+    }
+
+    /// `n` peers for a stream with configuration `cfg`, `existing` kept.
+    pub(super) fn place(
+        &self,
+        cfg: &StreamConfig,
+        n: usize,
+        existing: &[(NodeId, String)],
+    ) -> Result<Vec<(NodeId, String)>, PlaceError> {
+        let cands = self.candidates(&lock(&self.meta_state));
+        let unique = self
+            .srv
+            .upgrade()
+            .and_then(|s| s.opts.jetstream.as_ref().and_then(|j| j.unique_tag.clone()));
+        placement::select(
+            &cfg.name,
+            n,
+            &Spec::of(cfg.placement.as_ref()),
+            &self.cluster_name,
+            unique.as_deref(),
+            &cands,
+            existing,
+        )
+    }
+
+    /// STREAM.UPDATE with a new replica count, on the meta leader: the single-server
+    /// checks against the assigned configuration, the new peers (a scale-up keeps the
+    /// current ones and places more; a scale-down keeps the leader), the proposal. The
+    /// stream's leader answers once its log has the new configuration.
+    pub(super) fn update_peers(&self, srv: &Arc<ServerShared>, ev: &Event, sa: &StreamAssignment) {
+        const T: &str = "stream_update_response";
+        let Some(reply) = ev.reply.clone() else {
+            return;
+        };
+        let acc = sa.account.clone();
+        let fail = |e: ApiError| send(srv, &acc, &reply, &err_json(T, &e, ""));
+        let mut cfg: StreamConfig = match body(&ev.payload) {
+            Ok(c) => c,
+            Err(e) => return fail(e),
+        };
+        if cfg.name != sa.name {
+            return fail(ApiError::stream_mismatch());
+        }
+        let dw = srv_js_limits(srv).duplicate_window;
+        stream::default_duplicates(&mut cfg, dw);
+        stream::apply_defaults(&mut cfg);
+        let old: Result<StreamConfig, _> = serde_json::from_value(sa.config.clone());
+        let checked = stream::check(&cfg, srv.opts.max_payload, true)
+            .and_then(|()| stream::check_duplicates(&cfg, dw))
+            .and_then(|()| match &old {
+                Ok(old) => stream::check_update(old, &cfg),
+                Err(_) => Ok(()),
+            });
+        if let Err(e) = checked {
+            return fail(e);
+        }
+        let n = cfg.num_replicas.max(1) as usize;
+        if n > 1 && cfg.retention != Retention::Limits {
+            return fail(ApiError::stream_config(
+                "replicated streams with interest or work queue retention are not supported by natsd yet",
+            ));
+        }
+        let peers = if n > sa.peers.len() {
+            match self.place(&cfg, n, &sa.peers) {
+                Ok(p) => p,
+                Err(e) => return fail(ApiError::new(400, 10005, e.to_string())),
+            }
+        } else {
+            let leader = self
+                .replica_group(&sa.account, &sa.name)
+                .and_then(|g| g.leader());
+            placement::shrink(&sa.peers, n, leader)
+        };
+        let config = match serde_json::to_value(&cfg) {
+            Ok(v) => v,
+            Err(e) => return fail(ApiError::new(500, 10049, e.to_string())),
+        };
+        let entry = MetaEntry::StreamPeers {
+            account: sa.account.clone(),
+            name: sa.name.clone(),
+            group: sa.group.clone(),
+            peers,
+            config,
+            reply: reply.clone(),
+            at: now_nanos(),
+        };
+        self.propose_peers(srv, entry, acc.clone(), reply.clone(), T, None);
+    }
+
+    /// STREAM.PEER.REMOVE on the meta leader, as nats-server: `{"peer": <server name or its
+    /// hash>}`; the peer is replaced by another node (the stream keeps its replica count),
+    /// or the request is refused when none can take its place.
+    pub(super) fn peer_remove(&self, srv: &Arc<ServerShared>, ev: &Event, sa: &StreamAssignment) {
+        const T: &str = "stream_remove_peer_response";
+        #[derive(serde::Deserialize, Default)]
+        struct Req {
+            #[serde(default)]
+            peer: Option<String>,
+        }
+        let Some(reply) = ev.reply.clone() else {
+            return;
+        };
+        let acc = sa.account.clone();
+        let fail = |e: ApiError| send(srv, &acc, &reply, &err_json(T, &e, ""));
+        if ev.payload.iter().all(u8::is_ascii_whitespace) {
+            return fail(ApiError::bad_request());
+        }
+        let peer = match body::<Req>(&ev.payload) {
+            Ok(r) => r.peer.unwrap_or_default(),
+            Err(e) => return fail(e),
+        };
+        if peer.is_empty() {
+            return fail(ApiError::bad_request());
+        }
+        let Some(gone) = sa
+            .peers
+            .iter()
+            .find(|(_, name)| *name == peer || super::server_hash(name) == peer)
+            .cloned()
+        else {
+            return fail(ApiError::new(400, 10040, "peer not a member"));
+        };
+        let cfg: StreamConfig = match serde_json::from_value(sa.config.clone()) {
+            Ok(c) => c,
+            Err(e) => return fail(ApiError::new(500, 10049, e.to_string())),
+        };
+        let kept: Vec<(NodeId, String)> =
+            sa.peers.iter().filter(|p| **p != gone).cloned().collect();
+        // The removed node is no candidate.
+        let placed = {
+            let ms = lock(&self.meta_state);
+            let mut cands = self.candidates(&ms);
+            cands.retain(|c| c.id != gone.0);
+            let unique = srv
+                .opts
+                .jetstream
+                .as_ref()
+                .and_then(|j| j.unique_tag.clone());
+            placement::select(
+                &cfg.name,
+                sa.peers.len(),
+                &Spec::of(cfg.placement.as_ref()),
+                &self.cluster_name,
+                unique.as_deref(),
+                &cands,
+                &kept,
+            )
+        };
+        let Ok(peers) = placed else {
+            tracing::warn!(
+                "JetStream cluster rejected peer removal, no replacement available for stream '{} > {}'",
+                sa.account,
+                sa.name
+            );
+            return fail(ApiError::new(503, 10075, "peer remap failed"));
+        };
+        let entry = MetaEntry::StreamPeers {
+            account: sa.account.clone(),
+            name: sa.name.clone(),
+            group: sa.group.clone(),
+            peers,
+            config: sa.config.clone(),
+            reply: String::new(),
+            at: now_nanos(),
+        };
+        let mut ok = Obj::typed(T);
+        ok.field("success", &true);
+        self.propose_peers(srv, entry, acc.clone(), reply.clone(), T, Some(ok.done()));
+    }
+
+    /// Proposes a `StreamPeers` entry; answers `done` once committed (when given) or the
+    /// failure.
+    fn propose_peers(
+        &self,
+        srv: &Arc<ServerShared>,
+        entry: MetaEntry,
+        acc: String,
+        reply: String,
+        ty: &'static str,
+        done: Option<String>,
+    ) {
+        let Some(meta) = self.meta().cloned() else {
+            return send(srv, &acc, &reply, &err_json(ty, &unavailable(), ""));
+        };
+        let srv2 = srv.clone();
+        srv.tasks.spawn(async move {
+            let data = serde_json::to_vec(&entry).unwrap_or_default();
+            let out = match meta.propose(data).await {
+                Ok(r) if r.first() == Some(&b'+') => done,
+                Ok(_) => Some(err_json(ty, &ApiError::stream_not_found(), "")),
+                Err(e) => {
+                    tracing::debug!("JetStream: stream peers proposal: {e}");
+                    Some(err_json(ty, &unavailable(), ""))
+                }
+            };
+            if let Some(out) = out {
+                send(&srv2, &acc, &reply, &out);
+            }
+        });
+    }
+}

@@ -1,0 +1,154 @@
+//! Clustered JetStream test helpers: embedded JetStream nodes in one cluster, `$JS.API`
+//! requests retried while the cluster forms, each node's copy of a stream, a new leader,
+//! acknowledged publishing through a leader change.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use async_nats::jetstream;
+use natsd::{Options, Server};
+use serde_json::Value;
+
+pub const WAIT: Duration = Duration::from_secs(20);
+
+pub fn js_node(dir: &std::path::Path) -> impl Fn(&str, Option<u16>) -> Options + '_ {
+    move |name, seed| {
+        let mut o = super::cluster::node_opts(name, seed);
+        o.http_port = Some(0);
+        o.jetstream = Some(natsd::config::JetStreamOpts {
+            store_dir: Some(dir.join(name)),
+            ..Default::default()
+        });
+        o
+    }
+}
+
+pub struct Js {
+    pub servers: Vec<Server>,
+    pub dir: PathBuf,
+}
+
+pub async fn cluster(name: &str, n: usize) -> Js {
+    let dir = super::js_dir(name);
+    let servers = super::cluster::mesh_with(n, js_node(&dir)).await;
+    Js { servers, dir }
+}
+
+/// A `$JS.API` request answered within the deadline, retried while the cluster forms
+/// (no answer yet, or 503 "temporarily unavailable").
+pub async fn api(nc: &async_nats::Client, subject: &str, body: &str) -> Value {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let r = tokio::time::timeout(
+            Duration::from_secs(2),
+            nc.request(subject.to_string(), body.to_string().into()),
+        )
+        .await;
+        if let Ok(Ok(m)) = r {
+            let v: Value = serde_json::from_slice(&m.payload).expect("JSON answer");
+            if v["error"]["err_code"] != 10008 {
+                return v;
+            }
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{subject}: no answer from the cluster"
+        );
+    }
+}
+
+/// A request sent once (a stepdown must not be repeated), answered within the deadline.
+pub async fn once(nc: &async_nats::Client, subject: &str) -> Value {
+    let m = tokio::time::timeout(WAIT, nc.request(subject.to_string(), "".into()))
+        .await
+        .unwrap_or_else(|_| panic!("{subject}: no answer"))
+        .unwrap_or_else(|e| panic!("{subject}: {e}"));
+    serde_json::from_slice(&m.payload).expect("JSON answer")
+}
+
+/// Every node's engine copy of `stream`: its (messages, last sequence), if it has one.
+pub fn copies(js: &Js, stream: &str) -> Vec<Option<(u64, u64)>> {
+    js.servers
+        .iter()
+        .map(|s| {
+            let j = s.shared().jetstream.get()?.clone();
+            let e = j.engine();
+            let st = e.accounts.get("$G")?.streams.get(stream)?;
+            let state = st.store.state();
+            Some((state.msgs, state.last_seq))
+        })
+        .collect()
+}
+
+/// [`cluster`] with each node's options changed by `tweak(name, options)`.
+pub async fn cluster_with(name: &str, n: usize, tweak: impl Fn(&str, &mut Options)) -> Js {
+    let dir = super::js_dir(name);
+    let servers = {
+        let base = js_node(&dir);
+        super::cluster::mesh_with(n, |node, seed| {
+            let mut o = base(node, seed);
+            tweak(node, &mut o);
+            o
+        })
+        .await
+    };
+    Js { servers, dir }
+}
+
+/// Polls STREAM INFO until its `cluster.leader` is another node than `old`; the new one.
+pub async fn new_leader(nc: &async_nats::Client, stream: &str, old: &str) -> String {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let i = api(nc, &format!("$JS.API.STREAM.INFO.{stream}"), "").await;
+        match i["cluster"]["leader"].as_str() {
+            Some(l) if l != old => return l.to_string(),
+            _ => assert!(tokio::time::Instant::now() < deadline, "no new leader: {i}"),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Publishes `subject.<seq>` for sequences `from..=to`, each retried until acknowledged
+/// (while a new leader is elected), and asserts each ack names the expected sequence: none
+/// reused, none skipped.
+pub async fn publish_acked(ctx: &jetstream::Context, subject: &str, from: u64, to: u64) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let mut next = from;
+    while next <= to {
+        let r = async {
+            ctx.publish(format!("{subject}.{next}"), format!("m{next}").into())
+                .await
+                .ok()?
+                .await
+                .ok()
+        }
+        .await;
+        match r {
+            Some(ack) => {
+                assert_eq!(ack.sequence, next, "no sequence reused or skipped");
+                next += 1;
+            }
+            None => assert!(
+                tokio::time::Instant::now() < deadline,
+                "no leader takes {next}"
+            ),
+        }
+    }
+}
+
+/// The index in `js.servers` of the node named `name`.
+pub fn node(js: &Js, name: &str) -> usize {
+    js.servers
+        .iter()
+        .position(|s| s.shared().name == name)
+        .unwrap_or_else(|| panic!("{name} is not a node"))
+}
+
+impl Js {
+    pub async fn stop(mut self) {
+        for s in self.servers.drain(..) {
+            s.shutdown().await;
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

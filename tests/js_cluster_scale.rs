@@ -1,0 +1,259 @@
+//! Moving a replicated stream's copies in a natsd JetStream cluster, as nats-server 2.15
+//! users do it: STREAM.UPDATE with another `num_replicas` (R1→R3→R1), STREAM.PEER.REMOVE,
+//! and placement by `placement { cluster, tags }` and `jetstream { unique_tag }` — each
+//! acknowledged message kept, each answer nats-server's.
+
+mod common;
+
+use common::jsc::*;
+
+use async_nats::jetstream;
+use serde_json::Value;
+
+/// Every node's copy of `stream` that has `(msgs, last)`: how many.
+fn holding(js: &Js, stream: &str, want: (u64, u64)) -> usize {
+    copies(js, stream)
+        .iter()
+        .filter(|c| **c == Some(want))
+        .count()
+}
+
+/// The stream's configuration from STREAM INFO with `num_replicas` set to `n`.
+async fn with_replicas(nc: &async_nats::Client, stream: &str, n: u64) -> String {
+    let info = api(nc, &format!("$JS.API.STREAM.INFO.{stream}"), "").await;
+    let mut cfg = info["config"].clone();
+    cfg["num_replicas"] = n.into();
+    cfg.to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stream_scales_from_r1_to_r3_and_back() {
+    let js = cluster("jsc-scale", 3).await;
+    let nc = async_nats::connect(js.servers[0].client_url())
+        .await
+        .expect("connect");
+    let ctx = jetstream::new(nc.clone());
+    let r = api(
+        &nc,
+        "$JS.API.STREAM.CREATE.SC",
+        r#"{"name":"SC","subjects":["sc.>"],"storage":"file"}"#,
+    )
+    .await;
+    assert_eq!(r["config"]["num_replicas"], 1, "{r}");
+    publish_acked(&ctx, "sc", 1, 20).await;
+
+    // R1 → R3: the update is answered with the new configuration; the two new copies
+    // catch up with what the first one had.
+    let up = api(
+        &nc,
+        "$JS.API.STREAM.UPDATE.SC",
+        &with_replicas(&nc, "SC", 3).await,
+    )
+    .await;
+    assert_eq!(
+        up["type"],
+        "io.nats.jetstream.api.v1.stream_update_response"
+    );
+    assert_eq!(up["config"]["num_replicas"], 3, "{up}");
+    common::wait_for("three copies of 20", || {
+        let n = holding(&js, "SC", (20, 20));
+        async move { n == 3 }
+    })
+    .await;
+    publish_acked(&ctx, "sc", 21, 30).await;
+    // Once both are in, STREAM INFO lists them, current.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let info = loop {
+        let info = api(&nc, "$JS.API.STREAM.INFO.SC", "").await;
+        let reps = info["cluster"]["replicas"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if reps.len() == 2 && reps.iter().all(|r| r["current"] == true) {
+            break info;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{info}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert_eq!(info["config"]["num_replicas"], 3, "{info}");
+    // The new copies are voters: with the leader stepped down another one leads and
+    // takes acknowledged publishes.
+    let leader = info["cluster"]["leader"]
+        .as_str()
+        .expect("leader")
+        .to_string();
+    let sd = once(&nc, "$JS.API.STREAM.LEADER.STEPDOWN.SC").await;
+    assert_eq!(sd["success"], true, "{sd}");
+    new_leader(&nc, "SC", &leader).await;
+    publish_acked(&ctx, "sc", 31, 40).await;
+    common::wait_for("three copies of 40", || {
+        let n = holding(&js, "SC", (40, 40));
+        async move { n == 3 }
+    })
+    .await;
+
+    // R3 → R1: one copy stays (the leader's), the others are dropped.
+    let down = api(
+        &nc,
+        "$JS.API.STREAM.UPDATE.SC",
+        &with_replicas(&nc, "SC", 1).await,
+    )
+    .await;
+    assert_eq!(down["config"]["num_replicas"], 1, "{down}");
+    common::wait_for("one copy left", || {
+        let c = copies(&js, "SC");
+        async move { c.iter().flatten().count() == 1 && c.contains(&Some((40, 40))) }
+    })
+    .await;
+    publish_acked(&ctx, "sc", 41, 45).await;
+    let info = api(&nc, "$JS.API.STREAM.INFO.SC", "").await;
+    assert_eq!(info["state"]["messages"], 45, "{info}");
+    assert_eq!(info["config"]["num_replicas"], 1, "{info}");
+    // More replicas than nodes: nats-server's placement error, nothing changes.
+    let r = api(
+        &nc,
+        "$JS.API.STREAM.UPDATE.SC",
+        &with_replicas(&nc, "SC", 4).await,
+    )
+    .await;
+    assert_eq!(r["error"]["err_code"], 10005, "{r}");
+    js.stop().await;
+}
+
+/// Five nodes in three zones (`az:1` ×2, `az:2` ×2, `az:3`) with `unique_tag: "az:"`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn placement_by_tags_and_peer_removal() {
+    let zone = |node: &str| match node {
+        "n0" | "n1" => "az:1",
+        "n2" | "n3" => "az:2",
+        _ => "az:3",
+    };
+    let js = cluster_with("jsc-tags", 5, |node, o| {
+        o.server_tags = vec![zone(node).to_string(), "ssd".into()];
+        if let Some(j) = o.jetstream.as_mut() {
+            j.unique_tag = Some("az:".into());
+        }
+    })
+    .await;
+    let nc = async_nats::connect(js.servers[0].client_url())
+        .await
+        .expect("connect");
+    let create = |name: &str, extra: &str| {
+        let body = format!(r#"{{"name":"{name}","subjects":["{name}.>"],{extra}}}"#);
+        let subject = format!("$JS.API.STREAM.CREATE.{name}");
+        let nc = nc.clone();
+        async move { api(&nc, &subject, &body).await }
+    };
+    let peers = |js: &Js, stream: &str| -> Vec<String> {
+        let c = copies(js, stream);
+        let mut v: Vec<String> = js
+            .servers
+            .iter()
+            .zip(c)
+            .filter(|(_, c)| c.is_some())
+            .map(|(s, _)| s.shared().name.clone())
+            .collect();
+        v.sort();
+        v
+    };
+
+    // Tags: the only az:3 node; both az:1 nodes (a tag with the unique prefix named in the
+    // placement lifts the uniqueness); unknown tags and clusters refused in nats-server's
+    // words.
+    let r = create("Z3", r#""placement":{"tags":["az:3"]}"#).await;
+    assert!(r["error"].is_null(), "{r}");
+    common::wait_for("Z3 on n4", || {
+        let p = peers(&js, "Z3");
+        async move { p == ["n4"] }
+    })
+    .await;
+    let r = create("Z1", r#""num_replicas":2,"placement":{"tags":["az:1"]}"#).await;
+    assert!(r["error"].is_null(), "{r}");
+    common::wait_for("Z1 on n0 and n1", || {
+        let p = peers(&js, "Z1");
+        async move { p == ["n0", "n1"] }
+    })
+    .await;
+    let r = create("NO", r#""placement":{"tags":["az:9"]}"#).await;
+    assert_eq!(r["error"]["code"], 400, "{r}");
+    assert_eq!(r["error"]["err_code"], 10005, "{r}");
+    assert_eq!(
+        r["error"]["description"], "no suitable peers for placement, tags not matched ['az:9']",
+        "{r}"
+    );
+    let r = create("NO", r#""placement":{"cluster":"elsewhere"}"#).await;
+    assert_eq!(
+        r["error"]["description"], "no suitable peers for placement",
+        "{r}"
+    );
+    // Unique zones: three copies in three zones; a fourth has no zone left.
+    let r = create("U4", r#""num_replicas":4"#).await;
+    assert_eq!(
+        r["error"]["description"], "no suitable peers for placement, server tag not unique",
+        "{r}"
+    );
+    let r = create("U3", r#""num_replicas":3"#).await;
+    assert!(r["error"].is_null(), "{r}");
+    let ctx = jetstream::new(nc.clone());
+    publish_acked(&ctx, "U3", 1, 10).await;
+    common::wait_for("U3 in three zones", || {
+        let p = peers(&js, "U3");
+        async move {
+            let mut z: Vec<&str> = p.iter().map(|n| zone(n)).collect();
+            z.sort();
+            z == ["az:1", "az:2", "az:3"]
+        }
+    })
+    .await;
+
+    // Peer removal: the az:1 copy moves to the other az:1 node, with every message.
+    let before = peers(&js, "U3");
+    let gone = before
+        .iter()
+        .find(|n| zone(n) == "az:1")
+        .expect("an az:1 copy")
+        .clone();
+    let other = if gone == "n0" { "n1" } else { "n0" };
+    let r = once_with(
+        &nc,
+        "$JS.API.STREAM.PEER.REMOVE.U3",
+        &format!(r#"{{"peer":"{gone}"}}"#),
+    )
+    .await;
+    assert_eq!(
+        r["type"], "io.nats.jetstream.api.v1.stream_remove_peer_response",
+        "{r}"
+    );
+    assert_eq!(r["success"], true, "{r}");
+    common::wait_for("U3 moved off the removed peer", || {
+        let p = peers(&js, "U3");
+        let n = holding(&js, "U3", (10, 10));
+        let (gone, other) = (gone.clone(), other.to_string());
+        async move { n == 3 && !p.contains(&gone) && p.contains(&other) }
+    })
+    .await;
+    publish_acked(&ctx, "U3", 11, 15).await;
+
+    // No replacement left (both az:1 nodes hold Z1): refused, as nats-server.
+    let r = once_with(&nc, "$JS.API.STREAM.PEER.REMOVE.Z1", r#"{"peer":"n0"}"#).await;
+    assert_eq!(r["error"]["code"], 503, "{r}");
+    assert_eq!(r["error"]["err_code"], 10075, "{r}");
+    let r = once_with(&nc, "$JS.API.STREAM.PEER.REMOVE.Z1", r#"{"peer":"n4"}"#).await;
+    assert_eq!(r["error"]["err_code"], 10040, "{r}");
+    assert_eq!(r["error"]["description"], "peer not a member", "{r}");
+    let r = once_with(&nc, "$JS.API.STREAM.PEER.REMOVE.Z1", "").await;
+    assert_eq!(r["error"]["err_code"], 10003, "{r}");
+    js.stop().await;
+}
+
+/// A request with a body, sent once, answered within the deadline.
+async fn once_with(nc: &async_nats::Client, subject: &str, body: &str) -> Value {
+    let m = tokio::time::timeout(
+        WAIT,
+        nc.request(subject.to_string(), body.to_string().into()),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("{subject}: no answer"))
+    .unwrap_or_else(|e| panic!("{subject}: {e}"));
+    serde_json::from_slice(&m.payload).expect("JSON answer")
+}
