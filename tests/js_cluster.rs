@@ -603,3 +603,92 @@ async fn five_nodes_place_r3_and_r5_streams() {
     }
     let _ = std::fs::remove_dir_all(&js.dir);
 }
+
+/// Work-queue and interest retention on R3 streams: an acknowledged message leaves every
+/// copy (the copies remove it at the same point of the stream's log), one still wanted by
+/// another consumer stays, and after a leader change nothing acknowledged comes back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn work_queue_and_interest_retention_on_r3() {
+    use async_nats::jetstream::consumer;
+    use futures::StreamExt;
+    let js = cluster("jsc-wq", 3).await;
+    let nc = async_nats::connect(js.servers[0].client_url())
+        .await
+        .expect("connect");
+    let ctx = jetstream::new(nc.clone());
+    for (name, retention) in [("WQ", "workqueue"), ("IN", "interest")] {
+        let r = api(
+            &nc,
+            &format!("$JS.API.STREAM.CREATE.{name}"),
+            &format!(
+                r#"{{"name":"{name}","subjects":["{name}.>"],"num_replicas":3,"retention":"{retention}"}}"#
+            ),
+        )
+        .await;
+        assert_eq!(r["config"]["retention"], retention, "{r}");
+    }
+    let pull = |name: &str| consumer::pull::Config {
+        durable_name: Some(name.into()),
+        ack_policy: consumer::AckPolicy::Explicit,
+        ..Default::default()
+    };
+    let wq = ctx.get_stream("WQ").await.expect("WQ");
+    let worker = wq.create_consumer(pull("W")).await.expect("consumer");
+    let interest = ctx.get_stream("IN").await.expect("IN");
+    let a = interest.create_consumer(pull("A")).await.expect("A");
+    let b = interest.create_consumer(pull("B")).await.expect("B");
+    publish_acked(&ctx, "WQ", 1, 20).await;
+    publish_acked(&ctx, "IN", 1, 10).await;
+
+    // Acknowledges (synchronously) the next `n` messages of `c`; their sequences.
+    async fn take(c: &consumer::Consumer<consumer::pull::Config>, n: usize) -> Vec<u64> {
+        let mut batch = c.fetch().max_messages(n).messages().await.expect("fetch");
+        let mut seqs = Vec::new();
+        while let Some(m) = tokio::time::timeout(WAIT, batch.next())
+            .await
+            .expect("the batch ends")
+        {
+            let m = m.expect("msg");
+            seqs.push(m.info().expect("info").stream_sequence);
+            m.double_ack().await.expect("ack");
+        }
+        seqs
+    }
+    assert_eq!(take(&worker, 10).await, (1..=10).collect::<Vec<_>>());
+    common::wait_for("10 left on every WQ copy", || {
+        let c = copies(&js, "WQ");
+        async move { c.iter().all(|c| *c == Some((10, 20))) }
+    })
+    .await;
+    // Interest: only A has acknowledged: B still wants them, so they stay; once B has too,
+    // they are gone everywhere.
+    assert_eq!(take(&a, 10).await.len(), 10);
+    assert_eq!(take(&b, 4).await.len(), 4);
+    common::wait_for("6 left on every IN copy", || {
+        let c = copies(&js, "IN");
+        async move { c.iter().all(|c| *c == Some((6, 10))) }
+    })
+    .await;
+
+    // Another node leads WQ: the worker goes on from message 11.
+    let leader = api(&nc, "$JS.API.STREAM.INFO.WQ", "").await["cluster"]["leader"]
+        .as_str()
+        .expect("leader")
+        .to_string();
+    let sd = once(&nc, "$JS.API.STREAM.LEADER.STEPDOWN.WQ").await;
+    assert_eq!(sd["success"], true, "{sd}");
+    new_leader(&nc, "WQ", &leader).await;
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let mut rest = Vec::new();
+    while rest.len() < 10 {
+        rest.extend(take(&worker, 10 - rest.len()).await);
+        assert!(tokio::time::Instant::now() < deadline, "{rest:?}");
+    }
+    assert_eq!(rest, (11..=20).collect::<Vec<_>>());
+    common::wait_for("WQ empty everywhere", || {
+        let c = copies(&js, "WQ");
+        async move { c.iter().all(|c| *c == Some((0, 20))) }
+    })
+    .await;
+    js.stop().await;
+}

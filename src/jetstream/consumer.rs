@@ -85,6 +85,11 @@ pub struct Consumer {
     pub passive: bool,
     /// The state last sent to the replicas (on the leader).
     pub replicated: Option<ConsumerState>,
+    /// The progress last applied from a replicated stream's log (its creation's state
+    /// until then), on every replica alike: interest and work-queue retention are decided
+    /// by it, never by the leader's live state, so every copy removes the same messages at
+    /// the same point of the log (`engine/replica.rs`).
+    pub applied: Option<ConsumerState>,
     /// Replies owed to synchronous acks (`AckSync`, double ack) on a replicated stream's
     /// leader: answered once the progress that holds them is committed.
     pub ack_replies: Vec<String>,
@@ -189,6 +194,7 @@ impl Consumer {
             rate: None,
             passive: false,
             replicated: None,
+            applied: None,
             ack_replies: Vec::new(),
         }
     }
@@ -222,6 +228,14 @@ impl Consumer {
     pub fn done_with(&self, seq: u64, subject: &str) -> bool {
         !self.wants(subject)
             || (seq < self.sseq && !self.pending.contains_key(&seq) && !self.lps.contains(&seq))
+    }
+
+    /// [`Consumer::done_with`] as of the progress last applied from the log.
+    pub fn applied_done_with(&self, seq: u64, subject: &str) -> bool {
+        let Some(a) = &self.applied else {
+            return self.done_with(seq, subject);
+        };
+        !self.wants(subject) || (seq < a.sseq && !a.pending.iter().any(|p| p.0 == seq))
     }
 
     pub fn num_pending(&self, store: &dyn MsgStore) -> u64 {

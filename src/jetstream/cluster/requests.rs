@@ -15,7 +15,7 @@ use super::JsCluster;
 use crate::jetstream::consumer::Cx;
 use crate::jetstream::engine::{body, err_json, Engine};
 use crate::jetstream::stream;
-use crate::jetstream::types::{now_nanos, ApiError, Obj, Retention, StreamConfig};
+use crate::jetstream::types::{now_nanos, ApiError, Obj, StreamConfig};
 use crate::jetstream::Event;
 use crate::server::ServerShared;
 
@@ -230,11 +230,6 @@ impl JsCluster {
             return fail(e);
         }
         let replicas = cfg.num_replicas.max(1) as usize;
-        if replicas > 1 && cfg.retention != Retention::Limits {
-            return fail(ApiError::stream_config(
-                "replicated streams with interest or work queue retention are not supported by natsd yet",
-            ));
-        }
         if cfg.mirror.is_some()
             || cfg
                 .sources

@@ -12,7 +12,7 @@ use super::requests::{send, unavailable};
 use super::{lock, JsCluster};
 use crate::jetstream::engine::{body, err_json, srv_js_limits};
 use crate::jetstream::stream;
-use crate::jetstream::types::{now_nanos, ApiError, Obj, Retention, StreamConfig};
+use crate::jetstream::types::{now_nanos, ApiError, Obj, StreamConfig};
 use crate::jetstream::Event;
 use crate::raft::NodeId;
 use crate::server::ServerShared;
@@ -123,11 +123,6 @@ impl JsCluster {
             return fail(e);
         }
         let n = cfg.num_replicas.max(1) as usize;
-        if n > 1 && cfg.retention != Retention::Limits {
-            return fail(ApiError::stream_config(
-                "replicated streams with interest or work queue retention are not supported by natsd yet",
-            ));
-        }
         let peers = if n > sa.peers.len() {
             match self.place(&cfg, n, &sa.peers) {
                 Ok(p) => p,

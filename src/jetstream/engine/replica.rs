@@ -41,6 +41,51 @@ struct ProgressEntry {
     replies: Vec<String>,
 }
 
+/// At most this many sequences are looked at by one [`sweep`].
+const SWEEP_MAX: u64 = 100_000;
+
+/// Interest and work-queue retention on a replicated stream, at a point of its log: the
+/// messages every consumer is done with as of its applied progress are removed — on every
+/// replica alike (the leader's live acknowledgements remove nothing: `retire`). Without
+/// consumers, an interest stream keeps nothing.
+fn sweep(st: &mut Stream) {
+    if st.cfg.retention == Retention::Limits {
+        return;
+    }
+    let state = st.store.state();
+    if state.msgs == 0 {
+        return;
+    }
+    let upto = if st.consumers.is_empty() {
+        if st.cfg.retention != Retention::Interest {
+            return;
+        }
+        state.last_seq
+    } else {
+        st.consumers
+            .values()
+            .map(|c| c.applied.as_ref().map_or(c.sseq, |a| a.sseq))
+            .max()
+            .unwrap_or(0)
+            .saturating_sub(1)
+            .min(state.last_seq)
+    };
+    let upto = upto.min(state.first_seq.saturating_add(SWEEP_MAX));
+    let mut seq = state.first_seq;
+    while seq <= upto {
+        if let Ok(m) = st.store.load(seq) {
+            if st
+                .consumers
+                .values()
+                .all(|c| c.applied_done_with(seq, &m.subject))
+            {
+                let _ = st.store.remove(seq, false);
+            }
+        }
+        seq += 1;
+    }
+}
+
 /// What a replicated stream knows of its group (kept fresh by the cluster's tick).
 #[derive(Debug, Default, Clone)]
 pub struct ReplicaState {
@@ -169,6 +214,20 @@ impl Engine {
                     ts: Some(ts),
                 };
                 self.handle_queued(srv, ev);
+                // A consumer created by this entry starts from its creation's state; one
+                // deleted may leave messages nobody is interested in.
+                if let Some(st) = self
+                    .accounts
+                    .get_mut(account)
+                    .and_then(|ja| ja.streams.get_mut(stream))
+                {
+                    for c in st.consumers.values_mut() {
+                        if c.applied.is_none() {
+                            c.applied = Some(c.state());
+                        }
+                    }
+                    sweep(st);
+                }
             }
         }
         self.finish_batch(srv);
@@ -272,11 +331,15 @@ impl Engine {
         }
         let now = Instant::now();
         for p in e.states {
-            if let Some(c) = st.consumers.get_mut(&p.name).filter(|c| c.passive) {
-                c.restore(&p.state, st.store.as_ref());
-                c.last_active = now;
+            if let Some(c) = st.consumers.get_mut(&p.name) {
+                if c.passive {
+                    c.restore(&p.state, st.store.as_ref());
+                    c.last_active = now;
+                }
+                c.applied = Some(p.state);
             }
         }
+        sweep(st);
     }
 
     /// The answer to the stream's creation, from its first leader.
