@@ -675,9 +675,52 @@ async fn work_queue_and_interest_retention_on_r3() {
         .as_str()
         .expect("leader")
         .to_string();
+    // The new leader says so, for the stream and its consumer (nats-server 2.15's
+    // clustered advisories).
+    let mut elected = nc
+        .subscribe("$JS.EVENT.ADVISORY.*.LEADER_ELECTED.WQ.>")
+        .await
+        .expect("sub");
+    let mut stream_elected = nc
+        .subscribe("$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED.WQ")
+        .await
+        .expect("sub");
+    nc.flush().await.expect("flush");
     let sd = once(&nc, "$JS.API.STREAM.LEADER.STEPDOWN.WQ").await;
     assert_eq!(sd["success"], true, "{sd}");
-    new_leader(&nc, "WQ", &leader).await;
+    let next = new_leader(&nc, "WQ", &leader).await;
+    let advisory = |m: Option<async_nats::Message>| -> Value {
+        serde_json::from_slice(&m.expect("advisory").payload).expect("json")
+    };
+    let a = advisory(
+        tokio::time::timeout(WAIT, stream_elected.next())
+            .await
+            .expect("in time"),
+    );
+    assert_eq!(
+        a["type"], "io.nats.jetstream.advisory.v1.stream_leader_elected",
+        "{a}"
+    );
+    assert_eq!(a["stream"], "WQ", "{a}");
+    assert_eq!(a["leader"], next.as_str(), "{a}");
+    assert!(
+        a["replicas"].is_array() && a.get("account").is_none(),
+        "{a}"
+    );
+    let a = advisory(
+        tokio::time::timeout(WAIT, elected.next())
+            .await
+            .expect("in time"),
+    );
+    assert_eq!(
+        a["type"], "io.nats.jetstream.advisory.v1.consumer_leader_elected",
+        "{a}"
+    );
+    assert_eq!(
+        (&a["stream"], &a["consumer"]),
+        (&"WQ".into(), &"W".into()),
+        "{a}"
+    );
     let deadline = tokio::time::Instant::now() + WAIT;
     let mut rest = Vec::new();
     while rest.len() < 10 {

@@ -257,3 +257,54 @@ async fn once_with(nc: &async_nats::Client, subject: &str, body: &str) -> Value 
     .unwrap_or_else(|e| panic!("{subject}: {e}"));
     serde_json::from_slice(&m.payload).expect("JSON answer")
 }
+
+/// A stream's leader left without a majority stalls and says so, as nats-server 2.15: a
+/// QUORUM_LOST advisory and its log line; publishing gets no ack.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_leader_without_a_majority_reports_lost_quorum() {
+    use futures::StreamExt;
+    let mut js = cluster("jsc-quorum", 3).await;
+    let r = api(
+        &async_nats::connect(js.servers[0].client_url())
+            .await
+            .expect("connect"),
+        "$JS.API.STREAM.CREATE.Q",
+        r#"{"name":"Q","subjects":["q.>"],"num_replicas":3,"storage":"memory"}"#,
+    )
+    .await;
+    let leader = r["cluster"]["leader"].as_str().expect("leader").to_string();
+    let keep = node(&js, &leader);
+    let nc = async_nats::connect(js.servers[keep].client_url())
+        .await
+        .expect("connect");
+    let mut lost = nc
+        .subscribe("$JS.EVENT.ADVISORY.STREAM.QUORUM_LOST.Q")
+        .await
+        .expect("sub");
+    nc.flush().await.expect("flush");
+    let leader_node = js.servers.remove(keep);
+    for s in js.servers.drain(..) {
+        s.shutdown().await;
+    }
+    let m = tokio::time::timeout(WAIT, lost.next())
+        .await
+        .expect("a quorum-lost advisory in time")
+        .expect("message");
+    let a: Value = serde_json::from_slice(&m.payload).expect("json");
+    assert_eq!(
+        a["type"], "io.nats.jetstream.advisory.v1.stream_quorum_lost",
+        "{a}"
+    );
+    assert_eq!(a["stream"], "Q", "{a}");
+    let ctx = jetstream::new(nc.clone());
+    let ack = tokio::time::timeout(std::time::Duration::from_secs(3), async {
+        ctx.publish("q.x", "x".into()).await.ok()?.await.ok()
+    })
+    .await;
+    assert!(
+        !matches!(ack, Ok(Some(_))),
+        "a minority acknowledged: {ack:?}"
+    );
+    js.servers.push(leader_node);
+    js.stop().await;
+}

@@ -121,6 +121,57 @@ pub fn consumer_action(cx: &Cx<'_>, stream: &str, consumer: &str, action: Action
     });
 }
 
+/// What a clustered leadership event says: the stream, the consumer (for a consumer's),
+/// the leader's name (not for a lost quorum) and the replicas (`PeerInfo`s, JSON).
+pub struct Leadership<'a> {
+    pub stream: &'a str,
+    pub consumer: Option<&'a str>,
+    pub leader: Option<&'a str>,
+    pub replicas: &'a str,
+}
+
+/// `$JS.EVENT.ADVISORY.{STREAM,CONSUMER}.{LEADER_ELECTED,QUORUM_LOST}.<stream>[.<consumer>]`,
+/// as nats-server 2.15 sends them: in the stream's account without `account`, and in the
+/// system account (`sys`) with it.
+pub fn leadership(cx: &Cx<'_>, sys: Option<&Cx<'_>>, l: &Leadership<'_>, lost: bool) {
+    let (what, kind_what) = match l.consumer {
+        Some(_) => ("CONSUMER", "consumer"),
+        None => ("STREAM", "stream"),
+    };
+    let (event, kind_event) = if lost {
+        ("QUORUM_LOST", "quorum_lost")
+    } else {
+        ("LEADER_ELECTED", "leader_elected")
+    };
+    let mut subject = format!("{ADVISORY}.{what}.{event}.{}", l.stream);
+    if let Some(c) = l.consumer {
+        subject.push('.');
+        subject.push_str(c);
+    }
+    let kind = format!("{kind_what}_{kind_event}");
+    let body = |o: &mut Obj, account: Option<&str>| {
+        if let Some(a) = account {
+            o.field("account", a);
+        }
+        o.field("stream", l.stream);
+        if let Some(c) = l.consumer {
+            o.field("consumer", c);
+        }
+        if let Some(leader) = l.leader {
+            o.field("leader", leader);
+        }
+        o.raw("replicas", l.replicas);
+    };
+    let account = cx.acc.name.to_string();
+    match sys {
+        Some(sys) if sys.acc.name != account => {
+            publish(cx, &subject, V1, &kind, |o| body(o, None));
+            publish(sys, &subject, V1, &kind, |o| body(o, Some(&account)));
+        }
+        _ => publish(cx, &subject, V1, &kind, |o| body(o, Some(&account))),
+    }
+}
+
 /// One delivery of one message to a consumer, as the delivery advisories describe it.
 #[derive(Clone, Copy, Debug)]
 pub struct Delivery<'a> {

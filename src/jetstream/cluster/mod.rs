@@ -15,6 +15,7 @@
 //! docs/architecture.md ("Clustered JetStream") has the design and what is not built yet.
 
 pub mod entry;
+mod events;
 mod hello;
 pub mod meta;
 pub mod placement;
@@ -107,6 +108,10 @@ struct Replica {
     changing: Arc<AtomicBool>,
     /// The assignment update (`sa.updated`) this node last proposed to the log.
     proposed_update: i64,
+    /// This node led the group at the last tick (a leader-elected advisory when it comes
+    /// to), and when it last said it leads without a quorum.
+    led: bool,
+    lost_sent: Option<tokio::time::Instant>,
     /// Since when the copy is no longer assigned here (it stays a while so that its group
     /// can commit the change that removes it).
     unassigned: Option<tokio::time::Instant>,

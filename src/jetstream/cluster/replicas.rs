@@ -15,7 +15,7 @@ use crate::jetstream::consumer::Cx;
 use crate::jetstream::engine::replica::CONSUMER_STATES;
 use crate::jetstream::types::now_nanos;
 use crate::jetstream::JetStream;
-use crate::raft::{Group, GroupConfig, GroupMetrics, NodeId, Role, StateMachine};
+use crate::raft::{Group, GroupConfig, GroupMetrics, Role, StateMachine};
 use crate::server::ServerShared;
 
 /// A proposal carries at most this many bytes of messages, or this many messages.
@@ -207,6 +207,8 @@ impl JsCluster {
                 changing: Arc::new(AtomicBool::new(false)),
                 proposed_update: 0,
                 unassigned: None,
+                led: false,
+                lost_sent: None,
             },
         );
         Ok(())
@@ -241,12 +243,26 @@ impl JsCluster {
         let mut answers = Vec::new();
         let mut progress = Vec::new();
         let mut steps = Vec::new();
+        let mut events = Vec::new();
         {
             let mut e = js.engine();
             for (acc, name, m, sa) in &views {
                 let leader = super::leads(m);
                 let json = self.cluster_json(m, sa);
                 e.set_replica(&srv, acc, name, leader, json);
+                {
+                    let mut reps = lock(&self.replicas);
+                    if let Some(r) = reps.get_mut(&(acc.clone(), name.clone())) {
+                        let consumers = || {
+                            e.accounts
+                                .get(acc)
+                                .and_then(|ja| ja.streams.get(name))
+                                .map(|st| st.consumers.keys().cloned().collect())
+                                .unwrap_or_default()
+                        };
+                        self.leadership(r, m, leader, consumers, &mut events);
+                    }
+                }
                 if leader {
                     if let Some(p) = e.progress_due(acc, name) {
                         progress.push(((acc.clone(), name.clone()), p));
@@ -283,6 +299,7 @@ impl JsCluster {
         for (acc, reply, body) in answers {
             Cx::new(&srv, &acc).send(&reply, None, None, body.as_bytes());
         }
+        super::events::send(&srv, events);
         for (group, changing, step) in steps {
             srv.tasks.spawn(async move {
                 let res = match &step {
@@ -347,44 +364,6 @@ impl JsCluster {
             r.changing.store(true, Relaxed);
             steps.push((r.group.clone(), r.changing.clone(), step));
         }
-    }
-
-    /// `{"name","raft_group","leader","replicas":[{"name","current","active","lag"}]}` as
-    /// the leader sees its group (the others are never asked); `lag` only when behind, as
-    /// nats-server 2.15.1.
-    fn cluster_json(&self, m: &GroupMetrics, sa: &StreamAssignment) -> String {
-        let name = |id: NodeId| {
-            sa.peers
-                .iter()
-                .find(|p| p.0 == id)
-                .map(|p| p.1.clone())
-                .unwrap_or_else(|| self.name_of(id))
-        };
-        let mut o = crate::jetstream::types::Obj::new();
-        o.field("name", &self.cluster_name)
-            .field("raft_group", &sa.group);
-        if let Some(l) = m.leader {
-            o.field("leader", &name(l));
-        }
-        if m.role == Role::Leader {
-            let reps: Vec<serde_json::Value> = m
-                .replicas
-                .iter()
-                .map(|r| {
-                    let mut v = serde_json::json!({
-                        "name": name(r.id),
-                        "current": r.lag == 0,
-                        "active": 0,
-                    });
-                    if r.lag > 0 {
-                        v["lag"] = r.lag.into();
-                    }
-                    v
-                })
-                .collect();
-            o.field("replicas", &reps);
-        }
-        o.done()
     }
 
     /// Sends `stream`'s consumer progress to its log now, not at the next tick: a

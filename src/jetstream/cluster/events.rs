@@ -1,0 +1,144 @@
+//! What a stream's group tells the outside: STREAM INFO's `cluster` object, and the
+//! leader-elected and quorum-lost advisories nats-server 2.15 sends for replicated streams
+//! and their consumers (`advisory::leadership`), with its log line for a stalled stream.
+
+use std::sync::Arc;
+
+use super::meta::StreamAssignment;
+use super::{JsCluster, Replica};
+use crate::jetstream::advisory::{self, Leadership};
+use crate::jetstream::consumer::Cx;
+use crate::jetstream::types::Obj;
+use crate::raft::{GroupMetrics, NodeId, Role};
+use crate::server::ServerShared;
+
+/// A leader without a majority says so at most this often.
+const LOST_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// An advisory to send once the locks are released.
+pub(super) struct Pending {
+    account: String,
+    stream: String,
+    consumers: Vec<String>,
+    leader: Option<String>,
+    replicas: String,
+    lost: bool,
+}
+
+impl JsCluster {
+    fn peer_name(&self, sa: &StreamAssignment, id: NodeId) -> String {
+        sa.peers
+            .iter()
+            .find(|p| p.0 == id)
+            .map(|p| p.1.clone())
+            .unwrap_or_else(|| self.name_of(id))
+    }
+
+    /// The other members as the leader sees them (nats-server's `PeerInfo`: `name`,
+    /// `current`, `active`, and `lag` when behind); empty on any other member.
+    fn replica_infos(&self, m: &GroupMetrics, sa: &StreamAssignment) -> Vec<serde_json::Value> {
+        if m.role != Role::Leader {
+            return Vec::new();
+        }
+        m.replicas
+            .iter()
+            .map(|r| {
+                let mut v = serde_json::json!({
+                    "name": self.peer_name(sa, r.id),
+                    "current": r.lag == 0,
+                    "active": 0,
+                });
+                if r.lag > 0 {
+                    v["lag"] = r.lag.into();
+                }
+                v
+            })
+            .collect()
+    }
+
+    /// `{"name","raft_group","leader","replicas":[…]}` as this member sees its group
+    /// (`replicas` on the leader only; the others are never asked).
+    pub(super) fn cluster_json(&self, m: &GroupMetrics, sa: &StreamAssignment) -> String {
+        let mut o = Obj::new();
+        o.field("name", &self.cluster_name)
+            .field("raft_group", &sa.group);
+        if let Some(l) = m.leader {
+            o.field("leader", &self.peer_name(sa, l));
+        }
+        if m.role == Role::Leader {
+            o.field("replicas", &self.replica_infos(m, sa));
+        }
+        o.done()
+    }
+
+    /// Notes a change of leadership of a replicated stream: this node came to lead it
+    /// (leader elected, for the stream and each consumer), or leads without a majority
+    /// (quorum lost, logged as nats-server does, at most every [`LOST_EVERY`]).
+    pub(super) fn leadership(
+        &self,
+        r: &mut Replica,
+        m: &GroupMetrics,
+        leads: bool,
+        consumers: impl FnOnce() -> Vec<String>,
+        out: &mut Vec<Pending>,
+    ) {
+        let replicated = r.sa.peers.len() > 1;
+        let elected = leads && !r.led;
+        r.led = leads;
+        if !replicated {
+            return;
+        }
+        let stalled = m.role == Role::Leader && !leads;
+        let now = tokio::time::Instant::now();
+        let lost = stalled
+            && r.lost_sent
+                .is_none_or(|t| now.duration_since(t) >= LOST_EVERY);
+        if !stalled {
+            r.lost_sent = None;
+        }
+        if !elected && !lost {
+            return;
+        }
+        if lost {
+            r.lost_sent = Some(now);
+            tracing::warn!(
+                "JetStream cluster stream '{} > {}' has NO quorum, stalled",
+                r.sa.account,
+                r.sa.name
+            );
+        }
+        let replicas =
+            serde_json::to_string(&self.replica_infos(m, &r.sa)).unwrap_or_else(|_| "[]".into());
+        out.push(Pending {
+            account: r.sa.account.clone(),
+            stream: r.sa.name.clone(),
+            consumers: consumers(),
+            leader: elected.then(|| self.name.clone()),
+            replicas,
+            lost,
+        });
+    }
+}
+
+/// Sends the advisories noted by [`JsCluster::leadership`].
+pub(super) fn send(srv: &Arc<ServerShared>, events: Vec<Pending>) {
+    let sys = srv.accounts.get(srv.system_account_name());
+    for p in events {
+        let Some(acc) = srv.accounts.get(&p.account) else {
+            continue;
+        };
+        let cx = Cx::new(srv, &acc);
+        let sys_cx = sys.as_ref().map(|s| Cx::new(srv, s));
+        let mut l = Leadership {
+            stream: &p.stream,
+            consumer: None,
+            leader: p.leader.as_deref(),
+            replicas: &p.replicas,
+        };
+        advisory::leadership(&cx, sys_cx.as_ref(), &l, p.lost);
+        for c in &p.consumers {
+            l.consumer = Some(c);
+            advisory::leadership(&cx, sys_cx.as_ref(), &l, p.lost);
+        }
+    }
+}
