@@ -7,71 +7,9 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 
-use common::binary::{write_conf, Proc};
-use serde_json::Value;
-
-const WAIT: Duration = Duration::from_secs(30);
-
-fn conf(dir: &Path, i: usize, client: u16, routes: &[u16]) -> String {
-    let peers: Vec<String> = routes
-        .iter()
-        .enumerate()
-        .filter(|(j, _)| *j != i)
-        .map(|(_, p)| format!("\"nats-route://127.0.0.1:{p}\""))
-        .collect();
-    format!(
-        "server_name: n{i}\nlisten: 127.0.0.1:{client}\n\
-         jetstream {{ store_dir: \"{}\" }}\n\
-         cluster {{ name: C1, listen: 127.0.0.1:{}, routes: [{}] }}\n",
-        dir.join(format!("n{i}")).display(),
-        routes[i],
-        peers.join(", ")
-    )
-}
-
-fn start(p: &Path) -> Proc {
-    let p = p.to_string_lossy().to_string();
-    Proc::ready(&["-c", &p], Stdio::null(), "Server is ready")
-}
-
-async fn request(nc: &async_nats::Client, subject: &str, body: String) -> Option<Value> {
-    let r = tokio::time::timeout(
-        Duration::from_secs(2),
-        nc.request(subject.to_string(), body.into()),
-    )
-    .await;
-    let m = r.ok()?.ok()?;
-    serde_json::from_slice(&m.payload).ok()
-}
-
-/// Publishes message `i` (id `m<i>`) until it is acknowledged; its sequence.
-async fn publish_acked(nc: &async_nats::Client, i: u64) -> u64 {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        let mut h = async_nats::HeaderMap::new();
-        h.insert("Nats-Msg-Id", format!("m{i}").as_str());
-        let r = tokio::time::timeout(
-            Duration::from_secs(2),
-            nc.request_with_headers(format!("ev.{i}"), h, format!("{i}").into()),
-        )
-        .await;
-        if let Ok(Ok(m)) = r {
-            if let Ok(v) = serde_json::from_slice::<Value>(&m.payload) {
-                if let Some(seq) = v["seq"].as_u64().filter(|s| *s > 0) {
-                    return seq;
-                }
-            }
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "message {i} never acknowledged"
-        );
-    }
-}
+use common::jsproc::{publish_acked, request, start, subject_at, three, WAIT};
 
 /// Fetches and acknowledges `n` messages of `c` (retrying while a leader is elected); their
 /// payloads (each message's number).
@@ -105,32 +43,10 @@ async fn take(c: &async_nats::jetstream::consumer::PullConsumer, n: usize) -> Ve
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stream_leader_killed_loses_no_acknowledged_message() {
-    let dir = common::js_dir("jsc-kill");
-    std::fs::create_dir_all(&dir).expect("dir");
-    let clients: Vec<u16> = (0..3).map(|_| common::free_port()).collect();
-    let routes: Vec<u16> = (0..3).map(|_| common::free_port()).collect();
-    let confs: Vec<_> = (0..3)
-        .map(|i| {
-            write_conf(
-                &dir,
-                &format!("n{i}.conf"),
-                &conf(&dir, i, clients[i], &routes),
-            )
-        })
-        .collect();
-    let mut procs: Vec<Option<Proc>> = confs.iter().map(|c| Some(start(c))).collect();
-    let urls: Vec<async_nats::ServerAddr> = clients
-        .iter()
-        .map(|p| format!("nats://127.0.0.1:{p}").parse().expect("url"))
-        .collect();
-    let nc = async_nats::ConnectOptions::new()
-        .retry_on_initial_connect()
-        .connect(urls)
-        .await
-        .expect("connect");
+    let (mut nodes, nc) = three("jsc-kill").await;
 
     // Every answer any publisher gets, by reply subject.
-    let watcher = async_nats::connect(format!("nats://127.0.0.1:{}", clients[0]))
+    let watcher = async_nats::connect(format!("nats://127.0.0.1:{}", nodes.clients[0]))
         .await
         .expect("watcher");
     let mut answers = watcher.subscribe("_INBOX.>").await.expect("sub");
@@ -184,10 +100,10 @@ async fn stream_leader_killed_loses_no_acknowledged_message() {
     assert_eq!(take(&consumer, 50).await, (1..=50).collect::<Vec<u64>>());
     // kill -9 the stream's leader and keep publishing through the others.
     let li: usize = leader[1..].parse().expect("nK");
-    if let Some(p) = &procs[li] {
+    if let Some(p) = &nodes.procs[li] {
         p.signal("-9");
     }
-    procs[li] = None;
+    nodes.procs[li] = None;
     let stalled = tokio::time::Instant::now();
     acked.push((101, publish_acked(&nc, 101).await));
     eprintln!(
@@ -198,7 +114,7 @@ async fn stream_leader_killed_loses_no_acknowledged_message() {
         acked.push((i, publish_acked(&nc, i).await));
     }
     // The killed node comes back and catches up.
-    procs[li] = Some(start(&confs[li]));
+    nodes.procs[li] = Some(start(&nodes.confs[li]));
     let deadline = tokio::time::Instant::now() + WAIT;
     let info = loop {
         let info = request(&nc, "$JS.API.STREAM.INFO.EV", String::new()).await;
@@ -223,14 +139,7 @@ async fn stream_leader_killed_loses_no_acknowledged_message() {
     // Each acknowledged message exactly once, at the sequence its ack named, in order.
     for (i, seq) in &acked {
         assert_eq!(*seq, *i, "ack of message {i}");
-        let m = request(
-            &nc,
-            "$JS.API.STREAM.MSG.GET.EV",
-            format!(r#"{{"seq":{seq}}}"#),
-        )
-        .await
-        .unwrap_or_default();
-        assert_eq!(m["message"]["subject"], format!("ev.{i}"), "{m}");
+        assert_eq!(subject_at(&nc, "EV", *seq).await, format!("ev.{i}"));
     }
     let twice: Vec<(String, usize)> = counts
         .lock()
@@ -251,10 +160,10 @@ async fn stream_leader_killed_loses_no_acknowledged_message() {
     let now: usize = info["cluster"]["leader"].as_str().expect("leader")[1..]
         .parse()
         .expect("nK");
-    if let Some(p) = &procs[now] {
+    if let Some(p) = &nodes.procs[now] {
         p.signal("-9");
     }
-    procs[now] = None;
+    nodes.procs[now] = None;
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
         let d = request(&nc, "$JS.API.CONSUMER.INFO.EV.D", String::new()).await;
@@ -266,6 +175,5 @@ async fn stream_leader_killed_loses_no_acknowledged_message() {
         assert!(tokio::time::Instant::now() < deadline, "no consumer: {d:?}");
     }
     assert_eq!(take(&consumer, 10).await, (51..=60).collect::<Vec<u64>>());
-    drop(procs);
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(nodes);
 }

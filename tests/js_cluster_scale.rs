@@ -308,3 +308,50 @@ async fn a_leader_without_a_majority_reports_lost_quorum() {
     js.servers.push(leader_node);
     js.stop().await;
 }
+
+/// Lame duck mode hands a node's JetStream leadership over before the node goes (nats-server's
+/// `transferRaftLeaders`): the stream has a new leader while the old one is still running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn lame_duck_hands_leadership_over_first() {
+    let mut js = cluster("jsc-ldm", 3).await;
+    let nc = async_nats::connect(js.servers[0].client_url())
+        .await
+        .expect("connect");
+    let r = api(
+        &nc,
+        "$JS.API.STREAM.CREATE.LD",
+        r#"{"name":"LD","subjects":["ld.>"],"num_replicas":3,"storage":"memory"}"#,
+    )
+    .await;
+    let leader = r["cluster"]["leader"].as_str().expect("leader").to_string();
+    let old = js.servers.remove(node(&js, &leader));
+    let nc = async_nats::connect(js.servers[0].client_url())
+        .await
+        .expect("connect");
+    old.lame_duck();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let r = tokio::time::timeout(
+            std::time::Duration::from_millis(500),
+            nc.request("$JS.API.STREAM.INFO.LD", "".into()),
+        )
+        .await;
+        let now: Option<String> = match r {
+            Ok(Ok(m)) => serde_json::from_slice::<Value>(&m.payload)
+                .ok()
+                .and_then(|v| v["cluster"]["leader"].as_str().map(str::to_string)),
+            _ => None,
+        };
+        if now.as_ref().is_some_and(|l| *l != leader) {
+            break;
+        }
+        assert!(
+            !old.shared().is_shutting_down(),
+            "{leader} shut down before handing the stream over"
+        );
+        assert!(tokio::time::Instant::now() < deadline, "no new leader");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    old.shutdown().await;
+    js.stop().await;
+}

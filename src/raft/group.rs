@@ -71,6 +71,8 @@ pub struct Group {
 struct Inner {
     raft: Raft<TypeConfig>,
     cfg: GroupConfig,
+    /// Never stands for election again (`observe`): the member is on its way out.
+    observer: std::sync::atomic::AtomicBool,
 }
 
 fn ms(d: Duration) -> u64 {
@@ -141,7 +143,11 @@ impl Group {
             .await
             .map_err(|e| ctx(format!("start: {e}")))?;
         Ok(Group {
-            inner: Arc::new(Inner { raft, cfg }),
+            inner: Arc::new(Inner {
+                raft,
+                cfg,
+                observer: Default::default(),
+            }),
         })
     }
 
@@ -256,10 +262,29 @@ impl Group {
             .await;
         let rc = self.inner.raft.runtime_config();
         rc.heartbeat(true);
-        rc.elect(true);
+        rc.elect(
+            !self
+                .inner
+                .observer
+                .load(std::sync::atomic::Ordering::Relaxed),
+        );
         match res {
             Ok(m) => Ok(m.leader.unwrap_or(me)),
             Err(_) => Err(ProposeError::Timeout),
+        }
+    }
+
+    /// Makes this member an observer, as nats-server's lame duck mode does: it keeps
+    /// following (and voting) but never stands for election again; a leader steps down.
+    pub async fn observe(&self) {
+        self.inner
+            .observer
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.inner.raft.runtime_config().elect(false);
+        if self.is_leader() {
+            if let Err(e) = self.step_down().await {
+                tracing::debug!(group = %self.inner.cfg.name, "step down: {e}");
+            }
         }
     }
 

@@ -29,6 +29,24 @@ impl ServerShared {
             _ = self.accept_done.cancelled() => {}
             _ = self.shutdown.cancelled() => return,
         }
+        // JetStream leadership moves to the other nodes first (nats-server waits a second
+        // after its transfers, as here).
+        let js = self
+            .jetstream
+            .get()
+            .and_then(|j| j.engine().cluster.clone());
+        if let Some(c) = js {
+            let led = tokio::time::timeout(Duration::from_secs(10), c.lame_duck())
+                .await
+                .unwrap_or(true);
+            if led {
+                tracing::info!("JetStream: leadership handed over before lame duck shutdown");
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                    _ = self.shutdown.cancelled() => return,
+                }
+            }
+        }
         let clients = self.clients();
         if clients.is_empty() {
             // Nothing to drain (nats-server shuts down at once, without the grace period).

@@ -7,6 +7,7 @@ pub mod binary;
 pub mod cluster;
 pub mod gw;
 pub mod jsc;
+pub mod jsproc;
 pub mod jsref;
 pub mod leaf;
 pub mod mixed;
