@@ -355,3 +355,82 @@ async fn lame_duck_hands_leadership_over_first() {
     old.shutdown().await;
     js.stop().await;
 }
+
+/// A replicated mirror and a replicated source of streams that may live on other nodes:
+/// every copy holds the same messages (a mirror at the origin's sequences), a source's
+/// copies carry `Nats-Stream-Source`, and after the mirror's leader changes copying goes on
+/// without a message copied twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn replicated_mirrors_and_sources_follow_their_origins() {
+    let js = cluster("jsc-mirror", 3).await;
+    let nc = async_nats::connect(js.servers[0].client_url())
+        .await
+        .expect("connect");
+    let ctx = jetstream::new(nc.clone());
+    for body in [
+        r#"{"name":"ORIG","subjects":["orig.>"],"num_replicas":1}"#,
+        r#"{"name":"OTHER","subjects":["other.>"],"num_replicas":3}"#,
+        r#"{"name":"MIR","mirror":{"name":"ORIG"},"num_replicas":3}"#,
+        r#"{"name":"SRC","sources":[{"name":"ORIG","filter_subject":"orig.a.>"},{"name":"OTHER"}],"num_replicas":3}"#,
+    ] {
+        let name = serde_json::from_str::<Value>(body).expect("json")["name"]
+            .as_str()
+            .expect("name")
+            .to_string();
+        let r = api(&nc, &format!("$JS.API.STREAM.CREATE.{name}"), body).await;
+        assert!(r["error"].is_null(), "{name}: {r}");
+    }
+    publish_acked(&ctx, "orig.a", 1, 10).await;
+    publish_acked(&ctx, "orig.b", 11, 20).await;
+    publish_acked(&ctx, "other", 1, 5).await;
+    common::wait_for("MIR has 20 on every copy", || {
+        let n = holding(&js, "MIR", (20, 20));
+        async move { n == 3 }
+    })
+    .await;
+    common::wait_for("SRC has 15 on every copy", || {
+        let n = holding(&js, "SRC", (15, 15));
+        async move { n == 3 }
+    })
+    .await;
+    let m = api(&nc, "$JS.API.STREAM.MSG.GET.MIR", r#"{"seq":12}"#).await;
+    assert_eq!(m["message"]["subject"], "orig.b.12", "{m}");
+    let m = api(
+        &nc,
+        "$JS.API.STREAM.MSG.GET.SRC",
+        r#"{"last_by_subj":"other.5"}"#,
+    )
+    .await;
+    let hdrs = m["message"]["hdrs"].as_str().expect("headers");
+    let hdrs = data_encoding::BASE64
+        .decode(hdrs.as_bytes())
+        .expect("base64");
+    assert!(
+        String::from_utf8_lossy(&hdrs).contains("Nats-Stream-Source: OTHER 5"),
+        "{m}"
+    );
+
+    // Another node leads the mirror; it goes on from where the log left off.
+    let leader = api(&nc, "$JS.API.STREAM.INFO.MIR", "").await["cluster"]["leader"]
+        .as_str()
+        .expect("leader")
+        .to_string();
+    let sd = once(&nc, "$JS.API.STREAM.LEADER.STEPDOWN.MIR").await;
+    assert_eq!(sd["success"], true, "{sd}");
+    new_leader(&nc, "MIR", &leader).await;
+    publish_acked(&ctx, "orig.b", 21, 30).await;
+    common::wait_for("MIR has 30 on every copy", || {
+        let n = holding(&js, "MIR", (30, 30));
+        async move { n == 3 }
+    })
+    .await;
+    // A mirror starting at a time is refused in a cluster (MSG.GET has no lookup by time).
+    let r = api(
+        &nc,
+        "$JS.API.STREAM.CREATE.LATE",
+        r#"{"name":"LATE","mirror":{"name":"ORIG","opt_start_time":"2026-01-01T00:00:00Z"},"num_replicas":3}"#,
+    )
+    .await;
+    assert_eq!(r["error"]["err_code"], 10052, "{r}");
+    js.stop().await;
+}

@@ -268,6 +268,10 @@ pub fn pump(
 ) -> bool {
     let mut copied = false;
     for (name, fl) in follows.iter_mut() {
+        // A replicated stream copies through its log (cluster/copier.rs).
+        if streams.get(name).is_some_and(|s| s.replica.is_some()) {
+            continue;
+        }
         for f in &mut fl.list {
             let Some(origin) = streams.get(&f.origin.name) else {
                 continue; // not there (yet): nats-server waits for it too
@@ -300,33 +304,13 @@ pub fn pump(
             };
             let now = now_nanos();
             for m in batch {
-                let hdr = (!fl.mirror).then(|| {
-                    with_headers(
-                        m.header.as_deref(),
-                        &[(SOURCE_HEADER, &format!("{} {}", f.origin.name, m.seq))],
-                    )
-                });
-                let h = if fl.mirror {
-                    m.header.as_deref()
-                } else {
-                    hdr.as_deref()
-                };
                 // Over the account's limit: copying stops here and resumes once there is
                 // room (nothing is dropped).
-                if !super::limits::copy_fits(st, room, &m.subject, h, &m.data) {
+                let seq = m.seq;
+                if !copy(st, fl.mirror, &f.origin.name, m, now, room) {
                     tracing::debug!("JetStream: stream {name:?} waits: account over its limit");
-                    f.next = m.seq;
+                    f.next = seq;
                     break;
-                }
-                if fl.mirror {
-                    skip_to(st, m.seq);
-                    if let Err(e) = st.store.store(&m.subject, h, &m.data, m.ts) {
-                        tracing::warn!("JetStream: mirror {name:?} of {:?}: {e}", f.origin.name);
-                    }
-                } else {
-                    // Refusals (limits with discard new, duplicates) drop the copy, as a
-                    // refused publish would be.
-                    let _ = st.accept(&m.subject, hdr.map(Into::into), m.data, now);
                 }
             }
             // A sourcing stream's own republish applies to what it takes in.
@@ -341,6 +325,43 @@ pub fn pump(
         }
     }
     copied
+}
+
+/// Copies one origin message into `st`: a mirror keeps its sequence and timestamp, a
+/// source appends it through the stream's own publish checks (limits, dedupe, rollups; a
+/// refusal drops the copy, as a refused publish would be) with `Nats-Stream-Source`.
+/// `false` (nothing copied): it does not fit the account's `room`.
+pub fn copy(
+    st: &mut Stream,
+    mirror: bool,
+    origin: &str,
+    m: super::store::StoredMsg,
+    now: i64,
+    room: Option<i64>,
+) -> bool {
+    let hdr = (!mirror).then(|| {
+        with_headers(
+            m.header.as_deref(),
+            &[(SOURCE_HEADER, &format!("{origin} {}", m.seq))],
+        )
+    });
+    let h = if mirror {
+        m.header.as_deref()
+    } else {
+        hdr.as_deref()
+    };
+    if !super::limits::copy_fits(st, room, &m.subject, h, &m.data) {
+        return false;
+    }
+    if mirror {
+        skip_to(st, m.seq);
+        if let Err(e) = st.store.store(&m.subject, h, &m.data, m.ts) {
+            tracing::warn!("JetStream: mirror {:?} of {origin:?}: {e}", st.cfg.name);
+        }
+    } else {
+        let _ = st.accept(&m.subject, hdr.map(Into::into), m.data, now);
+    }
+    true
 }
 
 /// Make the mirror's next sequence `seq` (the origin has a gap before it).

@@ -14,6 +14,7 @@
 //!
 //! docs/architecture.md ("Clustered JetStream") has the design and what is not built yet.
 
+pub mod copier;
 pub mod entry;
 mod events;
 mod hello;
@@ -112,6 +113,8 @@ struct Replica {
     /// to), and when it last said it leads without a quorum.
     led: bool,
     lost_sent: Option<tokio::time::Instant>,
+    /// On the leader of a mirror or a source: its copier, until leadership moves.
+    copier: Option<tokio_util::sync::CancellationToken>,
     /// Since when the copy is no longer assigned here (it stays a while so that its group
     /// can commit the change that removes it).
     unassigned: Option<tokio::time::Instant>,
@@ -414,6 +417,9 @@ impl JsCluster {
     async fn shutdown(&self) {
         let reps = std::mem::take(&mut *lock(&self.replicas));
         for (_, r) in reps {
+            if let Some(c) = &r.copier {
+                c.cancel();
+            }
             r.group.shutdown().await;
         }
         if let Some(r) = self.ready.get() {

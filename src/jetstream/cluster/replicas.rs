@@ -209,6 +209,7 @@ impl JsCluster {
                 unassigned: None,
                 led: false,
                 lost_sent: None,
+                copier: None,
             },
         );
         Ok(())
@@ -219,6 +220,9 @@ impl JsCluster {
         let Some(r) = lock(&self.replicas).remove(&key) else {
             return;
         };
+        if let Some(c) = &r.copier {
+            c.cancel();
+        }
         if let Some(ready) = self.ready.get() {
             ready.transport.unregister(&r.sa.group);
         }
@@ -261,6 +265,11 @@ impl JsCluster {
                                 .unwrap_or_default()
                         };
                         self.leadership(r, m, leader, consumers, &mut events);
+                        let follows = e
+                            .accounts
+                            .get(acc)
+                            .is_some_and(|ja| ja.follows.contains_key(name));
+                        self.run_copier(&srv, &js, r, leader && follows);
                     }
                 }
                 if leader {
@@ -327,6 +336,31 @@ impl JsCluster {
                 }
             }
         }
+    }
+
+    /// Starts the copier of a mirror or a source on its leader, stops it elsewhere.
+    fn run_copier(&self, srv: &Arc<ServerShared>, js: &Arc<JetStream>, r: &mut Replica, on: bool) {
+        if !on {
+            if let Some(c) = r.copier.take() {
+                c.cancel();
+            }
+            return;
+        }
+        if r.copier.is_some() {
+            return;
+        }
+        let stop = tokio_util::sync::CancellationToken::new();
+        r.copier = Some(stop.clone());
+        let copier = super::copier::Copier {
+            srv: Arc::downgrade(srv),
+            js: Arc::downgrade(js),
+            account: r.sa.account.clone(),
+            stream: r.sa.name.clone(),
+            group: r.group.clone(),
+            session: self.session,
+            stop,
+        };
+        srv.tasks.spawn(copier.run());
     }
 
     /// On a stream's leader: the assignment's new configuration into the log (once; its

@@ -230,16 +230,16 @@ impl JsCluster {
             return fail(e);
         }
         let replicas = cfg.num_replicas.max(1) as usize;
-        if cfg.mirror.is_some()
-            || cfg
-                .sources
-                .as_ref()
-                .and_then(|v| v.as_array())
-                .is_some_and(|a| !a.is_empty())
-        {
-            return fail(ApiError::stream_config(
-                "mirrors and sources are not supported in a natsd JetStream cluster yet",
-            ));
+        // Mirrors and sources copy through the log (copier.rs); a start time needs a
+        // lookup by time in the origin, which MSG.GET does not offer.
+        match crate::jetstream::mirror::parse(&cfg) {
+            Err(e) => return fail(e),
+            Ok(Some(f)) if f.list.iter().any(|f| f.origin.start_time.is_some()) => {
+                return fail(ApiError::stream_config(
+                    "opt_start_time on mirrors and sources is not supported in a natsd JetStream cluster yet",
+                ))
+            }
+            Ok(_) => {}
         }
         let config = match serde_json::to_value(&cfg) {
             Ok(v) => v,

@@ -15,6 +15,7 @@
 //! wiped when the copy is created), so nothing applied twice can reach it.
 
 use super::*;
+use crate::jetstream::cluster::copier::{Copies, COPY};
 use crate::jetstream::cluster::entry::Entry;
 use crate::jetstream::cluster::meta::StreamAssignment;
 use crate::jetstream::snapshot::{self as snap, Decoder, Head, Item};
@@ -127,9 +128,15 @@ impl Engine {
                 (store, Some(dir.to_path_buf()))
             }
         };
+        let follows = crate::jetstream::mirror::parse(&cfg).ok().flatten();
         let mut st = Stream::new(cfg, sa.created, store, sdir);
         st.replica = Some(ReplicaState::default());
         ja.streams.insert(sa.name.clone(), st);
+        // A mirror or a source: its leader's copier reads the origins (cluster/copier.rs).
+        match follows {
+            Some(f) => ja.follows.insert(sa.name.clone(), f),
+            None => ja.follows.remove(&sa.name),
+        };
         tracing::debug!(
             "JetStream: replica of stream {:?} (account {:?}) created",
             sa.name,
@@ -146,6 +153,7 @@ impl Engine {
         let Some(mut st) = ja.streams.remove(name) else {
             return;
         };
+        ja.follows.remove(name);
         unsubscribe_stream(srv, &ja.acc, &mut st);
         let cx = Cx::new(srv, &ja.acc);
         let leader = st.replica.as_ref().is_some_and(|r| r.leader);
@@ -196,6 +204,12 @@ impl Engine {
             } if subject == CONSUMER_STATES => {
                 self.apply_progress(srv, account, stream, &payload, mine)
             }
+            Entry::Api {
+                subject,
+                payload,
+                ts,
+                ..
+            } if subject == COPY => self.apply_copies(srv, account, stream, &payload, ts),
             Entry::Api {
                 ts,
                 subject,
@@ -342,6 +356,68 @@ impl Engine {
         sweep(st);
     }
 
+    /// A `$NATSD.JS.COPY` entry (`cluster/copier.rs`): the origin's messages into this copy
+    /// of a mirror or a source, as the single server copies them, stamped with the entry's
+    /// time. A batch that continues from before this copy's cursor was read by a leader
+    /// that lost its place: ignored (its messages are here already).
+    fn apply_copies(
+        &mut self,
+        srv: &Arc<ServerShared>,
+        account: &str,
+        name: &str,
+        payload: &[u8],
+        ts: i64,
+    ) {
+        let c: Copies = match serde_json::from_slice(payload) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!("JetStream: stream {name:?}: bad copy entry: {e}");
+                return;
+            }
+        };
+        let Some(ja) = self.accounts.get_mut(account) else {
+            return;
+        };
+        let (Some(fl), Some(st)) = (ja.follows.get_mut(name), ja.streams.get_mut(name)) else {
+            return;
+        };
+        let mirror = fl.mirror;
+        let Some(f) = fl.list.iter_mut().find(|f| f.origin.name == c.origin) else {
+            return;
+        };
+        if c.from < f.next {
+            tracing::debug!(
+                "JetStream: stream {name:?}: copies from {} already here",
+                c.from
+            );
+            return;
+        }
+        for m in &c.msgs {
+            match m.decode() {
+                Ok(msg) => {
+                    crate::jetstream::mirror::copy(st, mirror, &c.origin, msg, ts, None);
+                }
+                Err(e) => tracing::error!("JetStream: stream {name:?}: {e}"),
+            }
+            f.next = m.seq + 1;
+        }
+        f.active = Some(Instant::now());
+        let cx = Cx::new(srv, &ja.acc);
+        let leader = st.replica.as_ref().is_some_and(|r| r.leader);
+        for r in st.take_republished() {
+            if leader {
+                cx.send(&r.subject, None, Some(&r.header), &r.payload);
+            }
+        }
+        if let Err(e) = st.store.flush() {
+            tracing::error!("JetStream: stream {name:?} flush: {e}");
+        }
+        let mut acked = Vec::new();
+        for con in st.consumers.values_mut() {
+            con.pump(&cx, st.store.as_ref(), &mut acked);
+        }
+    }
+
     /// The answer to the stream's creation, from its first leader.
     pub fn replica_created(&self, account: &str, name: &str) -> Option<(Arc<Account>, String)> {
         let ja = self.accounts.get(account)?;
@@ -462,9 +538,17 @@ impl Engine {
         for (n, state) in restored {
             if let Some(c) = st.consumers.get_mut(&n) {
                 c.restore(&state, st.store.as_ref());
+                c.applied = Some(state);
             }
         }
         st.rebuild_dedupe(now_nanos());
+        // A mirror's or a source's cursors from what the copy now holds.
+        if let Ok(Some(mut f)) = crate::jetstream::mirror::parse(&st.cfg) {
+            f.recover(st);
+            if let Some(ja) = self.accounts.get_mut(account) {
+                ja.follows.insert(name.to_string(), f);
+            }
+        }
         Ok(())
     }
 }
