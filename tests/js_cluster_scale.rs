@@ -434,3 +434,107 @@ async fn replicated_mirrors_and_sources_follow_their_origins() {
     assert_eq!(r["error"]["err_code"], 10052, "{r}");
     js.stop().await;
 }
+
+/// `$JS.API.SERVER.REMOVE` from the system account, for a server that is gone: the meta
+/// group drops it, and a stream it held gets another node in its place that catches up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_removed_server_is_replaced_in_its_streams() {
+    let conf = "accounts {\n  APP { jetstream: enabled, users [{user: app, password: app}] }\n  \
+                SYS { users [{user: sys, password: sys}] }\n}\nsystem_account: SYS\n";
+    let mut js = cluster_with("jsc-srvrm", 4, |_, o| {
+        let base = o.clone();
+        *o = common::conf_opts(conf);
+        o.server_name = base.server_name;
+        o.cluster = base.cluster;
+        o.http_port = base.http_port;
+        o.jetstream = base.jetstream;
+    })
+    .await;
+    let url = js.servers[0].client_url();
+    let connect = |user: &str| {
+        let (url, user) = (url.clone(), user.to_string());
+        async move {
+            async_nats::ConnectOptions::with_user_and_password(user.clone(), user)
+                .connect(url.as_str())
+                .await
+                .expect("connect")
+        }
+    };
+    let app = connect("app").await;
+    let r = api(
+        &app,
+        "$JS.API.STREAM.CREATE.RM",
+        r#"{"name":"RM","subjects":["rm.>"],"num_replicas":3}"#,
+    )
+    .await;
+    assert!(r["error"].is_null(), "{r}");
+    let ctx = jetstream::new(app.clone());
+    publish_acked(&ctx, "rm", 1, 10).await;
+    // A peer of RM that does not lead it goes away for good.
+    let leader = r["cluster"]["leader"].as_str().expect("leader").to_string();
+    let holders: Vec<String> = js
+        .servers
+        .iter()
+        .filter(|s| {
+            let j = s.shared().jetstream.get().cloned();
+            j.is_some_and(|j| {
+                j.engine()
+                    .accounts
+                    .get("APP")
+                    .is_some_and(|a| a.streams.contains_key("RM"))
+            })
+        })
+        .map(|s| s.shared().name.clone())
+        .collect();
+    assert_eq!(holders.len(), 3, "{holders:?}");
+    let gone = holders
+        .iter()
+        .find(|n| **n != leader && *n != "n0")
+        .expect("a follower that is not n0")
+        .clone();
+    let spare = js
+        .servers
+        .iter()
+        .map(|s| s.shared().name.clone())
+        .find(|n| !holders.contains(n))
+        .expect("the fourth node");
+    js.servers.remove(node(&js, &gone)).shutdown().await;
+
+    let sys = connect("sys").await;
+    let r = api(&sys, "$JS.API.SERVER.REMOVE", r#"{"peer":"nope"}"#).await;
+    assert_eq!(r["error"]["err_code"], 10044, "{r}");
+    let r = api(
+        &sys,
+        "$JS.API.SERVER.REMOVE",
+        &format!(r#"{{"peer":"{gone}"}}"#),
+    )
+    .await;
+    assert_eq!(
+        r["type"], "io.nats.jetstream.api.v1.meta_server_remove_response",
+        "{r}"
+    );
+    assert_eq!(r["success"], true, "{r}");
+    // The fourth node takes the removed one's place in RM, with every message.
+    common::wait_for("RM on the spare node", || {
+        let has = js.servers[node(&js, &spare)]
+            .shared()
+            .jetstream
+            .get()
+            .and_then(|j| {
+                let e = j.engine();
+                let st = e.accounts.get("APP")?.streams.get("RM")?;
+                Some(st.store.state().msgs)
+            });
+        async move { has == Some(10) }
+    })
+    .await;
+    publish_acked(&ctx, "rm", 11, 15).await;
+    let http = js.servers[0].http_addr().expect("monitoring port");
+    common::wait_for("a meta group of three", || async move {
+        let (_, body) = common::http_get(http, "/jsz").await;
+        let v: Value = serde_json::from_str(&body).unwrap_or_default();
+        v["meta_cluster"]["cluster_size"] == 3
+    })
+    .await;
+    js.stop().await;
+}

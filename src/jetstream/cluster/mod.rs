@@ -352,6 +352,10 @@ impl JsCluster {
                 self.meta_stepdown(srv, ev);
                 true
             }
+            _ if ev.subject == "$JS.API.SERVER.REMOVE" => {
+                self.server_remove(srv, ev);
+                true
+            }
             EventKind::Api => self.api(engine, srv, ev),
             EventKind::NotEnabled => !self.is_meta_leader(),
             EventKind::Ack | EventKind::FlowControl | EventKind::Template(_) => false,

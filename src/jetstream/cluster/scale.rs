@@ -17,6 +17,23 @@ use crate::jetstream::Event;
 use crate::raft::NodeId;
 use crate::server::ServerShared;
 
+/// A peer or server removal's body: `peer` (a server name) and `peer_id` (its hash).
+#[derive(serde::Deserialize, Default)]
+struct PeerReq {
+    #[serde(default)]
+    peer: Option<String>,
+    #[serde(default)]
+    peer_id: Option<String>,
+}
+
+/// An empty body is a bad request (400 10003), as nats-server answers.
+fn peer_request(payload: &[u8]) -> Result<PeerReq, ApiError> {
+    if payload.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::bad_request());
+    }
+    body::<PeerReq>(payload)
+}
+
 impl JsCluster {
     /// The meta members as placement candidates: their cluster and tags (from their
     /// hellos), whether they are heard from, how many streams they hold.
@@ -155,20 +172,12 @@ impl JsCluster {
     /// or the request is refused when none can take its place.
     pub(super) fn peer_remove(&self, srv: &Arc<ServerShared>, ev: &Event, sa: &StreamAssignment) {
         const T: &str = "stream_remove_peer_response";
-        #[derive(serde::Deserialize, Default)]
-        struct Req {
-            #[serde(default)]
-            peer: Option<String>,
-        }
         let Some(reply) = ev.reply.clone() else {
             return;
         };
         let acc = sa.account.clone();
         let fail = |e: ApiError| send(srv, &acc, &reply, &err_json(T, &e, ""));
-        if ev.payload.iter().all(u8::is_ascii_whitespace) {
-            return fail(ApiError::bad_request());
-        }
-        let peer = match body::<Req>(&ev.payload) {
+        let peer = match peer_request(&ev.payload) {
             Ok(r) => r.peer.unwrap_or_default(),
             Err(e) => return fail(e),
         };
@@ -183,31 +192,9 @@ impl JsCluster {
         else {
             return fail(ApiError::new(400, 10040, "peer not a member"));
         };
-        let cfg: StreamConfig = match serde_json::from_value(sa.config.clone()) {
-            Ok(c) => c,
-            Err(e) => return fail(ApiError::new(500, 10049, e.to_string())),
-        };
-        let kept: Vec<(NodeId, String)> =
-            sa.peers.iter().filter(|p| **p != gone).cloned().collect();
-        // The removed node is no candidate.
         let placed = {
             let ms = lock(&self.meta_state);
-            let mut cands = self.candidates(&ms);
-            cands.retain(|c| c.id != gone.0);
-            let unique = srv
-                .opts
-                .jetstream
-                .as_ref()
-                .and_then(|j| j.unique_tag.clone());
-            placement::select(
-                &cfg.name,
-                sa.peers.len(),
-                &Spec::of(cfg.placement.as_ref()),
-                &self.cluster_name,
-                unique.as_deref(),
-                &cands,
-                &kept,
-            )
+            self.replace_peer(&ms, sa, gone.0)
         };
         let Ok(peers) = placed else {
             tracing::warn!(
@@ -217,18 +204,109 @@ impl JsCluster {
             );
             return fail(ApiError::new(503, 10075, "peer remap failed"));
         };
-        let entry = MetaEntry::StreamPeers {
-            account: sa.account.clone(),
-            name: sa.name.clone(),
-            group: sa.group.clone(),
-            peers,
-            config: sa.config.clone(),
-            reply: String::new(),
-            at: now_nanos(),
-        };
+        let entry = moved(sa, peers);
         let mut ok = Obj::typed(T);
         ok.field("success", &true);
         self.propose_peers(srv, entry, acc.clone(), reply.clone(), T, Some(ok.done()));
+    }
+
+    /// `$JS.API.SERVER.REMOVE` (`{"peer": server name}` or `{"peer_id": its hash}`), as
+    /// nats-server 2.15: from the system account only, answered by the meta leader once the
+    /// server has left the meta group; its streams then get another node in its place where
+    /// one fits (fewer copies otherwise). A removed server that is still running says hello
+    /// again and is added back: remove servers that are gone.
+    pub(super) fn server_remove(&self, srv: &Arc<ServerShared>, ev: &Event) {
+        const T: &str = "meta_server_remove_response";
+        let (Some(meta), Some(reply)) = (self.meta().cloned(), ev.reply.clone()) else {
+            return;
+        };
+        if !self.is_meta_leader() || &*ev.acc != srv.system_account_name() {
+            return;
+        }
+        let acc = ev.acc.to_string();
+        let fail = |e: ApiError| send(srv, &acc, &reply, &err_json(T, &e, ""));
+        let req = match peer_request(&ev.payload) {
+            Ok(r) => r,
+            Err(e) => return fail(e),
+        };
+        let named = |id: NodeId| {
+            let name = self.name_of(id);
+            match (&req.peer_id, &req.peer) {
+                (Some(p), _) if !p.is_empty() => super::server_hash(&name) == *p,
+                (_, Some(n)) => !n.is_empty() && name == *n,
+                _ => false,
+            }
+        };
+        let Some(id) = meta.members().into_iter().find(|id| named(*id)) else {
+            return fail(ApiError::new(
+                400,
+                10044,
+                "server is not a member of the cluster",
+            ));
+        };
+        let moves = self.moves_without(id);
+        let srv2 = srv.clone();
+        srv.tasks.spawn(async move {
+            if let Err(e) = meta.remove_member(id).await {
+                let e = ApiError::new(500, 10041, e.to_string());
+                send(&srv2, &acc, &reply, &err_json(T, &e, ""));
+                return;
+            }
+            tracing::info!("JetStream cluster: server {id} removed from the meta group");
+            let mut ok = Obj::typed(T);
+            ok.field("success", &true);
+            send(&srv2, &acc, &reply, &ok.done());
+            for entry in moves {
+                let data = serde_json::to_vec(&entry).unwrap_or_default();
+                if let Err(e) = meta.propose(data).await {
+                    tracing::warn!("JetStream cluster: moving a stream off a removed server: {e}");
+                }
+            }
+        });
+    }
+
+    /// The `StreamPeers` entries that move every stream off node `gone`: another node in
+    /// its place where one fits, the others alone otherwise (a stream only there stays).
+    fn moves_without(&self, gone: NodeId) -> Vec<MetaEntry> {
+        let ms = lock(&self.meta_state);
+        ms.streams
+            .values()
+            .flat_map(|m| m.values())
+            .filter(|sa| sa.peers.iter().any(|p| p.0 == gone) && sa.peers.len() > 1)
+            .map(|sa| {
+                let peers = self
+                    .replace_peer(&ms, sa, gone)
+                    .unwrap_or_else(|_| sa.peers.iter().filter(|p| p.0 != gone).cloned().collect());
+                moved(sa, peers)
+            })
+            .collect()
+    }
+
+    /// `sa`'s peers with `gone` replaced by another node that fits the stream's placement
+    /// (the removed node is no candidate).
+    fn replace_peer(
+        &self,
+        ms: &MetaState,
+        sa: &StreamAssignment,
+        gone: NodeId,
+    ) -> Result<Vec<(NodeId, String)>, PlaceError> {
+        let mut cands = self.candidates(ms);
+        cands.retain(|c| c.id != gone);
+        let kept: Vec<(NodeId, String)> =
+            sa.peers.iter().filter(|p| p.0 != gone).cloned().collect();
+        let unique = self
+            .srv
+            .upgrade()
+            .and_then(|s| s.opts.jetstream.as_ref().and_then(|j| j.unique_tag.clone()));
+        placement::select(
+            &sa.name,
+            sa.peers.len(),
+            &Spec::of(sa.config.get("placement")),
+            &self.cluster_name,
+            unique.as_deref(),
+            &cands,
+            &kept,
+        )
     }
 
     /// Proposes a `StreamPeers` entry; answers `done` once committed (when given) or the
@@ -260,5 +338,18 @@ impl JsCluster {
                 send(&srv2, &acc, &reply, &out);
             }
         });
+    }
+}
+
+/// The `StreamPeers` entry that gives `sa` the peers `peers`, its configuration unchanged.
+fn moved(sa: &StreamAssignment, peers: Vec<(NodeId, String)>) -> MetaEntry {
+    MetaEntry::StreamPeers {
+        account: sa.account.clone(),
+        name: sa.name.clone(),
+        group: sa.group.clone(),
+        peers,
+        config: sa.config.clone(),
+        reply: String::new(),
+        at: now_nanos(),
     }
 }
