@@ -10,7 +10,8 @@ use serde_json::Value;
 
 pub const WAIT: Duration = Duration::from_secs(30);
 
-pub fn conf(dir: &Path, i: usize, client: u16, routes: &[u16]) -> String {
+/// Node `i` of a cluster: client port `client`, monitoring port `http`, route ports `routes`.
+pub fn conf(dir: &Path, i: usize, client: u16, http: u16, routes: &[u16]) -> String {
     let peers: Vec<String> = routes
         .iter()
         .enumerate()
@@ -18,7 +19,7 @@ pub fn conf(dir: &Path, i: usize, client: u16, routes: &[u16]) -> String {
         .map(|(_, p)| format!("\"nats-route://127.0.0.1:{p}\""))
         .collect();
     format!(
-        "server_name: n{i}\nlisten: 127.0.0.1:{client}\n\
+        "server_name: n{i}\nlisten: 127.0.0.1:{client}\nhttp: 127.0.0.1:{http}\n\
          lame_duck_duration: \"4s\"\nlame_duck_grace_period: \"1s\"\n\
          jetstream {{ store_dir: \"{}\" }}\n\
          cluster {{ name: C1, listen: 127.0.0.1:{}, routes: [{}] }}\n",
@@ -74,6 +75,7 @@ pub struct Nodes {
     pub confs: Vec<std::path::PathBuf>,
     pub procs: Vec<Option<Proc>>,
     pub clients: Vec<u16>,
+    pub http: Vec<u16>,
 }
 
 /// Starts [`Nodes`] under a fresh directory named after `name`; a client of all three.
@@ -82,12 +84,13 @@ pub async fn three(name: &str) -> (Nodes, async_nats::Client) {
     std::fs::create_dir_all(&dir).expect("dir");
     let clients: Vec<u16> = (0..3).map(|_| super::free_port()).collect();
     let routes: Vec<u16> = (0..3).map(|_| super::free_port()).collect();
+    let http: Vec<u16> = (0..3).map(|_| super::free_port()).collect();
     let confs: Vec<_> = (0..3)
         .map(|i| {
             write_conf(
                 &dir,
                 &format!("n{i}.conf"),
-                &conf(&dir, i, clients[i], &routes),
+                &conf(&dir, i, clients[i], http[i], &routes),
             )
         })
         .collect();
@@ -106,6 +109,7 @@ pub async fn three(name: &str) -> (Nodes, async_nats::Client) {
         confs,
         procs,
         clients,
+        http,
     };
     (nodes, nc)
 }
