@@ -441,15 +441,7 @@ async fn replicated_mirrors_and_sources_follow_their_origins() {
 async fn a_removed_server_is_replaced_in_its_streams() {
     let conf = "accounts {\n  APP { jetstream: enabled, users [{user: app, password: app}] }\n  \
                 SYS { users [{user: sys, password: sys}] }\n}\nsystem_account: SYS\n";
-    let mut js = cluster_with("jsc-srvrm", 4, |_, o| {
-        let base = o.clone();
-        *o = common::conf_opts(conf);
-        o.server_name = base.server_name;
-        o.cluster = base.cluster;
-        o.http_port = base.http_port;
-        o.jetstream = base.jetstream;
-    })
-    .await;
+    let mut js = cluster_with("jsc-srvrm", 4, with_conf(conf)).await;
     let url = js.servers[0].client_url();
     let connect = |user: &str| {
         let (url, user) = (url.clone(), user.to_string());
@@ -536,5 +528,41 @@ async fn a_removed_server_is_replaced_in_its_streams() {
         v["meta_cluster"]["cluster_size"] == 3
     })
     .await;
+    js.stop().await;
+}
+
+/// Account limits in a cluster, as nats-server 2.15 counts them (untiered): a replicated
+/// stream reserves its `max_bytes` once per replica; the stream count is cluster-wide.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn account_limits_count_every_replica() {
+    let conf = "accounts {\n  APP { jetstream: { max_file: 1000, max_streams: 2 }, \
+                users [{user: app, password: app}] }\n}\n";
+    let js = cluster_with("jsc-limits", 3, with_conf(conf)).await;
+    let nc = async_nats::ConnectOptions::with_user_and_password("app".into(), "app".into())
+        .connect(js.servers[0].client_url().as_str())
+        .await
+        .expect("connect");
+    let create = |name: &str, replicas: u32, max_bytes: u32| {
+        let body = format!(
+            r#"{{"name":"{name}","subjects":["{name}"],"num_replicas":{replicas},"max_bytes":{max_bytes}}}"#
+        );
+        let (nc, subject) = (nc.clone(), format!("$JS.API.STREAM.CREATE.{name}"));
+        async move { api(&nc, &subject, &body).await }
+    };
+    // 3 × 300 reserved; 200 more do not fit into 1000, 100 do.
+    let r = create("S1", 3, 300).await;
+    assert!(r["error"].is_null(), "{r}");
+    let r = create("S2", 1, 200).await;
+    assert_eq!(r["error"]["err_code"], 10047, "{r}");
+    let r = create("S2", 1, 100).await;
+    assert!(r["error"].is_null(), "{r}");
+    let r = create("S3", 1, 1).await;
+    assert_eq!(r["error"]["err_code"], 10027, "{r}");
+    // Scaling S2 to three replicas would reserve 300 more.
+    let info = api(&nc, "$JS.API.STREAM.INFO.S2", "").await;
+    let mut cfg = info["config"].clone();
+    cfg["num_replicas"] = 3.into();
+    let r = api(&nc, "$JS.API.STREAM.UPDATE.S2", &cfg.to_string()).await;
+    assert_eq!(r["error"]["err_code"], 10047, "{r}");
     js.stop().await;
 }

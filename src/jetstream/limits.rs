@@ -87,16 +87,14 @@ fn check_bytes(
     Ok(())
 }
 
-/// A stream create, right after the request is read (before the configuration checks, as
-/// nats-server): the number of streams (an identical re-create counts too), the stream's
-/// `max_consumers` against the account's, and its `max_bytes` against what is left.
-pub fn check_create(
+/// The account's stream count (`existing` streams, when creating one) and its
+/// `max_consumers` against what a stream asks for.
+fn count_and_consumers(
     l: &Limits,
-    streams: &BTreeMap<String, Stream>,
+    existing: Option<usize>,
     cfg: &StreamConfig,
-    server: (i64, i64),
 ) -> Result<(), ApiError> {
-    if l.max_streams > 0 && streams.len() as i64 >= l.max_streams {
+    if existing.is_some_and(|n| l.max_streams > 0 && n as i64 >= l.max_streams) {
         return Err(ApiError::new(
             400,
             10027,
@@ -106,8 +104,43 @@ pub fn check_create(
     if cfg.max_consumers > 0 && l.max_consumers > 0 && cfg.max_consumers > l.max_consumers {
         return Err(too_many_consumers());
     }
+    Ok(())
+}
+
+/// A stream create, right after the request is read (before the configuration checks, as
+/// nats-server): the number of streams (an identical re-create counts too), the stream's
+/// `max_consumers` against the account's, and its `max_bytes` against what is left.
+pub fn check_create(
+    l: &Limits,
+    streams: &BTreeMap<String, Stream>,
+    cfg: &StreamConfig,
+    server: (i64, i64),
+) -> Result<(), ApiError> {
+    count_and_consumers(l, Some(streams.len()), cfg)?;
     let r = reserved(streams, cfg.storage, &cfg.name);
     check_bytes(l, cfg.storage, r, cfg.max_bytes, server)
+}
+
+/// A stream create or scale-up in a JetStream cluster, on the meta leader (nats-server's
+/// `jsClusteredStreamLimitsCheck`, untiered limits): `others` are the account's other
+/// assigned streams as (storage, `max_bytes`, replicas). A replicated stream reserves its
+/// `max_bytes` once per replica, as in 2.15.
+pub fn check_clustered(
+    l: &Limits,
+    others: &[(Storage, i64, i64)],
+    cfg: &StreamConfig,
+    creating: bool,
+) -> Result<(), ApiError> {
+    count_and_consumers(l, creating.then_some(others.len()), cfg)?;
+    let reserved = others
+        .iter()
+        .filter(|(s, mb, _)| *s == cfg.storage && *mb > 0)
+        .fold(0i64, |a, (_, mb, r)| {
+            a.saturating_add(mb.saturating_mul((*r).max(1)))
+        });
+    let add = cfg.max_bytes.max(1).saturating_mul(cfg.num_replicas.max(1));
+    check_bytes(l, cfg.storage, reserved, add, (0, i64::MAX))?;
+    check_config(l, cfg)
 }
 
 /// With the configuration checks (create and update): `max_bytes_required` and the largest

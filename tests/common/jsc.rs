@@ -152,3 +152,16 @@ impl Js {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+/// A [`cluster_with`] tweak: each node's options from config `text` (accounts, system
+/// account), keeping its name, cluster, monitoring port and JetStream store.
+pub fn with_conf(text: &'static str) -> impl Fn(&str, &mut Options) {
+    move |_, o| {
+        let base = o.clone();
+        *o = super::conf_opts(text);
+        o.server_name = base.server_name;
+        o.cluster = base.cluster;
+        o.http_port = base.http_port;
+        o.jetstream = base.jetstream;
+    }
+}

@@ -97,6 +97,30 @@ impl MetaState {
             .flat_map(|m| m.values())
     }
 
+    /// The account's streams but `name` as account limits count them: (storage,
+    /// `max_bytes`, replicas).
+    pub fn limit_view(
+        &self,
+        account: &str,
+        name: &str,
+    ) -> Vec<(crate::jetstream::types::Storage, i64, i64)> {
+        self.account_streams(account)
+            .filter(|sa| sa.name != name)
+            .map(|sa| {
+                let storage = match sa.config.get("storage").and_then(|v| v.as_str()) {
+                    Some("memory") => crate::jetstream::types::Storage::Memory,
+                    _ => crate::jetstream::types::Storage::File,
+                };
+                let max_bytes = sa
+                    .config
+                    .get("max_bytes")
+                    .and_then(serde_json::Value::as_i64)
+                    .unwrap_or(-1);
+                (storage, max_bytes, sa.replicas() as i64)
+            })
+            .collect()
+    }
+
     /// Applies one entry; the answer is `ok` or why not (for the proposer's log).
     pub fn apply(&mut self, e: MetaEntry) -> Result<(), String> {
         match e {

@@ -134,7 +134,7 @@ impl JsCluster {
             // (`scale.rs`); the stream's leader then applies the configuration.
             ["STREAM", "UPDATE", _] if replicas_change(&sa, &ev.payload) => {
                 if meta_leader {
-                    self.update_peers(srv, ev, &sa);
+                    self.update_peers(engine, srv, ev, &sa);
                 }
                 return true;
             }
@@ -247,6 +247,17 @@ impl JsCluster {
         };
         {
             let ms = crate::jetstream::cluster::lock(&self.meta_state);
+            if let Some(ja) = engine.accounts.get(&acc) {
+                let others = ms.limit_view(&acc, name);
+                if let Err(e) = crate::jetstream::limits::check_clustered(
+                    &ja.limits,
+                    &others,
+                    &cfg,
+                    ms.stream(&acc, name).is_none(),
+                ) {
+                    return fail(e);
+                }
+            }
             if let Some(old) = ms.stream(&acc, name) {
                 if old.config == config {
                     let mut o = Obj::typed(T);

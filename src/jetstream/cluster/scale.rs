@@ -10,7 +10,7 @@ use super::meta::{MetaEntry, MetaState, StreamAssignment};
 use super::placement::{self, Candidate, PlaceError, Spec};
 use super::requests::{send, unavailable};
 use super::{lock, JsCluster};
-use crate::jetstream::engine::{body, err_json, srv_js_limits};
+use crate::jetstream::engine::{body, err_json, srv_js_limits, Engine};
 use crate::jetstream::stream;
 use crate::jetstream::types::{now_nanos, ApiError, Obj, StreamConfig};
 use crate::jetstream::Event;
@@ -112,7 +112,13 @@ impl JsCluster {
     /// checks against the assigned configuration, the new peers (a scale-up keeps the
     /// current ones and places more; a scale-down keeps the leader), the proposal. The
     /// stream's leader answers once its log has the new configuration.
-    pub(super) fn update_peers(&self, srv: &Arc<ServerShared>, ev: &Event, sa: &StreamAssignment) {
+    pub(super) fn update_peers(
+        &self,
+        engine: &Engine,
+        srv: &Arc<ServerShared>,
+        ev: &Event,
+        sa: &StreamAssignment,
+    ) {
         const T: &str = "stream_update_response";
         let Some(reply) = ev.reply.clone() else {
             return;
@@ -140,6 +146,15 @@ impl JsCluster {
             return fail(e);
         }
         let n = cfg.num_replicas.max(1) as usize;
+        if n > sa.peers.len() {
+            let limited = engine.accounts.get(&sa.account).map(|ja| {
+                let others = lock(&self.meta_state).limit_view(&sa.account, &sa.name);
+                crate::jetstream::limits::check_clustered(&ja.limits, &others, &cfg, false)
+            });
+            if let Some(Err(e)) = limited {
+                return fail(e);
+            }
+        }
         let peers = if n > sa.peers.len() {
             match self.place(&cfg, n, &sa.peers) {
                 Ok(p) => p,
