@@ -73,8 +73,9 @@ impl JsCluster {
     /// See the module's text. `true`: handled here (or not ours).
     pub(super) fn api(&self, engine: &mut Engine, srv: &Arc<ServerShared>, ev: &Event) -> bool {
         let Some(rest) = ev.subject.strip_prefix("$JS.API.") else {
-            // `$JS.SNAPSHOT.…` chunks: snapshots are not served in a cluster yet.
-            return true;
+            // `$JS.SNAPSHOT.ACK.…`: a snapshot's flow control, to the node sending it (the
+            // stream's leader; the others have no such transfer and ignore it).
+            return false;
         };
         let t: Vec<&str> = rest.split('.').collect();
         let meta_leader = self.is_meta_leader();
@@ -92,20 +93,20 @@ impl JsCluster {
                 }
                 return true;
             }
-            ["STREAM", "SNAPSHOT", _] | ["STREAM", "RESTORE", _] => {
+            // A snapshot is read from the stream leader's copy (below); a restore would have
+            // to go through a new stream's log: not built.
+            ["STREAM", "RESTORE", _] => {
                 if meta_leader {
                     if let Some(reply) = &ev.reply {
-                        let ty = if t[1] == "SNAPSHOT" {
-                            "stream_snapshot_response"
-                        } else {
-                            "stream_restore_response"
-                        };
-                        let e = ApiError::new(
-                            501,
-                            10010,
-                            "stream snapshots and restores are not supported in a natsd JetStream cluster yet",
+                        // nats-server's JSClusterUnSupportFeatureErr.
+                        let e =
+                            ApiError::new(503, 10036, "not currently supported in clustered mode");
+                        send(
+                            srv,
+                            acc,
+                            reply,
+                            &err_json("stream_restore_response", &e, ""),
                         );
-                        send(srv, acc, reply, &err_json(ty, &e, ""));
                     }
                 }
                 return true;
