@@ -41,6 +41,9 @@ pub struct GroupConfig {
     /// Entries sent in one append RPC at most (an RPC is one message over the routes,
     /// whose parser takes up to 64 MiB).
     pub max_entries_per_rpc: u64,
+    /// `None` (the default): every log append is fsynced before it counts. `Some(d)`: at
+    /// most `d` apart, as nats-server's Raft logs follow `jetstream { sync_interval }`.
+    pub sync_every: Option<Duration>,
 }
 
 impl GroupConfig {
@@ -58,6 +61,7 @@ impl GroupConfig {
             keep_after_snapshot: 1000,
             propose_timeout: Duration::from_secs(5),
             max_entries_per_rpc: 64,
+            sync_every: None,
         }
     }
 }
@@ -117,7 +121,7 @@ impl Group {
                 "the name must be one subject token (no '.', '*', '>' or spaces)".into(),
             ));
         }
-        let log = LogStore::open(&cfg.dir)?;
+        let log = LogStore::open(&cfg.dir, cfg.sync_every)?;
         let sm = SmStore::open(&cfg.dir, sm)?;
         let rcfg = openraft::Config {
             cluster_name: cfg.name.clone(),

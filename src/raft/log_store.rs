@@ -47,6 +47,12 @@ struct Inner {
     records: u64,
     vote_path: PathBuf,
     vote: Option<Vote<NodeId>>,
+    /// `None`: every append is fsynced before openraft hears it is flushed. `Some(d)`:
+    /// appends are fsynced at most `d` apart (nats-server's `sync_interval` for its Raft
+    /// logs: a process crash loses nothing, the page cache has it; a machine's power loss
+    /// may lose the last `d` of a node's log, which the other replicas still hold).
+    sync_every: Option<std::time::Duration>,
+    last_sync: std::time::Instant,
 }
 
 /// The log and the vote of one group, shared with its readers.
@@ -66,7 +72,10 @@ fn lock(inner: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
 
 impl LogStore {
     /// Opens (or creates) the log and vote under `dir`.
-    pub(crate) fn open(dir: &Path) -> io::Result<LogStore> {
+    pub(crate) fn open(
+        dir: &Path,
+        sync_every: Option<std::time::Duration>,
+    ) -> io::Result<LogStore> {
         std::fs::create_dir_all(dir).map_err(|e| io_err(dir, e))?;
         let path = dir.join("log");
         let vote_path = dir.join("vote");
@@ -128,6 +137,8 @@ impl LogStore {
             records,
             vote_path,
             vote,
+            sync_every,
+            last_sync: std::time::Instant::now(),
         };
         Ok(LogStore {
             inner: Arc::new(Mutex::new(inner)),
@@ -157,7 +168,13 @@ impl Inner {
         self.file
             .write_all(&buf)
             .map_err(|e| io_err(&self.path, e))?;
-        self.file.sync_data().map_err(|e| io_err(&self.path, e))?;
+        if self
+            .sync_every
+            .is_none_or(|d| self.last_sync.elapsed() >= d)
+        {
+            self.file.sync_data().map_err(|e| io_err(&self.path, e))?;
+            self.last_sync = std::time::Instant::now();
+        }
         self.records += recs.len() as u64;
         Ok(())
     }

@@ -200,10 +200,22 @@ impl JsCluster {
         self.base.join("raft").join(group)
     }
 
+    /// A group's settings: its directory, and its log fsynced as the streams are
+    /// (`jetstream { sync_interval }`: every append only with `sync_always`, as nats-server
+    /// syncs its Raft logs).
+    fn group_config(&self, group: &str) -> crate::raft::GroupConfig {
+        let mut cfg = crate::raft::GroupConfig::new(group, self.me, self.raft_dir(group));
+        if let Some(js) = self.js.upgrade() {
+            let sync = js.config.sync;
+            cfg.sync_every = (!sync.always).then_some(sync.interval);
+        }
+        cfg
+    }
+
     async fn open(self: &Arc<Self>, changed: mpsc::UnboundedSender<()>) -> Result<(), String> {
         let srv = self.srv.upgrade().ok_or("server gone")?;
         let transport = NatsTransport::start(&srv, self.me)?;
-        let cfg = crate::raft::GroupConfig::new(META_GROUP, self.me, self.raft_dir(META_GROUP));
+        let cfg = self.group_config(META_GROUP);
         let sm = meta::MetaSm {
             state: self.meta_state.clone(),
             changed,

@@ -15,7 +15,7 @@ use crate::jetstream::consumer::Cx;
 use crate::jetstream::engine::replica::CONSUMER_STATES;
 use crate::jetstream::types::now_nanos;
 use crate::jetstream::JetStream;
-use crate::raft::{Group, GroupConfig, GroupMetrics, Role, StateMachine};
+use crate::raft::{Group, GroupMetrics, Role, StateMachine};
 use crate::server::ServerShared;
 
 /// A proposal carries at most this many bytes of messages, or this many messages.
@@ -164,7 +164,7 @@ impl JsCluster {
         };
         let dir = self.base.join("streams").join(&sa.group);
         js.engine().create_replica(&sa, &dir)?;
-        let mut cfg = GroupConfig::new(&sa.group, self.me, self.raft_dir(&sa.group));
+        let mut cfg = self.group_config(&sa.group);
         // A snapshot is the whole stream (engine/replica.rs): not too often.
         cfg.snapshot_every = 50_000;
         let sm = StreamSm {
