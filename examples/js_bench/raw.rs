@@ -16,6 +16,8 @@ const READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// per message once they have grown).
 #[derive(Default)]
 pub struct Delivered {
+    /// The subject it was delivered on.
+    pub subject: String,
     /// The reply subject (empty: none).
     pub reply: String,
     /// The status of a header-only status message (`404 No Messages`, …), if any.
@@ -29,6 +31,8 @@ pub struct Raw {
     w: TcpStream,
     out: Vec<u8>,
     line: String,
+    /// Requests made (each gets its own reply subject).
+    requests: u64,
 }
 
 impl Raw {
@@ -43,6 +47,7 @@ impl Raw {
             w,
             out: Vec::with_capacity(256 << 10),
             line: String::new(),
+            requests: 0,
         };
         c.read_line()?; // INFO
         if !c.line.starts_with("INFO ") {
@@ -136,6 +141,8 @@ impl Raw {
                 _ => return Err(format!("unexpected line {l:?}")),
             };
             let total = parse(total)?;
+            d.subject.clear();
+            d.subject.push_str(t[1]);
             d.reply.clear();
             d.reply.push_str(reply);
             d.buf.resize(total + 2, 0);
@@ -158,11 +165,18 @@ impl Raw {
     }
 
     /// A request and its answer (the API).
+    /// A request answered on a reply subject of its own: an answer left over from an
+    /// earlier request (a clustered server may answer a retried creation twice) is skipped.
     pub fn request(&mut self, subject: &str, body: &[u8]) -> Res<Vec<u8>> {
-        self.publish(subject, Some("_I.req"), body);
+        self.requests += 1;
+        let reply = format!("_I.req{}", self.requests);
+        self.publish(subject, Some(&reply), body);
         self.flush()?;
         let mut m = Delivered::default();
         self.next(&mut m)?;
+        while m.subject != reply {
+            self.next(&mut m)?;
+        }
         if let Some(s) = m.status {
             return Err(format!("{subject}: status {s}"));
         }
@@ -223,6 +237,9 @@ pub fn publish(
         // Read what has arrived (at least one ack), then top the window up again.
         loop {
             c.next(&mut m)?;
+            if m.subject != "_I.a" {
+                continue; // a late answer to an earlier request
+            }
             check_ack(&m)?;
             acked += 1;
             if acked == sent || !c.buffered() {
