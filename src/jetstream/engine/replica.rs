@@ -63,10 +63,13 @@ fn sweep(st: &mut Stream) {
         }
         state.last_seq
     } else {
-        st.consumers
-            .values()
-            .map(|c| c.applied.as_ref().map_or(c.sseq, |a| a.sseq))
-            .max()
+        // Nothing at or past the cursor of a consumer that wants every subject can go; with
+        // only filtered consumers, nothing past the furthest cursor.
+        let next = |c: &Consumer| c.applied.as_ref().map_or(c.sseq, |a| a.sseq);
+        let all = st.consumers.values().filter(|c| c.filter().is_none());
+        all.map(next)
+            .min()
+            .or_else(|| st.consumers.values().map(next).max())
             .unwrap_or(0)
             .saturating_sub(1)
             .min(state.last_seq)
