@@ -677,9 +677,7 @@ pub struct Globals<'a> {
 }
 
 /// Interest and work-queue retention: remove the messages every interested consumer is
-/// done with.
-/// A replicated stream's copies retire messages only as its log says
-/// (`replica::sweep`), never on the leader's live acknowledgements.
+/// done with (a replicated stream only as its log says: `replica::sweep`).
 fn retire(st: &mut Stream, seqs: &[u64]) {
     if st.cfg.retention == Retention::Limits || seqs.is_empty() || st.replica.is_some() {
         return;
