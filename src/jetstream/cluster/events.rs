@@ -34,15 +34,18 @@ impl JsCluster {
             .unwrap_or_else(|| self.name_of(id))
     }
 
-    /// The other members as the leader sees them (nats-server's `PeerInfo`: `name`,
-    /// `current`, `active`, and `lag` when behind); empty on any other member.
+    /// Every member but the leader (nats-server's `PeerInfo`: `name`, `current`, `active`,
+    /// and `lag` when behind): with their progress on the leader; elsewhere, and for members
+    /// the leader has not heard from yet, as not current. With `leader` they name the whole
+    /// group, whichever node answers (a follower or the meta leader can answer a repeated
+    /// STREAM.CREATE).
     fn replica_infos(&self, m: &GroupMetrics, sa: &StreamAssignment) -> Vec<serde_json::Value> {
-        if m.role != Role::Leader {
-            return Vec::new();
-        }
-        m.replicas
-            .iter()
-            .map(|r| {
+        let leads = m.role == Role::Leader;
+        let mut out: Vec<serde_json::Value> = Vec::new();
+        let mut listed = Vec::new();
+        if leads {
+            listed.push(self.me);
+            for r in &m.replicas {
                 let mut v = serde_json::json!({
                     "name": self.peer_name(sa, r.id),
                     "current": r.lag == 0,
@@ -51,13 +54,22 @@ impl JsCluster {
                 if r.lag > 0 {
                     v["lag"] = r.lag.into();
                 }
-                v
-            })
-            .collect()
+                out.push(v);
+                listed.push(r.id);
+            }
+        } else if let Some(l) = m.leader {
+            listed.push(l);
+        }
+        for (id, name) in &sa.peers {
+            if !listed.contains(id) {
+                out.push(serde_json::json!({"name": name, "current": false, "active": 0}));
+            }
+        }
+        out
     }
 
     /// `{"name","raft_group","leader","replicas":[…]}` as this member sees its group
-    /// (`replicas` on the leader only; the others are never asked).
+    /// (`replicas` left out when there are none, as nats-server's `omitempty`).
     pub(super) fn cluster_json(&self, m: &GroupMetrics, sa: &StreamAssignment) -> String {
         let mut o = Obj::new();
         o.field("name", &self.cluster_name)
@@ -65,8 +77,26 @@ impl JsCluster {
         if let Some(l) = m.leader {
             o.field("leader", &self.peer_name(sa, l));
         }
-        if m.role == Role::Leader {
-            o.field("replicas", &self.replica_infos(m, sa));
+        let replicas = self.replica_infos(m, sa);
+        if !replicas.is_empty() {
+            o.field("replicas", &replicas);
+        }
+        o.done()
+    }
+
+    /// `cluster` as a node outside the group answers (the meta leader, for a repeated
+    /// STREAM.CREATE): every member, none known to be current, the leader unknown.
+    pub(super) fn outside_cluster_json(&self, sa: &StreamAssignment) -> String {
+        let replicas: Vec<serde_json::Value> = sa
+            .peers
+            .iter()
+            .map(|(_, name)| serde_json::json!({"name": name, "current": false, "active": 0}))
+            .collect();
+        let mut o = Obj::new();
+        o.field("name", &self.cluster_name)
+            .field("raft_group", &sa.group);
+        if !replicas.is_empty() {
+            o.field("replicas", &replicas);
         }
         o.done()
     }

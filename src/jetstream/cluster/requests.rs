@@ -269,7 +269,8 @@ impl JsCluster {
                     match st {
                         Some(st) => st.info_fields(&mut o, None),
                         None => {
-                            o.raw("config", &config.to_string());
+                            o.raw("config", &config.to_string())
+                                .raw("cluster", &self.outside_cluster_json(old));
                         }
                     }
                     send(srv, &acc, &reply, &o.done());
