@@ -10,6 +10,7 @@ use common::jsc::*;
 use std::time::Duration;
 
 use async_nats::jetstream;
+use futures::StreamExt;
 use serde_json::Value;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -417,15 +418,19 @@ async fn a_durable_consumer_goes_on_after_a_leader_change() {
     let info = api(&nc, "$JS.API.CONSUMER.INFO.Q.D", "").await;
     assert_eq!(info["ack_floor"]["stream_seq"], 6, "{info}");
 
-    // `/jsz` names the stream's leader as its STREAM INFO does (not the node asked).
+    // `/jsz` names the stream's leader as its STREAM INFO does (not the node asked), once
+    // the node asked has heard of the change.
     let leader = api(&nc, "$JS.API.STREAM.INFO.Q", "").await["cluster"]["leader"].clone();
     let http = js.servers[0].http_addr().expect("monitoring port");
-    let (_, body) = common::http_get(http, "/jsz?accounts=true&streams=true").await;
-    let v: Value = serde_json::from_str(&body).expect("json");
-    let q = &v["account_details"][0]["stream_detail"][0];
-    assert_eq!(q["name"], "Q", "{v}");
-    assert_eq!(q["cluster"]["leader"], leader, "{v}");
-    assert_eq!(q["cluster"]["name"], "C1", "{v}");
+    common::wait_for("/jsz to name the stream's leader", || async {
+        let (_, body) = common::http_get(http, "/jsz?accounts=true&streams=true").await;
+        let v: Value = serde_json::from_str(&body).expect("json");
+        let q = &v["account_details"][0]["stream_detail"][0];
+        assert_eq!(q["name"], "Q", "{v}");
+        assert_eq!(q["cluster"]["name"], "C1", "{v}");
+        q["cluster"]["leader"] == leader
+    })
+    .await;
 
     // A consumer leads where its stream does: its stepdown moves both.
     let r = once(&nc, "$JS.API.CONSUMER.LEADER.STEPDOWN.Q.NOPE").await;
@@ -474,6 +479,27 @@ async fn the_system_account_steps_the_meta_leader_down() {
         .connect(url.as_str())
         .await
         .expect("connect app");
+    // natsd nodes send each other Raft appends in the binary form (their hellos say they
+    // take it), not the JSON kept for older peers.
+    let mut binary = sys
+        .subscribe("$NATSD.RAFT.*.AEB.*")
+        .await
+        .expect("subscribe");
+    let mut json = sys
+        .subscribe("$NATSD.RAFT.*.AE.*")
+        .await
+        .expect("subscribe");
+    for _ in 0..5 {
+        let m = tokio::time::timeout(WAIT, binary.next())
+            .await
+            .expect("binary appends between the nodes")
+            .expect("subscription open");
+        assert!(m.payload.first() != Some(&b'{'), "{m:?}");
+    }
+    assert!(
+        futures::FutureExt::now_or_never(json.next()).is_none(),
+        "JSON appends between natsd nodes"
+    );
     // The meta leader, once there is one, from `/jsz`.
     let meta_leader = |js: &Js| {
         let http = js.servers[0].http_addr().expect("monitoring port");

@@ -184,7 +184,7 @@ impl Group {
         self.check_leader()?;
         match tokio::time::timeout(
             self.inner.cfg.propose_timeout,
-            self.inner.raft.client_write(super::Bin(data)),
+            self.inner.raft.client_write(super::Bin(data.into())),
         )
         .await
         {
@@ -374,6 +374,11 @@ impl Group {
         match op {
             RpcOp::Append => {
                 let req: AppendEntriesRequest<TypeConfig> = decode_request(op, body)?;
+                encode_reply(op, &raft.append_entries(req).await)
+            }
+            RpcOp::AppendBin => {
+                let req = super::codec::decode_append(bytes::Bytes::copy_from_slice(body))
+                    .map_err(|e| format!("bad {} request: {e}", op.as_str()))?;
                 encode_reply(op, &raft.append_entries(req).await)
             }
             RpcOp::Vote => {

@@ -1,9 +1,10 @@
 //! A group's durable Raft log and vote (openraft's `RaftLogStorage`).
 //!
 //! Files in the group's directory:
-//! - `log`: append-only crc-framed records (frame.rs), each a JSON [`LogRecord`]: an
-//!   entry, a truncation (conflicting suffix dropped) or a purge (prefix covered by a
-//!   snapshot). Replayed on open; a torn last record is cut off with a warning, damage
+//! - `log`: append-only crc-framed records (frame.rs), each a [`LogRecord`]: an entry
+//!   (byte `1` and the entry's binary form, codec.rs; a JSON record from an older natsd
+//!   is read too), a truncation (conflicting suffix dropped) or a purge (prefix covered by
+//!   a snapshot), both JSON. Replayed on open; a torn last record is cut off with a warning, damage
 //!   anywhere else is an error naming the file and offset. Rewritten compactly (temp
 //!   file + rename) once dead records outnumber live entries.
 //! - `vote`: the current vote, replaced atomically and fsynced before it is used.
@@ -94,7 +95,7 @@ impl LogStore {
         let mut last_purged = None;
         let mut records = 0u64;
         for (i, rec) in decoded.records.iter().enumerate() {
-            let rec: LogRecord = serde_json::from_slice(rec).map_err(|e| {
+            let rec = decode_record(rec).map_err(|e| {
                 io_err(
                     &path,
                     format!("corrupt raft log: record {i} does not decode: {e}"),
@@ -159,19 +160,28 @@ impl LogStore {
 }
 
 impl Inner {
+    /// Whether the next write must be followed by an fsync.
+    fn sync_due(&self) -> bool {
+        self.sync_every
+            .is_none_or(|d| self.last_sync.elapsed() >= d)
+    }
+
     fn write_records(&mut self, recs: &[LogRecord]) -> io::Result<()> {
+        self.write_records_syncing(recs, true)
+    }
+
+    /// Writes `recs`; fsyncs when `may_sync` and one is due.
+    fn write_records_syncing(&mut self, recs: &[LogRecord], may_sync: bool) -> io::Result<()> {
         let mut buf = Vec::new();
+        let mut rec = Vec::new();
         for r in recs {
-            let json = serde_json::to_vec(r).map_err(|e| io_err(&self.path, e))?;
-            frame::encode(&mut buf, &json)?;
+            encode_record(&mut rec, r).map_err(|e| io_err(&self.path, e))?;
+            frame::encode(&mut buf, &rec)?;
         }
         self.file
             .write_all(&buf)
             .map_err(|e| io_err(&self.path, e))?;
-        if self
-            .sync_every
-            .is_none_or(|d| self.last_sync.elapsed() >= d)
-        {
+        if may_sync && self.sync_due() {
             self.file.sync_data().map_err(|e| io_err(&self.path, e))?;
             self.last_sync = std::time::Instant::now();
         }
@@ -186,17 +196,13 @@ impl Inner {
             return Ok(());
         }
         let mut buf = Vec::new();
+        let mut rec = Vec::new();
         let mut n = 0;
-        if let Some(p) = self.last_purged {
-            let json =
-                serde_json::to_vec(&LogRecord::Purge(p)).map_err(|e| io_err(&self.path, e))?;
-            frame::encode(&mut buf, &json)?;
-            n += 1;
-        }
-        for e in self.entries.values() {
-            let json = serde_json::to_vec(&LogRecord::Entry(e.clone()))
-                .map_err(|e| io_err(&self.path, e))?;
-            frame::encode(&mut buf, &json)?;
+        let purge = self.last_purged.map(LogRecord::Purge);
+        let entries = self.entries.values().map(|e| LogRecord::Entry(e.clone()));
+        for r in purge.into_iter().chain(entries) {
+            encode_record(&mut rec, &r).map_err(|e| io_err(&self.path, e))?;
+            frame::encode(&mut buf, &rec)?;
             n += 1;
         }
         frame::write_atomic_raw(&self.path, &buf)?;
@@ -206,6 +212,30 @@ impl Inner {
             .map_err(|e| io_err(&self.path, e))?;
         self.records = n;
         Ok(())
+    }
+}
+
+/// The first byte of an entry record in binary form (a JSON record starts with `{`).
+const BIN_ENTRY: u8 = 1;
+
+/// Replaces `out` with record `r`'s bytes.
+fn encode_record(out: &mut Vec<u8>, r: &LogRecord) -> Result<(), String> {
+    out.clear();
+    match r {
+        LogRecord::Entry(e) => {
+            out.push(BIN_ENTRY);
+            super::codec::encode_entry(out, e)
+        }
+        _ => serde_json::to_writer(&mut *out, r).map_err(|e| e.to_string()),
+    }
+}
+
+fn decode_record(rec: &[u8]) -> Result<LogRecord, String> {
+    match rec.split_first() {
+        Some((&BIN_ENTRY, entry)) => {
+            super::codec::decode_entry(&bytes::Bytes::copy_from_slice(entry)).map(LogRecord::Entry)
+        }
+        _ => serde_json::from_slice(rec).map_err(|e| e.to_string()),
     }
 }
 
@@ -267,16 +297,37 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I::IntoIter: Send,
     {
         let entries: Vec<_> = entries.into_iter().collect();
-        let res = self
-            .blocking(move |inner| {
+        // With no fsync due (`sync_interval`), the write only fills the page cache: done
+        // here rather than on the blocking pool, which would cost two thread hops on every
+        // append of every member (the latency of each synchronous publish).
+        let res = {
+            let mut inner = lock(&self.inner);
+            if inner.sync_due() {
+                None
+            } else {
                 let recs: Vec<LogRecord> = entries.iter().cloned().map(LogRecord::Entry).collect();
-                inner.write_records(&recs)?;
-                for e in entries {
-                    inner.entries.insert(e.log_id.index, e);
-                }
-                Ok(())
-            })
-            .await;
+                Some(inner.write_records_syncing(&recs, false).map(|()| {
+                    for e in &entries {
+                        inner.entries.insert(e.log_id.index, e.clone());
+                    }
+                }))
+            }
+        };
+        let res = match res {
+            Some(r) => r,
+            None => {
+                self.blocking(move |inner| {
+                    let recs: Vec<LogRecord> =
+                        entries.iter().cloned().map(LogRecord::Entry).collect();
+                    inner.write_records(&recs)?;
+                    for e in entries {
+                        inner.entries.insert(e.log_id.index, e);
+                    }
+                    Ok(())
+                })
+                .await
+            }
+        };
         match res {
             Ok(()) => {
                 callback.log_io_completed(Ok(()));
@@ -308,5 +359,49 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         })
         .await
         .map_err(write_err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use openraft::{CommittedLeaderId, EntryPayload};
+
+    fn entry(i: u64, data: &'static [u8]) -> Entry<TypeConfig> {
+        Entry {
+            log_id: LogId::new(CommittedLeaderId::new(1, 1), i),
+            payload: EntryPayload::Normal(super::super::Bin(bytes::Bytes::from_static(data))),
+        }
+    }
+
+    /// A log written by an older natsd (JSON entry records) opens, and new binary records
+    /// appended after them read back with them.
+    #[test]
+    fn json_records_of_an_older_log_read_beside_binary_ones() {
+        let dir = std::env::temp_dir().join(format!("natsd-logstore-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("dir");
+        let mut buf = Vec::new();
+        for r in [
+            LogRecord::Entry(entry(1, b"old one")),
+            LogRecord::Entry(entry(2, b"old two")),
+        ] {
+            let json = serde_json::to_vec(&r).expect("json");
+            assert_eq!(json.first(), Some(&b'{'));
+            frame::encode(&mut buf, &json).expect("frame");
+        }
+        let mut rec = Vec::new();
+        for r in [
+            LogRecord::Truncate(2),
+            LogRecord::Entry(entry(2, b"new two")),
+        ] {
+            encode_record(&mut rec, &r).expect("encode");
+            frame::encode(&mut buf, &rec).expect("frame");
+        }
+        std::fs::write(dir.join("log"), &buf).expect("write");
+        let store = LogStore::open(&dir, None).expect("open");
+        let got: Vec<_> = lock(&store.inner).entries.values().cloned().collect();
+        assert_eq!(got, vec![entry(1, b"old one"), entry(2, b"new two")]);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -14,6 +14,7 @@
 //!
 //! docs/architecture.md ("Replication groups") has the design and what comes next.
 
+mod codec;
 mod frame;
 mod group;
 mod log_store;
@@ -39,10 +40,12 @@ openraft::declare_raft_types!(
         R = Vec<u8>,
 );
 
-/// An entry's opaque bytes. The log records and RPCs are JSON; a plain `Vec<u8>` would be
-/// a JSON array of numbers (up to 4 bytes per byte), so entries travel as base64 text.
+/// An entry's opaque bytes, shared (a clone for each follower's append costs no copy).
+/// Log records and append RPCs carry them raw (codec.rs); where openraft's serde is used
+/// (JSON: snapshots' metadata, older peers' appends, older log records) they are base64
+/// text, as a plain byte array would be a JSON array of numbers.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Bin(pub Vec<u8>);
+pub(crate) struct Bin(pub bytes::Bytes);
 
 impl serde::Serialize for Bin {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -55,7 +58,7 @@ impl<'de> serde::Deserialize<'de> for Bin {
         let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
         data_encoding::BASE64
             .decode(s.as_bytes())
-            .map(Bin)
+            .map(|v| Bin(v.into()))
             .map_err(serde::de::Error::custom)
     }
 }

@@ -37,6 +37,8 @@ pub struct NatsTransport {
     subs: Mutex<Vec<Arc<Subscription>>>,
     in_flight: Arc<AtomicUsize>,
     me: Weak<NatsTransport>,
+    /// Nodes that said they take appends in binary form.
+    binary: Mutex<std::collections::HashSet<NodeId>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -74,6 +76,7 @@ impl NatsTransport {
             subs: Mutex::new(Vec::new()),
             in_flight: Arc::new(AtomicUsize::new(0)),
             me: me.clone(),
+            binary: Mutex::new(std::collections::HashSet::new()),
         });
         let weak = Arc::downgrade(&t);
         let requests: Handler = Arc::new(move |_, m: &Msg<'_>| {
@@ -98,6 +101,16 @@ impl NatsTransport {
     /// Serves RPCs for `group` on this node.
     pub fn register(&self, group: &Group) {
         lock(&self.groups).insert(group.name().to_string(), group.clone());
+    }
+
+    /// Records whether node `id` takes appends in binary form (its hello says so).
+    pub fn set_binary_append(&self, id: NodeId, yes: bool) {
+        let mut b = lock(&self.binary);
+        if yes {
+            b.insert(id);
+        } else {
+            b.remove(&id);
+        }
     }
 
     pub fn unregister(&self, name: &str) {
@@ -225,5 +238,9 @@ impl Transport for NatsTransport {
                 _ => Err(TransportError::Failed("empty raft reply".into())),
             }
         })
+    }
+
+    fn binary_append(&self, target: NodeId) -> bool {
+        lock(&self.binary).contains(&target)
     }
 }

@@ -32,6 +32,8 @@ use super::{NodeId, TypeConfig};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RpcOp {
     Append,
+    /// AppendEntries in its binary form (codec.rs), to peers that take it.
+    AppendBin,
     Vote,
     Snapshot,
 }
@@ -40,6 +42,7 @@ impl RpcOp {
     pub fn as_str(self) -> &'static str {
         match self {
             RpcOp::Append => "AE",
+            RpcOp::AppendBin => "AEB",
             RpcOp::Vote => "VOTE",
             RpcOp::Snapshot => "SNAP",
         }
@@ -48,6 +51,7 @@ impl RpcOp {
     pub fn parse(s: &str) -> Option<RpcOp> {
         match s {
             "AE" => Some(RpcOp::Append),
+            "AEB" => Some(RpcOp::AppendBin),
             "VOTE" => Some(RpcOp::Vote),
             "SNAP" => Some(RpcOp::Snapshot),
             _ => None,
@@ -91,6 +95,12 @@ pub trait Transport: Send + Sync + 'static {
         op: RpcOp,
         body: Vec<u8>,
     ) -> TransportFuture;
+
+    /// Whether node `target` takes appends in their binary form (`AEB`); older nodes
+    /// take JSON only.
+    fn binary_append(&self, _target: NodeId) -> bool {
+        false
+    }
 }
 
 /// Builds one [`NetClient`] per target for openraft.
@@ -147,9 +157,23 @@ impl NetClient {
         Resp: DeserializeOwned,
         E: std::error::Error + DeserializeOwned,
     {
-        let net = |why: String| RPCError::Network(NetworkError::new(&WireError(why)));
         let body =
-            serde_json::to_vec(req).map_err(|e| net(format!("encode {}: {e}", op.as_str())))?;
+            serde_json::to_vec(req).map_err(|e| net_err(format!("encode {}: {e}", op.as_str())))?;
+        self.rpc_body(op, body, ttl).await
+    }
+
+    /// [`NetClient::rpc`] with the request already encoded.
+    async fn rpc_body<Resp, E>(
+        &self,
+        op: RpcOp,
+        body: Vec<u8>,
+        ttl: Duration,
+    ) -> Result<Resp, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>
+    where
+        Resp: DeserializeOwned,
+        E: std::error::Error + DeserializeOwned,
+    {
+        let net = net_err;
         let call = self
             .transport
             .call(&self.group, self.me, self.target, op, body);
@@ -173,12 +197,22 @@ impl NetClient {
     }
 }
 
+fn net_err<E: std::error::Error>(why: String) -> RPCError<NodeId, BasicNode, E> {
+    RPCError::Network(NetworkError::new(&WireError(why)))
+}
+
 impl RaftNetwork<TypeConfig> for NetClient {
     async fn append_entries(
         &mut self,
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
+        if self.transport.binary_append(self.target) {
+            let body = super::codec::encode_append(&rpc).map_err(net_err)?;
+            return self
+                .rpc_body(RpcOp::AppendBin, body, option.hard_ttl())
+                .await;
+        }
         self.rpc(RpcOp::Append, &rpc, option.hard_ttl()).await
     }
 

@@ -51,6 +51,10 @@ struct Hello {
     tags: Vec<String>,
     #[serde(default)]
     cluster: String,
+    /// The node takes Raft appends in their binary form (`AEB`, raft/codec.rs); a node
+    /// from before it says nothing and gets JSON.
+    #[serde(default)]
+    raft_bin: bool,
 }
 
 pub struct Peer {
@@ -89,6 +93,9 @@ pub fn subscribe(c: &Arc<JsCluster>, srv: &Arc<ServerShared>) -> Result<(), Stri
         if h.id == c.me {
             return;
         }
+        if let Some(r) = c.ready.get() {
+            r.transport.set_binary_append(h.id, h.raft_bin);
+        }
         lock(&c.peers).insert(
             h.id,
             Peer {
@@ -118,6 +125,7 @@ impl JsCluster {
             init,
             tags: srv.opts.server_tags.clone(),
             cluster: self.cluster_name.clone(),
+            raft_bin: true,
         };
         if let (Ok(body), Some(acc)) = (
             serde_json::to_vec(&hello),
