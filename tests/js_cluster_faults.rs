@@ -1,8 +1,9 @@
 //! A seeded, randomized fault run on a three-process natsd JetStream cluster: while a
 //! client publishes into an R3 stream with acks (and `Nats-Msg-Id`, retrying what was not
 //! acknowledged) and a durable consumer takes and acknowledges messages, one node at a
-//! time is killed (`kill -9`) and restarted, frozen (SIGSTOP, then SIGCONT) or rolled
-//! through lame duck mode. Afterwards every acknowledged message is in the stream exactly
+//! time is killed (`kill -9`) and restarted, frozen (SIGSTOP, then SIGCONT), rolled
+//! through lame duck mode or cut off from the other two (every route runs through a link
+//! the test cuts and heals: a partition, the isolated node a minority of one). Afterwards every acknowledged message is in the stream exactly
 //! once at the sequence its ack named, no sequence is reused, every copy holds the same
 //! messages, and the consumer reaches the end. `JS_FAULT_SEED=<n>` replays a schedule
 //! (`random` draws one; the suite runs seed 17 so that CI is repeatable), `JS_FAULT_SECS=<s>`
@@ -14,9 +15,10 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::jsproc::{publish_acked, request, start, subject_at, three, WAIT};
+use common::jsproc::{
+    copies, create_ev, publish_acked, request, start, subject_at, three_linked, WAIT,
+};
 use rand::{rngs::StdRng, Rng, SeedableRng};
-use serde_json::Value;
 
 /// What the fault schedule does to one node.
 #[derive(Debug, Clone, Copy)]
@@ -24,6 +26,7 @@ enum Fault {
     Kill,
     Freeze,
     LameDuck,
+    Partition,
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -39,20 +42,8 @@ async fn seeded_faults_lose_no_acknowledged_message() {
         .unwrap_or(25);
     eprintln!("fault run: JS_FAULT_SEED={seed} JS_FAULT_SECS={secs}");
     let mut rng = StdRng::seed_from_u64(seed);
-    let (mut nodes, nc) = three("jsc-faults").await;
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        let r = request(
-            &nc,
-            "$JS.API.STREAM.CREATE.EV",
-            r#"{"name":"EV","subjects":["ev.>"],"num_replicas":3,"storage":"file"}"#.into(),
-        )
-        .await;
-        if r.as_ref().is_some_and(|v| v["config"]["name"] == "EV") {
-            break;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "no stream: {r:?}");
-    }
+    let (mut nodes, nc) = three_linked("jsc-faults").await;
+    create_ev(&nc, "file").await;
     let ctx = async_nats::jetstream::new(nc.clone());
     let deadline = tokio::time::Instant::now() + WAIT;
     let consumer = loop {
@@ -104,10 +95,11 @@ async fn seeded_faults_lose_no_acknowledged_message() {
     let end = tokio::time::Instant::now() + Duration::from_secs(secs);
     while tokio::time::Instant::now() < end {
         let k = rng.random_range(0..3usize);
-        let fault = match rng.random_range(0..3) {
+        let fault = match rng.random_range(0..4) {
             0 => Fault::Kill,
             1 => Fault::Freeze,
-            _ => Fault::LameDuck,
+            2 => Fault::LameDuck,
+            _ => Fault::Partition,
         };
         let down = Duration::from_millis(rng.random_range(500..3000));
         eprintln!("fault: n{k} {fault:?} for {down:?}");
@@ -133,6 +125,11 @@ async fn seeded_faults_lose_no_acknowledged_message() {
                 }
                 nodes.procs[k] = Some(start(&nodes.confs[k]));
             }
+            Fault::Partition => {
+                nodes.isolate(k, true);
+                tokio::time::sleep(down).await;
+                nodes.isolate(k, false);
+            }
         }
         let pause = Duration::from_millis(rng.random_range(1000..3000));
         tokio::time::sleep(pause).await;
@@ -151,7 +148,7 @@ async fn seeded_faults_lose_no_acknowledged_message() {
     }
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
-        let states = copies(&nodes.http).await;
+        let states = copies(&nodes.http, "EV").await;
         let leader = request(&nc, "$JS.API.STREAM.INFO.EV", String::new()).await;
         let done = leader.as_ref().is_some_and(|v| v["state"]["last_seq"] == n)
             && states.iter().all(|s| s.is_some() && *s == states[0]);
@@ -213,30 +210,4 @@ async fn take_some(c: &async_nats::jetstream::consumer::PullConsumer, taken: &Mu
         }
         let _ = m.double_ack().await;
     }
-}
-
-/// Each node's own copy of EV (`/jsz`): messages, bytes, first and last sequence.
-async fn copies(http: &[u16]) -> Vec<Option<(u64, u64, u64, u64)>> {
-    let mut out = Vec::new();
-    for port in http {
-        let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
-        let ok = tokio::net::TcpStream::connect(addr).await.is_ok();
-        let v: Value = if ok {
-            let (_, body) = common::http_get(addr, "/jsz?accounts=true&streams=true").await;
-            serde_json::from_str(&body).unwrap_or_default()
-        } else {
-            Value::Null
-        };
-        let st = v["account_details"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .flat_map(|a| a["stream_detail"].as_array().cloned().unwrap_or_default())
-            .find(|s| s["name"] == "EV");
-        out.push(st.map(|s| {
-            let q = |k: &str| s["state"][k].as_u64().unwrap_or(0);
-            (q("messages"), q("bytes"), q("first_seq"), q("last_seq"))
-        }));
-    }
-    out
 }

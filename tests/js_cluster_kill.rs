@@ -9,7 +9,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::jsproc::{publish_acked, request, start, subject_at, three, WAIT};
+use common::jsproc::{create_ev, publish_acked, request, start, subject_at, three, WAIT};
 
 /// Fetches and acknowledges `n` messages of `c` (retrying while a leader is elected); their
 /// payloads (each message's number).
@@ -62,19 +62,7 @@ async fn stream_leader_killed_loses_no_acknowledged_message() {
             *c.entry(m.subject.to_string()).or_default() += 1;
         }
     });
-    let deadline = tokio::time::Instant::now() + WAIT;
-    let created = loop {
-        let r = request(
-            &nc,
-            "$JS.API.STREAM.CREATE.EV",
-            r#"{"name":"EV","subjects":["ev.>"],"num_replicas":3}"#.into(),
-        )
-        .await;
-        if let Some(v) = r.clone().filter(|v| v["config"]["name"] == "EV") {
-            break v;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "no stream: {r:?}");
-    };
+    let created = create_ev(&nc, "file").await;
     let leader = created["cluster"]["leader"]
         .as_str()
         .expect("leader")

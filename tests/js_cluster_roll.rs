@@ -11,24 +11,12 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::jsproc::{publish_acked, request, start, subject_at, three, WAIT};
+use common::jsproc::{create_ev, publish_acked, request, start, subject_at, three, WAIT};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rolling_restart_under_load_loses_nothing() {
     let (mut nodes, nc) = three("jsc-roll").await;
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        let r = request(
-            &nc,
-            "$JS.API.STREAM.CREATE.EV",
-            r#"{"name":"EV","subjects":["ev.>"],"num_replicas":3}"#.into(),
-        )
-        .await;
-        if r.as_ref().is_some_and(|v| v["config"]["name"] == "EV") {
-            break;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "no stream: {r:?}");
-    }
+    create_ev(&nc, "file").await;
 
     // Steady publishing, one message at a time, each retried (same Nats-Msg-Id) until
     // acknowledged; the longest wait for one ack is the stall.

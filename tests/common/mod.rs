@@ -5,6 +5,7 @@
 pub mod auth;
 pub mod binary;
 pub mod cluster;
+pub mod cutlink;
 pub mod gw;
 pub mod jsc;
 pub mod jsproc;
