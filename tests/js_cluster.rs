@@ -10,7 +10,6 @@ use common::jsc::*;
 use std::time::Duration;
 
 use async_nats::jetstream;
-use futures::StreamExt;
 use serde_json::Value;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -441,107 +440,6 @@ async fn a_durable_consumer_goes_on_after_a_leader_change() {
         "{r}"
     );
     assert_eq!(r["success"], true, "{r}");
-
-    for s in js.servers.drain(..) {
-        s.shutdown().await;
-    }
-    let _ = std::fs::remove_dir_all(&js.dir);
-}
-
-/// `$JS.API.META.LEADER.STEPDOWN` from the system account: the meta leader answers, steps
-/// down, and another node leads the meta group. From any other account it gets no answer
-/// (nats-server 2.15.1 logs a warning and answers nothing).
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn the_system_account_steps_the_meta_leader_down() {
-    let dir = common::js_dir("jsc-meta");
-    let conf = "accounts {\n  APP { jetstream: enabled, users [{user: app, password: app}] }\n  \
-                SYS { users [{user: sys, password: sys}] }\n}\nsystem_account: SYS\n";
-    let servers = common::cluster::mesh_with(3, |name, seed| {
-        let base = common::cluster::node_opts(name, seed);
-        let mut o = common::conf_opts(conf);
-        o.server_name = base.server_name;
-        o.cluster = base.cluster;
-        o.http_port = Some(0);
-        o.jetstream = Some(natsd::config::JetStreamOpts {
-            store_dir: Some(dir.join(name)),
-            ..Default::default()
-        });
-        o
-    })
-    .await;
-    let mut js = Js { servers, dir };
-    let url = js.servers[0].client_url();
-    let sys = async_nats::ConnectOptions::with_user_and_password("sys".into(), "sys".into())
-        .connect(url.as_str())
-        .await
-        .expect("connect sys");
-    let app = async_nats::ConnectOptions::with_user_and_password("app".into(), "app".into())
-        .connect(url.as_str())
-        .await
-        .expect("connect app");
-    // natsd nodes send each other Raft appends in the binary form (their hellos say they
-    // take it), not the JSON kept for older peers.
-    let mut binary = sys
-        .subscribe("$NATSD.RAFT.*.AEB.*")
-        .await
-        .expect("subscribe");
-    let mut json = sys
-        .subscribe("$NATSD.RAFT.*.AE.*")
-        .await
-        .expect("subscribe");
-    for _ in 0..5 {
-        let m = tokio::time::timeout(WAIT, binary.next())
-            .await
-            .expect("binary appends between the nodes")
-            .expect("subscription open");
-        assert!(m.payload.first() != Some(&b'{'), "{m:?}");
-    }
-    assert!(
-        futures::FutureExt::now_or_never(json.next()).is_none(),
-        "JSON appends between natsd nodes"
-    );
-    // The meta leader, once there is one, from `/jsz`.
-    let meta_leader = |js: &Js| {
-        let http = js.servers[0].http_addr().expect("monitoring port");
-        async move {
-            let (_, body) = common::http_get(http, "/jsz").await;
-            let v: Value = serde_json::from_str(&body).expect("json");
-            v["meta_cluster"]["leader"].as_str().map(str::to_string)
-        }
-    };
-    let deadline = tokio::time::Instant::now() + WAIT;
-    let first = loop {
-        if let Some(l) = meta_leader(&js).await {
-            break l;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "no meta leader");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-
-    let r = tokio::time::timeout(
-        Duration::from_secs(2),
-        app.request("$JS.API.META.LEADER.STEPDOWN", "".into()),
-    )
-    .await;
-    assert!(
-        !matches!(r, Ok(Ok(_))),
-        "an application account got an answer: {r:?}"
-    );
-
-    let r = once(&sys, "$JS.API.META.LEADER.STEPDOWN").await;
-    assert_eq!(
-        r["type"], "io.nats.jetstream.api.v1.meta_leader_stepdown_response",
-        "{r}"
-    );
-    assert_eq!(r["success"], true, "{r}");
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        match meta_leader(&js).await {
-            Some(l) if l != first => break,
-            _ => assert!(tokio::time::Instant::now() < deadline, "no new meta leader"),
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 
     for s in js.servers.drain(..) {
         s.shutdown().await;

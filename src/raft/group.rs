@@ -77,6 +77,8 @@ struct Inner {
     cfg: GroupConfig,
     /// Never stands for election again (`observe`): the member is on its way out.
     observer: std::sync::atomic::AtomicBool,
+    /// Elections held off until then ([`Group::hold_elections`]).
+    hold_until: std::sync::Mutex<Option<tokio::time::Instant>>,
 }
 
 fn ms(d: Duration) -> u64 {
@@ -151,6 +153,7 @@ impl Group {
                 raft,
                 cfg,
                 observer: Default::default(),
+                hold_until: Default::default(),
             }),
         })
     }
@@ -276,6 +279,39 @@ impl Group {
             Ok(m) => Ok(m.leader.unwrap_or(me)),
             Err(_) => Err(ProposeError::Timeout),
         }
+    }
+
+    /// Keeps this member from standing for election for `d` (it still follows and votes):
+    /// while a leader hands over to a preferred member, only that one campaigns.
+    pub fn hold_elections(&self, d: Duration) {
+        let until = tokio::time::Instant::now() + d;
+        {
+            let mut h = self
+                .inner
+                .hold_until
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            if h.is_some_and(|h| h >= until) {
+                return;
+            }
+            *h = Some(until);
+        }
+        self.inner.raft.runtime_config().elect(false);
+        let g = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep_until(until).await;
+            let mut h = g.inner.hold_until.lock().unwrap_or_else(|p| p.into_inner());
+            if *h == Some(until) {
+                *h = None;
+                let observer = g.inner.observer.load(std::sync::atomic::Ordering::Relaxed);
+                g.inner.raft.runtime_config().elect(!observer);
+            }
+        });
+    }
+
+    /// The election timeout's upper bound (how long a handover may take).
+    pub fn election_timeout_max(&self) -> Duration {
+        self.inner.cfg.election_timeout_max
     }
 
     /// Makes this member an observer, as nats-server's lame duck mode does: it keeps

@@ -77,16 +77,8 @@ pub struct Settle {
 }
 
 pub fn subscribe(c: &Arc<JsCluster>, srv: &Arc<ServerShared>) -> Result<(), String> {
-    let acc = srv
-        .accounts
-        .get(srv.system_account_name())
-        .ok_or("clustered JetStream needs the system account")?;
-    let weak = Arc::downgrade(c);
-    let h: Handler = Arc::new(move |_, m: &Msg<'_>| {
-        let Some(c) = weak.upgrade() else {
-            return;
-        };
-        let Ok(h) = serde_json::from_slice::<Hello>(m.payload) else {
+    on_system(c, srv, SUBJECT, |c, payload| {
+        let Ok(h) = serde_json::from_slice::<Hello>(payload) else {
             tracing::debug!("JetStream cluster: bad hello ignored");
             return;
         };
@@ -106,8 +98,28 @@ pub fn subscribe(c: &Arc<JsCluster>, srv: &Arc<ServerShared>) -> Result<(), Stri
                 cluster: h.cluster,
             },
         );
+    })
+}
+
+/// Subscribes `subject` in the system account for the cluster's own traffic: `f` gets each
+/// message's payload while the cluster is alive.
+pub fn on_system(
+    c: &Arc<JsCluster>,
+    srv: &Arc<ServerShared>,
+    subject: &str,
+    f: impl Fn(&Arc<JsCluster>, &[u8]) + Send + Sync + 'static,
+) -> Result<(), String> {
+    let acc = srv
+        .accounts
+        .get(srv.system_account_name())
+        .ok_or("clustered JetStream needs the system account")?;
+    let weak = Arc::downgrade(c);
+    let h: Handler = Arc::new(move |_, m: &Msg<'_>| {
+        if let Some(c) = weak.upgrade() {
+            f(&c, m.payload);
+        }
     });
-    srv.subscribe_internal(&acc, SUBJECT, None, h)?;
+    srv.subscribe_internal(&acc, subject, None, h)?;
     Ok(())
 }
 

@@ -23,6 +23,7 @@ pub mod placement;
 mod replicas;
 mod requests;
 mod scale;
+mod transfer;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -225,6 +226,7 @@ impl JsCluster {
             .map_err(|e| e.to_string())?;
         transport.register(&meta);
         hello::subscribe(self, &srv)?;
+        transfer::subscribe(self, &srv)?;
         let _ = self.ready.set(Ready { transport, meta });
         Ok(())
     }

@@ -454,7 +454,8 @@ impl JsCluster {
     /// STREAM.LEADER.STEPDOWN on the stream's leader.
     /// `$JS.API.META.LEADER.STEPDOWN`, as nats-server 2.15.1: from the system account only
     /// (any other gets no answer, and a warning is logged), answered by the meta leader once
-    /// it has stepped down. A `placement` (preferred leader) is not supported: refused.
+    /// it has stepped down; with a `placement`, to the member it names or fits
+    /// (transfer.rs).
     pub(super) fn meta_stepdown(&self, srv: &Arc<ServerShared>, ev: &Event) {
         const T: &str = "meta_leader_stepdown_response";
         if !self.is_meta_leader() {
@@ -475,16 +476,20 @@ impl JsCluster {
         if body.starts_with('{') {
             let placed = match serde_json::from_str::<serde_json::Value>(body) {
                 Err(e) => Err(ApiError::new(400, 10025, format!("invalid JSON: {e}"))),
-                Ok(v) if !v["placement"].is_null() => Err(ApiError::new(
-                    400,
-                    10009,
-                    "a preferred meta leader (placement) is not supported by natsd yet",
-                )),
-                Ok(_) => Ok(()),
+                Ok(v) => super::transfer::choose(
+                    self.me,
+                    &self.candidates(&crate::jetstream::cluster::lock(&self.meta_state)),
+                    &v["placement"],
+                )
+                .map_err(|e| ApiError::new(400, 10005, e)),
             };
-            if let Err(e) = placed {
-                send(srv, &acc, &reply, &err_json(T, &e, ""));
-                return;
+            match placed {
+                Err(e) => {
+                    send(srv, &acc, &reply, &err_json(T, &e, ""));
+                    return;
+                }
+                Ok(Some(to)) => self.hold_meta_elections(srv, to),
+                Ok(None) => {}
             }
         }
         let Some(meta) = self.meta().cloned() else {

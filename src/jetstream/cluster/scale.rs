@@ -37,7 +37,7 @@ fn peer_request(payload: &[u8]) -> Result<PeerReq, ApiError> {
 impl JsCluster {
     /// The meta members as placement candidates: their cluster and tags (from their
     /// hellos), whether they are heard from, how many streams they hold.
-    fn candidates(&self, ms: &MetaState) -> Vec<Candidate> {
+    pub(super) fn candidates(&self, ms: &MetaState) -> Vec<Candidate> {
         let Some(meta) = self.meta() else {
             return Vec::new();
         };

@@ -1,0 +1,190 @@
+//! The meta group on three embedded natsd nodes: `$JS.API.META.LEADER.STEPDOWN` from the
+//! system account only, to any node or to a preferred one (`placement`), and nats-server's
+//! refusals.
+
+mod common;
+
+use common::jsc::*;
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use serde_json::Value;
+
+/// `$JS.API.META.LEADER.STEPDOWN` from the system account: the meta leader answers, steps
+/// down, and another node leads the meta group. From any other account it gets no answer
+/// (nats-server 2.15.1 logs a warning and answers nothing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_system_account_steps_the_meta_leader_down() {
+    let dir = common::js_dir("jsc-meta");
+    let conf = "accounts {\n  APP { jetstream: enabled, users [{user: app, password: app}] }\n  \
+                SYS { users [{user: sys, password: sys}] }\n}\nsystem_account: SYS\n";
+    let servers = common::cluster::mesh_with(3, |name, seed| {
+        let base = common::cluster::node_opts(name, seed);
+        let mut o = common::conf_opts(conf);
+        o.server_name = base.server_name;
+        o.cluster = base.cluster;
+        o.http_port = Some(0);
+        o.jetstream = Some(natsd::config::JetStreamOpts {
+            store_dir: Some(dir.join(name)),
+            ..Default::default()
+        });
+        o
+    })
+    .await;
+    let mut js = Js { servers, dir };
+    let url = js.servers[0].client_url();
+    let sys = async_nats::ConnectOptions::with_user_and_password("sys".into(), "sys".into())
+        .connect(url.as_str())
+        .await
+        .expect("connect sys");
+    let app = async_nats::ConnectOptions::with_user_and_password("app".into(), "app".into())
+        .connect(url.as_str())
+        .await
+        .expect("connect app");
+    // natsd nodes send each other Raft appends in the binary form (their hellos say they
+    // take it), not the JSON kept for older peers.
+    let mut binary = sys
+        .subscribe("$NATSD.RAFT.*.AEB.*")
+        .await
+        .expect("subscribe");
+    let mut json = sys
+        .subscribe("$NATSD.RAFT.*.AE.*")
+        .await
+        .expect("subscribe");
+    for _ in 0..5 {
+        let m = tokio::time::timeout(WAIT, binary.next())
+            .await
+            .expect("binary appends between the nodes")
+            .expect("subscription open");
+        assert!(m.payload.first() != Some(&b'{'), "{m:?}");
+    }
+    assert!(
+        futures::FutureExt::now_or_never(json.next()).is_none(),
+        "JSON appends between natsd nodes"
+    );
+    // The meta leader, once there is one, from `/jsz`.
+    let meta_leader = |js: &Js| {
+        let http = js.servers[0].http_addr().expect("monitoring port");
+        async move {
+            let (_, body) = common::http_get(http, "/jsz").await;
+            let v: Value = serde_json::from_str(&body).expect("json");
+            v["meta_cluster"]["leader"].as_str().map(str::to_string)
+        }
+    };
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let first = loop {
+        if let Some(l) = meta_leader(&js).await {
+            break l;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no meta leader");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+
+    let r = tokio::time::timeout(
+        Duration::from_secs(2),
+        app.request("$JS.API.META.LEADER.STEPDOWN", "".into()),
+    )
+    .await;
+    assert!(
+        !matches!(r, Ok(Ok(_))),
+        "an application account got an answer: {r:?}"
+    );
+
+    let r = once(&sys, "$JS.API.META.LEADER.STEPDOWN").await;
+    assert_eq!(
+        r["type"], "io.nats.jetstream.api.v1.meta_leader_stepdown_response",
+        "{r}"
+    );
+    assert_eq!(r["success"], true, "{r}");
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        match meta_leader(&js).await {
+            Some(l) if l != first => break,
+            _ => assert!(tokio::time::Instant::now() < deadline, "no new meta leader"),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // A preferred leader by name: the meta group hands over to it (twice, to two different
+    // nodes, so that chance does not pass the test), as nats-server 2.11+ does.
+    let names: Vec<String> = js.servers.iter().map(|s| s.shared().name.clone()).collect();
+    for _ in 0..2 {
+        let now = wait_meta_leader(&js, &meta_leader).await;
+        let to = names
+            .iter()
+            .find(|n| **n != now)
+            .expect("another node")
+            .clone();
+        let body = format!(r#"{{"placement":{{"preferred":"{to}"}}}}"#);
+        let r = request(&sys, &body).await;
+        assert_eq!(r["success"], true, "{r}");
+        let deadline = tokio::time::Instant::now() + WAIT;
+        while meta_leader(&js).await.as_deref() != Some(to.as_str()) {
+            assert!(tokio::time::Instant::now() < deadline, "{to} never led");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    // nats-server's refusals (400 10005), and nothing changes.
+    let now = wait_meta_leader(&js, &meta_leader).await;
+    for (placement, why) in [
+        (
+            format!(r#"{{"preferred":"{now}"}}"#),
+            format!("preferred server \"{now}\" is already leader"),
+        ),
+        (
+            r#"{"preferred":"nobody"}"#.to_string(),
+            "preferred server \"nobody\" not known".to_string(),
+        ),
+        (
+            r#"{"cluster":"C9"}"#.to_string(),
+            "no replacement peer connected".to_string(),
+        ),
+    ] {
+        let r = request(&sys, &format!(r#"{{"placement":{placement}}}"#)).await;
+        assert_eq!(r["error"]["err_code"], 10005, "{r}");
+        assert_eq!(r["error"]["code"], 400, "{r}");
+        assert_eq!(r["error"]["description"], why.as_str(), "{r}");
+    }
+    // A placement by cluster picks another member of it.
+    let r = request(&sys, r#"{"placement":{"cluster":"C1"}}"#).await;
+    assert_eq!(r["success"], true, "{r}");
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while meta_leader(&js).await.is_none_or(|l| l == now) {
+        assert!(tokio::time::Instant::now() < deadline, "no new meta leader");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    for s in js.servers.drain(..) {
+        s.shutdown().await;
+    }
+    let _ = std::fs::remove_dir_all(&js.dir);
+}
+
+/// A META.LEADER.STEPDOWN with `body`, sent once, answered within the deadline.
+async fn request(sys: &async_nats::Client, body: &str) -> Value {
+    let m = tokio::time::timeout(
+        WAIT,
+        sys.request("$JS.API.META.LEADER.STEPDOWN", body.to_string().into()),
+    )
+    .await
+    .expect("an answer in time")
+    .expect("an answer");
+    serde_json::from_slice(&m.payload).expect("JSON answer")
+}
+
+/// The meta leader once there is one.
+async fn wait_meta_leader<F, Fut>(js: &Js, meta_leader: &F) -> String
+where
+    F: Fn(&Js) -> Fut,
+    Fut: std::future::Future<Output = Option<String>>,
+{
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        if let Some(l) = meta_leader(js).await {
+            return l;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no meta leader");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
