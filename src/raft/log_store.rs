@@ -167,17 +167,36 @@ impl Inner {
     }
 
     fn write_records(&mut self, recs: &[LogRecord]) -> io::Result<()> {
-        self.write_records_syncing(recs, true)
-    }
-
-    /// Writes `recs`; fsyncs when `may_sync` and one is due.
-    fn write_records_syncing(&mut self, recs: &[LogRecord], may_sync: bool) -> io::Result<()> {
         let mut buf = Vec::new();
         let mut rec = Vec::new();
         for r in recs {
             encode_record(&mut rec, r).map_err(|e| io_err(&self.path, e))?;
             frame::encode(&mut buf, &rec)?;
         }
+        self.write_buf(buf, recs.len(), true)
+    }
+
+    /// Writes and keeps `entries` (no copy of them); fsyncs when `may_sync` and one is due.
+    fn append_entries(
+        &mut self,
+        entries: Vec<Entry<TypeConfig>>,
+        may_sync: bool,
+    ) -> io::Result<()> {
+        let mut buf = Vec::new();
+        let mut rec = Vec::new();
+        for e in &entries {
+            encode_entry_record(&mut rec, e).map_err(|e| io_err(&self.path, e))?;
+            frame::encode(&mut buf, &rec)?;
+        }
+        self.write_buf(buf, entries.len(), may_sync)?;
+        for e in entries {
+            self.entries.insert(e.log_id.index, e);
+        }
+        Ok(())
+    }
+
+    /// Writes `n` framed records in `buf`; fsyncs when `may_sync` and one is due.
+    fn write_buf(&mut self, buf: Vec<u8>, n: usize, may_sync: bool) -> io::Result<()> {
         self.file
             .write_all(&buf)
             .map_err(|e| io_err(&self.path, e))?;
@@ -185,7 +204,7 @@ impl Inner {
             self.file.sync_data().map_err(|e| io_err(&self.path, e))?;
             self.last_sync = std::time::Instant::now();
         }
-        self.records += recs.len() as u64;
+        self.records += n as u64;
         Ok(())
     }
 
@@ -220,14 +239,20 @@ const BIN_ENTRY: u8 = 1;
 
 /// Replaces `out` with record `r`'s bytes.
 fn encode_record(out: &mut Vec<u8>, r: &LogRecord) -> Result<(), String> {
-    out.clear();
     match r {
-        LogRecord::Entry(e) => {
-            out.push(BIN_ENTRY);
-            super::codec::encode_entry(out, e)
+        LogRecord::Entry(e) => encode_entry_record(out, e),
+        _ => {
+            out.clear();
+            serde_json::to_writer(&mut *out, r).map_err(|e| e.to_string())
         }
-        _ => serde_json::to_writer(&mut *out, r).map_err(|e| e.to_string()),
     }
+}
+
+/// Replaces `out` with an entry record's bytes.
+fn encode_entry_record(out: &mut Vec<u8>, e: &Entry<TypeConfig>) -> Result<(), String> {
+    out.clear();
+    out.push(BIN_ENTRY);
+    super::codec::encode_entry(out, e)
 }
 
 fn decode_record(rec: &[u8]) -> Result<LogRecord, String> {
@@ -303,29 +328,16 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let res = {
             let mut inner = lock(&self.inner);
             if inner.sync_due() {
-                None
+                Err(entries)
             } else {
-                let recs: Vec<LogRecord> = entries.iter().cloned().map(LogRecord::Entry).collect();
-                Some(inner.write_records_syncing(&recs, false).map(|()| {
-                    for e in &entries {
-                        inner.entries.insert(e.log_id.index, e.clone());
-                    }
-                }))
+                Ok(inner.append_entries(entries, false))
             }
         };
         let res = match res {
-            Some(r) => r,
-            None => {
-                self.blocking(move |inner| {
-                    let recs: Vec<LogRecord> =
-                        entries.iter().cloned().map(LogRecord::Entry).collect();
-                    inner.write_records(&recs)?;
-                    for e in entries {
-                        inner.entries.insert(e.log_id.index, e);
-                    }
-                    Ok(())
-                })
-                .await
+            Ok(r) => r,
+            Err(entries) => {
+                self.blocking(move |inner| inner.append_entries(entries, true))
+                    .await
             }
         };
         match res {
