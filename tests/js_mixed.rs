@@ -132,15 +132,27 @@ async fn through(at: (std::net::SocketAddr, std::net::SocketAddr), g2: &NatsServ
     let cluster = si.cluster.as_ref().expect("clustered stream");
     assert_eq!(cluster.name.as_deref(), Some("C"));
     assert!(cluster.leader.is_some(), "{cluster:?}");
-    for i in 1..=20u64 {
-        let ack = js
-            .publish(format!("orders.{i}"), format!("order {i}").into())
-            .await
-            .expect("publish")
-            .await
-            .expect("PubAck");
-        assert_eq!(ack.sequence, i);
-        assert_eq!(ack.stream, "ORDERS");
+    // Retried while the new stream's leader's interest reaches this node (until then a
+    // publish has no responders, as on any node of a nats-server cluster).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let mut i = 1u64;
+    while i <= 20 {
+        let r = async {
+            js.publish(format!("orders.{i}"), format!("order {i}").into())
+                .await
+                .ok()?
+                .await
+                .ok()
+        }
+        .await;
+        match r {
+            Some(ack) => {
+                assert_eq!(ack.sequence, i);
+                assert_eq!(ack.stream, "ORDERS");
+                i += 1;
+            }
+            None => assert!(tokio::time::Instant::now() < deadline, "no PubAck for {i}"),
+        }
     }
     let c = s
         .create_consumer(consumer::pull::Config {
