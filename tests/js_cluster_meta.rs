@@ -163,13 +163,15 @@ async fn the_system_account_steps_the_meta_leader_down() {
 
 /// A META.LEADER.STEPDOWN with `body`, sent once, answered within the deadline.
 async fn request(sys: &async_nats::Client, body: &str) -> Value {
-    let m = tokio::time::timeout(
-        WAIT,
-        sys.request("$JS.API.META.LEADER.STEPDOWN", body.to_string().into()),
-    )
-    .await
-    .expect("an answer in time")
-    .expect("an answer");
+    ask(sys, "$JS.API.META.LEADER.STEPDOWN", body.to_string()).await
+}
+
+/// A request to `subject` with `body`, sent once, answered within the deadline.
+async fn ask(nc: &async_nats::Client, subject: &str, body: String) -> Value {
+    let m = tokio::time::timeout(WAIT, nc.request(subject.to_string(), body.into()))
+        .await
+        .expect("an answer in time")
+        .expect("an answer");
     serde_json::from_slice(&m.payload).expect("JSON answer")
 }
 
@@ -187,4 +189,128 @@ where
         assert!(tokio::time::Instant::now() < deadline, "no meta leader");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// STREAM.LEADER.STEPDOWN and CONSUMER.LEADER.STEPDOWN with a `placement`, as nats-server
+/// 2.11+: the stream's group hands over to the preferred member (three times in a row, to
+/// different nodes, so that chance does not pass the test); a consumer's placement moves its
+/// stream's group (natsd's consumers lead where their stream does); a preferred server that
+/// is not a member of the group is "not known", and the current leader is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn stream_and_consumer_stepdowns_go_to_the_preferred_member() {
+    let js = cluster("jsc-prefer", 3).await;
+    let nc = async_nats::connect(js.servers[0].client_url())
+        .await
+        .expect("connect");
+    let names: Vec<String> = js.servers.iter().map(|s| s.shared().name.clone()).collect();
+    let r = api(
+        &nc,
+        "$JS.API.STREAM.CREATE.P3",
+        r#"{"name":"P3","subjects":["p3.>"],"num_replicas":3}"#,
+    )
+    .await;
+    assert!(r["error"].is_null(), "{r}");
+    let r = api(
+        &nc,
+        "$JS.API.STREAM.CREATE.P2",
+        r#"{"name":"P2","subjects":["p2.>"],"num_replicas":2}"#,
+    )
+    .await;
+    assert!(r["error"].is_null(), "{r}");
+    let r = api(
+        &nc,
+        "$JS.API.CONSUMER.DURABLE.CREATE.P3.D",
+        r#"{"stream_name":"P3","config":{"durable_name":"D","ack_policy":"explicit"}}"#,
+    )
+    .await;
+    assert!(r["error"].is_null(), "{r}");
+
+    let leader = |stream: &'static str| {
+        let nc = nc.clone();
+        async move { new_leader(&nc, stream, "").await }
+    };
+    let mut now = leader("P3").await;
+    for round in 0..3 {
+        // Each round the next node in name order after the leader: a different target
+        // than a plain stepdown's winner at least half the time.
+        let at = names.iter().position(|n| *n == now).expect("a node");
+        let to = names[(at + 1 + round % 2) % names.len()].clone();
+        let (subject, ty) = if round == 1 {
+            (
+                "$JS.API.CONSUMER.LEADER.STEPDOWN.P3.D",
+                "consumer_leader_stepdown_response",
+            )
+        } else {
+            (
+                "$JS.API.STREAM.LEADER.STEPDOWN.P3",
+                "stream_leader_stepdown_response",
+            )
+        };
+        let r = placed(&nc, subject, &format!(r#"{{"preferred":"{to}"}}"#)).await;
+        assert_eq!(r["type"], format!("io.nats.jetstream.api.v1.{ty}"), "{r}");
+        assert_eq!(r["success"], true, "{r}");
+        now = new_leader(&nc, "P3", &now).await;
+        assert_eq!(now, to, "round {round}: {subject} to {to}");
+        if round == 1 {
+            let i = api(&nc, "$JS.API.CONSUMER.INFO.P3.D", "").await;
+            assert_eq!(i["cluster"]["leader"], to.as_str(), "{i}");
+        }
+    }
+
+    // Refusals, 400 10005 in nats-server's words, and the leader stays.
+    let r = placed(
+        &nc,
+        "$JS.API.STREAM.LEADER.STEPDOWN.P3",
+        &format!(r#"{{"preferred":"{now}"}}"#),
+    )
+    .await;
+    assert_eq!(r["error"]["err_code"], 10005, "{r}");
+    assert_eq!(
+        r["error"]["description"],
+        format!("preferred server \"{now}\" is already leader"),
+        "{r}"
+    );
+    let p2 = leader("P2").await;
+    let i = api(&nc, "$JS.API.STREAM.INFO.P2", "").await;
+    let member = |n: &str| {
+        n == p2
+            || i["cluster"]["replicas"]
+                .as_array()
+                .is_some_and(|r| r.iter().any(|x| x["name"] == n))
+    };
+    let outside = names
+        .iter()
+        .find(|n| !member(n))
+        .expect("a node outside the R2 group")
+        .clone();
+    let r = placed(
+        &nc,
+        "$JS.API.STREAM.LEADER.STEPDOWN.P2",
+        &format!(r#"{{"preferred":"{outside}"}}"#),
+    )
+    .await;
+    assert_eq!(r["error"]["code"], 400, "{r}");
+    assert_eq!(
+        r["error"]["description"],
+        format!("preferred server \"{outside}\" not known"),
+        "{r}"
+    );
+    let r = placed(
+        &nc,
+        "$JS.API.STREAM.LEADER.STEPDOWN.P3",
+        r#"{"tags":["nowhere"]}"#,
+    )
+    .await;
+    assert_eq!(
+        r["error"]["description"], "no replacement peer connected",
+        "{r}"
+    );
+    assert_eq!(new_leader(&nc, "P3", "").await, now);
+    assert_eq!(new_leader(&nc, "P2", "").await, p2);
+    js.stop().await;
+}
+
+/// A stepdown request with `{"placement": placement}`, sent once.
+async fn placed(nc: &async_nats::Client, subject: &str, placement: &str) -> Value {
+    ask(nc, subject, format!(r#"{{"placement":{placement}}}"#)).await
 }

@@ -260,12 +260,15 @@ impl Consumer {
         }
     }
 
+    /// CONSUMER.INFO's body; in a cluster with the stream's `cluster` (a consumer leads
+    /// where its stream does).
     pub fn info_json(
         &self,
-        store: &dyn MsgStore,
+        st: &crate::jetstream::stream::Stream,
         type_: Option<&str>,
         cx: Option<&Cx<'_>>,
     ) -> String {
+        let store = st.store.as_ref();
         let mut o = match type_ {
             Some(t) => Obj::typed(t),
             None => Obj::new(),
@@ -307,6 +310,9 @@ impl Consumer {
             .field("num_pending", &self.num_pending(store));
         if self.is_push() && cx.is_some_and(|cx| cx.has_interest(&self.cfg.deliver_subject)) {
             o.field("push_bound", &true);
+        }
+        if let Some(r) = st.replica.as_ref().filter(|r| !r.cluster_json.is_empty()) {
+            o.raw("cluster", &r.cluster_json);
         }
         o.done()
     }

@@ -460,6 +460,14 @@ impl JsCluster {
             .get(&(account.to_string(), stream.to_string()))
             .map(|r| r.group.clone())
     }
+
+    /// The group of a stream this node holds, by the group's name.
+    pub(super) fn group_named(&self, name: &str) -> Option<Group> {
+        lock(&self.replicas)
+            .values()
+            .find(|r| r.group.name() == name)
+            .map(|r| r.group.clone())
+    }
 }
 
 /// Proposes a stream's writes in order: as many queued messages as fit in one entry, an

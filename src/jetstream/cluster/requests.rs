@@ -153,7 +153,14 @@ impl JsCluster {
         match t.as_slice() {
             _ if !super::group_leads(&group) => true,
             ["STREAM", "LEADER", "STEPDOWN", _] => {
-                self.stepdown(srv, ev, group, "stream_leader_stepdown_response");
+                let ids: Vec<_> = sa.peers.iter().map(|p| p.0).collect();
+                self.placed_stepdown(
+                    srv,
+                    ev,
+                    group,
+                    Some(&ids),
+                    "stream_leader_stepdown_response",
+                );
                 true
             }
             // A consumer leads where its stream does (`engine/replica.rs`): its stepdown moves
@@ -166,7 +173,8 @@ impl JsCluster {
                     .and_then(|ja| ja.streams.get(s))
                     .is_some_and(|st| st.consumers.contains_key(*c));
                 if known {
-                    self.stepdown(srv, ev, group, T);
+                    let ids: Vec<_> = sa.peers.iter().map(|p| p.0).collect();
+                    self.placed_stepdown(srv, ev, group, Some(&ids), T);
                 } else if let Some(reply) = &ev.reply {
                     send(
                         srv,
@@ -451,7 +459,6 @@ impl JsCluster {
         });
     }
 
-    /// STREAM.LEADER.STEPDOWN on the stream's leader.
     /// `$JS.API.META.LEADER.STEPDOWN`, as nats-server 2.15.1: from the system account only
     /// (any other gets no answer, and a warning is logged), answered by the meta leader once
     /// it has stepped down; with a `placement`, to the member it names or fits
@@ -468,34 +475,36 @@ impl JsCluster {
             );
             return;
         }
-        let Some(reply) = ev.reply.clone() else {
+        if ev.reply.is_none() {
             return;
-        };
-        let acc = ev.acc.to_string();
-        let body = std::str::from_utf8(&ev.payload).unwrap_or("").trim();
-        if body.starts_with('{') {
-            let placed = match serde_json::from_str::<serde_json::Value>(body) {
-                Err(e) => Err(ApiError::new(400, 10025, format!("invalid JSON: {e}"))),
-                Ok(v) => super::transfer::choose(
-                    self.me,
-                    &self.candidates(&crate::jetstream::cluster::lock(&self.meta_state)),
-                    &v["placement"],
-                )
-                .map_err(|e| ApiError::new(400, 10005, e)),
-            };
-            match placed {
-                Err(e) => {
-                    send(srv, &acc, &reply, &err_json(T, &e, ""));
-                    return;
-                }
-                Ok(Some(to)) => self.hold_meta_elections(srv, to),
-                Ok(None) => {}
-            }
         }
         let Some(meta) = self.meta().cloned() else {
             return;
         };
-        self.stepdown(srv, ev, meta, T);
+        self.placed_stepdown(srv, ev, meta, None, T);
+    }
+
+    /// A stepdown, to the member the request's placement names or fits among `members`
+    /// (`None`: the meta group's), answered with response type `ty`.
+    fn placed_stepdown(
+        &self,
+        srv: &Arc<ServerShared>,
+        ev: &Event,
+        group: crate::raft::Group,
+        members: Option<&[crate::raft::NodeId]>,
+        ty: &'static str,
+    ) {
+        match self.stepdown_target(&ev.payload, members) {
+            Err(e) => {
+                if let Some(reply) = &ev.reply {
+                    send(srv, &ev.acc, reply, &err_json(ty, &e, ""));
+                }
+                return;
+            }
+            Ok(Some(to)) => self.hold_elections(srv, &group, to),
+            Ok(None) => {}
+        }
+        self.stepdown(srv, ev, group, ty);
     }
 
     /// Steps `group`'s leader down and answers with response type `ty` once it has.

@@ -1,11 +1,13 @@
-//! A preferred meta leader: `$JS.API.META.LEADER.STEPDOWN` with `{"placement": {"preferred":
-//! name} | {"cluster", "tags"}}`, as nats-server 2.11+ takes it.
+//! A preferred leader: `$JS.API.META.LEADER.STEPDOWN`, `STREAM.LEADER.STEPDOWN` and
+//! `CONSUMER.LEADER.STEPDOWN` with `{"placement": {"preferred": name} | {"cluster", "tags"}}`,
+//! as nats-server 2.11+ takes them.
 //!
-//! The choice is nats-server's `getStepDownPreferredPlacement`: a preferred server by name
-//! (400 10005 `preferred server "x" is already leader` / `… not known`), otherwise any other
-//! online member in the cluster and with every tag asked for (`no replacement peer
-//! connected` when none is; natsd takes the first by name where nats-server takes a random
-//! one). openraft 0.9 has no leadership transfer, so the leader publishes a hold
+//! The choice is nats-server's `getStepDownPreferredPlacement` among the group's members: a
+//! preferred server by name (400 10005 `preferred server "x" is already leader` / `… not
+//! known`, also for a server that is not a member), otherwise any other online member in the
+//! cluster and with every tag asked for (`no replacement peer connected` when none is; natsd
+//! takes the first by name where nats-server takes a random one). A consumer leads where its
+//! stream does, so a consumer's placement moves its stream's group. openraft 0.9 has no leadership transfer, so the leader publishes a hold
 //! (`$NATSD.JS.HOLD` in the system account: group, target, duration) that keeps every other
 //! member from standing for election for a while, then steps down: only the chosen member's
 //! election timer can fire, and the others vote for it.
@@ -22,6 +24,9 @@ use crate::raft::NodeId;
 use crate::server::ServerShared;
 
 pub const HOLD: &str = "$NATSD.JS.HOLD";
+
+use crate::jetstream::types::ApiError;
+use crate::raft::Group;
 
 #[derive(Serialize, Deserialize)]
 struct Hold {
@@ -65,7 +70,8 @@ pub fn choose(
     }
 }
 
-/// Every member takes holds for the meta group addressed to others.
+/// Every member takes holds addressed to others, for the meta group or a stream's group
+/// it is a member of.
 pub fn subscribe(c: &Arc<JsCluster>, srv: &Arc<ServerShared>) -> Result<(), String> {
     super::hello::on_system(c, srv, HOLD, |c, payload| {
         let Ok(h) = serde_json::from_slice::<Hold>(payload) else {
@@ -75,25 +81,45 @@ pub fn subscribe(c: &Arc<JsCluster>, srv: &Arc<ServerShared>) -> Result<(), Stri
         if h.to == c.me {
             return;
         }
-        if let Some(meta) = c.meta().filter(|g| g.name() == h.group) {
-            if !meta.is_leader() {
-                meta.hold_elections(Duration::from_millis(h.millis.min(60_000)));
-            }
+        let group = c
+            .meta()
+            .filter(|g| g.name() == h.group)
+            .cloned()
+            .or_else(|| c.group_named(&h.group));
+        if let Some(g) = group.filter(|g| !g.is_leader()) {
+            g.hold_elections(Duration::from_millis(h.millis.min(60_000)));
         }
     })
 }
 
 impl JsCluster {
-    /// Asks every other member of the meta group to hold its elections while `to` takes
-    /// over.
-    pub(super) fn hold_meta_elections(&self, srv: &Arc<ServerShared>, to: NodeId) {
-        let Some(meta) = self.meta() else {
-            return;
-        };
+    /// The member a stepdown request's body asks for: `None` for no body or no placement;
+    /// an error (as nats-server answers it) for bad JSON or a placement no member fits.
+    /// `members`: the group's members (the meta group: every candidate).
+    pub(super) fn stepdown_target(
+        &self,
+        payload: &[u8],
+        members: Option<&[NodeId]>,
+    ) -> Result<Option<NodeId>, ApiError> {
+        let body = std::str::from_utf8(payload).unwrap_or("").trim();
+        if !body.starts_with('{') {
+            return Ok(None);
+        }
+        let v = serde_json::from_str::<serde_json::Value>(body)
+            .map_err(|e| ApiError::new(400, 10025, format!("invalid JSON: {e}")))?;
+        let mut cands = self.candidates(&super::lock(&self.meta_state));
+        if let Some(m) = members {
+            cands.retain(|c| m.contains(&c.id));
+        }
+        choose(self.me, &cands, &v["placement"]).map_err(|e| ApiError::new(400, 10005, e))
+    }
+
+    /// Asks every other member of `group` to hold its elections while `to` takes over.
+    pub(super) fn hold_elections(&self, srv: &Arc<ServerShared>, group: &Group, to: NodeId) {
         let hold = Hold {
-            group: meta.name().to_string(),
+            group: group.name().to_string(),
             to,
-            millis: (meta.election_timeout_max() * 4).as_millis() as u64,
+            millis: (group.election_timeout_max() * 4).as_millis() as u64,
         };
         if let (Ok(body), Some(acc)) = (
             serde_json::to_vec(&hold),

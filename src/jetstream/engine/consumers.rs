@@ -143,7 +143,7 @@ impl JsAccount {
             }
             let c = &st.consumers[&name];
             save_consumer_meta(st, c).map_err(|er| e(ApiError::consumer_create(er)))?;
-            return Ok(c.info_json(st.store.as_ref(), Some(T), Some(cx)));
+            return Ok(c.info_json(st, Some(T), Some(cx)));
         }
         // The stream's own limit, or the account's (per stream, as nats-server 2.9).
         let most =
@@ -166,7 +166,7 @@ impl JsAccount {
         c.set_rate_burst(rate_burst(&st.cfg, cx.srv));
         c.passive = st.replica.as_ref().is_some_and(|r| !r.leader);
         save_consumer_meta(st, &c).map_err(|er| e(ApiError::consumer_create(er)))?;
-        let out = c.info_json(st.store.as_ref(), Some(T), Some(cx));
+        let out = c.info_json(st, Some(T), Some(cx));
         if !c.passive {
             advisory::consumer_action(cx, stream_name, &name, Action::Create);
         }
@@ -189,7 +189,7 @@ impl JsAccount {
             .consumers
             .get(c)
             .ok_or((ApiError::consumer_not_found(), T))?;
-        Ok(con.info_json(st.store.as_ref(), Some(T), Some(cx)))
+        Ok(con.info_json(st, Some(T), Some(cx)))
     }
 
     pub(super) fn consumer_delete(&mut self, cx: &Cx<'_>, s: &str, c: &str) -> Res {
@@ -248,9 +248,7 @@ impl JsAccount {
             let v: Vec<&str> = page.map(|c| c.name.as_str()).collect();
             o.field("consumers", &(!v.is_empty()).then_some(v));
         } else {
-            let v: Vec<String> = page
-                .map(|c| c.info_json(st.store.as_ref(), None, Some(cx)))
-                .collect();
+            let v: Vec<String> = page.map(|c| c.info_json(st, None, Some(cx))).collect();
             o.raw("consumers", &format!("[{}]", v.join(",")));
         }
         Ok(o.done())
