@@ -246,18 +246,6 @@ async fn placement_by_tags_and_peer_removal() {
     js.stop().await;
 }
 
-/// A request with a body, sent once, answered within the deadline.
-async fn once_with(nc: &async_nats::Client, subject: &str, body: &str) -> Value {
-    let m = tokio::time::timeout(
-        WAIT,
-        nc.request(subject.to_string(), body.to_string().into()),
-    )
-    .await
-    .unwrap_or_else(|_| panic!("{subject}: no answer"))
-    .unwrap_or_else(|e| panic!("{subject}: {e}"));
-    serde_json::from_slice(&m.payload).expect("JSON answer")
-}
-
 /// A stream's leader left without a majority stalls and says so, as nats-server 2.15: a
 /// QUORUM_LOST advisory and its log line; publishing gets no ack.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -564,73 +552,5 @@ async fn account_limits_count_every_replica() {
     cfg["num_replicas"] = 3.into();
     let r = api(&nc, "$JS.API.STREAM.UPDATE.S2", &cfg.to_string()).await;
     assert_eq!(r["error"]["err_code"], 10047, "{r}");
-    js.stop().await;
-}
-
-/// `nats stream backup` on a cluster: STREAM.SNAPSHOT, from a client of any node, is served
-/// by the stream's leader from its copy (chunks with flow control to the client's inbox).
-/// A restore is refused as unsupported in clustered mode.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_snapshot_comes_from_the_stream_leader() {
-    use futures::StreamExt;
-    let js = cluster("jsc-snap", 3).await;
-    let nc = async_nats::connect(js.servers[0].client_url())
-        .await
-        .expect("connect");
-    let r = api(
-        &nc,
-        "$JS.API.STREAM.CREATE.SN",
-        r#"{"name":"SN","subjects":["sn.>"],"num_replicas":3}"#,
-    )
-    .await;
-    let leader = r["cluster"]["leader"].as_str().expect("leader").to_string();
-    let ctx = jetstream::new(nc.clone());
-    publish_acked(&ctx, "sn", 1, 30).await;
-    // From a client of a node that does not lead SN.
-    let far = js
-        .servers
-        .iter()
-        .find(|s| s.shared().name != leader)
-        .expect("a follower");
-    let far = async_nats::connect(far.client_url())
-        .await
-        .expect("connect");
-    let deliver = far.new_inbox();
-    let mut sub = far.subscribe(deliver.clone()).await.expect("sub");
-    far.flush().await.expect("flush");
-    let body = format!(r#"{{"deliver_subject":"{deliver}","chunk_size":1024}}"#);
-    let a = once_with(&far, "$JS.API.STREAM.SNAPSHOT.SN", &body).await;
-    assert!(a["error"].is_null(), "{a}");
-    assert_eq!(a["state"]["messages"], 30, "{a}");
-    let mut data = Vec::new();
-    loop {
-        let m = tokio::time::timeout(WAIT, sub.next())
-            .await
-            .expect("a chunk in time")
-            .expect("open");
-        if m.payload.is_empty() {
-            break;
-        }
-        data.extend_from_slice(&m.payload);
-        far.publish(m.reply.expect("an ack subject"), "".into())
-            .await
-            .expect("ack");
-    }
-    let mut d = natsd::jetstream::snapshot::Decoder::new();
-    d.feed(&data);
-    let mut msgs = 0;
-    while let Some(item) = d.next_item().expect("a valid snapshot") {
-        if matches!(item, natsd::jetstream::snapshot::Item::Msg(_)) {
-            msgs += 1;
-        }
-    }
-    assert_eq!(msgs, 30);
-    let r = once_with(
-        &nc,
-        "$JS.API.STREAM.RESTORE.SN2",
-        r#"{"config":{"name":"SN2"}}"#,
-    )
-    .await;
-    assert_eq!(r["error"]["err_code"], 10036, "{r}");
     js.stop().await;
 }

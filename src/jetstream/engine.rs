@@ -6,6 +6,7 @@ mod admin;
 mod consumers;
 mod publish;
 pub mod replica;
+pub mod replica_snap;
 mod restores;
 mod saving;
 mod snapshots;

@@ -59,10 +59,18 @@ pub async fn api(nc: &async_nats::Client, subject: &str, body: &str) -> Value {
 
 /// A request sent once (a stepdown must not be repeated), answered within the deadline.
 pub async fn once(nc: &async_nats::Client, subject: &str) -> Value {
-    let m = tokio::time::timeout(WAIT, nc.request(subject.to_string(), "".into()))
-        .await
-        .unwrap_or_else(|_| panic!("{subject}: no answer"))
-        .unwrap_or_else(|e| panic!("{subject}: {e}"));
+    once_with(nc, subject, "").await
+}
+
+/// [`once`] with a body.
+pub async fn once_with(nc: &async_nats::Client, subject: &str, body: &str) -> Value {
+    let m = tokio::time::timeout(
+        WAIT,
+        nc.request(subject.to_string(), body.to_string().into()),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("{subject}: no answer"))
+    .unwrap_or_else(|e| panic!("{subject}: {e}"));
     serde_json::from_slice(&m.payload).expect("JSON answer")
 }
 

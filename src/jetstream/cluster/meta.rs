@@ -38,6 +38,10 @@ pub struct StreamAssignment {
     pub update: Option<serde_json::Value>,
     #[serde(default)]
     pub updated: i64,
+    /// Created by STREAM.RESTORE: the first leader takes the data (`restore.rs`) instead of
+    /// answering a creation.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub restore: bool,
 }
 
 impl StreamAssignment {
@@ -224,6 +228,7 @@ mod tests {
             initial: None,
             update: None,
             updated: 0,
+            restore: false,
         }
     }
 

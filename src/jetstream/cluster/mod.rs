@@ -22,6 +22,7 @@ pub mod meta;
 pub mod placement;
 mod replicas;
 mod requests;
+pub mod restore;
 mod scale;
 mod transfer;
 
@@ -119,6 +120,8 @@ struct Replica {
     /// Since when the copy is no longer assigned here (it stays a while so that its group
     /// can commit the change that removes it).
     unassigned: Option<tokio::time::Instant>,
+    /// On the leader of a stream being restored: the data's subscription (`restore.rs`).
+    receiving: Option<restore::Receiving>,
 }
 
 pub struct JsCluster {

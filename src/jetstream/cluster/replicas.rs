@@ -210,6 +210,7 @@ impl JsCluster {
                 led: false,
                 lost_sent: None,
                 copier: None,
+                receiving: None,
             },
         );
         Ok(())
@@ -286,6 +287,9 @@ impl JsCluster {
                         self.follow_assignment(r, m, copy, &mut steps);
                     }
                 }
+                if let Some(r) = lock(&self.replicas).get_mut(&(acc.clone(), name.clone())) {
+                    self.check_receiving(&srv, r, leader);
+                }
                 if m.leader.is_some() {
                     let mut reps = lock(&self.replicas);
                     let Some(r) = reps.get_mut(&(acc.clone(), name.clone())) else {
@@ -298,7 +302,9 @@ impl JsCluster {
                     }
                     let known = m.replicas.len() + 1 >= sa.peers.len();
                     if let Some(reply) = r.answer.take_if(|_| leader && known) {
-                        if let Some((a, body)) = e.replica_created(acc, name) {
+                        if sa.restore {
+                            self.start_receiving(&srv, r, &reply);
+                        } else if let Some((a, body)) = e.replica_created(acc, name) {
                             answers.push((a, reply, body));
                         }
                     }

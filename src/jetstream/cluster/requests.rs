@@ -83,7 +83,7 @@ impl JsCluster {
         match t.as_slice() {
             ["STREAM", "CREATE", s] => {
                 if meta_leader {
-                    self.create_stream(engine, srv, ev, s);
+                    self.create_stream(engine, srv, ev, s, None);
                 }
                 return true;
             }
@@ -93,21 +93,11 @@ impl JsCluster {
                 }
                 return true;
             }
-            // A snapshot is read from the stream leader's copy (below); a restore would have
-            // to go through a new stream's log: not built.
-            ["STREAM", "RESTORE", _] => {
+            // A snapshot is read from the stream leader's copy (below); a restore places a
+            // new stream whose leader takes the data (restore.rs).
+            ["STREAM", "RESTORE", s] => {
                 if meta_leader {
-                    if let Some(reply) = &ev.reply {
-                        // nats-server's JSClusterUnSupportFeatureErr.
-                        let e =
-                            ApiError::new(503, 10036, "not currently supported in clustered mode");
-                        send(
-                            srv,
-                            acc,
-                            reply,
-                            &err_json("stream_restore_response", &e, ""),
-                        );
-                    }
+                    self.restore_stream(engine, srv, ev, s);
                 }
                 return true;
             }
@@ -206,13 +196,26 @@ impl JsCluster {
     }
 
     /// STREAM.CREATE on the meta leader: nats-server's checks, placement, the proposal.
-    fn create_stream(&self, engine: &Engine, srv: &Arc<ServerShared>, ev: &Event, name: &str) {
-        const T: &str = "stream_create_response";
+    /// `restore`: the configuration of a STREAM.RESTORE (restore.rs), placed the same way.
+    pub(super) fn create_stream(
+        &self,
+        engine: &Engine,
+        srv: &Arc<ServerShared>,
+        ev: &Event,
+        name: &str,
+        restore: Option<StreamConfig>,
+    ) {
+        let is_restore = restore.is_some();
+        let t = if is_restore {
+            "stream_restore_response"
+        } else {
+            "stream_create_response"
+        };
         let Some(reply) = ev.reply.clone() else {
             return;
         };
         let acc = ev.acc.to_string();
-        let fail = |e: ApiError| send(srv, &acc, &reply, &err_json(T, &e, ""));
+        let fail = |e: ApiError| send(srv, &acc, &reply, &err_json(t, &e, ""));
         if !engine.accounts.contains_key(&acc) {
             return fail(ApiError::new(
                 503,
@@ -220,12 +223,15 @@ impl JsCluster {
                 "JetStream not enabled for account",
             ));
         }
-        if ev.payload.iter().all(u8::is_ascii_whitespace) {
-            return fail(ApiError::invalid_json());
-        }
-        let mut cfg: StreamConfig = match body(&ev.payload) {
-            Ok(c) => c,
-            Err(e) => return fail(e),
+        let mut cfg: StreamConfig = match restore {
+            Some(c) => c,
+            None if ev.payload.iter().all(u8::is_ascii_whitespace) => {
+                return fail(ApiError::invalid_json())
+            }
+            None => match body(&ev.payload) {
+                Ok(c) => c,
+                Err(e) => return fail(e),
+            },
         };
         if cfg.name != name {
             return fail(ApiError::stream_mismatch());
@@ -268,8 +274,15 @@ impl JsCluster {
                 }
             }
             if let Some(old) = ms.stream(&acc, name) {
+                if is_restore {
+                    return fail(ApiError::new(
+                        400,
+                        10130,
+                        "stream name already in use, cannot restore",
+                    ));
+                }
                 if old.config == config {
-                    let mut o = Obj::typed(T);
+                    let mut o = Obj::typed(t);
                     let st = engine
                         .accounts
                         .get(&acc)
@@ -325,6 +338,7 @@ impl JsCluster {
             initial: None,
             update: None,
             updated: 0,
+            restore: is_restore,
         };
         let Some(meta) = self.meta().cloned() else {
             return fail(unavailable());
@@ -341,18 +355,26 @@ impl JsCluster {
                         &acc,
                         &reply,
                         &err_json(
-                            T,
-                            &ApiError::new(
-                                400,
-                                10058,
-                                "stream name already in use with a different configuration",
-                            ),
+                            t,
+                            &if is_restore {
+                                ApiError::new(
+                                    400,
+                                    10130,
+                                    "stream name already in use, cannot restore",
+                                )
+                            } else {
+                                ApiError::new(
+                                    400,
+                                    10058,
+                                    "stream name already in use with a different configuration",
+                                )
+                            },
                             "",
                         ),
                     ),
                     Err(e) => {
                         tracing::debug!("JetStream: stream create proposal: {e}");
-                        send(&srv, &acc, &reply, &err_json(T, &unavailable(), ""));
+                        send(&srv, &acc, &reply, &err_json(t, &unavailable(), ""));
                     }
                 }
             }

@@ -14,11 +14,11 @@
 //! The local store is rebuilt at every start from the group's snapshot and log (it is
 //! wiped when the copy is created), so nothing applied twice can reach it.
 
+use super::replica_snap::{RESTORE, RESTORE_END};
 use super::*;
 use crate::jetstream::cluster::copier::{Copies, COPY};
 use crate::jetstream::cluster::entry::Entry;
 use crate::jetstream::cluster::meta::StreamAssignment;
-use crate::jetstream::snapshot::{self as snap, Decoder, Head, Item};
 use bytes::Bytes;
 use std::path::Path;
 
@@ -213,6 +213,16 @@ impl Engine {
                 ts,
                 ..
             } if subject == COPY => self.apply_copies(srv, account, stream, &payload, ts),
+            Entry::Api {
+                subject,
+                reply,
+                payload,
+                ..
+            } if subject == RESTORE || subject == RESTORE_END => {
+                let reply = (mine && !reply.is_empty()).then_some(reply.as_str());
+                let last = subject == RESTORE_END;
+                self.apply_restore(srv, account, stream, &payload, last, reply);
+            }
             Entry::Api {
                 ts,
                 subject,
@@ -429,130 +439,6 @@ impl Engine {
         st.info_fields(&mut o, None);
         o.field("did_create", &true);
         Some((ja.acc.clone(), o.done()))
-    }
-
-    /// The whole copy in natsd's snapshot format (the group's snapshot).
-    pub fn replica_snapshot(&self, account: &str, name: &str) -> Vec<u8> {
-        let Some(st) = self
-            .accounts
-            .get(account)
-            .and_then(|ja| ja.streams.get(name))
-        else {
-            return Vec::new();
-        };
-        let mut out = Vec::new();
-        snap::encode_magic(&mut out);
-        let head = st.snapshot_head();
-        if let Err(e) = snap::encode_head(&mut out, &head) {
-            tracing::error!("JetStream: stream {name:?} snapshot: {e}");
-            return Vec::new();
-        }
-        for c in st.consumers.values() {
-            let rec = snap::ConsumerRec {
-                name: c.name.clone(),
-                config: c.cfg.clone(),
-                created: c.created,
-                state: c.state(),
-            };
-            if let Err(e) = snap::encode_consumer(&mut out, &rec) {
-                tracing::error!("JetStream: stream {name:?} snapshot: {e}");
-                return Vec::new();
-            }
-        }
-        let mut n = 0;
-        let mut seq = head.first_seq;
-        while let Ok(m) = st.store.load_next(None, seq) {
-            seq = m.seq + 1;
-            snap::encode_msg(&mut out, &m);
-            n += 1;
-        }
-        snap::encode_end(&mut out, n, 0);
-        out
-    }
-
-    /// Replaces the copy's messages with a snapshot's (a follower too far behind, or a
-    /// restart). Bad bytes are an error, never a panic.
-    pub fn replica_restore(
-        &mut self,
-        srv: &ServerShared,
-        account: &str,
-        name: &str,
-        data: &[u8],
-    ) -> Result<(), String> {
-        let st = self
-            .accounts
-            .get_mut(account)
-            .and_then(|ja| ja.streams.get_mut(name))
-            .ok_or_else(|| format!("stream {name:?} is not here"))?;
-        if data.is_empty() {
-            return Ok(());
-        }
-        let mut dec = Decoder::new();
-        dec.feed(data);
-        let passive = st.replica.as_ref().is_some_and(|r| !r.leader);
-        st.consumers.clear();
-        st.store
-            .purge(&Purge::default())
-            .map_err(|e| format!("stream {name:?}: {e}"))?;
-        let mut head: Option<Head> = None;
-        let mut restored = Vec::new();
-        while let Some(item) = dec.next_item()? {
-            match item {
-                Item::Head(h) => {
-                    st.cfg = h.config.clone();
-                    st.store
-                        .update_limits(stream::limits_of(&st.cfg))
-                        .map_err(|e| e.to_string())?;
-                    st.store
-                        .skip_to(h.first_seq, h.last_ts)
-                        .map_err(|e| e.to_string())?;
-                    head = Some(*h);
-                }
-                Item::Msg(m) => {
-                    st.store.skip_to(m.seq, m.ts).map_err(|e| e.to_string())?;
-                    st.store
-                        .store_owned(&m.subject, m.header, m.data, m.ts)
-                        .map_err(|e| e.to_string())?;
-                }
-                Item::Consumer(c) => {
-                    let c = *c;
-                    let mut con = super::consumers::revive_consumer(
-                        st,
-                        srv,
-                        c.name.clone(),
-                        c.config,
-                        c.created,
-                        None,
-                    );
-                    // Its progress once the messages are in (`restore` clamps to them).
-                    con.passive = passive;
-                    st.consumers.insert(c.name.clone(), con);
-                    restored.push((c.name, c.state));
-                }
-                Item::End => break,
-            }
-        }
-        dec.finish()?;
-        if let Some(h) = head {
-            st.store
-                .skip_to(h.last_seq + 1, h.last_ts)
-                .map_err(|e| e.to_string())?;
-        }
-        for (n, state) in restored {
-            if let Some(c) = st.consumers.get_mut(&n) {
-                c.restore(&state, st.store.as_ref());
-                c.applied = Some(state);
-            }
-        }
-        st.rebuild_dedupe(now_nanos());
-        // A mirror's or a source's cursors from what the copy now holds.
-        if let Ok(Some(mut f)) = crate::jetstream::mirror::parse(&st.cfg) {
-            f.recover(st);
-            if let Some(ja) = self.accounts.get_mut(account) {
-                ja.follows.insert(name.to_string(), f);
-            }
-        }
-        Ok(())
     }
 }
 

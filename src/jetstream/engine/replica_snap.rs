@@ -1,0 +1,227 @@
+//! A replicated stream's copy in natsd's snapshot format (`jetstream/snapshot.rs`): the
+//! group's Raft snapshot is the whole copy ([`Engine::replica_snapshot`]) and replaces a
+//! copy that is too far behind or restarting ([`Engine::replica_restore`]).
+//!
+//! A STREAM.RESTORE in a cluster (`cluster/restore.rs`) goes through the stream's log as
+//! fragments: each `$NATSD.JS.RESTORE` entry is a whole small snapshot (head, messages,
+//! end) added to the copy, and the `$NATSD.JS.RESTORE.END` entry carries the restored
+//! stream's last sequence and its consumers. Every fragment stands alone, so a group
+//! snapshot taken between two of them, or a replay after a restart, gives the same copy.
+
+use super::*;
+use crate::jetstream::snapshot::{self as snap, Decoder, Head, Item};
+
+/// The log entries that carry a restore's fragments, and its last one.
+pub const RESTORE: &str = "$NATSD.JS.RESTORE";
+pub const RESTORE_END: &str = "$NATSD.JS.RESTORE.END";
+
+/// How a snapshot's records change a copy.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// The group's snapshot: the copy is replaced, configuration included.
+    Replace,
+    /// A restore's fragment: added to the copy, which keeps its configuration; a message
+    /// must land at its own sequence.
+    Add,
+    /// A restore's last fragment: its consumers and last sequence, then the copy's
+    /// deduplication and mirror cursors as after a replacement.
+    AddLast,
+}
+
+impl Engine {
+    /// The whole copy in natsd's snapshot format (the group's snapshot).
+    pub fn replica_snapshot(&self, account: &str, name: &str) -> Vec<u8> {
+        let Some(st) = self
+            .accounts
+            .get(account)
+            .and_then(|ja| ja.streams.get(name))
+        else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        snap::encode_magic(&mut out);
+        let head = st.snapshot_head();
+        if let Err(e) = snap::encode_head(&mut out, &head) {
+            tracing::error!("JetStream: stream {name:?} snapshot: {e}");
+            return Vec::new();
+        }
+        for c in st.consumers.values() {
+            let rec = snap::ConsumerRec {
+                name: c.name.clone(),
+                config: c.cfg.clone(),
+                created: c.created,
+                state: c.state(),
+            };
+            if let Err(e) = snap::encode_consumer(&mut out, &rec) {
+                tracing::error!("JetStream: stream {name:?} snapshot: {e}");
+                return Vec::new();
+            }
+        }
+        let mut n = 0;
+        let mut seq = head.first_seq;
+        while let Ok(m) = st.store.load_next(None, seq) {
+            seq = m.seq + 1;
+            snap::encode_msg(&mut out, &m);
+            n += 1;
+        }
+        snap::encode_end(&mut out, n, 0);
+        out
+    }
+
+    /// Replaces the copy's messages with a snapshot's (a follower too far behind, or a
+    /// restart). Bad bytes are an error, never a panic.
+    pub fn replica_restore(
+        &mut self,
+        srv: &ServerShared,
+        account: &str,
+        name: &str,
+        data: &[u8],
+    ) -> Result<(), String> {
+        self.apply_snapshot(srv, account, name, data, Mode::Replace)
+    }
+
+    /// A restore's fragment from the stream's log (`last`: the `RESTORE_END` one). The
+    /// node that proposed it answers the chunk it came from: empty, or at the end the
+    /// stream's info (a `stream_create_response`, as a single server's restore ends) or
+    /// the error.
+    pub fn apply_restore(
+        &mut self,
+        srv: &Arc<ServerShared>,
+        account: &str,
+        name: &str,
+        data: &[u8],
+        last: bool,
+        reply: Option<&str>,
+    ) {
+        let mode = if last { Mode::AddLast } else { Mode::Add };
+        let res = self.apply_snapshot(srv, account, name, data, mode);
+        let Some(ja) = self.accounts.get(account) else {
+            return;
+        };
+        let cx = Cx::new(srv, &ja.acc);
+        if let Err(e) = &res {
+            tracing::warn!("Restore failed for stream '{} > {name}': {e}", ja.acc.name);
+        }
+        let Some(reply) = reply else {
+            return;
+        };
+        match res {
+            Ok(()) if !last => {
+                cx.send(reply, None, None, b"");
+            }
+            Ok(()) => {
+                let mut o = Obj::typed("stream_create_response");
+                if let Some(st) = ja.streams.get(name) {
+                    st.info_fields(&mut o, None);
+                    tracing::info!("Completed restore for stream '{} > {name}'", ja.acc.name);
+                }
+                cx.send(reply, None, None, o.done().as_bytes());
+            }
+            Err(e) => {
+                let e = ApiError::new(500, 10062, format!("restore failed: {e}"));
+                let mut o = Obj::typed("stream_create_response");
+                o.field("error", &e);
+                cx.send(reply, None, None, o.done().as_bytes());
+                crate::jetstream::cluster::restore::drop_stream(&cx, name);
+            }
+        }
+    }
+
+    fn apply_snapshot(
+        &mut self,
+        srv: &ServerShared,
+        account: &str,
+        name: &str,
+        data: &[u8],
+        mode: Mode,
+    ) -> Result<(), String> {
+        let st = self
+            .accounts
+            .get_mut(account)
+            .and_then(|ja| ja.streams.get_mut(name))
+            .ok_or_else(|| format!("stream {name:?} is not here"))?;
+        if data.is_empty() {
+            return Ok(());
+        }
+        let mut dec = Decoder::new();
+        dec.feed(data);
+        let passive = st.replica.as_ref().is_some_and(|r| !r.leader);
+        if mode == Mode::Replace {
+            st.consumers.clear();
+            st.store
+                .purge(&Purge::default())
+                .map_err(|e| format!("stream {name:?}: {e}"))?;
+        }
+        let mut head: Option<Head> = None;
+        let mut restored = Vec::new();
+        while let Some(item) = dec.next_item()? {
+            match item {
+                Item::Head(h) => {
+                    if mode == Mode::Replace {
+                        st.cfg = h.config.clone();
+                        st.store
+                            .update_limits(stream::limits_of(&st.cfg))
+                            .map_err(|e| e.to_string())?;
+                    } else if h.stream != name {
+                        return Err("stream names do not match".into());
+                    }
+                    st.store
+                        .skip_to(h.first_seq, h.last_ts)
+                        .map_err(|e| e.to_string())?;
+                    head = Some(*h);
+                }
+                Item::Msg(m) => {
+                    st.store.skip_to(m.seq, m.ts).map_err(|e| e.to_string())?;
+                    let want = m.seq;
+                    let seq = st
+                        .store
+                        .store_owned(&m.subject, m.header, m.data, m.ts)
+                        .map_err(|e| e.to_string())?;
+                    if mode != Mode::Replace && seq != want {
+                        return Err(format!("message {want} stored at sequence {seq}"));
+                    }
+                }
+                Item::Consumer(c) => {
+                    let c = *c;
+                    let mut con = super::consumers::revive_consumer(
+                        st,
+                        srv,
+                        c.name.clone(),
+                        c.config,
+                        c.created,
+                        None,
+                    );
+                    // Its progress once the messages are in (`restore` clamps to them).
+                    con.passive = passive;
+                    st.consumers.insert(c.name.clone(), con);
+                    restored.push((c.name, c.state));
+                }
+                Item::End => break,
+            }
+        }
+        dec.finish()?;
+        if let Some(h) = head {
+            st.store
+                .skip_to(h.last_seq + 1, h.last_ts)
+                .map_err(|e| e.to_string())?;
+        }
+        for (n, state) in restored {
+            if let Some(c) = st.consumers.get_mut(&n) {
+                c.restore(&state, st.store.as_ref());
+                c.applied = Some(state);
+            }
+        }
+        if mode == Mode::Add {
+            return Ok(());
+        }
+        st.rebuild_dedupe(now_nanos());
+        // A mirror's or a source's cursors from what the copy now holds.
+        if let Ok(Some(mut f)) = crate::jetstream::mirror::parse(&st.cfg) {
+            f.recover(st);
+            if let Some(ja) = self.accounts.get_mut(account) {
+                ja.follows.insert(name.to_string(), f);
+            }
+        }
+        Ok(())
+    }
+}
