@@ -53,6 +53,19 @@ impl Fanout {
         listed_queues: Option<&crate::proto::parser::Queues<'_>>,
     ) -> u64 {
         let r = acc.sublist.matches(to);
+        self.publish_result(acc, to, &r, m, origin, listed_queues)
+    }
+
+    /// [`Fanout::publish_matched`] with the match of `to` already made.
+    fn publish_result(
+        &mut self,
+        acc: &Account,
+        to: &[u8],
+        r: &SublistResult<SubRef>,
+        m: &Msg<'_>,
+        origin: Origin,
+        listed_queues: Option<&crate::proto::parser::Queues<'_>>,
+    ) -> u64 {
         let has_internal = r
             .psubs
             .iter()
@@ -63,7 +76,7 @@ impl Fanout {
         } else {
             self.matched.take()
         };
-        let n = self.publish(acc, &r, m, origin, listed_queues);
+        let n = self.publish(acc, r, m, origin, listed_queues);
         self.matched = prev;
         n
     }
@@ -108,6 +121,16 @@ impl Fanout {
         m: &Msg<'_>,
         origin: Origin,
     ) -> u64 {
+        let r = acc.sublist.matches(to);
+        // The remote form is built only when something beyond this server may get it.
+        let remote = (self.gateways && !self.local_only)
+            || r.psubs
+                .iter()
+                .chain(r.qsubs.iter().flat_map(|g| g.members.iter()))
+                .any(|s| matches!(s.conn.kind, ConnKind::Route | ConnKind::Leaf));
+        if !remote {
+            return self.publish_result(acc, to, &r, m, origin, None);
+        }
         self.route_subject = Some(Bytes::copy_from_slice(to));
         self.route_reply = m.reply.map(|r| {
             if crate::subject::js_ack_deliver_split(r).is_some() {
@@ -119,6 +142,6 @@ impl Fanout {
             b.extend_from_slice(m.subject);
             b.freeze()
         });
-        self.publish_matched(acc, to, m, origin, None)
+        self.publish_result(acc, to, &r, m, origin, None)
     }
 }
