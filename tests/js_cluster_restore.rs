@@ -212,10 +212,19 @@ async fn a_backup_restores_as_a_replicated_stream() {
         .expect("message");
     assert_eq!(m.subject.as_str(), "sn.6", "D goes on where it was");
 
-    // Over an existing stream: refused at once, as nats-server.
+    // Over an existing stream: refused at once, as nats-server; a bad configuration is
+    // refused first (nats-server checks it before the name).
     let (first, last) = restore(&nc, "SN", &cfg, &data, 700).await;
     assert!(last.is_none());
     assert_eq!(first["error"]["err_code"], 10130, "{first}");
+    let mut bad = cfg.clone();
+    bad["max_age"] = (-1).into();
+    let (first, last) = restore(&nc, "SN", &bad, &data, 700).await;
+    assert!(last.is_none());
+    assert_eq!(
+        first["error"]["description"], "max age can not be negative",
+        "{first}"
+    );
     js.stop().await;
 }
 

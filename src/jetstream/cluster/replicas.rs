@@ -288,7 +288,7 @@ impl JsCluster {
                     }
                 }
                 if let Some(r) = lock(&self.replicas).get_mut(&(acc.clone(), name.clone())) {
-                    self.check_receiving(&srv, r, leader);
+                    self.check_receiving(&srv, r);
                 }
                 if m.leader.is_some() {
                     let mut reps = lock(&self.replicas);

@@ -9,9 +9,9 @@
 //! with the stream's info once the last fragment (the stream's last sequence and its
 //! consumers) is, as a single server answers it.
 //!
-//! A restore that fails (bad data, a stall of [`STALL`] without a chunk, the leader
-//! losing its place) drops the half-made stream (a STREAM.DELETE to the meta leader), so the
-//! client can try again.
+//! A restore that fails (bad data, a stall of [`STALL`] without a chunk, which is also what
+//! a leader that lost its place mid-restore comes to) drops the half-made stream (a
+//! STREAM.DELETE to the meta leader), so the client can try again.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -114,13 +114,7 @@ impl JsCluster {
         if cfg.name != name {
             return fail(ApiError::stream_mismatch());
         }
-        if lock(&self.meta_state).stream(&ev.acc, name).is_some() {
-            return fail(ApiError::new(
-                400,
-                10130,
-                "stream name already in use, cannot restore",
-            ));
-        }
+        // The configuration, the limits, then a name in use (10130), as nats-server checks.
         self.create_stream(engine, srv, ev, name, Some(cfg));
     }
 
@@ -186,9 +180,11 @@ impl JsCluster {
         });
     }
 
-    /// At each tick: a restore whose data all came, that stalled, or whose leader lost its
-    /// place is over (the latter two drop the stream).
-    pub(super) fn check_receiving(&self, srv: &Arc<ServerShared>, r: &mut Replica, leader: bool) {
+    /// At each tick: a restore whose data all came is over; one without a chunk for
+    /// [`STALL`] is dropped with its stream. (A leader that loses its place mid-restore
+    /// answers no more chunks, because its proposals fail, so the client stops and the
+    /// restore stalls: a passing blip in leadership does not cost the stream.)
+    pub(super) fn check_receiving(&self, srv: &Arc<ServerShared>, r: &mut Replica) {
         let Some(rc) = &r.receiving else {
             return;
         };
@@ -196,7 +192,7 @@ impl JsCluster {
             let s = lock(&rc.state);
             (s.done, s.last_active.elapsed() >= STALL)
         };
-        if !done && leader && !stalled {
+        if !done && !stalled {
             return;
         }
         let Some(rc) = r.receiving.take() else {
@@ -206,14 +202,9 @@ impl JsCluster {
             let mut s = lock(&rc.state);
             s.done = true;
             tracing::warn!(
-                "restore for stream '{} > {}' is {}",
+                "restore for stream '{} > {}' is stalled",
                 rc.acc.name,
-                s.stream,
-                if leader {
-                    "stalled"
-                } else {
-                    "cut off: leadership moved"
-                }
+                s.stream
             );
             drop_stream(&Cx::new(srv, &rc.acc), &s.stream);
         }
