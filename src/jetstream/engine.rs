@@ -85,15 +85,6 @@ pub(crate) fn srv_js_limits(srv: &ServerShared) -> crate::config::JsServerLimits
         .unwrap_or_default()
 }
 
-/// The burst of a consumer's rate limiter: the stream's `max_msg_size`, else `max_payload`.
-fn rate_burst(cfg: &StreamConfig, srv: &ServerShared) -> u64 {
-    if cfg.max_msg_size > 0 {
-        cfg.max_msg_size as u64
-    } else {
-        srv.opts.max_payload as u64
-    }
-}
-
 /// A stored publish whose ack waits for its stream's flush.
 pub struct PendingAck {
     account: Arc<str>,

@@ -281,3 +281,12 @@ pub(super) fn revive_consumer(
     }
     c
 }
+
+/// The burst of a consumer's rate limiter: the stream's `max_msg_size`, else `max_payload`.
+fn rate_burst(cfg: &StreamConfig, srv: &ServerShared) -> u64 {
+    if cfg.max_msg_size > 0 {
+        cfg.max_msg_size as u64
+    } else {
+        srv.opts.max_payload as u64
+    }
+}
