@@ -380,7 +380,7 @@ impl Fanout {
                     }
                 }
                 ConnKind::Leaf => {
-                    if self.leaf_ok(&s.conn, from_route, from_leaf) {
+                    if self.leaf_ok(&s.conn, m.subject, from_route, from_leaf) {
                         self.route_target(&s.conn);
                     }
                 }
@@ -439,7 +439,8 @@ impl Fanout {
                         break;
                     }
                     ConnKind::Leaf => {
-                        if leaf.is_none() && self.leaf_ok(&s.conn, from_route, from_leaf) {
+                        if leaf.is_none() && self.leaf_ok(&s.conn, m.subject, from_route, from_leaf)
+                        {
                             leaf = Some(&s.conn);
                         }
                     }
@@ -488,9 +489,11 @@ impl Fanout {
 
     /// Whether a message may go to leafnode connection `conn`: not the one it came from
     /// (`from_leaf`), and from a route only to a leaf we are the hub of.
-    fn leaf_ok(&self, conn: &Conn, from_route: bool, from_leaf: u64) -> bool {
+    /// May a message on `subject` go to leaf connection `conn`: not back where it came from,
+    /// not from a route to our hub, not on a subject its permissions deny.
+    fn leaf_ok(&self, conn: &Conn, subject: &[u8], from_route: bool, from_leaf: u64) -> bool {
         let back = conn.cid == from_leaf || (from_route && conn.spoke.load(Relaxed));
-        !self.local_only && !back && !conn.is_closed()
+        !self.local_only && !back && !conn.is_closed() && conn.leaf_may_send(subject)
     }
 
     /// Inside an internal handler: the subject the message was matched for, when it differs

@@ -7,27 +7,14 @@
 
 mod common;
 
-use common::binary::{tmp_dir, write_conf};
 use common::cluster::{node_opts, route_port, routes};
 use common::leaf::{has_interest, hub_opts, leaf_opts, leaf_port, raw_leaf, wait_links};
-use common::natsserver::{self, NatsServer, Wait};
+use common::natsserver::{self, NatsServer};
 use common::{free_port, start, until_delivered, wait_for, Raw};
 use natsd::{Options, Server};
 
-const CLIENT_READY: Wait = Wait {
-    client: true,
-    ..Wait::READY
-};
-
-/// nats-server `bin` with `conf` (its client listener on a random port).
 fn go_server(bin: &str, test: &str, conf: &str) -> NatsServer {
-    let dir = tmp_dir("leafnode_interop", test);
-    let path = write_conf(&dir, "s.conf", conf);
-    natsserver::launch_bin(
-        bin,
-        &["-c".to_string(), path.to_string_lossy().into_owned()],
-        CLIENT_READY,
-    )
+    common::leaf::go_server(bin, "leafnode_interop", test, conf)
 }
 
 /// A nats-server leaf of the natsd hub at leaf port `port`, with `userinfo` (`u:p@`) if any.

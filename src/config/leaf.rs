@@ -70,4 +70,9 @@ pub struct RemoteLeafOpts {
     pub password: Option<String>,
     /// `tls {}`: upgrade after the hub's INFO (or first, with `handshake_first`).
     pub tls: Option<crate::tls::TlsOpts>,
+    /// `deny_imports`: subjects this server never takes from the hub (no interest sent for
+    /// them, the hub told in CONNECT `deny_pub`, messages on them dropped).
+    pub deny_imports: Vec<String>,
+    /// `deny_exports`: subjects this server never sends to the hub.
+    pub deny_exports: Vec<String>,
 }

@@ -10,7 +10,7 @@ pub mod writer;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio_util::sync::CancellationToken;
 
@@ -165,6 +165,10 @@ pub struct Conn {
     /// A client with response permissions: the reply subjects it may answer (set at
     /// CONNECT; deliveries record them).
     pub responses: OnceLock<crate::auth::responses::Responses>,
+    /// A leafnode connection's permissions (set before it registers): `publish` denies what
+    /// is never sent over it (a remote's `deny_exports`, a leaf's CONNECT `deny_pub`),
+    /// `subscribe` denies interest never told to it (a remote's `deny_imports`).
+    pub leaf_perms: OnceLock<Arc<crate::auth::CompiledPerms>>,
     close_reason: OnceLock<CloseReason>,
     closing: CancellationToken,
 }
@@ -176,6 +180,11 @@ pub fn unix_nanos(t: SystemTime) -> u64 {
 }
 
 impl Conn {
+    /// A leaf connection's publish permission: may a message on `subject` go over it?
+    pub fn leaf_may_send(&self, subject: &[u8]) -> bool {
+        self.leaf_perms.get().is_none_or(|p| p.can_publish(subject))
+    }
+
     pub fn new(cid: u64, kind: ConnKind, addr: SocketAddr, max_pending: usize) -> Self {
         let start = SystemTime::now();
         Conn {
@@ -194,6 +203,7 @@ impl Conn {
             subs: Mutex::new(sids::SidMap::default()),
             trace_peer: OnceLock::new(),
             responses: OnceLock::new(),
+            leaf_perms: OnceLock::new(),
             close_reason: OnceLock::new(),
             closing: CancellationToken::new(),
         }

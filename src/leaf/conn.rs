@@ -53,6 +53,9 @@ struct LeafConnect {
     #[serde(skip_serializing_if = "String::is_empty")]
     remote_account: String,
     hub: bool,
+    /// A leaf's `deny_imports`: the hub must not send it these.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    deny_pub: Vec<String>,
 }
 
 /// Serve one leaf connection until it closes. Returns true when it closed for a loop.
@@ -291,6 +294,9 @@ impl LeafConn {
             return Err(CloseReason::AuthenticationViolation);
         };
         self.conn.headers.store(ci.headers, Relaxed);
+        if let Some(p) = super::perms::hub(&ci.deny_pub) {
+            let _ = self.conn.leaf_perms.set(p);
+        }
         self.set_meta(&ci.name, &ci.version, &ci.user, &acc);
         tracing::info!(
             "{} - Leafnode connection created for account: {} (server {:?})",
@@ -381,6 +387,7 @@ impl LeafConn {
             user: user.unwrap_or_default(),
             pass: pass.unwrap_or_default(),
             remote_account: acc.name.to_string(),
+            deny_pub: sol.deny_imports.clone(),
             cluster: self
                 .srv
                 .cluster
@@ -395,6 +402,9 @@ impl LeafConn {
         line.extend_from_slice(b"\r\n");
         self.send(&line);
         self.conn.headers.store(info.headers, Relaxed);
+        if let Some(p) = sol.perms.clone() {
+            let _ = self.conn.leaf_perms.set(p);
+        }
         self.set_meta(&info.server_name, &info.version, "", &acc);
         tracing::info!(
             "{} - Leafnode connection created for account: {} (hub {:?})",
@@ -433,6 +443,25 @@ impl LeafConn {
             tracing::error!("{} - {text}", self.conn.log_prefix());
             self.send_err(&text);
             self.looped = true;
+            return Err(CloseReason::ProtocolViolation);
+        }
+        if super::perms::refuses_interest(&self.conn, subject) {
+            let subject = String::from_utf8_lossy(subject);
+            if self.spoke() {
+                // Our own deny_exports: never sent, so the hub's interest is moot.
+                tracing::debug!(
+                    "{} - Permissions Violation for Subscription to {subject:?}",
+                    self.conn.log_prefix()
+                );
+                return Ok(());
+            }
+            self.send_err(&format!(
+                "Permissions Violation for Subscription to {subject:?}"
+            ));
+            tracing::error!(
+                "{} - Subscription Violation on {subject:?} - Check other side configuration",
+                self.conn.log_prefix()
+            );
             return Err(CloseReason::ProtocolViolation);
         }
         let q = queue.map(|(q, _)| q);
@@ -529,6 +558,15 @@ impl LeafConn {
         };
         self.fan.in_msgs += 1;
         self.fan.in_bytes += msg.size() as u64;
+        if self.spoke() && !super::perms::may_receive(&self.conn, m.subject) {
+            // Our deny_imports (the hub was told, but an older one may not honour it).
+            tracing::debug!(
+                "{} - Not permitted to receive {:?} from the hub",
+                self.conn.log_prefix(),
+                String::from_utf8_lossy(m.subject)
+            );
+            return;
+        }
         let mut buf = Vec::new();
         let kind = crate::trace::KIND_LEAF;
         let Some(msg) =

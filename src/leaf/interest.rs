@@ -100,6 +100,9 @@ impl Link {
     /// What the peer should be told of `subject` / `queue` now: 1 or 0 for a plain subject,
     /// the summed weight of the members it hears for a queue.
     fn recount(&self, subject: &[u8], queue: Option<&[u8]>, lds: &str) -> u32 {
+        if !super::perms::may_tell(&self.conn, subject) {
+            return 0;
+        }
         let heard = |e: &SubRef| Self::src_of(e).is_some_and(|s| self.hears(s));
         let n = match queue {
             None => self.acc.sublist.fold_exact(subject, None, 0u32, |n, e| {
@@ -159,7 +162,9 @@ impl Link {
         let mut smap = self.smap.lock().unwrap_or_else(|e| e.into_inner());
         smap.clear();
         self.acc.sublist.for_each(|subject, queue, e| {
-            if Self::src_of(e).is_some_and(|s| self.hears(s)) {
+            if Self::src_of(e).is_some_and(|s| self.hears(s))
+                && super::perms::may_tell(&self.conn, subject)
+            {
                 let n = smap.entry(key(subject, queue)).or_insert(0);
                 *n = match queue {
                     Some(_) => n.saturating_add(e.weight.max(1)),

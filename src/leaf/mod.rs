@@ -13,6 +13,7 @@ mod conn;
 mod interest;
 pub mod monitor;
 mod open;
+mod perms;
 mod remote;
 
 pub use interest::Src;

@@ -79,6 +79,10 @@ pub struct Solicit {
     pub discovered: Discovered,
     /// The remote's `tls {}`.
     pub tls: Option<Arc<super::open::RemoteTls>>,
+    /// The remote's `deny_imports` / `deny_exports` as the connection's permissions.
+    pub perms: Option<Arc<crate::auth::CompiledPerms>>,
+    /// The remote's `deny_imports`, for CONNECT `deny_pub`.
+    pub deny_imports: Vec<String>,
 }
 
 /// `host:port` addresses a remote learned from its hub's INFO `leafnode_urls`.
@@ -165,6 +169,7 @@ pub async fn dial_loop(
         return;
     }
     let discovered = Discovered::new(&opts.urls);
+    let perms = super::perms::remote(&opts.deny_imports, &opts.deny_exports);
     // A discovered URL has no credentials: the block's, or the first configured URL's.
     let creds = match (&opts.username, &opts.password) {
         (None, None) => opts
@@ -198,6 +203,8 @@ pub async fn dial_loop(
                     account: account.clone(),
                     discovered: discovered.clone(),
                     tls: tls.clone(),
+                    perms: perms.clone(),
+                    deny_imports: opts.deny_imports.clone(),
                 };
                 match attempt(&srv, &lf, sol).await {
                     Outcome::Loop => LOOP_DELAY,

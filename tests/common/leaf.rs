@@ -99,3 +99,18 @@ pub async fn raw_leaf(port: u16) -> (super::Raw, String) {
     let info = r.line().await;
     (r, info)
 }
+
+/// nats-server `bin` with `conf` (written under the temp dir of `suite`/`test`), its client
+/// listener on a random port.
+pub fn go_server(bin: &str, suite: &str, test: &str, conf: &str) -> super::natsserver::NatsServer {
+    let dir = super::binary::tmp_dir(suite, test);
+    let path = super::binary::write_conf(&dir, "s.conf", conf);
+    super::natsserver::launch_bin(
+        bin,
+        &["-c".to_string(), path.to_string_lossy().into_owned()],
+        super::natsserver::Wait {
+            client: true,
+            ..super::natsserver::Wait::READY
+        },
+    )
+}

@@ -15,7 +15,6 @@ fn leaf_not_yet(key: &str) -> Option<&'static str> {
         "compression" => "leafnode compression",
         "min_version" | "minimum_version" => "leafnode min_version",
         "creds" | "credentials" | "nkey" | "seed" => "leafnode credentials (JWT/nkey auth)",
-        "deny_imports" | "deny_import" | "deny_exports" | "deny_export" => "leafnode permissions",
         "ws_compress"
         | "ws_compression"
         | "websocket_compress"
@@ -122,6 +121,22 @@ fn user(m: &Map, at: &Pos) -> Result<LeafUser, ConfigError> {
     Ok(u)
 }
 
+/// A remote's `deny_imports` / `deny_exports`: a subject or an array of them, each valid
+/// (nats-server's `checkPermSubjectArray`, its message).
+fn deny_subjects(k: &str, v: &Value) -> Result<Vec<String>, ConfigError> {
+    let subjects = strings(k, v)?;
+    if let Some(bad) = subjects
+        .iter()
+        .find(|s| !crate::subject::is_valid_subject(s.as_bytes()))
+    {
+        return Err(ConfigError::at(
+            &v.pos,
+            format!("subject {bad:?} is not a valid subject"),
+        ));
+    }
+    Ok(subjects)
+}
+
 fn remote(m: &Map, at: &Pos) -> Result<RemoteLeafOpts, ConfigError> {
     let mut r = RemoteLeafOpts::default();
     for (key, e) in options(m) {
@@ -137,6 +152,8 @@ fn remote(m: &Map, at: &Pos) -> Result<RemoteLeafOpts, ConfigError> {
                 }
             }
             "account" | "local" => r.account = Some(string(k, v)?),
+            "deny_imports" | "deny_import" => r.deny_imports = deny_subjects(k, v)?,
+            "deny_exports" | "deny_export" => r.deny_exports = deny_subjects(k, v)?,
             "username" => r.username = Some(string(k, v)?),
             "password" => r.password = Some(string(k, v)?),
             "tls" => {
