@@ -494,15 +494,10 @@ impl Route {
                     "{} - Route compression negotiated: {mode}",
                     self.conn.log_prefix()
                 );
-                // The dialler's INFO goes out in clear, then its writer compresses; the
-                // acceptor's writer compresses first, its (second) INFO opens the stream.
-                if info_in_clear {
-                    self.send(&self.info_line(info_mode, true));
-                    self.conn.out.compress_from_now(level);
-                } else {
-                    self.conn.out.compress_from_now(level);
-                    self.send(&self.info_line(info_mode, true));
-                }
+                let line = self.info_line(info_mode, true);
+                self.conn
+                    .out
+                    .switch_around(level, info_in_clear, || self.send(&line));
                 // The peer's next bytes are compressed; it sends its INFO again.
                 self.switch_reader = true;
                 Ok(())

@@ -1,8 +1,8 @@
-//! Route (and later leafnode) compression: the S2 stream codec (`stream`), the pure rules
+//! Route and leafnode compression: the S2 stream codec (`stream`), the pure rules
 //! that pick a compression mode (`mode`: what nats-server 2.10+ calls `compression: ...`) and
-//! one route connection's handshake as steps (`negotiate`). Nothing here does I/O or knows a
-//! connection; the route session owns a `RouteCompression`, and an `Encoder` and a `Decoder`
-//! once it says so.
+//! one route or leaf connection's handshake as steps (`negotiate`). Nothing here does I/O or
+//! knows a connection; the route and leaf sessions own a `RouteCompression`, and an `Encoder`
+//! and a `Decoder` once it says so.
 
 pub mod mode;
 pub mod negotiate;

@@ -3,7 +3,9 @@
 //! asks it what to put in INFO, whether to hold its INFO and its PINGs, and what to do with
 //! each INFO from the peer; it answers with steps, the session carries them out (the encoder
 //! and decoder are `stream::{Encoder, Decoder}`). docs/nats-server-behaviour.md §16 has the
-//! observed exchange this encodes.
+//! observed exchange this encodes. A leaf connection runs the same steps (`leaf/conn.rs`;
+//! nats-server's `negotiateLeafCompression`): the leaf is the dialler, whose INFO goes out in
+//! clear only when it compresses, and the hub never holds its INFO.
 
 use super::mode::{CompressionMode, CompressionOpts};
 use super::stream::Level;

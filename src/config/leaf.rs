@@ -2,6 +2,7 @@
 //! remotes [ … ] }`, as nats-server reads them (the subset natsd builds; the rest is refused
 //! by the config file loader).
 
+use crate::compress::CompressionOpts;
 use std::time::Duration;
 
 /// The `leafnodes {}` block.
@@ -26,6 +27,8 @@ pub struct LeafOpts {
     pub tls: Option<crate::tls::TlsOpts>,
     /// Delay between attempts to reach a remote (`reconnect`; default 1 s).
     pub reconnect: Option<Duration>,
+    /// `compression` of the listener (nats-server 2.10+; default `s2_auto`).
+    pub compression: CompressionOpts,
     pub remotes: Vec<RemoteLeafOpts>,
 }
 
@@ -44,6 +47,7 @@ impl Default for LeafOpts {
             auth_timeout: super::DEFAULT_AUTH_TIMEOUT,
             tls: None,
             reconnect: None,
+            compression: CompressionOpts::leaf_default(),
             remotes: Vec::new(),
         }
     }
@@ -75,4 +79,6 @@ pub struct RemoteLeafOpts {
     pub deny_imports: Vec<String>,
     /// `deny_exports`: subjects this server never sends to the hub.
     pub deny_exports: Vec<String>,
+    /// `compression` (`None`: the default, `s2_auto`).
+    pub compression: Option<CompressionOpts>,
 }

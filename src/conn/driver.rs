@@ -58,6 +58,11 @@ pub trait Session {
     fn on_parse_error(&mut self, e: ParseError, rest: &[u8]) -> CloseReason;
     /// After each batch of ops (a read's worth): publish what it delivered.
     fn end_batch(&mut self) -> impl Future<Output = ()> + Send;
+    /// Whether the peer's first bytes are already an S2 stream (a leaf that switched on
+    /// the hub's INFO it read before the read loop); asked once, as the read loop starts.
+    fn starts_compressed(&mut self) -> bool {
+        false
+    }
     /// The next event of the session's own source; never, by default.
     fn event(&mut self) -> impl Future<Output = Self::Event> + Send {
         std::future::pending()
@@ -96,7 +101,7 @@ pub async fn read_loop<S: Session, R: AsyncRead + Unpin>(s: &mut S, mut rd: R) {
     // Protocol bytes for the parser; on a compressed connection the decoder's output.
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
     // Once the peer compresses: what the socket returns goes here first.
-    let mut dec: Option<Decoder> = None;
+    let mut dec: Option<Decoder> = s.starts_compressed().then(Decoder::new);
     // Timers live across iterations (reset only when their deadline moves): creating and
     // dropping timer entries on every read would touch the runtime's timer wheel per message.
     let handshake = tokio::time::sleep_until(s.handshake_deadline());

@@ -158,6 +158,19 @@ impl Outbound {
         st.compress = Some(Switch { at, level });
     }
 
+    /// A compression switch with the INFO that goes with it (`send` queues it), as nats-server
+    /// negotiates routes and leafnodes: a dialler's INFO goes out in clear, then its writer
+    /// compresses; an acceptor's writer compresses first, its INFO opens the stream.
+    pub fn switch_around(&self, level: Level, info_in_clear: bool, send: impl FnOnce()) {
+        if info_in_clear {
+            send();
+            self.compress_from_now(level);
+        } else {
+            self.compress_from_now(level);
+            send();
+        }
+    }
+
     /// Swap the pending bytes out for `spare` (the writer's emptied buffer). Returns the
     /// bytes to write (maybe empty) and whether the buffer is closed.
     ///

@@ -5,11 +5,13 @@
 //! the peer has in the bound account (entries of this connection in its sublist) and
 //! `LMSG`/`HMSG` are published into it.
 
+use super::connect::LeafConnect;
 use super::interest::{Link, Src};
 use super::open::Io;
 use super::remote::Solicit;
 use super::Leafnodes;
 use crate::account::{Account, SubRef, Subscription};
+use crate::compress::{CompressionMode, InfoStep, RouteCompression};
 use crate::config::COMPAT_VERSION;
 use crate::conn::driver::{self, AfterOp, Session};
 use crate::conn::{CloseReason, Conn, ConnKind};
@@ -29,35 +31,6 @@ use tokio::time::Instant;
 /// Interest one leaf connection may hold (bounded memory for a bad peer).
 const MAX_LEAF_SUBS: usize = 1 << 20;
 
-/// The leaf CONNECT fields natsd reads (nats-server 2.9 and 2.15 send these and more).
-#[derive(serde::Deserialize, serde::Serialize, Default, Debug)]
-#[serde(default)]
-struct LeafConnect {
-    #[serde(skip_serializing_if = "String::is_empty")]
-    version: String,
-    #[serde(skip_serializing_if = "String::is_empty")]
-    server_id: String,
-    #[serde(skip_serializing_if = "String::is_empty")]
-    name: String,
-    headers: bool,
-    #[serde(skip_serializing_if = "String::is_empty")]
-    user: String,
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pass: String,
-    #[serde(skip_serializing_if = "String::is_empty")]
-    auth_token: String,
-    #[serde(skip_serializing_if = "String::is_empty")]
-    jwt: String,
-    #[serde(skip_serializing_if = "String::is_empty")]
-    cluster: String,
-    #[serde(skip_serializing_if = "String::is_empty")]
-    remote_account: String,
-    hub: bool,
-    /// A leaf's `deny_imports`: the hub must not send it these.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    deny_pub: Vec<String>,
-}
-
 /// Serve one leaf connection until it closes. Returns true when it closed for a loop.
 pub async fn run(
     srv: Arc<ServerShared>,
@@ -74,7 +47,15 @@ pub async fn run(
         srv.opts.max_pending.max(64 * 1024 * 1024),
     ));
     conn.spoke.store(solicit.is_some(), Relaxed);
+    let comp = match &solicit {
+        Some(sol) => RouteCompression::new(sol.compression.clone(), true),
+        None => RouteCompression::new(lf.opts.compression.clone(), false),
+    };
     let mut c = LeafConn {
+        comp,
+        negotiated: None,
+        switch_reader: false,
+        started: Instant::now(),
         fan: Fanout::new(srv.clone()),
         trace: crate::logging::trace_enabled(),
         srv,
@@ -134,6 +115,14 @@ pub async fn run(
 }
 
 struct LeafConn {
+    /// The compression handshake (nats-server 2.10+ `negotiateLeafCompression`: the leaf
+    /// answers the hub's INFO with one of its own when both compress, then both switch).
+    comp: RouteCompression,
+    /// The mode the handshake settled on (None: no INFO came to negotiate with).
+    negotiated: Option<CompressionMode>,
+    /// The peer's bytes after the current op are an S2 stream.
+    switch_reader: bool,
+    started: Instant,
     srv: Arc<ServerShared>,
     lf: Arc<Leafnodes>,
     conn: Arc<Conn>,
@@ -222,7 +211,14 @@ impl LeafConn {
                 Ok(())
             }
             Op::Pong => {
-                driver::peer_pong(&self.conn, &mut self.pings_out, &mut self.rtt_start);
+                let rtt = driver::peer_pong(&self.conn, &mut self.pings_out, &mut self.rtt_start);
+                // s2_auto: the level follows the RTT, from the writer's next batch on.
+                if let Some(level) = rtt.and_then(|rtt| self.comp.on_pong(rtt)) {
+                    self.conn.out.compress_from_now(level);
+                    if let Some(l) = &self.link {
+                        *l.compression.lock().unwrap_or_else(|e| e.into_inner()) = self.comp.mode();
+                    }
+                }
                 Ok(())
             }
             Op::Ok => Ok(()),
@@ -276,7 +272,7 @@ impl LeafConn {
                 return Err(CloseReason::AuthenticationViolation);
             }
         };
-        let Some(acc_name) = self.authenticate(&ci) else {
+        let Some(acc_name) = super::connect::authenticate(&self.lf.opts, &ci) else {
             tracing::error!(
                 "{} - Leafnode authentication error (user {:?})",
                 self.conn.log_prefix(),
@@ -297,6 +293,13 @@ impl LeafConn {
         if let Some(p) = super::perms::hub(&ci.deny_pub) {
             let _ = self.conn.leaf_perms.set(p);
         }
+        if self.negotiated.is_none() {
+            // No INFO came: the leaf does not compress; its CONNECT says why.
+            self.negotiated = Some(
+                CompressionMode::from_info(&ci.compress_mode)
+                    .unwrap_or(CompressionMode::NotSupported),
+            );
+        }
         self.set_meta(&ci.name, &ci.version, &ci.user, &acc);
         tracing::info!(
             "{} - Leafnode connection created for account: {} (server {:?})",
@@ -308,61 +311,37 @@ impl LeafConn {
         Ok(())
     }
 
-    /// The account a leaf CONNECT binds to, or None when its credentials are wrong.
-    fn authenticate(&self, ci: &LeafConnect) -> Option<String> {
-        let o = &self.lf.opts;
-        let default = o
-            .account
-            .clone()
-            .unwrap_or_else(|| crate::account::GLOBAL_ACCOUNT.to_string());
-        if !o.users.is_empty() {
-            let u = o.users.iter().find(|u| u.user == ci.user)?;
-            return crate::auth::peer_credentials_ok(
-                None,
-                Some(&u.user),
-                Some(&u.password),
-                &ci.user,
-                &ci.pass,
-            )
-            .then(|| u.account.clone().unwrap_or(default));
-        }
-        let presented = if ci.pass.is_empty() && !ci.auth_token.is_empty() {
-            (ci.user.as_str(), ci.auth_token.as_str())
-        } else {
-            (ci.user.as_str(), ci.pass.as_str())
-        };
-        crate::auth::peer_credentials_ok(
-            o.token.as_deref(),
-            o.username.as_deref(),
-            o.password.as_deref(),
-            presented.0,
-            presented.1,
-        )
-        .then_some(default)
-    }
-
     /// Leaf side: the hub's first INFO is answered with our CONNECT, then we register; its
     /// `leafnode_urls` (in that INFO and later ones) join the remote's addresses.
     fn on_info(&mut self, json: &[u8]) -> Result<(), CloseReason> {
-        let Some(sol) = self.solicit.clone() else {
-            // A hub ignores INFO from its leaves (nats-server 2.10+ leaves send one).
-            return Ok(());
-        };
         let info: ServerInfo = match serde_json::from_slice(json) {
             Ok(i) => i,
             Err(e) => {
                 tracing::error!(
-                    "{} - Leafnode bad INFO JSON from hub, closing: {e}",
+                    "{} - Leafnode bad INFO JSON, closing: {e}",
                     self.conn.log_prefix()
                 );
                 return Err(CloseReason::ProtocolViolation);
             }
+        };
+        let Some(sol) = self.solicit.clone() else {
+            // A hub hears one INFO from a leaf, before its CONNECT, and only when the leaf
+            // compresses (nats-server 2.10+); any other is ignored.
+            if self.negotiated.is_none() && self.link.is_none() {
+                self.negotiate(&info)?;
+            }
+            return Ok(());
         };
         // The first INFO and every update: the hub cluster's addresses to try next time.
         if !info.leafnode_urls.is_empty() {
             sol.discovered.learn(&info.leafnode_urls);
         }
         if self.link.is_some() {
+            return Ok(());
+        }
+        // The hub's first INFO settles compression; after a switch the hub sends its INFO
+        // again (compressed), and that one is answered with CONNECT.
+        if self.negotiate(&info)? {
             return Ok(());
         }
         let Some(acc) = self.srv.accounts.get(&sol.account) else {
@@ -388,6 +367,11 @@ impl LeafConn {
             pass: pass.unwrap_or_default(),
             remote_account: acc.name.to_string(),
             deny_pub: sol.deny_imports.clone(),
+            compress_mode: self
+                .negotiated
+                .unwrap_or(CompressionMode::NotSupported)
+                .as_str()
+                .to_string(),
             cluster: self
                 .srv
                 .cluster
@@ -416,6 +400,52 @@ impl LeafConn {
         Ok(())
     }
 
+    /// Compression, from the peer's INFO (nats-server's `negotiateLeafCompression`). True when
+    /// both sides now compress: our INFO went out (a leaf's in clear before its writer
+    /// switched, a hub's as the first compressed bytes) and the peer's next bytes are S2.
+    fn negotiate(&mut self, info: &ServerInfo) -> Result<bool, CloseReason> {
+        let remote = (!info.compression.is_empty()).then_some(info.compression.as_str());
+        let step = match self.comp.on_info(remote, self.started.elapsed()) {
+            Ok(s) => s,
+            Err(text) => {
+                tracing::error!("{} - Leafnode {text}", self.conn.log_prefix());
+                self.send_err(&text);
+                return Err(CloseReason::ProtocolViolation);
+            }
+        };
+        match step {
+            InfoStep::Switch {
+                mode,
+                level,
+                info_mode,
+                info_in_clear,
+            } => {
+                tracing::debug!(
+                    "{} - Leafnode compression negotiated: {mode}",
+                    self.conn.log_prefix()
+                );
+                self.negotiated = Some(mode);
+                let mut ours = self.lf.hub_info(&self.srv, Some(self.conn.cid));
+                ours.compression = info_mode.as_str().to_string();
+                if self.spoke() {
+                    ours.nonce.clear();
+                }
+                let mut b = BytesMut::new();
+                let _ = ours.write_to(&mut b);
+                self.conn
+                    .out
+                    .switch_around(level, info_in_clear, || self.send(&b));
+                self.switch_reader = true;
+                Ok(true)
+            }
+            InfoStep::Plain { mode, .. } => {
+                self.negotiated = Some(mode);
+                Ok(false)
+            }
+            InfoStep::AfterSwitch { .. } | InfoStep::Later => Ok(false),
+        }
+    }
+
     fn set_meta(&self, name: &str, version: &str, user: &str, acc: &Account) {
         let mut m = self.conn.meta();
         m.name = name.to_string();
@@ -426,6 +456,8 @@ impl LeafConn {
 
     fn register(&mut self, acc: Arc<Account>, id: &str, name: &str) {
         let link = Arc::new(Link::new(self.conn.clone(), acc, self.spoke(), id, name));
+        *link.compression.lock().unwrap_or_else(|e| e.into_inner()) =
+            self.negotiated.unwrap_or(CompressionMode::NotSupported);
         self.lf.register(&link);
         self.link = Some(link);
         self.next_ping = Instant::now() + Duration::from_secs(1);
@@ -628,6 +660,11 @@ impl Session for LeafConn {
         Parser::new(Kind::Leaf, Limits::route())
     }
 
+    /// A leaf whose hub's INFO (read before the loop) switched it to compression.
+    fn starts_compressed(&mut self) -> bool {
+        std::mem::take(&mut self.switch_reader)
+    }
+
     fn handshake_deadline(&self) -> Instant {
         Instant::now() + crate::auth::peer_auth_timeout(self.lf.opts.auth_timeout)
     }
@@ -658,7 +695,12 @@ impl Session for LeafConn {
     }
 
     fn on_op(&mut self, op: Op<'_>, _parser: &mut Parser) -> Result<AfterOp, CloseReason> {
-        self.handle(op).map(|()| AfterOp::Continue)
+        self.handle(op)?;
+        Ok(if std::mem::take(&mut self.switch_reader) {
+            AfterOp::Compressed
+        } else {
+            AfterOp::Continue
+        })
     }
 
     fn on_parse_error(&mut self, e: ParseError, rest: &[u8]) -> CloseReason {

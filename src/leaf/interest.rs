@@ -13,6 +13,7 @@
 
 use super::Leafnodes;
 use crate::account::{Account, SubRef};
+use crate::compress::CompressionMode;
 use crate::conn::{Conn, ConnKind};
 use crate::proto::encode;
 use bytes::BytesMut;
@@ -41,6 +42,8 @@ pub struct Link {
     pub remote_name: String,
     /// What the peer was told, by `subject` (1) or `subject queue` (the weight).
     smap: Mutex<HashMap<Vec<u8>, u32>>,
+    /// The compression mode in force (`/leafz`).
+    pub compression: Mutex<CompressionMode>,
 }
 
 fn key(subject: &[u8], queue: Option<&[u8]>) -> Vec<u8> {
@@ -71,6 +74,7 @@ impl Link {
             remote_id: id.to_string(),
             remote_name: name.to_string(),
             smap: Mutex::new(HashMap::new()),
+            compression: Mutex::new(CompressionMode::NotSupported),
         }
     }
 

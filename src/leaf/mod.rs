@@ -10,6 +10,7 @@
 //! and the INFO around it `open.rs`, the session `conn.rs`.
 
 mod conn;
+mod connect;
 mod interest;
 pub mod monitor;
 mod open;
@@ -19,6 +20,7 @@ mod remote;
 pub use interest::Src;
 pub use remote::RemoteUrl;
 
+use crate::compress::CompressionMode;
 use crate::config::leaf::LeafOpts;
 use crate::config::COMPAT_VERSION;
 use crate::proto::info::ServerInfo;
@@ -116,6 +118,11 @@ impl Leafnodes {
                 String::new()
             },
             leafnode_urls: self.leafnode_urls(srv),
+            // A new leaf hears our mode (nats-server: not "not supported", never in updates).
+            compression: match self.opts.compression.mode {
+                m if cid.is_none() || m == CompressionMode::NotSupported => String::new(),
+                m => m.as_str().to_string(),
+            },
             ..Default::default()
         }
     }

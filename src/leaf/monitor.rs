@@ -62,7 +62,12 @@ impl Leafnodes {
                 out_bytes: c.counters.out_bytes.load(Relaxed),
                 subscriptions: list.len(),
                 subscriptions_list: subs.then_some(list),
-                compression: "off".into(),
+                compression: l
+                    .compression
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .as_str()
+                    .to_string(),
             });
         }
         out.sort_by_key(|i| i.id);

@@ -83,6 +83,8 @@ pub struct Solicit {
     pub perms: Option<Arc<crate::auth::CompiledPerms>>,
     /// The remote's `deny_imports`, for CONNECT `deny_pub`.
     pub deny_imports: Vec<String>,
+    /// The remote's `compression`.
+    pub compression: crate::compress::CompressionOpts,
 }
 
 /// `host:port` addresses a remote learned from its hub's INFO `leafnode_urls`.
@@ -205,6 +207,10 @@ pub async fn dial_loop(
                     tls: tls.clone(),
                     perms: perms.clone(),
                     deny_imports: opts.deny_imports.clone(),
+                    compression: opts
+                        .compression
+                        .clone()
+                        .unwrap_or_else(crate::compress::CompressionOpts::leaf_default),
                 };
                 match attempt(&srv, &lf, sol).await {
                     Outcome::Loop => LOOP_DELAY,

@@ -1,10 +1,12 @@
 //! The `leafnodes {}` block: listener, authorization, TLS and remotes (with their TLS).
-//! Compression, credentials and the rest of nats-server's leafnode keys are refused by name.
+//! Credentials and the rest of nats-server's leafnode keys natsd does not build are refused by
+//! name.
 
 use super::{
     array, boolean, host_port, integer, map, options, port, refuse, seconds, string, strings,
     tls_block_for, ConfigError, Map, Pos, Value,
 };
+use crate::compress::CompressionOpts;
 use crate::config::leaf::{LeafOpts, LeafUser, RemoteLeafOpts};
 
 const DEFAULT_LEAF_PORT: u16 = 7422;
@@ -12,7 +14,6 @@ const DEFAULT_LEAF_PORT: u16 = 7422;
 /// Leafnode keys natsd knows of but does not build yet, with what to say.
 fn leaf_not_yet(key: &str) -> Option<&'static str> {
     Some(match key {
-        "compression" => "leafnode compression",
         "min_version" | "minimum_version" => "leafnode min_version",
         "creds" | "credentials" | "nkey" | "seed" => "leafnode credentials (JWT/nkey auth)",
         "ws_compress"
@@ -67,6 +68,9 @@ pub(super) fn leafnodes(m: &Map) -> Result<LeafOpts, ConfigError> {
                 l.reconnect = Some(seconds(k, v)?)
             }
             "authorization" => authorization(map(k, v)?, &mut l)?,
+            "compression" => {
+                l.compression = super::blocks::compression(k, v, CompressionOpts::leaf_default())?
+            }
             "tls" => l.tls = Some(tls_block_for(e, false, true)?),
             "remotes" => {
                 for item in array(k, v)? {
@@ -153,6 +157,13 @@ fn remote(m: &Map, at: &Pos) -> Result<RemoteLeafOpts, ConfigError> {
             }
             "account" | "local" => r.account = Some(string(k, v)?),
             "deny_imports" | "deny_import" => r.deny_imports = deny_subjects(k, v)?,
+            "compression" => {
+                r.compression = Some(super::blocks::compression(
+                    k,
+                    v,
+                    CompressionOpts::leaf_default(),
+                )?)
+            }
             "deny_exports" | "deny_export" => r.deny_exports = deny_subjects(k, v)?,
             "username" => r.username = Some(string(k, v)?),
             "password" => r.password = Some(string(k, v)?),

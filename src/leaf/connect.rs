@@ -1,0 +1,67 @@
+//! A leaf's CONNECT (the fields natsd reads and sends) and how a hub authenticates it.
+
+use crate::config::leaf::LeafOpts;
+
+/// The leaf CONNECT fields natsd reads (nats-server 2.9 and 2.15 send these and more).
+#[derive(serde::Deserialize, serde::Serialize, Default, Debug)]
+#[serde(default)]
+pub(super) struct LeafConnect {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub version: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub server_id: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    pub headers: bool,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub user: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub pass: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub auth_token: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub jwt: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub cluster: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub remote_account: String,
+    pub hub: bool,
+    /// A leaf's `deny_imports`: the hub must not send it these.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub deny_pub: Vec<String>,
+    /// The leaf's negotiated compression mode (nats-server 2.10+).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub compress_mode: String,
+}
+
+/// The account a leaf CONNECT binds to, or None when its credentials are wrong.
+pub(super) fn authenticate(o: &LeafOpts, ci: &LeafConnect) -> Option<String> {
+    let default = o
+        .account
+        .clone()
+        .unwrap_or_else(|| crate::account::GLOBAL_ACCOUNT.to_string());
+    if !o.users.is_empty() {
+        let u = o.users.iter().find(|u| u.user == ci.user)?;
+        return crate::auth::peer_credentials_ok(
+            None,
+            Some(&u.user),
+            Some(&u.password),
+            &ci.user,
+            &ci.pass,
+        )
+        .then(|| u.account.clone().unwrap_or(default));
+    }
+    let presented = if ci.pass.is_empty() && !ci.auth_token.is_empty() {
+        (ci.user.as_str(), ci.auth_token.as_str())
+    } else {
+        (ci.user.as_str(), ci.pass.as_str())
+    };
+    crate::auth::peer_credentials_ok(
+        o.token.as_deref(),
+        o.username.as_deref(),
+        o.password.as_deref(),
+        presented.0,
+        presented.1,
+    )
+    .then_some(default)
+}
