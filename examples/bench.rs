@@ -510,6 +510,10 @@ enum Kind {
     },
     /// Two 1-node clusters joined by a gateway: requester on A, responder on B.
     GwReqRep,
+    /// A hub (A) and its leaf (B): publisher on A -> subscriber on B.
+    LeafPubSub {
+        payload: usize,
+    },
     /// Two clustered servers: 100,000 SUBs on A until B delivers to the last one.
     Subs100k,
     /// `n` servers all seeded to the first: time until every /varz reports n-1 routes.
@@ -523,7 +527,8 @@ impl Kind {
         match self {
             Kind::PubSub { payload, .. }
             | Kind::RoutePubSub { payload }
-            | Kind::GwPubSub { payload } => payload,
+            | Kind::GwPubSub { payload }
+            | Kind::LeafPubSub { payload } => payload,
             _ => 16,
         }
     }
@@ -612,6 +617,16 @@ const SCENARIOS: &[Scenario] = &[
         name: "gw_reqrep",
         desc: "2 one-node clusters joined by a gateway: requester on A, responder on B, 16 B",
         kind: Kind::GwReqRep,
+    },
+    Scenario {
+        name: "leaf16",
+        desc: "a hub and its leaf: publisher on the hub -> subscriber on the leaf, 16 B",
+        kind: Kind::LeafPubSub { payload: 16 },
+    },
+    Scenario {
+        name: "leaf1k",
+        desc: "a hub and its leaf: publisher on the hub -> subscriber on the leaf, 1 KiB",
+        kind: Kind::LeafPubSub { payload: 1024 },
     },
     Scenario {
         name: "subs100k",
@@ -1178,6 +1193,62 @@ const GW_DEADLINE: Duration = Duration::from_secs(20);
 /// Starts two 1-node clusters of `path` joined by a gateway (A = `benchga`, B = `benchgb`,
 /// each configured with the other): `PATH -c <file> -a 127.0.0.1 -p P -m H`. Returns when
 /// each `/gatewayz` shows an outbound and an inbound gateway to the other.
+/// `path -c <file with body> -a 127.0.0.1 -p client -m http`, once it accepts clients (the
+/// file, named after `tag`, is removed then).
+fn spawn_with_conf(path: &str, body: &str, tag: u16, client: u16, http: u16) -> Res<Server> {
+    let conf = std::env::temp_dir().join(format!("natsd-bench-{}-{tag}.conf", std::process::id()));
+    std::fs::write(&conf, body).map_err(|e| ioe(&format!("write {}", conf.display()), e))?;
+    let conf_s = conf.to_string_lossy().into_owned();
+    let (ps, hs) = (client.to_string(), http.to_string());
+    let srv = Server::spawn(
+        path,
+        &["-c", &conf_s, "-a", "127.0.0.1", "-p", &ps, "-m", &hs],
+        client,
+        http,
+        0,
+    );
+    let mut srv = match srv {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = std::fs::remove_file(&conf);
+            return Err(e);
+        }
+    };
+    let up = srv.wait_port(client, path);
+    let _ = std::fs::remove_file(&conf);
+    up?;
+    Ok(srv)
+}
+
+/// A hub (A, `leafnodes { listen }`) and a leaf of it (B, one remote, the defaults: s2_auto
+/// compression, which picks S2 framing without compression on loopback for both servers);
+/// returns once A's `/leafz` lists it.
+fn start_leaf_pair(path: &str) -> Res<Vec<Server>> {
+    let p = free_ports(5)?;
+    let (leaf_port, mut srvs) = (p[4], Vec::new());
+    let hub = format!("leafnodes {{\n  listen: \"127.0.0.1:{leaf_port}\"\n}}\n");
+    srvs.push(spawn_with_conf(path, &hub, leaf_port, p[0], p[1])?);
+    let leaf =
+        format!("leafnodes {{\n  remotes: [ {{ url: \"nats://127.0.0.1:{leaf_port}\" }} ]\n}}\n");
+    srvs.push(spawn_with_conf(path, &leaf, p[2], p[2], p[3])?);
+    let deadline = Instant::now() + GW_DEADLINE;
+    loop {
+        let body = http_get(srvs[0].http, "/leafz", Duration::from_secs(2)).unwrap_or_default();
+        let flat: String = body.chars().filter(|c| !c.is_whitespace()).collect();
+        if flat.contains("\"leafnodes\":1") {
+            return Ok(srvs);
+        }
+        srvs[0].check_alive()?;
+        srvs[1].check_alive()?;
+        if Instant::now() > deadline {
+            return Err(format!(
+                "{path}: the leaf did not connect within {GW_DEADLINE:?}: {flat}"
+            ));
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
 fn start_gw_pair(path: &str) -> Res<Vec<Server>> {
     let p = free_ports(6)?;
     let names = ["benchga", "benchgb"];
@@ -1185,37 +1256,12 @@ fn start_gw_pair(path: &str) -> Res<Vec<Server>> {
     for i in 0..2 {
         let (client, http, gw, other_gw) =
             (p[3 * i], p[3 * i + 1], p[3 * i + 2], p[3 * (1 - i) + 2]);
-        let conf =
-            std::env::temp_dir().join(format!("natsd-bench-gw-{}-{gw}.conf", std::process::id()));
-        std::fs::write(
-            &conf,
-            format!(
-                "gateway {{\n  name: {}\n  listen: \"127.0.0.1:{gw}\"\n  gateways: [ {{ name: {}, url: \"nats://127.0.0.1:{other_gw}\" }} ]\n}}\n",
-                names[i],
-                names[1 - i]
-            ),
-        )
-        .map_err(|e| ioe(&format!("write {}", conf.display()), e))?;
-        let conf_s = conf.to_string_lossy().into_owned();
-        let (ps, hs) = (client.to_string(), http.to_string());
-        let srv = Server::spawn(
-            path,
-            &["-c", &conf_s, "-a", "127.0.0.1", "-p", &ps, "-m", &hs],
-            client,
-            http,
-            0,
+        let body = format!(
+            "gateway {{\n  name: {}\n  listen: \"127.0.0.1:{gw}\"\n  gateways: [ {{ name: {}, url: \"nats://127.0.0.1:{other_gw}\" }} ]\n}}\n",
+            names[i],
+            names[1 - i]
         );
-        let mut srv = match srv {
-            Ok(s) => s,
-            Err(e) => {
-                let _ = std::fs::remove_file(&conf);
-                return Err(e);
-            }
-        };
-        let up = srv.wait_port(client, path);
-        let _ = std::fs::remove_file(&conf);
-        up?;
-        srvs.push(srv);
+        srvs.push(spawn_with_conf(path, &body, gw, client, http)?);
     }
     let deadline = Instant::now() + GW_DEADLINE;
     for i in 0..2 {
@@ -1507,6 +1553,10 @@ fn run_one(path: &str, sc: &Scenario, dur: Duration) -> RunResult {
         Kind::GwReqRep => start_gw_pair(path).and_then(|mut srvs| {
             let (a, b) = (srvs[0].addr(), srvs[1].addr());
             run_reqrep(&mut srvs, a, b, true, dur)
+        }),
+        Kind::LeafPubSub { payload } => start_leaf_pair(path).and_then(|mut srvs| {
+            let (a, b) = (srvs[0].addr(), srvs[1].addr());
+            run_pubsub(&mut srvs, a, b, true, payload, 1, false, dur)
         }),
         Kind::Subs100k => run_subs100k(path),
         Kind::Mesh { n } => run_mesh(path, n),

@@ -290,9 +290,7 @@ impl LeafConn {
             return Err(CloseReason::AuthenticationViolation);
         };
         self.conn.headers.store(ci.headers, Relaxed);
-        if let Some(p) = super::perms::hub(&ci.deny_pub) {
-            let _ = self.conn.leaf_perms.set(p);
-        }
+        self.set_perms(&acc, &ci.deny_pub, &[], &ci.domain);
         if self.negotiated.is_none() {
             // No INFO came: the leaf does not compress; its CONNECT says why.
             self.negotiated = Some(
@@ -367,6 +365,7 @@ impl LeafConn {
             pass: pass.unwrap_or_default(),
             remote_account: acc.name.to_string(),
             deny_pub: sol.deny_imports.clone(),
+            domain: self.lf.js_domain(&self.srv).unwrap_or_default().to_string(),
             compress_mode: self
                 .negotiated
                 .unwrap_or(CompressionMode::NotSupported)
@@ -386,9 +385,7 @@ impl LeafConn {
         line.extend_from_slice(b"\r\n");
         self.send(&line);
         self.conn.headers.store(info.headers, Relaxed);
-        if let Some(p) = sol.perms.clone() {
-            let _ = self.conn.leaf_perms.set(p);
-        }
+        self.set_perms(&acc, &sol.deny_exports, &sol.deny_imports, &info.domain);
         self.set_meta(&info.server_name, &info.version, "", &acc);
         tracing::info!(
             "{} - Leafnode connection created for account: {} (hub {:?})",
@@ -444,6 +441,18 @@ impl LeafConn {
             }
             InfoStep::AfterSwitch { .. } | InfoStep::Later => Ok(false),
         }
+    }
+
+    /// The link's permissions (`perms.rs`), before it registers.
+    fn set_perms(&self, acc: &Account, deny_pub: &[String], deny_sub: &[String], remote: &str) {
+        let p = super::perms::LinkPerms {
+            deny_pub,
+            deny_sub,
+            system: *acc.name == *self.srv.system_account_name(),
+            domain: self.lf.js_domain(&self.srv),
+            remote_domain: remote,
+        };
+        let _ = self.conn.leaf_perms.set(p.compile());
     }
 
     fn set_meta(&self, name: &str, version: &str, user: &str, acc: &Account) {

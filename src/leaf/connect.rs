@@ -29,6 +29,9 @@ pub(super) struct LeafConnect {
     /// A leaf's `deny_imports`: the hub must not send it these.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub deny_pub: Vec<String>,
+    /// The leaf's JetStream domain.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub domain: String,
     /// The leaf's negotiated compression mode (nats-server 2.10+).
     #[serde(skip_serializing_if = "String::is_empty")]
     pub compress_mode: String,

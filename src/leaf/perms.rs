@@ -10,6 +10,12 @@
 //! - A hub takes a leaf's CONNECT `deny_pub` as that connection's publish deny: no message on
 //!   those subjects goes to the leaf, and a literal `LS+` for one is a violation (`-ERR
 //!   'Permissions Violation for Subscription to "x"'`, the connection closed).
+//! - On every link, whatever was configured, JetStream's own traffic stays on its side
+//!   (nats-server's `addLeafNodeConnection`): `$JS.API.>`, `$KV.>` and `$OBJ.>` are denied
+//!   both ways (the system account's link also `$JSC.>` and `$NRG.>`: natsd never extends a
+//!   JetStream domain over a leaf), so each side's JetStream answers only its own clients
+//!   and the other's is reached by its domain, `$JS.<domain>.API.>`. A server whose
+//!   JetStream has a domain the peer does not share sends no `$JS.<domain>.API.>` over it.
 
 use crate::auth::CompiledPerms;
 use crate::config::{Permissions, SubjectPermission};
@@ -28,24 +34,47 @@ fn deny(subjects: &[String]) -> Option<SubjectPermission> {
     })
 }
 
-fn compile(publish: &[String], subscribe: &[String]) -> Option<Arc<CompiledPerms>> {
-    let p = Permissions {
-        publish: deny(publish),
-        subscribe: deny(subscribe),
-    };
-    (p.publish.is_some() || p.subscribe.is_some()).then(|| Arc::new(CompiledPerms::new(&p)))
+/// JetStream traffic no link of an ordinary account carries (`denyAllClientJs`).
+const DENY_CLIENT_JS: [&str; 3] = ["$JS.API.>", "$KV.>", "$OBJ.>"];
+/// ... nor one of the system account (`denyAllJs`).
+const DENY_ALL_JS: [&str; 5] = ["$JSC.>", "$NRG.>", "$JS.API.>", "$KV.>", "$OBJ.>"];
+
+/// One link's permissions: the configured denies (a spoke: its remote's `deny_exports` to
+/// publish, `deny_imports` to subscribe; a hub: the leaf's CONNECT `deny_pub` to publish,
+/// invalid subjects skipped as nats-server's `mergeDenyPermissions` does), then JetStream's.
+pub struct LinkPerms<'a> {
+    pub deny_pub: &'a [String],
+    pub deny_sub: &'a [String],
+    /// The link is bound to the system account.
+    pub system: bool,
+    /// This server's JetStream domain, when its JetStream runs with one.
+    pub domain: Option<&'a str>,
+    /// The peer's domain (INFO or CONNECT `domain`; empty: none).
+    pub remote_domain: &'a str,
 }
 
-/// A remote's permissions (nats-server's `newLeafNodeCfg`): exports denied to publish,
-/// imports denied to subscribe.
-pub fn remote(deny_imports: &[String], deny_exports: &[String]) -> Option<Arc<CompiledPerms>> {
-    compile(deny_exports, deny_imports)
-}
-
-/// A hub's permissions for a leaf that sent CONNECT `deny_pub` (its `deny_imports`); invalid
-/// subjects in it are skipped, as nats-server's `mergeDenyPermissions` does.
-pub fn hub(deny_pub: &[String]) -> Option<Arc<CompiledPerms>> {
-    compile(deny_pub, &[])
+impl LinkPerms<'_> {
+    pub fn compile(&self) -> Arc<CompiledPerms> {
+        let js: &[&str] = if self.system {
+            &DENY_ALL_JS
+        } else {
+            &DENY_CLIENT_JS
+        };
+        let with_js = |own: &[String]| -> Vec<String> {
+            own.iter()
+                .cloned()
+                .chain(js.iter().map(|s| s.to_string()))
+                .collect()
+        };
+        let mut publish = with_js(self.deny_pub);
+        if let Some(d) = self.domain.filter(|d| *d != self.remote_domain) {
+            publish.push(format!("$JS.{d}.API.>"));
+        }
+        Arc::new(CompiledPerms::new(&Permissions {
+            publish: deny(&publish),
+            subscribe: deny(&with_js(self.deny_sub)),
+        }))
+    }
 }
 
 /// Subjects a peer's `LS+` and a spoke's inbound messages are not checked for: loop detection,
@@ -94,6 +123,27 @@ mod tests {
         c
     }
 
+    fn link(deny_pub: &[String], deny_sub: &[String]) -> Option<Arc<CompiledPerms>> {
+        Some(
+            LinkPerms {
+                deny_pub,
+                deny_sub,
+                system: false,
+                domain: None,
+                remote_domain: "",
+            }
+            .compile(),
+        )
+    }
+
+    fn remote(imports: &[String], exports: &[String]) -> Option<Arc<CompiledPerms>> {
+        link(exports, imports)
+    }
+
+    fn hub(deny_pub: &[String]) -> Option<Arc<CompiledPerms>> {
+        link(deny_pub, &[])
+    }
+
     #[test]
     fn a_remotes_denies_split_into_what_it_sends_and_what_it_is_told() {
         let c = leaf(remote(
@@ -131,15 +181,45 @@ mod tests {
     }
 
     #[test]
-    fn no_denies_no_permissions() {
-        assert!(remote(&[], &[]).is_none());
-        assert!(
-            hub(&["foo..bar".into()]).is_none(),
-            "invalid subjects skipped"
-        );
-        let c = leaf(hub(&["a.b".into()]));
+    fn invalid_subjects_are_skipped_and_no_permissions_deny_nothing() {
+        let c = leaf(hub(&["foo..bar".into(), "a.b".into()]));
         assert!(!may_send(&c, b"a.b") && may_tell(&c, b"a.b"));
+        assert!(may_send(&c, b"foo.x"));
         let open = leaf(None);
         assert!(may_send(&open, b"x") && may_tell(&open, b"x") && may_receive(&open, b"x"));
+    }
+
+    #[test]
+    fn jetstream_stays_on_its_side_and_a_domain_is_reached_by_name() {
+        let perms = |system, domain, remote_domain| {
+            leaf(Some(
+                LinkPerms {
+                    deny_pub: &[],
+                    deny_sub: &[],
+                    system,
+                    domain,
+                    remote_domain,
+                }
+                .compile(),
+            ))
+        };
+        let c = perms(false, Some("hub"), "leaf");
+        for s in [&b"$JS.API.STREAM.INFO.S"[..], b"$KV.b.k", b"$OBJ.o.x"] {
+            assert!(
+                !may_send(&c, s) && !may_tell(&c, s) && !may_receive(&c, s),
+                "{s:?}"
+            );
+        }
+        // The peer's domain crosses; ours stays here (its requests are for us).
+        assert!(may_send(&c, b"$JS.leaf.API.STREAM.INFO.S"));
+        assert!(!may_send(&c, b"$JS.hub.API.STREAM.INFO.S"));
+        assert!(may_tell(&c, b"$JS.hub.API.STREAM.INFO.*"));
+        // The same domain on both sides: nothing of it is held back.
+        let same = perms(false, Some("d"), "d");
+        assert!(may_send(&same, b"$JS.d.API.INFO"));
+        // Cluster and Raft traffic only on the system account's link.
+        assert!(may_send(&c, b"$NRG.x") && may_send(&c, b"$JSC.x"));
+        let sys = perms(true, None, "");
+        assert!(!may_send(&sys, b"$NRG.x") && !may_tell(&sys, b"$JSC.>"));
     }
 }

@@ -79,10 +79,9 @@ pub struct Solicit {
     pub discovered: Discovered,
     /// The remote's `tls {}`.
     pub tls: Option<Arc<super::open::RemoteTls>>,
-    /// The remote's `deny_imports` / `deny_exports` as the connection's permissions.
-    pub perms: Option<Arc<crate::auth::CompiledPerms>>,
-    /// The remote's `deny_imports`, for CONNECT `deny_pub`.
+    /// The remote's `deny_imports` (also sent as CONNECT `deny_pub`) and `deny_exports`.
     pub deny_imports: Vec<String>,
+    pub deny_exports: Vec<String>,
     /// The remote's `compression`.
     pub compression: crate::compress::CompressionOpts,
 }
@@ -171,7 +170,6 @@ pub async fn dial_loop(
         return;
     }
     let discovered = Discovered::new(&opts.urls);
-    let perms = super::perms::remote(&opts.deny_imports, &opts.deny_exports);
     // A discovered URL has no credentials: the block's, or the first configured URL's.
     let creds = match (&opts.username, &opts.password) {
         (None, None) => opts
@@ -205,8 +203,8 @@ pub async fn dial_loop(
                     account: account.clone(),
                     discovered: discovered.clone(),
                     tls: tls.clone(),
-                    perms: perms.clone(),
                     deny_imports: opts.deny_imports.clone(),
+                    deny_exports: opts.deny_exports.clone(),
                     compression: opts
                         .compression
                         .clone()
