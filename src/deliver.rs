@@ -614,9 +614,12 @@ impl Fanout {
     /// After a batch: publish the counters (server-wide and `own`'s), wake destinations once
     /// each, and, for a client producer, slow down for destinations past their stall mark
     /// (at most [`STALL_TOTAL`] per batch; a destination that did not drain in one wait is
-    /// not waited for again until it writes: see `Outbound::wait_drained`). Routes and
-    /// gateways never wait (as nats-server); clients do unless `no_fast_producer_stall`,
-    /// which drops their messages for such destinations instead (see [`Fanout::push`]).
+    /// not waited for again until it writes: see `Outbound::wait_drained`). Clients wait
+    /// unless `no_fast_producer_stall`, which drops their messages for such destinations
+    /// instead (see [`Fanout::push`]). A route's, gateway's or leaf's reader waits the same
+    /// way for local clients only (never for another link): nats-server's readers write to
+    /// such clients themselves (`flushClients`), so a client slower than the link that
+    /// feeds it slows that link, and the producer behind it, rather than being cut.
     pub async fn end_batch(&mut self, own: &Arc<Conn>) {
         self.run_hooks();
         let client = own.kind == ConnKind::Client;
@@ -639,19 +642,28 @@ impl Fanout {
         if !self.stalled.is_empty() {
             // With `no_fast_producer_stall` nobody waits, and nothing is counted (nats-server
             // counts `stalled_clients` in its wait).
-            let wait = client && !self.fabric.no_fast_producer_stall();
-            if wait {
+            let link = matches!(
+                own.kind,
+                ConnKind::Route | ConnKind::Gateway | ConnKind::Leaf
+            );
+            let wait = (client || link) && !self.fabric.no_fast_producer_stall();
+            if wait && client {
                 self.fabric.stats().stalled_clients.fetch_add(1, Relaxed);
             }
             let stalled = std::mem::take(&mut self.stalled);
             let deadline = Instant::now() + STALL_TOTAL;
-            for d in stalled.iter().filter(|_| wait) {
+            let waits_for = |d: &Arc<Conn>| client || d.kind == ConnKind::Client;
+            for d in stalled.iter().filter(|d| wait && waits_for(d)) {
                 let left = deadline.saturating_duration_since(Instant::now());
                 if left.is_zero() {
                     break;
                 }
                 if !Arc::ptr_eq(d, own) {
-                    d.out.wait_drained(left.min(STALL_ONE)).await;
+                    // Only a client waiting for a client marks it stuck (one bounded wait
+                    // per producer); a link's reader, like a producer behind a link, waits
+                    // on every batch, as nats-server's readers block on such writes.
+                    let again = link || d.kind != ConnKind::Client;
+                    d.out.wait_drained(left.min(STALL_ONE), again).await;
                 }
             }
             self.stalled = stalled;

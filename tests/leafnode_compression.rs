@@ -276,3 +276,61 @@ fn leafnode_compression_is_read_as_nats_server_reads_it() {
         "{bad}"
     );
 }
+
+/// A client on the leaf that reads slower than the hub can send: the leaf's reader waits for
+/// it (as nats-server's readers, which write to such clients themselves), the hub's
+/// publisher slows down behind the link, and nothing is lost. Before, the leaf's reader ran
+/// on at the link's pace (an S2 link reads in large blocks) and cut the client at its
+/// `max_pending`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_client_on_the_leaf_slows_the_link_instead_of_being_cut() {
+    use tokio::io::AsyncReadExt;
+    const N: usize = 20_000;
+    const PAYLOAD: usize = 1000;
+    let hub = natsd_hub(CompressionOpts::leaf_default()).await;
+    let mut o = leaf_opts(
+        Options {
+            max_pending: 4 * 1024 * 1024,
+            ..Options::local()
+        },
+        &format!("nats-leaf://127.0.0.1:{}", leaf_port(&hub)),
+    );
+    if let Some(l) = o.leafnodes.as_mut() {
+        l.remotes[0].compression = None;
+    }
+    let leaf = start(o).await;
+    wait_links(&leaf, 1).await;
+    let mut h = Raw::client(&hub).await;
+    let mut l = Raw::client(&leaf).await;
+    l.send("SUB slow 1\r\n").await;
+    until_delivered(&mut h, &mut l, "slow").await;
+    let frame = format!("PUB slow {PAYLOAD}\r\n{}\r\n", "x".repeat(PAYLOAD));
+    let batch = frame.repeat(100);
+    let publisher = tokio::spawn(async move {
+        for _ in 0..N / 100 {
+            h.send(&batch).await;
+        }
+        h.flush().await;
+    });
+    // Each delivery is `MSG slow 1 1000\r\n` and the payload with its CRLF.
+    let want = N * (format!("MSG slow 1 {PAYLOAD}\r\n").len() + PAYLOAD + 2);
+    let mut got = l.buf.len();
+    let mut buf = vec![0u8; 256 * 1024];
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while got < want {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{got} of {want} bytes"
+        );
+        let n = l.stream.read(&mut buf).await.expect("read");
+        assert!(
+            n > 0,
+            "the leaf closed its slow client after {got} of {want} bytes"
+        );
+        got += n;
+        // A reader of at most 256 KiB a millisecond: slower than the link.
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    assert_eq!(got, want);
+    publisher.await.expect("publisher");
+}

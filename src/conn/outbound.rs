@@ -34,6 +34,15 @@ struct State {
     /// Compression starts (or changes level) at this offset of `buf`: bytes before it are
     /// written as before, bytes from it on through an S2 encoder at that level.
     compress: Option<Switch>,
+    /// Bytes the writer took and has not finished writing: with `buf`, what is pending
+    /// (nats-server's `pb`), which the stall mark is checked against.
+    in_flight: usize,
+}
+
+impl State {
+    fn pending(&self) -> usize {
+        self.buf.len() + self.in_flight
+    }
 }
 
 /// Where in a taken batch the writer starts compressing (or changes level), and at what level.
@@ -64,6 +73,7 @@ impl Outbound {
                 buf: BytesMut::new(),
                 closed: false,
                 compress: None,
+                in_flight: 0,
             }),
             notify: Notify::new(),
             drained: Notify::new(),
@@ -99,7 +109,7 @@ impl Outbound {
         if st.closed {
             return Push::Closed;
         }
-        if no_stall && st.buf.len() > self.stall_at {
+        if no_stall && st.pending() > self.stall_at {
             return Push::Dropped;
         }
         let was_empty = st.buf.is_empty();
@@ -112,7 +122,7 @@ impl Outbound {
         f(&mut st.buf);
         Push::Ok {
             kick: was_empty,
-            stall: st.buf.len() > self.stall_at && !self.stuck.load(Relaxed),
+            stall: st.pending() > self.stall_at && !self.stuck.load(Relaxed),
         }
     }
 
@@ -192,6 +202,7 @@ impl Outbound {
         }
         let mut st = self.lock();
         std::mem::swap(&mut st.buf, spare);
+        st.in_flight = spare.len();
         (st.closed, st.compress.take())
     }
 
@@ -212,6 +223,7 @@ impl Outbound {
 
     /// Called by the writer after each write.
     pub fn signal_drained(&self) {
+        self.lock().in_flight = 0;
         self.stuck.store(false, Relaxed);
         self.drained.notify_waiters();
     }
@@ -224,7 +236,10 @@ impl Outbound {
     /// Wait (at most `limit`) until the buffer is below the stall mark or closed. When it is
     /// not, producers stop waiting for this destination until its next completed write: a
     /// consumer that does not read costs each producer one bounded wait, not one per batch.
-    pub async fn wait_drained(&self, limit: std::time::Duration) {
+    /// `again`: never mark it so (the producer waits on every batch): for a route, gateway
+    /// or leaf destination (a server behind a link is slow, not stuck; what it does not
+    /// drain is dropped past `max_pending`), and for a link's reader waiting for a client.
+    pub async fn wait_drained(&self, limit: std::time::Duration, again: bool) {
         let deadline = tokio::time::Instant::now() + limit;
         loop {
             let notified = self.drained.notified();
@@ -232,12 +247,14 @@ impl Outbound {
             notified.as_mut().enable();
             {
                 let st = self.lock();
-                if st.closed || st.buf.len() <= self.stall_at {
+                if st.closed || st.pending() <= self.stall_at {
                     return;
                 }
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                self.stuck.store(true, Relaxed);
+                if !again {
+                    self.stuck.store(true, Relaxed);
+                }
                 return;
             }
         }
@@ -259,11 +276,14 @@ mod tests {
         let mut spare = BytesMut::new();
         assert!(!o.take(&mut spare));
         assert_eq!(&spare[..], b"abcdefgh");
-        assert_eq!(o.push(1, |b| b.extend_from_slice(b"x")), ok(true, false));
+        // Taken but not yet written: still pending, so still past the stall mark.
+        assert_eq!(o.push(1, |b| b.extend_from_slice(b"x")), ok(true, true));
+        o.signal_drained();
+        assert_eq!(o.push(1, |b| b.extend_from_slice(b"z")), ok(false, false));
         o.close();
         assert_eq!(o.push(1, |b| b.extend_from_slice(b"y")), Push::Closed);
         assert!(o.take(&mut spare));
-        assert_eq!(&spare[..], b"x");
+        assert_eq!(&spare[..], b"xz");
     }
 
     #[tokio::test]
@@ -273,7 +293,8 @@ mod tests {
         assert!(!stall(o.push(6, |b| b.extend_from_slice(b"abcdef"))));
         assert!(stall(o.push(1, |b| b.extend_from_slice(b"g"))));
         // A producer waits once, in vain: the next pushes do not ask it to wait again.
-        o.wait_drained(std::time::Duration::from_millis(1)).await;
+        o.wait_drained(std::time::Duration::from_millis(1), false)
+            .await;
         assert!(!stall(o.push(1, |b| b.extend_from_slice(b"h"))));
         // The writer wrote something: producers wait for it again.
         o.signal_drained();
@@ -304,6 +325,9 @@ mod tests {
         assert_eq!(push(1), Push::Dropped);
         let mut spare = BytesMut::new();
         o.take(&mut spare);
+        // Taken, not yet written: still dropped; written: appended again.
+        assert_eq!(push(1), Push::Dropped);
+        o.signal_drained();
         assert_eq!(
             push(1),
             Push::Ok {
