@@ -298,11 +298,11 @@ fn every_leafnodes_key_works_or_is_refused_by_name() {
         }
     }
     assert!(unknown.is_empty(), "{unknown:#?}");
-    let e = load_str("leafnodes { port: 7422, compression: s2_auto }\n").expect_err("refused");
+    let e = load_str("leafnodes { remotes [ { url: \"nats://h:1\", hub: true } ] }\n")
+        .expect_err("refused");
     assert!(
-        e.to_string()
-            .contains("\"compression\" is not supported yet")
-            && e.to_string().contains("leafnode compression"),
+        e.to_string().contains("\"hub\" is not supported yet")
+            && e.to_string().contains("hub-role remotes"),
         "{e}"
     );
     let o = load_str(

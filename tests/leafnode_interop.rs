@@ -244,3 +244,46 @@ async fn a_hub_cluster_with_nats_server_215_gossips_leafnode_urls() {
     l.send("SUB on.leaf 1\r\n").await;
     until_delivered(&mut g, &mut l, "on.leaf").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_natsd_hub_refuses_leaves_under_its_min_version() {
+    natsserver::assert_installed();
+    let bin215 = natsserver::assert_installed_215();
+    let mut opts = hub_opts(Options::local());
+    if let Some(l) = opts.leafnodes.as_mut() {
+        l.min_version = Some("2.10.0".into());
+    }
+    let hub = start(opts).await;
+    // 2.9.10 is refused with nats-server's -ERR, as the Go leaf logs it.
+    let old = go_leaf(natsserver::NATS_SERVER, "minver29", leaf_port(&hub), "");
+    wait_for("the 2.9.10 leaf logs the refusal", || {
+        let ok = !old
+            .log_lines("connection rejected since minimum version required is \"2.10.0\"")
+            .is_empty();
+        async move { ok }
+    })
+    .await;
+    assert_eq!(common::leaf::links(&hub), 0);
+    // 2.15.1 is taken.
+    let _new = go_leaf(&bin215, "minver215", leaf_port(&hub), "");
+    wait_links(&hub, 1).await;
+}
+
+#[test]
+fn min_version_is_checked_as_nats_server_checks_it() {
+    let o = common::conf_opts("leafnodes { port: -1, min_version: \"2.10.0\" }");
+    assert_eq!(
+        o.leafnodes.and_then(|l| l.min_version).as_deref(),
+        Some("2.10.0")
+    );
+    for (v, want) in [
+        ("2.7.0", "the minimum version should be at least 2.8.0"),
+        ("bad", "invalid leafnode's minimum version: invalid semver"),
+    ] {
+        let e = natsd::config::file::load_str(&format!(
+            "leafnodes {{ port: -1, min_version: \"{v}\" }}"
+        ))
+        .expect_err(v);
+        assert!(e.to_string().contains(want), "{v}: {e}");
+    }
+}

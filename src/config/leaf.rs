@@ -29,6 +29,8 @@ pub struct LeafOpts {
     pub reconnect: Option<Duration>,
     /// `compression` of the listener (nats-server 2.10+; default `s2_auto`).
     pub compression: CompressionOpts,
+    /// `min_version`: leaves older than this are refused (at least 2.8.0).
+    pub min_version: Option<String>,
     pub remotes: Vec<RemoteLeafOpts>,
 }
 
@@ -48,6 +50,7 @@ impl Default for LeafOpts {
             tls: None,
             reconnect: None,
             compression: CompressionOpts::leaf_default(),
+            min_version: None,
             remotes: Vec::new(),
         }
     }

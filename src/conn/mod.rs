@@ -74,6 +74,8 @@ pub enum CloseReason {
     ClusterNameConflict,
     WrongPort,
     WrongGateway,
+    /// A leaf older than the hub's `min_version`.
+    MinimumVersionRequired,
 }
 
 impl CloseReason {
@@ -104,6 +106,7 @@ impl CloseReason {
             CloseReason::ClusterNameConflict => "Cluster Name Conflict",
             CloseReason::WrongPort => "Incorrect Port",
             CloseReason::WrongGateway => "Wrong Gateway",
+            CloseReason::MinimumVersionRequired => "Minimum Version Required",
         }
     }
 

@@ -31,14 +31,15 @@ use tokio::time::Instant;
 /// Interest one leaf connection may hold (bounded memory for a bad peer).
 const MAX_LEAF_SUBS: usize = 1 << 20;
 
-/// Serve one leaf connection until it closes. Returns true when it closed for a loop.
+/// Serve one leaf connection until it closes. Returns how long to wait before dialling again
+/// when the peer asked for a wait (a loop, a version under its `min_version`).
 pub async fn run(
     srv: Arc<ServerShared>,
     lf: Arc<Leafnodes>,
     stream: TcpStream,
     addr: SocketAddr,
     solicit: Option<Solicit>,
-) -> bool {
+) -> Option<Duration> {
     let _ = stream.set_nodelay(true);
     let conn = Arc::new(Conn::new(
         srv.next_cid(),
@@ -67,7 +68,7 @@ pub async fn run(
         pings_out: 0,
         next_ping: Instant::now() + Duration::from_secs(3600),
         rtt_start: None,
-        looped: false,
+        back_off: None,
         info_sent: false,
         pending_info: None,
     };
@@ -88,7 +89,7 @@ pub async fn run(
             } else {
                 CloseReason::ProtocolViolation
             });
-            return false;
+            return None;
         }
     };
     c.info_sent = opened.info_sent;
@@ -111,7 +112,7 @@ pub async fn run(
         "{} - Leafnode connection closed: {reason}",
         conn.log_prefix()
     );
-    c.looped
+    c.back_off
 }
 
 struct LeafConn {
@@ -136,7 +137,9 @@ struct LeafConn {
     next_ping: Instant,
     rtt_start: Option<Instant>,
     trace: bool,
-    looped: bool,
+    /// A dialled connection's peer asked us to wait before dialling again (a loop, a
+    /// version under its `min_version`).
+    back_off: Option<Duration>,
     /// Hub: our INFO already went out in the clear, before TLS.
     info_sent: bool,
     /// Leaf: the hub's INFO, read before TLS, for the session to handle first.
@@ -229,7 +232,9 @@ impl LeafConn {
                     self.conn.log_prefix()
                 );
                 if text.contains("Loop detected") {
-                    self.looped = true;
+                    self.back_off = Some(super::remote::LOOP_DELAY);
+                } else if text.contains(super::connect::MIN_VERSION_REJECTED) {
+                    self.back_off = Some(super::remote::MIN_VERSION_DELAY);
                 }
                 Err(CloseReason::ProtocolViolation)
             }
@@ -289,6 +294,18 @@ impl LeafConn {
             self.send_err("Authorization Violation");
             return Err(CloseReason::AuthenticationViolation);
         };
+        if let Some(min) = &self.lf.opts.min_version {
+            if !super::connect::version_at_least(&ci.version, min) {
+                let text = format!("{} {min:?}", super::connect::MIN_VERSION_REJECTED);
+                tracing::error!(
+                    "{} - {text} (leaf version {:?})",
+                    self.conn.log_prefix(),
+                    ci.version
+                );
+                self.send_err(&text);
+                return Err(CloseReason::MinimumVersionRequired);
+            }
+        }
         self.conn.headers.store(ci.headers, Relaxed);
         self.set_perms(&acc, &ci.deny_pub, &[], &ci.domain);
         if self.negotiated.is_none() {
@@ -483,7 +500,7 @@ impl LeafConn {
             );
             tracing::error!("{} - {text}", self.conn.log_prefix());
             self.send_err(&text);
-            self.looped = true;
+            self.back_off = Some(super::remote::LOOP_DELAY);
             return Err(CloseReason::ProtocolViolation);
         }
         if super::perms::refuses_interest(&self.conn, subject) {

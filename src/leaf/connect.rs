@@ -68,3 +68,46 @@ pub(super) fn authenticate(o: &LeafOpts, ci: &LeafConnect) -> Option<String> {
     )
     .then_some(default)
 }
+
+/// The start of a hub's `-ERR` for a leaf under its `min_version` (the version follows, quoted).
+pub(crate) const MIN_VERSION_REJECTED: &str =
+    "connection rejected since minimum version required is";
+
+/// `major.minor.patch` of a semantic version (a pre-release or build suffix allowed, no
+/// leading zeros), as nats-server's `versionComponents`; None when it is not one.
+pub(crate) fn version(v: &str) -> Option<(u64, u64, u64)> {
+    let core = v.split(['-', '+']).next().unwrap_or("");
+    let mut parts = core.split('.');
+    let mut next = || -> Option<u64> {
+        let p = parts.next()?;
+        let ok = !p.is_empty()
+            && p.bytes().all(|b| b.is_ascii_digit())
+            && (p == "0" || !p.starts_with('0'));
+        ok.then(|| p.parse().ok()).flatten()
+    };
+    let v = (next()?, next()?, next()?);
+    parts.next().is_none().then_some(v)
+}
+
+/// Is `v` a version at least `min` (false when either is not a version)?
+pub(crate) fn version_at_least(v: &str, min: &str) -> bool {
+    matches!((version(v), version(min)), (Some(a), Some(b)) if a >= b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_compare_as_nats_server_reads_them() {
+        assert_eq!(version("2.15.1"), Some((2, 15, 1)));
+        assert_eq!(version("2.11.0-RC.2"), Some((2, 11, 0)));
+        for bad in ["", "2.10", "v2.10.0", "2.010.0", "2.10.0.1", "a.b.c"] {
+            assert_eq!(version(bad), None, "{bad}");
+        }
+        assert!(version_at_least("2.10.0", "2.8.0"));
+        assert!(version_at_least("2.8.0", "2.8.0"));
+        assert!(!version_at_least("2.7.9", "2.8.0"));
+        assert!(!version_at_least("", "2.8.0"), "no version is too old");
+    }
+}

@@ -17,6 +17,7 @@ mod open;
 mod perms;
 mod remote;
 
+pub(crate) use connect::version;
 pub use interest::Src;
 pub use remote::RemoteUrl;
 

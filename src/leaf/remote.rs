@@ -13,6 +13,9 @@ use std::time::Duration;
 pub const RECONNECT_DELAY: Duration = Duration::from_secs(1);
 /// After `-ERR 'Loop detected …'` (nats-server's `leafNodeReconnectDelayAfterLoopDetected`).
 pub const LOOP_DELAY: Duration = Duration::from_secs(30);
+/// How long a remote waits after a hub refused its version (nats-server's
+/// `leafNodeMinVersionReconnectDelay`).
+pub const MIN_VERSION_DELAY: Duration = Duration::from_secs(5);
 const DEFAULT_LEAF_PORT: u16 = 7422;
 const DIAL_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -211,7 +214,7 @@ pub async fn dial_loop(
                         .unwrap_or_else(crate::compress::CompressionOpts::leaf_default),
                 };
                 match attempt(&srv, &lf, sol).await {
-                    Outcome::Loop => LOOP_DELAY,
+                    Outcome::Wait(d) => d,
                     Outcome::Retry => retry,
                 }
             }
@@ -225,8 +228,8 @@ pub async fn dial_loop(
 
 enum Outcome {
     Retry,
-    /// The hub (or we) detected a loop.
-    Loop,
+    /// Wait this long first: the hub (or we) detected a loop, or it wants a newer version.
+    Wait(Duration),
 }
 
 /// One attempt: resolve, connect to the first address that answers, serve until closed.
@@ -247,12 +250,8 @@ async fn attempt(srv: &Arc<ServerShared>, lf: &Arc<Leafnodes>, sol: Solicit) -> 
         match stream {
             Ok(Ok(s)) => {
                 tracing::info!("Connected leafnode to {addr}");
-                let looped = super::conn::run(srv.clone(), lf.clone(), s, addr, Some(sol)).await;
-                return if looped {
-                    Outcome::Loop
-                } else {
-                    Outcome::Retry
-                };
+                let wait = super::conn::run(srv.clone(), lf.clone(), s, addr, Some(sol)).await;
+                return wait.map_or(Outcome::Retry, Outcome::Wait);
             }
             Ok(Err(e)) => {
                 tracing::debug!("Error trying to connect to leafnode remote {addr}: {e}")

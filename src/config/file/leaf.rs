@@ -14,7 +14,6 @@ const DEFAULT_LEAF_PORT: u16 = 7422;
 /// Leafnode keys natsd knows of but does not build yet, with what to say.
 fn leaf_not_yet(key: &str) -> Option<&'static str> {
     Some(match key {
-        "min_version" | "minimum_version" => "leafnode min_version",
         "creds" | "credentials" | "nkey" | "seed" => "leafnode credentials (JWT/nkey auth)",
         "ws_compress"
         | "ws_compression"
@@ -68,6 +67,25 @@ pub(super) fn leafnodes(m: &Map) -> Result<LeafOpts, ConfigError> {
                 l.reconnect = Some(seconds(k, v)?)
             }
             "authorization" => authorization(map(k, v)?, &mut l)?,
+            "min_version" | "minimum_version" => {
+                let mv = string(k, v)?;
+                // nats-server's checkLeafMinVersionConfig.
+                match crate::leaf::version(&mv) {
+                    None => {
+                        return Err(ConfigError::at(
+                            &v.pos,
+                            "invalid leafnode's minimum version: invalid semver",
+                        ))
+                    }
+                    Some(x) if x < (2, 8, 0) => {
+                        return Err(ConfigError::at(
+                            &v.pos,
+                            "the minimum version should be at least 2.8.0",
+                        ))
+                    }
+                    Some(_) => l.min_version = Some(mv),
+                }
+            }
             "compression" => {
                 l.compression = super::blocks::compression(k, v, CompressionOpts::leaf_default())?
             }

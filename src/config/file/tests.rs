@@ -123,8 +123,8 @@ fn refused_capabilities_name_the_key() {
             "pinned_certs",
         ),
         (
-            "leafnodes { port: 7422, min_version: \"2.8.0\" }",
-            "min_version",
+            "leafnodes { remotes [ { url: \"nats://h:1\", hub: true } ] }",
+            "hub",
         ),
         (
             "leafnodes { remotes [ { url: \"nats://h:1\", credentials: x } ] }",
