@@ -382,7 +382,7 @@ impl LeafConn {
             pass: pass.unwrap_or_default(),
             remote_account: acc.name.to_string(),
             deny_pub: sol.deny_imports.clone(),
-            domain: self.lf.js_domain(&self.srv).unwrap_or_default().to_string(),
+            domain: super::js_domain(&self.srv).unwrap_or_default().to_string(),
             compress_mode: self
                 .negotiated
                 .unwrap_or(CompressionMode::NotSupported)
@@ -466,7 +466,7 @@ impl LeafConn {
             deny_pub,
             deny_sub,
             system: *acc.name == *self.srv.system_account_name(),
-            domain: self.lf.js_domain(&self.srv),
+            domain: super::js_domain(&self.srv),
             remote_domain: remote,
         };
         let _ = self.conn.leaf_perms.set(p.compile());

@@ -29,6 +29,12 @@ use crate::server::ServerShared;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
+/// This server's JetStream domain, when its JetStream runs with one (JetStream starts before
+/// the leafnode listener and remotes).
+fn js_domain(srv: &ServerShared) -> Option<&str> {
+    srv.jetstream.get()?.config.domain.as_deref()
+}
+
 /// Leafnode state of a server with a `leafnodes {}` block.
 pub struct Leafnodes {
     pub opts: LeafOpts,
@@ -78,15 +84,6 @@ impl Leafnodes {
         Some(format!("{host}:{}", a.port()))
     }
 
-    /// This server's JetStream domain, when its JetStream runs with one.
-    pub fn js_domain<'a>(&self, srv: &'a ServerShared) -> Option<&'a str> {
-        srv.opts
-            .jetstream
-            .as_ref()
-            .and_then(|j| j.domain.as_deref())
-            .filter(|d| !d.is_empty())
-    }
-
     /// INFO `leafnode_urls`: our advertised address (unless `no_advertise`) and those of our
     /// route peers (each peer's route INFO carries its own, unless it has `no_advertise`).
     pub fn leafnode_urls(&self, srv: &ServerShared) -> Vec<String> {
@@ -128,7 +125,7 @@ impl Leafnodes {
                 String::new()
             },
             leafnode_urls: self.leafnode_urls(srv),
-            domain: self.js_domain(srv).unwrap_or_default().to_string(),
+            domain: js_domain(srv).unwrap_or_default().to_string(),
             // A new leaf hears our mode (nats-server: not "not supported", never in updates).
             compression: match self.opts.compression.mode {
                 m if cid.is_none() || m == CompressionMode::NotSupported => String::new(),
