@@ -28,6 +28,19 @@ pub struct Credentials<'a> {
     pub jwt: Option<&'a str>,
     /// The client's address (a user JWT's `src` CIDRs are checked against it).
     pub host: Option<std::net::IpAddr>,
+    /// A leafnode connection (connection type `LEAFNODE`), else a client (`STANDARD`).
+    pub leaf: bool,
+}
+
+impl Credentials<'_> {
+    /// The connection type a user's `allowed_connection_types` is checked against.
+    pub fn connection_type(&self) -> &'static str {
+        if self.leaf {
+            "LEAFNODE"
+        } else {
+            "STANDARD"
+        }
+    }
 }
 
 /// Whether `key` is a valid public user nkey (`U…`, checksum included).
@@ -117,6 +130,25 @@ impl CompiledPerms {
         }
     }
 
+    /// A configured user's permissions, `allow_responses` included.
+    pub fn from_config(p: &Permissions) -> Self {
+        let c = CompiledPerms::new(p);
+        match p.allow_responses {
+            Some(r) => c.with_responses(r),
+            None => c,
+        }
+    }
+
+    /// The publish rules as (allow, deny) lists (`None`: no allow list).
+    pub fn publish_lists(&self) -> (Option<&[Bytes]>, &[Bytes]) {
+        (self.publish.allow.as_deref(), &self.publish.deny)
+    }
+
+    /// The subscribe rules as (allow, deny) lists (`None`: no allow list).
+    pub fn subscribe_lists(&self) -> (Option<&[Bytes]>, &[Bytes]) {
+        (self.subscribe.allow.as_deref(), &self.subscribe.deny)
+    }
+
     /// With response permissions: as nats-server, publishing without an allow list then
     /// allows nothing but the replies.
     pub fn with_responses(mut self, r: responses::ResponsePerm) -> Self {
@@ -158,6 +190,14 @@ struct UserEntry {
     password: String,
     account: String,
     perms: Option<Arc<CompiledPerms>>,
+    /// `allowed_connection_types` (upper case; empty: all).
+    types: Vec<String>,
+}
+
+impl UserEntry {
+    fn allows(&self, c: &Credentials<'_>) -> bool {
+        self.types.is_empty() || self.types.iter().any(|t| t == c.connection_type())
+    }
 }
 
 enum Mode {
@@ -305,29 +345,36 @@ impl Rulebook {
                     password: o.password.clone().unwrap_or_default(),
                     account: crate::account::GLOBAL_ACCOUNT.into(),
                     perms: None,
+                    types: Vec::new(),
                 },
             );
             Mode::Users(m, HashMap::new())
         } else if !o.users.is_empty() || !o.nkeys.is_empty() {
-            let entry =
-                |password: &str, account: &Option<String>, p: &Option<Permissions>| UserEntry {
-                    password: password.to_string(),
-                    account: account
-                        .clone()
-                        .unwrap_or_else(|| crate::account::GLOBAL_ACCOUNT.into()),
-                    perms: p.as_ref().map(|p| Arc::new(CompiledPerms::new(p))),
-                };
+            let entry = |password: &str,
+                         account: &Option<String>,
+                         p: &Option<Permissions>,
+                         types: &[String]| UserEntry {
+                password: password.to_string(),
+                account: account
+                    .clone()
+                    .unwrap_or_else(|| crate::account::GLOBAL_ACCOUNT.into()),
+                perms: p.as_ref().map(|p| Arc::new(CompiledPerms::from_config(p))),
+                types: types.to_vec(),
+            };
             Mode::Users(
                 o.users
                     .iter()
                     .map(|u| {
-                        let e = entry(&u.password, &u.account, &u.permissions);
+                        let e = entry(&u.password, &u.account, &u.permissions, &u.connection_types);
                         (u.username.clone(), e)
                     })
                     .collect(),
                 o.nkeys
                     .iter()
-                    .map(|u| (u.nkey.clone(), entry("", &u.account, &u.permissions)))
+                    .map(|u| {
+                        let e = entry("", &u.account, &u.permissions, &u.connection_types);
+                        (u.nkey.clone(), e)
+                    })
                     .collect(),
             )
         } else {
@@ -374,7 +421,7 @@ impl Rulebook {
                     (nothing && keys.contains_key(n)).then_some(n)
                 });
                 if let Some(key) = nkey.filter(|_| !keys.is_empty()) {
-                    let e = keys.get(key)?;
+                    let e = keys.get(key).filter(|e| e.allows(&c))?;
                     let by_no_auth = c.nkey.is_none();
                     if !by_no_auth && !nonce_signed(key, c.nonce, c.sig) {
                         return None;
@@ -392,7 +439,7 @@ impl Rulebook {
                     (_, None) if c.pass.is_none() => (self.no_auth_user.as_deref()?, ""),
                     _ => return None,
                 };
-                let e = users.get(name)?;
+                let e = users.get(name).filter(|e| e.allows(&c))?;
                 let by_no_auth = c.user.is_none_or(str::is_empty);
                 if !by_no_auth && !secret_matches(&e.password, pass) {
                     return None;
@@ -471,6 +518,7 @@ mod tests {
                 password: hash,
                 account: Some("A".into()),
                 permissions: None,
+                connection_types: Vec::new(),
             }],
             ..Options::default()
         };
@@ -514,6 +562,7 @@ mod tests {
                 nkey: key.clone(),
                 account: Some("A".into()),
                 permissions: None,
+                connection_types: Vec::new(),
             }],
             users: vec![User {
                 username: "u".into(),
@@ -578,6 +627,7 @@ mod tests {
     #[test]
     fn permissions() {
         let p = CompiledPerms::new(&Permissions {
+            allow_responses: None,
             publish: Some(SubjectPermission {
                 allow: vec!["foo.*".into(), "bar".into()],
                 deny: vec!["foo.secret".into()],

@@ -357,6 +357,23 @@ pub fn undecorate(text: &str) -> String {
     text.trim().to_string()
 }
 
+/// A `.creds` file's user JWT and nkey seed: the first two blocks framed by `---…---`
+/// lines (nats-server's and the clients' `credsRe`), as (jwt, seed).
+pub fn parse_creds(text: &str) -> Result<(String, String), String> {
+    let lines: Vec<&str> = text.lines().map(str::trim).collect();
+    let frame = |l: &str| l.len() >= 6 && l.starts_with("---") && l.ends_with("---");
+    let blocks: Vec<&str> = lines
+        .windows(3)
+        .filter(|w| frame(w[0]) && frame(w[2]) && !w[1].is_empty() && !frame(w[1]))
+        .map(|w| w[1])
+        .take(2)
+        .collect();
+    match blocks[..] {
+        [jwt, seed] => Ok((jwt.to_string(), seed.to_string())),
+        _ => Err("malformed credentials file (expected a user JWT and an nkey seed)".into()),
+    }
+}
+
 pub mod user;
 
 #[cfg(test)]

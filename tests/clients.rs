@@ -139,6 +139,7 @@ async fn user_password_and_token_auth() {
             password: hash,
             account: None,
             permissions: None,
+            connection_types: Vec::new(),
         }],
         ..Options::local()
     })
@@ -187,6 +188,7 @@ async fn permissions_violations_are_reported() {
             password: "pw".into(),
             account: None,
             permissions: Some(Permissions {
+                allow_responses: None,
                 publish: Some(SubjectPermission {
                     allow: vec!["allowed.>".into()],
                     deny: vec![],
@@ -196,6 +198,7 @@ async fn permissions_violations_are_reported() {
                     deny: vec![],
                 }),
             }),
+            connection_types: Vec::new(),
         }],
         ..Options::local()
     })
@@ -234,6 +237,7 @@ async fn accounts_are_isolated() {
         password: "pw".into(),
         account: Some(acc.into()),
         permissions: None,
+        connection_types: Vec::new(),
     };
     let srv = start(Options {
         accounts: vec!["A".into(), "B".into()],

@@ -1043,6 +1043,7 @@ async fn accounts_without_jetstream_get_nats_server_error() {
         password: u.into(),
         account: Some(a.into()),
         permissions: None,
+        connection_types: Vec::new(),
     };
     let srv = common::start(Options {
         accounts: vec!["A".into(), "B".into()],

@@ -9,10 +9,10 @@
 mod common;
 
 use common::auth::{
-    bare_user_jwt, connect_jwt, hello, logged_in, nonce_of, open_limits, refused, sign, user_jwt,
-    Target,
+    answers, bare_user_jwt, connect_jwt, hello, logged_in, nonce_of, open_limits, pub_denied,
+    refused, sign, user_jwt, Target,
 };
-use common::{wait_for, Raw};
+use common::wait_for;
 use natsd::jwt::encode;
 use nkeys::KeyPair;
 use serde_json::{json, Value};
@@ -79,25 +79,6 @@ async fn admitted(t: &Target, jwt: &str, user: &KeyPair, what: &str) -> bool {
         }
         other => panic!("{}: {what}: {other}", t.name()),
     }
-}
-
-/// Send `cmds` then a PING; the lines before the PONG (an async INFO skipped).
-async fn answers(r: &mut Raw, cmds: &str) -> Vec<String> {
-    r.send(&format!("{cmds}PING\r\n")).await;
-    let mut out = Vec::new();
-    loop {
-        let l = r.next_non_ping().await;
-        if l == "PONG" {
-            return out;
-        }
-        if !l.starts_with("INFO ") {
-            out.push(l);
-        }
-    }
-}
-
-fn pub_denied(s: &str) -> String {
-    format!("-ERR 'Permissions Violation for Publish to \"{s}\"'")
 }
 
 fn sub_denied(s: &str) -> String {

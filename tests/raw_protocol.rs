@@ -416,12 +416,14 @@ async fn permissions_violations_keep_connection() {
                 password: "pw".into(),
                 account: None,
                 permissions: None,
+                connection_types: Vec::new(),
             },
             User {
                 username: "a".into(),
                 password: "b".into(),
                 account: None,
                 permissions: Some(Permissions {
+                    allow_responses: None,
                     publish: Some(SubjectPermission {
                         allow: vec!["foo".into(), "_INBOX.>".into()],
                         deny: vec![],
@@ -431,6 +433,7 @@ async fn permissions_violations_keep_connection() {
                         deny: vec!["bar".into()],
                     }),
                 }),
+                connection_types: Vec::new(),
             },
         ],
         ..Options::local()

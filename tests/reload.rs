@@ -26,6 +26,7 @@ fn allow(publish: &[&str], subscribe: &[&str]) -> Option<Permissions> {
         })
     };
     Some(Permissions {
+        allow_responses: None,
         publish: sp(publish),
         subscribe: sp(subscribe),
     })

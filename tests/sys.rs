@@ -21,6 +21,7 @@ fn with_sys(o: Options) -> Options {
         password: u.into(),
         account: Some(acc.into()),
         permissions: None,
+        connection_types: Vec::new(),
     };
     Options {
         users: vec![user("sys", "SYS"), user("app", "APP")],

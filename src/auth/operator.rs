@@ -126,7 +126,7 @@ pub(super) fn jwt_user(
     if bearer && acc.disallow_bearer {
         return Err("Account does not allow bearer tokens".into());
     }
-    if !juser::connection_type_allowed(&u, "STANDARD") {
+    if !juser::connection_type_allowed(&u, c.connection_type()) {
         return Err("Connection type not allowed".into());
     }
     if !bearer && !nonce_signed(&u.subject, c.nonce, c.sig) {
@@ -174,6 +174,7 @@ fn perms_of(v: &serde_json::Value) -> Option<CompiledPerms> {
         (!allow.is_empty() || !deny.is_empty()).then_some(SubjectPermission { allow, deny })
     };
     let p = Permissions {
+        allow_responses: None,
         publish: side("pub"),
         subscribe: side("sub"),
     };

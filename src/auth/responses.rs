@@ -127,6 +127,7 @@ mod tests {
     #[test]
     fn replies_are_answered_max_times() {
         let perms = Arc::new(CompiledPerms::new(&Permissions {
+            allow_responses: None,
             publish: Some(SubjectPermission {
                 allow: vec!["ok".into()],
                 deny: vec![],

@@ -36,6 +36,7 @@ impl Client {
             nonce: self.nonce.as_bytes(),
             jwt: nonempty(&ci.jwt),
             host: Some(self.conn.addr.ip()),
+            leaf: false,
         };
         let Some(id) = self.srv.auth.authenticate(creds) else {
             // As nats-server 2.15: the failed connection keeps the user it claimed (an
@@ -89,7 +90,7 @@ impl Client {
             }
         }
         self.perms = id.perms;
-        self.expires_at = expiry_instant(id.expires);
+        self.expires_at = crate::util::time::expiry_instant(id.expires);
         self.jwt_limits = id.jwt_limits;
         self.creds = Some(StoredCreds::new(&creds));
         // The account's `limits { max_connections }`, counted across the cluster: this
@@ -150,15 +151,4 @@ impl Client {
                 .send(crate::sys::conns::Event::Local(self.acc.name.clone()));
         }
     }
-}
-
-/// When a JWT expiring at `unix` seconds expires, on the monotonic clock (None: never).
-/// Already past: now (the tick closes the connection at once).
-fn expiry_instant(unix: i64) -> Option<Instant> {
-    let at = u64::try_from(unix).ok().filter(|&s| s > 0)?;
-    let at = std::time::UNIX_EPOCH + Duration::from_secs(at);
-    let left = at
-        .duration_since(std::time::SystemTime::now())
-        .unwrap_or_default();
-    Some(Instant::now() + left)
 }

@@ -166,6 +166,7 @@ impl StoredCreds {
             nonce: self.nonce.as_bytes(),
             jwt: self.jwt.as_deref(),
             host: self.host,
+            leaf: false,
         }
     }
 }

@@ -84,4 +84,17 @@ pub struct RemoteLeafOpts {
     pub deny_exports: Vec<String>,
     /// `compression` (`None`: the default, `s2_auto`).
     pub compression: Option<CompressionOpts>,
+    /// `credentials` (a `.creds` file) or `nkey` (a user seed): how it proves itself.
+    pub creds: RemoteCreds,
+}
+
+/// A remote's own credentials, beyond the URL's user and password.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum RemoteCreds {
+    #[default]
+    None,
+    /// A `.creds` file: a user JWT and its nkey seed, read at every dial.
+    File(std::path::PathBuf),
+    /// An nkey user seed (`SU…`).
+    Seed(String),
 }

@@ -45,6 +45,8 @@ pub struct SubjectPermission {
 pub struct Permissions {
     pub publish: Option<SubjectPermission>,
     pub subscribe: Option<SubjectPermission>,
+    /// `allow_responses`: replies to received requests may be published.
+    pub allow_responses: Option<crate::auth::responses::ResponsePerm>,
 }
 
 /// One configured user. `password` may be a bcrypt hash (`$2a$…`, `$2b$…`, `$2y$…`).
@@ -55,6 +57,8 @@ pub struct User {
     /// The account this user's connections join; `None` means the global account `$G`.
     pub account: Option<String>,
     pub permissions: Option<Permissions>,
+    /// `allowed_connection_types` (upper case; empty: all).
+    pub connection_types: Vec<String>,
 }
 
 /// One configured nkey user (`users [ { nkey: U… } ]`): it proves itself by signing the
@@ -66,6 +70,8 @@ pub struct NkeyUser {
     /// The account this user's connections join; `None` means the global account `$G`.
     pub account: Option<String>,
     pub permissions: Option<Permissions>,
+    /// `allowed_connection_types` (upper case; empty: all).
+    pub connection_types: Vec<String>,
 }
 
 /// Operator (JWT) mode: the trusted operators, the `MEMORY` resolver and its preloaded

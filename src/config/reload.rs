@@ -564,6 +564,7 @@ mod tests {
         assert!(diff(&old, &same).expect("plan").is_empty());
         let mut narrowed = same.clone();
         narrowed.users[0].permissions = Some(Permissions {
+            allow_responses: None,
             publish: Some(SubjectPermission {
                 allow: vec!["foo".into()],
                 deny: vec![],

@@ -116,6 +116,27 @@ fn undecorated() {
     assert_eq!(undecorate("  eyJ.a.b \n"), "eyJ.a.b");
 }
 
+#[test]
+fn creds_files() {
+    let text = "-----BEGIN NATS USER JWT-----\neyJ0.a.b\n------END NATS USER JWT------\n\n\
+                ************************* IMPORTANT *************************\n\
+                NKEY Seed printed below can be used to sign and prove identity.\n\n\
+                -----BEGIN USER NKEY SEED-----\nSUAXYZ\n------END USER NKEY SEED------\n";
+    assert_eq!(
+        parse_creds(text).expect("creds"),
+        ("eyJ0.a.b".to_string(), "SUAXYZ".to_string())
+    );
+    let crlf = text.replace('\n', "\r\n");
+    assert_eq!(parse_creds(&crlf).expect("creds").1, "SUAXYZ");
+    for bad in [
+        "",
+        "eyJ0.a.b",
+        "-----BEGIN NATS USER JWT-----\neyJ0.a.b\n------END------\n",
+    ] {
+        assert!(parse_creds(bad).is_err(), "{bad:?}");
+    }
+}
+
 fn user_claims(nats: Value) -> Claims {
     let (acc, user) = (KeyPair::new_account(), KeyPair::new_user());
     let mut n = nats;

@@ -13,8 +13,8 @@ use std::net::IpAddr;
 /// The most subjects one template entry may expand to (nats-server's limit).
 const MAX_EXPANSIONS: usize = 4096;
 
-/// The connection types the jwt library knows (`allowed_connection_types`).
-const KNOWN_TYPES: [&str; 7] = [
+/// The connection types the jwt library and nats-server know (`allowed_connection_types`).
+pub const CONNECTION_TYPES: [&str; 7] = [
     "STANDARD",
     "WEBSOCKET",
     "LEAFNODE",
@@ -378,7 +378,7 @@ pub fn connection_type_allowed(u: &Claims, kind: &str) -> bool {
     let known: Vec<String> = list
         .iter()
         .map(|t| t.to_ascii_uppercase())
-        .filter(|t| KNOWN_TYPES.contains(&t.as_str()))
+        .filter(|t| CONNECTION_TYPES.contains(&t.as_str()))
         .collect();
     known.iter().any(|t| t == kind)
 }

@@ -28,6 +28,10 @@ use std::time::Duration;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
+mod handshake;
+use super::{connect, perms};
+use handshake::Pending;
+
 /// Interest one leaf connection may hold (bounded memory for a bad peer).
 const MAX_LEAF_SUBS: usize = 1 << 20;
 
@@ -71,7 +75,14 @@ pub async fn run(
         back_off: None,
         info_sent: false,
         pending_info: None,
+        nonce: String::new(),
+        expires: None,
+        inbound: None,
+        pending: None,
     };
+    if c.solicit.is_none() {
+        c.nonce = crate::util::ids::nonce();
+    }
     // TLS (and the INFO that goes before it) ahead of the driver.
     let opened = match &c.solicit {
         None => {
@@ -144,6 +155,15 @@ struct LeafConn {
     info_sent: bool,
     /// Leaf: the hub's INFO, read before TLS, for the session to handle first.
     pending_info: Option<Vec<u8>>,
+    /// Hub: the nonce of our INFO; leaf: the hub's (our credentials sign it).
+    nonce: String,
+    /// Hub: when the leaf's user JWT expires (the connection is closed then).
+    expires: Option<Instant>,
+    /// Hub: the permissions of the user the leaf logged in as; what it sends is checked
+    /// against their publish rules.
+    inbound: Option<Arc<crate::auth::CompiledPerms>>,
+    /// Leaf: CONNECT sent, waiting for the hub's `connect_info` INFO to register.
+    pending: Option<Pending>,
 }
 
 fn sub_key(subject: &[u8], queue: Option<&[u8]>) -> Bytes {
@@ -191,7 +211,8 @@ impl LeafConn {
 
     /// Our INFO as a hub (its `leafnode_urls` are what this leaf is told from now on).
     fn hub_info(&self) -> Vec<u8> {
-        let info = self.lf.hub_info(&self.srv, Some(self.conn.cid));
+        let mut info = self.lf.hub_info(&self.srv, Some(self.conn.cid));
+        info.nonce.clone_from(&self.nonce);
         let mut b = BytesMut::new();
         let _ = info.write_to(&mut b);
         b.to_vec()
@@ -250,243 +271,9 @@ impl LeafConn {
                 self.ls_minus(subject, queue);
                 Ok(())
             }
-            Op::Rmsg(m) => {
-                self.on_msg(&m);
-                Ok(())
-            }
+            Op::Rmsg(m) => self.on_msg(&m),
             other => self.violation(&format!("unexpected op {other:?}")),
         }
-    }
-
-    /// Hub side: authenticate, bind the account, register.
-    fn on_connect(&mut self, json: &[u8]) -> Result<(), CloseReason> {
-        if self.spoke() {
-            return self.violation("CONNECT on a leafnode connection we dialled");
-        }
-        if self.link.is_some() {
-            return self.violation("second CONNECT");
-        }
-        let ci: LeafConnect = match serde_json::from_slice(json) {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::error!(
-                    "{} - Leafnode bad CONNECT JSON, closing: {e}",
-                    self.conn.log_prefix()
-                );
-                self.send_err("Authorization Violation");
-                return Err(CloseReason::AuthenticationViolation);
-            }
-        };
-        let Some(acc_name) = super::connect::authenticate(&self.lf.opts, &ci) else {
-            tracing::error!(
-                "{} - Leafnode authentication error (user {:?})",
-                self.conn.log_prefix(),
-                ci.user
-            );
-            self.send_err("Authorization Violation");
-            return Err(CloseReason::AuthenticationViolation);
-        };
-        let Some(acc) = self.srv.accounts.get(&acc_name) else {
-            tracing::error!(
-                "{} - Leafnode bound to unknown account {acc_name:?}",
-                self.conn.log_prefix()
-            );
-            self.send_err("Authorization Violation");
-            return Err(CloseReason::AuthenticationViolation);
-        };
-        if let Some(min) = &self.lf.opts.min_version {
-            if !super::connect::version_at_least(&ci.version, min) {
-                let text = format!("{} {min:?}", super::connect::MIN_VERSION_REJECTED);
-                tracing::error!(
-                    "{} - {text} (leaf version {:?})",
-                    self.conn.log_prefix(),
-                    ci.version
-                );
-                self.send_err(&text);
-                return Err(CloseReason::MinimumVersionRequired);
-            }
-        }
-        self.conn.headers.store(ci.headers, Relaxed);
-        self.set_perms(&acc, &ci.deny_pub, &[], &ci.domain);
-        if self.negotiated.is_none() {
-            // No INFO came: the leaf does not compress; its CONNECT says why.
-            self.negotiated = Some(
-                CompressionMode::from_info(&ci.compress_mode)
-                    .unwrap_or(CompressionMode::NotSupported),
-            );
-        }
-        self.set_meta(&ci.name, &ci.version, &ci.user, &acc);
-        tracing::info!(
-            "{} - Leafnode connection created for account: {} (server {:?})",
-            self.conn.log_prefix(),
-            acc.name,
-            ci.name
-        );
-        self.register(acc, &ci.server_id, &ci.name);
-        Ok(())
-    }
-
-    /// Leaf side: the hub's first INFO is answered with our CONNECT, then we register; its
-    /// `leafnode_urls` (in that INFO and later ones) join the remote's addresses.
-    fn on_info(&mut self, json: &[u8]) -> Result<(), CloseReason> {
-        let info: ServerInfo = match serde_json::from_slice(json) {
-            Ok(i) => i,
-            Err(e) => {
-                tracing::error!(
-                    "{} - Leafnode bad INFO JSON, closing: {e}",
-                    self.conn.log_prefix()
-                );
-                return Err(CloseReason::ProtocolViolation);
-            }
-        };
-        let Some(sol) = self.solicit.clone() else {
-            // A hub hears one INFO from a leaf, before its CONNECT, and only when the leaf
-            // compresses (nats-server 2.10+); any other is ignored.
-            if self.negotiated.is_none() && self.link.is_none() {
-                self.negotiate(&info)?;
-            }
-            return Ok(());
-        };
-        // The first INFO and every update: the hub cluster's addresses to try next time.
-        if !info.leafnode_urls.is_empty() {
-            sol.discovered.learn(&info.leafnode_urls);
-        }
-        if self.link.is_some() {
-            return Ok(());
-        }
-        // The hub's first INFO settles compression; after a switch the hub sends its INFO
-        // again (compressed), and that one is answered with CONNECT.
-        if self.negotiate(&info)? {
-            return Ok(());
-        }
-        let Some(acc) = self.srv.accounts.get(&sol.account) else {
-            tracing::error!(
-                "{} - Leafnode remote bound to unknown local account {:?}",
-                self.conn.log_prefix(),
-                sol.account
-            );
-            return Err(CloseReason::ProtocolViolation);
-        };
-        let (user, pass) = (sol.url.user.clone(), sol.url.pass.clone());
-        let ci = LeafConnect {
-            version: COMPAT_VERSION.into(),
-            server_id: self.srv.id.clone(),
-            name: self.srv.name.clone(),
-            headers: true,
-            // As nats-server: a user without a password is a token (sent as both).
-            auth_token: match (&user, &pass) {
-                (Some(u), None) => u.clone(),
-                _ => String::new(),
-            },
-            user: user.unwrap_or_default(),
-            pass: pass.unwrap_or_default(),
-            remote_account: acc.name.to_string(),
-            deny_pub: sol.deny_imports.clone(),
-            domain: super::js_domain(&self.srv).unwrap_or_default().to_string(),
-            compress_mode: self
-                .negotiated
-                .unwrap_or(CompressionMode::NotSupported)
-                .as_str()
-                .to_string(),
-            cluster: self
-                .srv
-                .cluster
-                .as_ref()
-                .map(|c| c.name().to_string())
-                .unwrap_or_default(),
-            ..Default::default()
-        };
-        let body = serde_json::to_vec(&ci).map_err(|_| CloseReason::ProtocolViolation)?;
-        let mut line = b"CONNECT ".to_vec();
-        line.extend_from_slice(&body);
-        line.extend_from_slice(b"\r\n");
-        self.send(&line);
-        self.conn.headers.store(info.headers, Relaxed);
-        self.set_perms(&acc, &sol.deny_exports, &sol.deny_imports, &info.domain);
-        self.set_meta(&info.server_name, &info.version, "", &acc);
-        tracing::info!(
-            "{} - Leafnode connection created for account: {} (hub {:?})",
-            self.conn.log_prefix(),
-            acc.name,
-            info.server_name
-        );
-        self.register(acc, &info.server_id, &info.server_name);
-        Ok(())
-    }
-
-    /// Compression, from the peer's INFO (nats-server's `negotiateLeafCompression`). True when
-    /// both sides now compress: our INFO went out (a leaf's in clear before its writer
-    /// switched, a hub's as the first compressed bytes) and the peer's next bytes are S2.
-    fn negotiate(&mut self, info: &ServerInfo) -> Result<bool, CloseReason> {
-        let remote = (!info.compression.is_empty()).then_some(info.compression.as_str());
-        let step = match self.comp.on_info(remote, self.started.elapsed()) {
-            Ok(s) => s,
-            Err(text) => {
-                tracing::error!("{} - Leafnode {text}", self.conn.log_prefix());
-                self.send_err(&text);
-                return Err(CloseReason::ProtocolViolation);
-            }
-        };
-        match step {
-            InfoStep::Switch {
-                mode,
-                level,
-                info_mode,
-                info_in_clear,
-            } => {
-                tracing::debug!(
-                    "{} - Leafnode compression negotiated: {mode}",
-                    self.conn.log_prefix()
-                );
-                self.negotiated = Some(mode);
-                let mut ours = self.lf.hub_info(&self.srv, Some(self.conn.cid));
-                ours.compression = info_mode.as_str().to_string();
-                if self.spoke() {
-                    ours.nonce.clear();
-                }
-                let mut b = BytesMut::new();
-                let _ = ours.write_to(&mut b);
-                self.conn
-                    .out
-                    .switch_around(level, info_in_clear, || self.send(&b));
-                self.switch_reader = true;
-                Ok(true)
-            }
-            InfoStep::Plain { mode, .. } => {
-                self.negotiated = Some(mode);
-                Ok(false)
-            }
-            InfoStep::AfterSwitch { .. } | InfoStep::Later => Ok(false),
-        }
-    }
-
-    /// The link's permissions (`perms.rs`), before it registers.
-    fn set_perms(&self, acc: &Account, deny_pub: &[String], deny_sub: &[String], remote: &str) {
-        let p = super::perms::LinkPerms {
-            deny_pub,
-            deny_sub,
-            system: *acc.name == *self.srv.system_account_name(),
-            domain: super::js_domain(&self.srv),
-            remote_domain: remote,
-        };
-        let _ = self.conn.leaf_perms.set(p.compile());
-    }
-
-    fn set_meta(&self, name: &str, version: &str, user: &str, acc: &Account) {
-        let mut m = self.conn.meta();
-        m.name = name.to_string();
-        m.version = version.to_string();
-        m.user = user.to_string();
-        m.account = acc.name.to_string();
-    }
-
-    fn register(&mut self, acc: Arc<Account>, id: &str, name: &str) {
-        let link = Arc::new(Link::new(self.conn.clone(), acc, self.spoke(), id, name));
-        *link.compression.lock().unwrap_or_else(|e| e.into_inner()) =
-            self.negotiated.unwrap_or(CompressionMode::NotSupported);
-        self.lf.register(&link);
-        self.link = Some(link);
-        self.next_ping = Instant::now() + Duration::from_secs(1);
     }
 
     fn ls_plus(&mut self, subject: &[u8], queue: Option<(&[u8], u32)>) -> Result<(), CloseReason> {
@@ -603,10 +390,22 @@ impl LeafConn {
             .interest_changed(acc, subject, queue, delta, self.src());
     }
 
-    fn on_msg(&mut self, m: &RoutedMsg<'_>) {
+    fn on_msg(&mut self, m: &RoutedMsg<'_>) -> Result<(), CloseReason> {
         let Some(link) = self.link.clone() else {
-            return;
+            return Ok(());
         };
+        if let Some(p) = &self.inbound {
+            if !perms::exempt(m.subject) && !p.can_publish(m.subject) {
+                // nats-server's leafPermViolation.
+                let subject = String::from_utf8_lossy(m.subject);
+                tracing::error!(
+                    "{} - Publish Violation on {subject:?} - Check other side configuration",
+                    self.conn.log_prefix()
+                );
+                self.send_err(&format!("Permissions Violation for Publish to {subject:?}"));
+                return Err(CloseReason::ProtocolViolation);
+            }
+        }
         let acc = &link.acc;
         let msg = Msg {
             subject: m.subject,
@@ -616,21 +415,21 @@ impl LeafConn {
         };
         self.fan.in_msgs += 1;
         self.fan.in_bytes += msg.size() as u64;
-        if self.spoke() && !super::perms::may_receive(&self.conn, m.subject) {
+        if self.spoke() && !perms::may_receive(&self.conn, m.subject) {
             // Our deny_imports (the hub was told, but an older one may not honour it).
             tracing::debug!(
                 "{} - Not permitted to receive {:?} from the hub",
                 self.conn.log_prefix(),
                 String::from_utf8_lossy(m.subject)
             );
-            return;
+            return Ok(());
         }
         let mut buf = Vec::new();
         let kind = crate::trace::KIND_LEAF;
         let Some(msg) =
             crate::trace::begin_remote(&mut self.fan, &self.conn, kind, acc, msg, &mut buf)
         else {
-            return;
+            return Ok(());
         };
         let origin = Origin::Leaf {
             cid: self.conn.cid,
@@ -639,6 +438,7 @@ impl LeafConn {
         self.fan.publish_remote(acc, &msg, origin, Some(&m.queues));
         crate::trace::finish(&mut self.fan);
         self.fan.retire_in(acc, 0);
+        Ok(())
     }
 
     /// Out of the registry, the peer's interest out of the account (and of what routes,
@@ -708,10 +508,19 @@ impl Session for LeafConn {
     }
 
     fn next_tick(&self) -> Instant {
-        self.next_ping
+        self.expires
+            .map_or(self.next_ping, |e| e.min(self.next_ping))
     }
 
     fn on_tick(&mut self, now: Instant) -> Result<(), CloseReason> {
+        if self.expires.is_some_and(|e| e <= now) {
+            tracing::info!("{} - Leafnode user JWT expired", self.conn.log_prefix());
+            self.send_err("User Authentication Expired");
+            return Err(CloseReason::AuthenticationExpired);
+        }
+        if now < self.next_ping {
+            return Ok(());
+        }
         let o = &self.srv.opts;
         let (out, rtt) = (&mut self.pings_out, &mut self.rtt_start);
         self.next_ping =

@@ -1,6 +1,9 @@
 //! A leaf's CONNECT (the fields natsd reads and sends) and how a hub authenticates it.
 
-use crate::config::leaf::LeafOpts;
+use crate::auth::{Authenticator, CompiledPerms, Credentials};
+use crate::config::leaf::{LeafOpts, RemoteCreds};
+use std::net::IpAddr;
+use std::sync::Arc;
 
 /// The leaf CONNECT fields natsd reads (nats-server 2.9 and 2.15 send these and more).
 #[derive(serde::Deserialize, serde::Serialize, Default, Debug)]
@@ -21,6 +24,12 @@ pub(super) struct LeafConnect {
     pub auth_token: String,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub jwt: String,
+    /// An nkey user's public key, and its signature of the hub's INFO `nonce` (also sent
+    /// with a user JWT).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub nkey: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub sig: String,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub cluster: String,
     #[serde(skip_serializing_if = "String::is_empty")]
@@ -37,12 +46,35 @@ pub(super) struct LeafConnect {
     pub compress_mode: String,
 }
 
-/// The account a leaf CONNECT binds to, or None when its credentials are wrong.
-pub(super) fn authenticate(o: &LeafOpts, ci: &LeafConnect) -> Option<String> {
+/// Who a leaf turned out to be: the account it binds to and, when it logged in as one of the
+/// server's users, that user's permissions and JWT expiry.
+pub(super) struct LeafAuth {
+    pub account: String,
+    pub perms: Option<Arc<CompiledPerms>>,
+    pub expires: i64,
+}
+
+/// The account a leaf CONNECT binds to, or None when its credentials are wrong. The
+/// `leafnodes { authorization }` block decides when it has credentials; without them a leaf
+/// logs in as a client does (users, tokens, nkeys, user JWTs in operator mode — connection
+/// type `LEAFNODE`), and when the server needs no auth at all it binds to the block's
+/// `account` (nats-server's `isLeafNodeAuthorized`).
+pub(super) fn authenticate(
+    auth: &Authenticator,
+    o: &LeafOpts,
+    ci: &LeafConnect,
+    nonce: &[u8],
+    host: IpAddr,
+) -> Option<LeafAuth> {
     let default = o
         .account
         .clone()
         .unwrap_or_else(|| crate::account::GLOBAL_ACCOUNT.to_string());
+    let bind = |account: String| LeafAuth {
+        account,
+        perms: None,
+        expires: 0,
+    };
     if !o.users.is_empty() {
         let u = o.users.iter().find(|u| u.user == ci.user)?;
         return crate::auth::peer_credentials_ok(
@@ -52,7 +84,31 @@ pub(super) fn authenticate(o: &LeafOpts, ci: &LeafConnect) -> Option<String> {
             &ci.user,
             &ci.pass,
         )
-        .then(|| u.account.clone().unwrap_or(default));
+        .then(|| bind(u.account.clone().unwrap_or(default)));
+    }
+    if o.token.is_none() && o.username.is_none() {
+        if !auth.required() {
+            return Some(bind(default));
+        }
+        fn nonempty(s: &str) -> Option<&str> {
+            (!s.is_empty()).then_some(s)
+        }
+        let id = auth.authenticate(Credentials {
+            user: nonempty(&ci.user),
+            pass: nonempty(&ci.pass),
+            token: nonempty(&ci.auth_token),
+            nkey: nonempty(&ci.nkey),
+            sig: nonempty(&ci.sig),
+            nonce,
+            jwt: nonempty(&ci.jwt),
+            host: Some(host),
+            leaf: true,
+        })?;
+        return Some(LeafAuth {
+            account: id.account,
+            perms: id.perms,
+            expires: id.expires,
+        });
     }
     let presented = if ci.pass.is_empty() && !ci.auth_token.is_empty() {
         (ci.user.as_str(), ci.auth_token.as_str())
@@ -66,7 +122,34 @@ pub(super) fn authenticate(o: &LeafOpts, ci: &LeafConnect) -> Option<String> {
         presented.0,
         presented.1,
     )
-    .then_some(default)
+    .then(|| bind(default))
+}
+
+/// A remote's own credentials (`credentials` file or `nkey` seed) put into its CONNECT: the
+/// user JWT, the public key, and the signature of the hub's `nonce` (read at every dial, as
+/// nats-server does, so a renewed file is picked up).
+pub(super) fn sign(creds: &RemoteCreds, nonce: &[u8], ci: &mut LeafConnect) -> Result<(), String> {
+    let seed = match creds {
+        RemoteCreds::None => return Ok(()),
+        RemoteCreds::File(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("reading credentials file {path:?}: {e}"))?;
+            let (jwt, seed) = crate::jwt::parse_creds(&text)
+                .map_err(|e| format!("credentials file {path:?}: {e}"))?;
+            ci.jwt = jwt;
+            seed
+        }
+        RemoteCreds::Seed(seed) => seed.clone(),
+    };
+    let kp = nkeys::KeyPair::from_seed(&seed).map_err(|e| format!("bad nkey seed: {e}"))?;
+    let sig = kp
+        .sign(nonce)
+        .map_err(|e| format!("signing the hub's nonce: {e}"))?;
+    ci.sig = data_encoding::BASE64URL_NOPAD.encode(&sig);
+    if matches!(creds, RemoteCreds::Seed(_)) {
+        ci.nkey = kp.public_key();
+    }
+    Ok(())
 }
 
 /// The start of a hub's `-ERR` for a leaf under its `min_version` (the version follows, quoted).

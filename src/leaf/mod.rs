@@ -126,6 +126,9 @@ impl Leafnodes {
             },
             leafnode_urls: self.leafnode_urls(srv),
             domain: js_domain(srv).unwrap_or_default().to_string(),
+            // The leaf finishes connecting on the INFO that follows its CONNECT (with its
+            // account and permissions), as nats-server's hubs do.
+            info_on_connect: true,
             // A new leaf hears our mode (nats-server: not "not supported", never in updates).
             compression: match self.opts.compression.mode {
                 m if cid.is_none() || m == CompressionMode::NotSupported => String::new(),

@@ -22,15 +22,20 @@ use crate::config::{Permissions, SubjectPermission};
 use crate::conn::Conn;
 use std::sync::Arc;
 
-fn deny(subjects: &[String]) -> Option<SubjectPermission> {
-    let valid: Vec<String> = subjects
+fn valid(subjects: &[String]) -> Vec<String> {
+    subjects
         .iter()
         .filter(|s| crate::subject::is_valid_subject(s.as_bytes()))
         .cloned()
-        .collect();
-    (!valid.is_empty()).then(|| SubjectPermission {
-        allow: Vec::new(),
-        deny: valid,
+        .collect()
+}
+
+/// One direction: an allow list (when there is one) and the valid deny subjects.
+fn rules(allow: Option<&[String]>, deny: &[String]) -> Option<SubjectPermission> {
+    let deny = valid(deny);
+    (allow.is_some() || !deny.is_empty()).then(|| SubjectPermission {
+        allow: allow.map(valid).unwrap_or_default(),
+        deny,
     })
 }
 
@@ -43,7 +48,14 @@ const DENY_ALL_JS: [&str; 5] = ["$JSC.>", "$NRG.>", "$JS.API.>", "$KV.>", "$OBJ.
 /// publish, `deny_imports` to subscribe; a hub: the leaf's CONNECT `deny_pub` to publish,
 /// invalid subjects skipped as nats-server's `mergeDenyPermissions` does), then JetStream's.
 pub struct LinkPerms<'a> {
+    /// What may be sent over the link (None: anything not denied): a hub's from the
+    /// user the leaf logged in as (its subscribe rules), a leaf's from the hub's INFO
+    /// `export`.
+    pub allow_pub: Option<&'a [String]>,
     pub deny_pub: &'a [String],
+    /// What interest may be told to the peer and taken from it: a leaf's from the hub's
+    /// INFO `import`.
+    pub allow_sub: Option<&'a [String]>,
     pub deny_sub: &'a [String],
     /// The link is bound to the system account.
     pub system: bool,
@@ -71,15 +83,16 @@ impl LinkPerms<'_> {
             publish.push(format!("$JS.{d}.API.>"));
         }
         Arc::new(CompiledPerms::new(&Permissions {
-            publish: deny(&publish),
-            subscribe: deny(&with_js(self.deny_sub)),
+            publish: rules(self.allow_pub, &publish),
+            subscribe: rules(self.allow_sub, &with_js(self.deny_sub)),
+            allow_responses: None,
         }))
     }
 }
 
 /// Subjects a peer's `LS+` and a spoke's inbound messages are not checked for: loop detection,
 /// gateway-routed replies, service-import replies and JetStream acks.
-fn exempt(subject: &[u8]) -> bool {
+pub(super) fn exempt(subject: &[u8]) -> bool {
     [&b"$LDS."[..], b"$GR.", b"_GR_.", b"_R_.", b"$JS.ACK."]
         .iter()
         .any(|p| subject.starts_with(p))
@@ -126,7 +139,9 @@ mod tests {
     fn link(deny_pub: &[String], deny_sub: &[String]) -> Option<Arc<CompiledPerms>> {
         Some(
             LinkPerms {
+                allow_pub: None,
                 deny_pub,
+                allow_sub: None,
                 deny_sub,
                 system: false,
                 domain: None,
@@ -194,7 +209,9 @@ mod tests {
         let perms = |system, domain, remote_domain| {
             leaf(Some(
                 LinkPerms {
+                    allow_pub: None,
                     deny_pub: &[],
+                    allow_sub: None,
                     deny_sub: &[],
                     system,
                     domain,

@@ -87,6 +87,8 @@ pub struct Solicit {
     pub deny_exports: Vec<String>,
     /// The remote's `compression`.
     pub compression: crate::compress::CompressionOpts,
+    /// The remote's `credentials` or `nkey`.
+    pub creds: crate::config::leaf::RemoteCreds,
 }
 
 /// `host:port` addresses a remote learned from its hub's INFO `leafnode_urls`.
@@ -208,6 +210,7 @@ pub async fn dial_loop(
                     tls: tls.clone(),
                     deny_imports: opts.deny_imports.clone(),
                     deny_exports: opts.deny_exports.clone(),
+                    creds: opts.creds.clone(),
                     compression: opts
                         .compression
                         .clone()

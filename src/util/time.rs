@@ -3,6 +3,17 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+/// When a JWT expiring at `unix` seconds expires, on the monotonic clock (None: never).
+/// Already past: now (the tick closes the connection at once).
+pub fn expiry_instant(unix: i64) -> Option<tokio::time::Instant> {
+    let at = u64::try_from(unix).ok().filter(|&s| s > 0)?;
+    let at = std::time::UNIX_EPOCH + Duration::from_secs(at);
+    let left = at
+        .duration_since(std::time::SystemTime::now())
+        .unwrap_or_default();
+    Some(tokio::time::Instant::now() + left)
+}
+
 /// Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
 fn civil(days: i64) -> (i64, u32, u32) {
     let z = days + 719_468;

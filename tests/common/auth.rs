@@ -174,3 +174,23 @@ pub async fn logged_in(t: &Target, jwt: &str, user: &KeyPair) -> Raw {
     assert_eq!(r.line().await, "PONG", "{}", t.name());
     r
 }
+
+/// What the server says to `cmds` (INFO lines skipped) up to the PONG of a PING sent after
+/// them.
+pub async fn answers(r: &mut Raw, cmds: &str) -> Vec<String> {
+    r.send(&format!("{cmds}PING\r\n")).await;
+    let mut out = Vec::new();
+    loop {
+        let l = r.next_non_ping().await;
+        if l == "PONG" {
+            return out;
+        }
+        if !l.starts_with("INFO ") {
+            out.push(l);
+        }
+    }
+}
+
+pub fn pub_denied(s: &str) -> String {
+    format!("-ERR 'Permissions Violation for Publish to \"{s}\"'")
+}

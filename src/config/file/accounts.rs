@@ -2,6 +2,7 @@
 //! exports and imports (nats-server's checks and texts; see `docs/config.md`).
 
 use super::*;
+use crate::auth::responses::ResponsePerm;
 
 pub(super) fn authorization(m: &Map, opts: &mut Options) -> Result<(), ConfigError> {
     let mut default_perms = None;
@@ -108,6 +109,9 @@ fn user(m: &Map, at: &Pos, account: Option<&str>) -> Result<UserEntry, ConfigErr
             "nkey" => nkey = Some((string(k, v)?, e.key_pos.clone())),
             "permissions" | "permission" => u.permissions = Some(permissions(map(k, v)?)?),
             "account" if account.is_none() => u.account = Some(string(k, v)?),
+            "allowed_connection_types" | "connection_types" | "clients" => {
+                u.connection_types = connection_types(k, v)?
+            }
             _ => return Err(refuse(e, k)),
         }
     }
@@ -128,6 +132,7 @@ fn user(m: &Map, at: &Pos, account: Option<&str>) -> Result<UserEntry, ConfigErr
             nkey: key,
             account: u.account,
             permissions: u.permissions,
+            connection_types: u.connection_types,
         }));
     }
     if !named {
@@ -144,6 +149,9 @@ fn permissions(m: &Map) -> Result<Permissions, ConfigError> {
         match k {
             "publish" | "pub" => p.publish = Some(subject_permission(k, v)?),
             "subscribe" | "sub" => p.subscribe = Some(subject_permission(k, v)?),
+            "allow_responses" | "publish_allow_responses" => {
+                p.allow_responses = allow_responses(v)?
+            }
             _ if not_yet(k).is_some() => return Err(refuse(e, k)),
             _ => {
                 return Err(ConfigError::at(
@@ -154,6 +162,88 @@ fn permissions(m: &Map) -> Result<Permissions, ConfigError> {
         }
     }
     Ok(p)
+}
+
+/// `allowed_connection_types`: nats-server's names in any case, kept upper case; an
+/// unknown one is an error (nats-server's `invalid connection types`).
+fn connection_types(key: &str, v: &Value) -> Result<Vec<String>, ConfigError> {
+    let mut out: Vec<String> = Vec::new();
+    let mut unknown = Vec::new();
+    for t in strings(key, v)? {
+        let t = t.to_ascii_uppercase();
+        if !crate::jwt::user::CONNECTION_TYPES.contains(&t.as_str()) {
+            unknown.push(t);
+        } else if !out.contains(&t) {
+            out.push(t);
+        }
+    }
+    if !unknown.is_empty() {
+        return Err(ConfigError::at(
+            &v.pos,
+            format!("invalid connection types {unknown:?}"),
+        ));
+    }
+    Ok(out)
+}
+
+/// `allow_responses`: `true` (one reply within 2 minutes), `false`, or `{ max, expires }`
+/// (0 keeps the default; a negative `max` or `expires` means no limit), as nats-server.
+fn allow_responses(v: &Value) -> Result<Option<ResponsePerm>, ConfigError> {
+    use crate::auth::responses::{DEFAULT_MAX, DEFAULT_TTL};
+    let mut r = ResponsePerm {
+        max: DEFAULT_MAX,
+        ttl: Some(DEFAULT_TTL),
+    };
+    let m = match &v.kind {
+        Kind::Bool(b) => return Ok(b.then_some(r)),
+        Kind::Map(m) => m,
+        _ => {
+            return Err(ConfigError::at(
+                &v.pos,
+                "error parsing response permissions, expected a boolean or a map",
+            ))
+        }
+    };
+    for (k, e) in options(m) {
+        let v = &e.value;
+        match k.as_str() {
+            "max" | "max_msgs" | "max_messages" | "max_responses" => match &v.kind {
+                Kind::Integer { value: 0, .. } => {}
+                Kind::Integer { value, .. } => r.max = *value,
+                _ => return Err(wrong_type(&k, v, "an integer")),
+            },
+            "expires" | "expiration" | "ttl" => {
+                let Kind::String(s) = &v.kind else {
+                    return Err(ConfigError::at(
+                        &v.pos,
+                        "error parsing expires, not a duration string",
+                    ));
+                };
+                let (neg, text) = match s.strip_prefix('-') {
+                    Some(t) => (true, t),
+                    None => (false, s.as_str()),
+                };
+                let d = parse_go_duration(text).ok_or_else(|| {
+                    ConfigError::at(
+                        &v.pos,
+                        format!("error parsing expires: invalid duration {s:?}"),
+                    )
+                })?;
+                if neg {
+                    r.ttl = None;
+                } else if !d.is_zero() {
+                    r.ttl = Some(d);
+                }
+            }
+            _ => {
+                return Err(ConfigError::at(
+                    &e.key_pos,
+                    format!("Unknown field {:?} parsing permissions", e.key),
+                ))
+            }
+        }
+    }
+    Ok(Some(r))
 }
 
 /// `"subj"`, `["a", "b"]` (both: allow) or `{ allow: …, deny: … }`.

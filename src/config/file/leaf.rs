@@ -1,20 +1,23 @@
 //! The `leafnodes {}` block: listener, authorization, TLS and remotes (with their TLS).
-//! Credentials and the rest of nats-server's leafnode keys natsd does not build are refused by
-//! name.
+//! A remote's `credentials` or `nkey` seed sign the hub's nonce; the rest of nats-server's
+//! leafnode keys natsd does not build are refused by name.
 
 use super::{
     array, boolean, host_port, integer, map, options, port, refuse, seconds, string, strings,
     tls_block_for, ConfigError, Map, Pos, Value,
 };
 use crate::compress::CompressionOpts;
-use crate::config::leaf::{LeafOpts, LeafUser, RemoteLeafOpts};
+use crate::config::leaf::{LeafOpts, LeafUser, RemoteCreds, RemoteLeafOpts};
 
 const DEFAULT_LEAF_PORT: u16 = 7422;
 
 /// Leafnode keys natsd knows of but does not build yet, with what to say.
 fn leaf_not_yet(key: &str) -> Option<&'static str> {
     Some(match key {
-        "creds" | "credentials" | "nkey" | "seed" => "leafnode credentials (JWT/nkey auth)",
+        "nkey" => {
+            "an nkey in leafnodes { authorization } (users, tokens, nkeys and JWTs of \
+                   the server's own authorization work)"
+        }
         "ws_compress"
         | "ws_compression"
         | "websocket_compress"
@@ -159,6 +162,18 @@ fn deny_subjects(k: &str, v: &Value) -> Result<Vec<String>, ConfigError> {
     Ok(subjects)
 }
 
+/// A path with a leading `~` made absolute (nats-server's `expandPath`).
+fn expand_home(p: &str) -> std::path::PathBuf {
+    match (p.strip_prefix('~'), std::env::var_os("HOME")) {
+        (Some(rest), Some(home)) if rest.is_empty() || rest.starts_with('/') => {
+            let mut h = std::path::PathBuf::from(home);
+            h.push(rest.trim_start_matches('/'));
+            h
+        }
+        _ => p.into(),
+    }
+}
+
 fn remote(m: &Map, at: &Pos) -> Result<RemoteLeafOpts, ConfigError> {
     let mut r = RemoteLeafOpts::default();
     for (key, e) in options(m) {
@@ -185,6 +200,28 @@ fn remote(m: &Map, at: &Pos) -> Result<RemoteLeafOpts, ConfigError> {
             "deny_exports" | "deny_export" => r.deny_exports = deny_subjects(k, v)?,
             "username" => r.username = Some(string(k, v)?),
             "password" => r.password = Some(string(k, v)?),
+            "creds" | "credentials" | "nkey" | "seed" => {
+                if r.creds != RemoteCreds::None {
+                    return Err(ConfigError::at(
+                        &e.key_pos,
+                        "Remote leafnode can not have both creds and nkey defined",
+                    ));
+                }
+                let text = string(k, v)?;
+                r.creds = if k.starts_with('c') {
+                    RemoteCreds::File(expand_home(&text))
+                } else {
+                    let user = nkeys::KeyPair::from_seed(&text)
+                        .is_ok_and(|kp| matches!(kp.key_pair_type(), nkeys::KeyPairType::User));
+                    if !user {
+                        return Err(ConfigError::at(
+                            &v.pos,
+                            format!("Remote leafnode nkey is not a valid seed: {text:?}"),
+                        ));
+                    }
+                    RemoteCreds::Seed(text)
+                };
+            }
             "tls" => {
                 let t = tls_block_for(e, false, true)?;
                 // Dialling needs a CA to verify the hub against (or `insecure`).

@@ -581,3 +581,5 @@ fn monitor_port(k: &str, v: &Value) -> Result<Option<u16>, ConfigError> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_users;

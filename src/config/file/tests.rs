@@ -126,10 +126,6 @@ fn refused_capabilities_name_the_key() {
             "leafnodes { remotes [ { url: \"nats://h:1\", hub: true } ] }",
             "hub",
         ),
-        (
-            "leafnodes { remotes [ { url: \"nats://h:1\", credentials: x } ] }",
-            "credentials",
-        ),
         ("websocket { port: 8080 }", "websocket"),
         ("mqtt { port: 1883 }", "mqtt"),
         (

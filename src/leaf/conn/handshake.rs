@@ -1,0 +1,361 @@
+//! The handshake of a leaf connection: a hub authenticates the leaf's CONNECT and tells it
+//! its permissions (the INFO with `connect_info`); a leaf answers the hub's INFO with its
+//! CONNECT (credentials signed over the hub's nonce) and registers once the hub has
+//! accepted it. Compression is negotiated on the way.
+
+use super::*;
+use crate::proto::info::SubjectPermission as InfoPerm;
+
+/// One direction's permissions: the allow list (None: anything) and the deny list.
+type Side<'a> = (Option<&'a [String]>, &'a [String]);
+
+/// A leaf that sent its CONNECT and waits for the hub's `connect_info` INFO.
+pub(super) struct Pending {
+    acc: Arc<Account>,
+    id: String,
+    name: String,
+    version: String,
+    domain: String,
+}
+
+/// Compiled rules as configuration strings.
+fn lists((allow, deny): (Option<&[Bytes]>, &[Bytes])) -> (Option<Vec<String>>, Vec<String>) {
+    let s = |v: &[Bytes]| -> Vec<String> {
+        v.iter()
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+            .collect()
+    };
+    (allow.map(s), s(deny))
+}
+
+/// Compiled rules as an INFO `import`/`export` (None when they restrict nothing).
+fn permission(rules: (Option<&[Bytes]>, &[Bytes])) -> Option<InfoPerm> {
+    let (allow, deny) = lists(rules);
+    let p = InfoPerm {
+        allow: allow.unwrap_or_default(),
+        deny,
+    };
+    (!p.allow.is_empty() || !p.deny.is_empty()).then_some(p)
+}
+
+impl LeafConn {
+    /// Hub side: authenticate, bind the account, register.
+    pub(super) fn on_connect(&mut self, json: &[u8]) -> Result<(), CloseReason> {
+        if self.spoke() {
+            return self.violation("CONNECT on a leafnode connection we dialled");
+        }
+        if self.link.is_some() {
+            return self.violation("second CONNECT");
+        }
+        let ci: LeafConnect = match serde_json::from_slice(json) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!(
+                    "{} - Leafnode bad CONNECT JSON, closing: {e}",
+                    self.conn.log_prefix()
+                );
+                self.send_err("Authorization Violation");
+                return Err(CloseReason::AuthenticationViolation);
+            }
+        };
+        let host = self.conn.addr.ip();
+        let auth = &self.srv.auth;
+        let nonce = self.nonce.as_bytes();
+        let Some(who) = connect::authenticate(auth, &self.lf.opts, &ci, nonce, host) else {
+            tracing::error!(
+                "{} - Leafnode authentication error (user {:?})",
+                self.conn.log_prefix(),
+                ci.user
+            );
+            self.send_err("Authorization Violation");
+            return Err(CloseReason::AuthenticationViolation);
+        };
+        let acc_name = who.account.clone();
+        let Some(acc) = self.srv.accounts.get(&acc_name) else {
+            tracing::error!(
+                "{} - Leafnode bound to unknown account {acc_name:?}",
+                self.conn.log_prefix()
+            );
+            self.send_err("Authorization Violation");
+            return Err(CloseReason::AuthenticationViolation);
+        };
+        if let Some(min) = &self.lf.opts.min_version {
+            if !connect::version_at_least(&ci.version, min) {
+                let text = format!("{} {min:?}", connect::MIN_VERSION_REJECTED);
+                tracing::error!(
+                    "{} - {text} (leaf version {:?})",
+                    self.conn.log_prefix(),
+                    ci.version
+                );
+                self.send_err(&text);
+                return Err(CloseReason::MinimumVersionRequired);
+            }
+        }
+        self.conn.headers.store(ci.headers, Relaxed);
+        // The user's permissions, from the leaf's side: it may receive what it may
+        // subscribe to, and send what it may publish (checked on every message it sends).
+        let user = who.perms.as_deref();
+        let (allow, mut deny) = user.map_or((None, Vec::new()), |p| lists(p.subscribe_lists()));
+        deny.extend(ci.deny_pub.iter().cloned());
+        self.set_perms(&acc, (allow.as_deref(), &deny), (None, &[]), &ci.domain);
+        self.inbound = who.perms.clone();
+        self.expires = crate::util::time::expiry_instant(who.expires);
+        if self.negotiated.is_none() {
+            // No INFO came: the leaf does not compress; its CONNECT says why.
+            self.negotiated = Some(
+                CompressionMode::from_info(&ci.compress_mode)
+                    .unwrap_or(CompressionMode::NotSupported),
+            );
+        }
+        self.set_meta(&ci.name, &ci.version, &ci.user, &acc);
+        tracing::info!(
+            "{} - Leafnode connection created for account: {} (server {:?})",
+            self.conn.log_prefix(),
+            acc.name,
+            ci.name
+        );
+        // nats-server's sendPermsAndAccountInfo: the leaf learns its account and permissions
+        // before any interest, and finishes connecting on this INFO.
+        let mut info = self.lf.hub_info(&self.srv, Some(self.conn.cid));
+        info.nonce.clear();
+        info.compression.clear();
+        info.connect_info = true;
+        info.remote_account = acc.name.to_string();
+        if let Some(p) = user {
+            info.import = permission(p.subscribe_lists());
+            info.export = permission(p.publish_lists());
+        }
+        let mut b = BytesMut::new();
+        let _ = info.write_to(&mut b);
+        self.send(&b);
+        self.register(acc, &ci.server_id, &ci.name);
+        Ok(())
+    }
+
+    /// Leaf side: the hub's first INFO is answered with our CONNECT, then we register; its
+    /// `leafnode_urls` (in that INFO and later ones) join the remote's addresses.
+    pub(super) fn on_info(&mut self, json: &[u8]) -> Result<(), CloseReason> {
+        let info: ServerInfo = match serde_json::from_slice(json) {
+            Ok(i) => i,
+            Err(e) => {
+                tracing::error!(
+                    "{} - Leafnode bad INFO JSON, closing: {e}",
+                    self.conn.log_prefix()
+                );
+                return Err(CloseReason::ProtocolViolation);
+            }
+        };
+        let Some(sol) = self.solicit.clone() else {
+            // A hub hears one INFO from a leaf, before its CONNECT, and only when the leaf
+            // compresses (nats-server 2.10+); any other is ignored.
+            if self.negotiated.is_none() && self.link.is_none() {
+                self.negotiate(&info)?;
+            }
+            return Ok(());
+        };
+        // The first INFO and every update: the hub cluster's addresses to try next time.
+        if !info.leafnode_urls.is_empty() {
+            sol.discovered.learn(&info.leafnode_urls);
+        }
+        if self.link.is_some() {
+            return Ok(());
+        }
+        if let Some(p) = self.pending.take() {
+            if info.connect_info {
+                self.finish_spoke(p, &info);
+            } else {
+                self.pending = Some(p);
+            }
+            return Ok(());
+        }
+        if self.nonce.is_empty() {
+            self.nonce.clone_from(&info.nonce);
+        }
+        // The hub's first INFO settles compression; after a switch the hub sends its INFO
+        // again (compressed), and that one is answered with CONNECT.
+        if self.negotiate(&info)? {
+            return Ok(());
+        }
+        let Some(acc) = self.srv.accounts.get(&sol.account) else {
+            tracing::error!(
+                "{} - Leafnode remote bound to unknown local account {:?}",
+                self.conn.log_prefix(),
+                sol.account
+            );
+            return Err(CloseReason::ProtocolViolation);
+        };
+        let (user, pass) = (sol.url.user.clone(), sol.url.pass.clone());
+        let ci = LeafConnect {
+            version: COMPAT_VERSION.into(),
+            server_id: self.srv.id.clone(),
+            name: self.srv.name.clone(),
+            headers: true,
+            // As nats-server: a user without a password is a token (sent as both).
+            auth_token: match (&user, &pass) {
+                (Some(u), None) => u.clone(),
+                _ => String::new(),
+            },
+            user: user.unwrap_or_default(),
+            pass: pass.unwrap_or_default(),
+            remote_account: acc.name.to_string(),
+            deny_pub: sol.deny_imports.clone(),
+            domain: super::super::js_domain(&self.srv)
+                .unwrap_or_default()
+                .to_string(),
+            compress_mode: self
+                .negotiated
+                .unwrap_or(CompressionMode::NotSupported)
+                .as_str()
+                .to_string(),
+            cluster: self
+                .srv
+                .cluster
+                .as_ref()
+                .map(|c| c.name().to_string())
+                .unwrap_or_default(),
+            ..Default::default()
+        };
+        let mut ci = ci;
+        if let Err(e) = connect::sign(&sol.creds, self.nonce.as_bytes(), &mut ci) {
+            tracing::error!("{} - Leafnode credentials: {e}", self.conn.log_prefix());
+            return Err(CloseReason::AuthenticationViolation);
+        }
+        let body = serde_json::to_vec(&ci).map_err(|_| CloseReason::ProtocolViolation)?;
+        let mut line = b"CONNECT ".to_vec();
+        line.extend_from_slice(&body);
+        line.extend_from_slice(b"\r\n");
+        self.send(&line);
+        self.conn.headers.store(info.headers, Relaxed);
+        let p = Pending {
+            acc,
+            id: info.server_id.clone(),
+            name: info.server_name.clone(),
+            version: info.version.clone(),
+            domain: info.domain.clone(),
+        };
+        if info.info_on_connect {
+            // The hub tells us our permissions once it has accepted us.
+            self.pending = Some(p);
+        } else {
+            self.finish_spoke(p, &info);
+        }
+        Ok(())
+    }
+
+    /// Leaf side, accepted: the hub's permissions for us (INFO `import`, `export`) joined to
+    /// our remote's denies, then registered (our interest goes out).
+    pub(super) fn finish_spoke(&mut self, p: Pending, info: &ServerInfo) {
+        let Some(sol) = self.solicit.clone() else {
+            return;
+        };
+        let side = |perm: &Option<InfoPerm>, own: &[String]| {
+            let allow = perm
+                .as_ref()
+                .map(|p| p.allow.clone())
+                .filter(|a| !a.is_empty());
+            let mut deny = perm.as_ref().map(|p| p.deny.clone()).unwrap_or_default();
+            deny.extend(own.iter().cloned());
+            (allow, deny)
+        };
+        let (pub_allow, pub_deny) = side(&info.export, &sol.deny_exports);
+        let (sub_allow, sub_deny) = side(&info.import, &sol.deny_imports);
+        self.set_perms(
+            &p.acc,
+            (pub_allow.as_deref(), &pub_deny),
+            (sub_allow.as_deref(), &sub_deny),
+            &p.domain,
+        );
+        self.set_meta(&p.name, &p.version, "", &p.acc);
+        tracing::info!(
+            "{} - Leafnode connection created for account: {} (hub {:?})",
+            self.conn.log_prefix(),
+            p.acc.name,
+            p.name
+        );
+        self.register(p.acc, &p.id, &p.name);
+    }
+
+    /// Compression, from the peer's INFO (nats-server's `negotiateLeafCompression`). True when
+    /// both sides now compress: our INFO went out (a leaf's in clear before its writer
+    /// switched, a hub's as the first compressed bytes) and the peer's next bytes are S2.
+    pub(super) fn negotiate(&mut self, info: &ServerInfo) -> Result<bool, CloseReason> {
+        let remote = (!info.compression.is_empty()).then_some(info.compression.as_str());
+        let step = match self.comp.on_info(remote, self.started.elapsed()) {
+            Ok(s) => s,
+            Err(text) => {
+                tracing::error!("{} - Leafnode {text}", self.conn.log_prefix());
+                self.send_err(&text);
+                return Err(CloseReason::ProtocolViolation);
+            }
+        };
+        match step {
+            InfoStep::Switch {
+                mode,
+                level,
+                info_mode,
+                info_in_clear,
+            } => {
+                tracing::debug!(
+                    "{} - Leafnode compression negotiated: {mode}",
+                    self.conn.log_prefix()
+                );
+                self.negotiated = Some(mode);
+                let mut ours = self.lf.hub_info(&self.srv, Some(self.conn.cid));
+                ours.compression = info_mode.as_str().to_string();
+                ours.nonce.clone_from(&self.nonce);
+                if self.spoke() {
+                    ours.nonce.clear();
+                }
+                let mut b = BytesMut::new();
+                let _ = ours.write_to(&mut b);
+                self.conn
+                    .out
+                    .switch_around(level, info_in_clear, || self.send(&b));
+                self.switch_reader = true;
+                Ok(true)
+            }
+            InfoStep::Plain { mode, .. } => {
+                self.negotiated = Some(mode);
+                Ok(false)
+            }
+            InfoStep::AfterSwitch { .. } | InfoStep::Later => Ok(false),
+        }
+    }
+
+    /// The link's permissions (`perms.rs`), before it registers.
+    pub(super) fn set_perms(
+        &self,
+        acc: &Account,
+        publish: Side<'_>,
+        subscribe: Side<'_>,
+        remote: &str,
+    ) {
+        let p = perms::LinkPerms {
+            allow_pub: publish.0,
+            deny_pub: publish.1,
+            allow_sub: subscribe.0,
+            deny_sub: subscribe.1,
+            system: *acc.name == *self.srv.system_account_name(),
+            domain: super::super::js_domain(&self.srv),
+            remote_domain: remote,
+        };
+        let _ = self.conn.leaf_perms.set(p.compile());
+    }
+
+    pub(super) fn set_meta(&self, name: &str, version: &str, user: &str, acc: &Account) {
+        let mut m = self.conn.meta();
+        m.name = name.to_string();
+        m.version = version.to_string();
+        m.user = user.to_string();
+        m.account = acc.name.to_string();
+    }
+
+    pub(super) fn register(&mut self, acc: Arc<Account>, id: &str, name: &str) {
+        let link = Arc::new(Link::new(self.conn.clone(), acc, self.spoke(), id, name));
+        *link.compression.lock().unwrap_or_else(|e| e.into_inner()) =
+            self.negotiated.unwrap_or(CompressionMode::NotSupported);
+        self.lf.register(&link);
+        self.link = Some(link);
+        self.next_ping = Instant::now() + Duration::from_secs(1);
+    }
+}
