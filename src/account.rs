@@ -142,6 +142,9 @@ pub struct Account {
     pub num_conns: AtomicUsize,
     /// Its clients on the other servers of the cluster, as they last said (`sys/conns.rs`).
     pub remote_conns: AtomicUsize,
+    /// Its leafnode connections on this server (either role), and on the others.
+    pub num_leafs: AtomicUsize,
+    pub remote_leafs: AtomicUsize,
     pub in_msgs: AtomicU64,
     pub out_msgs: AtomicU64,
     pub kinds: KindStats,
@@ -158,6 +161,8 @@ impl Account {
             route_interest: Mutex::new(Default::default()),
             num_conns: AtomicUsize::new(0),
             remote_conns: AtomicUsize::new(0),
+            num_leafs: AtomicUsize::new(0),
+            remote_leafs: AtomicUsize::new(0),
             in_msgs: AtomicU64::new(0),
             out_msgs: AtomicU64::new(0),
             kinds: KindStats::default(),

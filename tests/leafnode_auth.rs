@@ -10,11 +10,10 @@
 
 mod common;
 
-use common::auth::{account_jwt, creds, logged_in, open_limits, sign, user_jwt, Target};
+use common::auth::{creds, jwt_leaf, logged_in, open_limits, operator_conf, user_jwt, Target};
 use common::leaf::{go_server, wait_links};
 use common::natsserver::{self, NatsServer};
 use common::{conf_opts, free_port, http_json, start, until_delivered, wait_for, Raw};
-use natsd::jwt::encode;
 use natsd::Server;
 use nkeys::KeyPair;
 use serde_json::{json, Value};
@@ -256,22 +255,8 @@ struct Operator {
 
 impl Operator {
     fn new() -> Operator {
-        let (op, sys, a) = (
-            KeyPair::new_operator(),
-            KeyPair::new_account(),
-            KeyPair::new_account(),
-        );
-        let opc = json!({"sub": op.public_key(), "name": "O", "nats": {"type": "operator",
-            "version": 2, "system_account": sys.public_key()}});
-        let op_jwt = encode(&opc, &op).expect("operator JWT");
-        let conf = format!(
-            "operator: \"{op_jwt}\"\nsystem_account: {sys}\nresolver: MEMORY\n\
-             resolver_preload {{\n  {sys}: \"{}\"\n  {a}: \"{}\"\n}}\n",
-            account_jwt(&sys, &op, open_limits(), &[]),
-            account_jwt(&a, &op, open_limits(), &[]),
-            sys = sys.public_key(),
-            a = a.public_key(),
-        );
+        let a = KeyPair::new_account();
+        let conf = operator_conf(&a, open_limits());
         Operator { a, conf }
     }
 
@@ -320,18 +305,6 @@ async fn leaves_log_in_with_credentials_files_in_operator_mode() {
         until_delivered(&mut hc, &mut lc, "to.leaf").await;
         h.stop().await;
     }
-}
-
-/// A raw leaf at `port` that sent CONNECT with user JWT `jwt` (the hub's nonce signed with
-/// `user`) and a PING.
-async fn jwt_leaf(port: u16, jwt: &str, user: &KeyPair) -> Raw {
-    let mut raw = Raw::at_any(std::net::SocketAddr::from(([127, 0, 0, 1], port))).await;
-    let first = raw.line().await;
-    let info: Value = serde_json::from_str(&first[5..]).expect("INFO");
-    let sig = sign(user, info["nonce"].as_str().expect("nonce"));
-    let c = json!({"name": "raw", "jwt": jwt, "sig": sig});
-    raw.send(&format!("CONNECT {c}\r\nPING\r\n")).await;
-    raw
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

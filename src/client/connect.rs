@@ -143,12 +143,6 @@ impl Client {
     /// Tell the other servers this account's client count changed (`sys/conns.rs`; never
     /// for `$G`, as nats-server).
     pub(super) fn conns_changed(&self) {
-        if self.acc.name == crate::account::GLOBAL_ACCOUNT {
-            return;
-        }
-        if let Some(sys) = self.srv.sys.get() {
-            sys.conns
-                .send(crate::sys::conns::Event::Local(self.acc.name.clone()));
-        }
+        crate::sys::conns::changed(&self.srv, &self.acc.name);
     }
 }

@@ -446,6 +446,8 @@ impl LeafConn {
     fn cleanup(&mut self) {
         if let Some(link) = self.link.take() {
             self.lf.unregister(&link);
+            link.acc.num_leafs.fetch_sub(1, Relaxed);
+            crate::sys::conns::changed(&self.srv, &link.acc.name);
             for (_, sub) in std::mem::take(&mut self.subs) {
                 let q = sub.queue.as_deref();
                 let _ = link

@@ -65,7 +65,7 @@ fn detail(srv: &ServerShared, acc: &Account) -> AccountInfo {
             .jetstream
             .get()
             .is_some_and(|js| js.engine().accounts.contains_key(&acc.name)),
-        leafnode_connections: 0,
+        leafnode_connections: acc.num_leafs.load(Relaxed),
         client_connections: acc.num_conns.load(Relaxed),
         subscriptions: acc.sublist.count(),
         exports: crate::imports::ext_exports(acc),
@@ -224,7 +224,8 @@ pub fn account_statz(srv: &ServerShared, only: Option<&[String]>, unused: bool) 
         .filter(|a| only.is_none_or(|n| n.contains(&a.name)))
         .filter_map(|a| {
             let conns = a.num_conns.load(Relaxed);
-            if conns == 0 && !unused {
+            let leafnodes = a.num_leafs.load(Relaxed);
+            if conns + leafnodes == 0 && !unused {
                 return None;
             }
             let t = totals.remove(&a.name).unwrap_or_default();
@@ -232,8 +233,8 @@ pub fn account_statz(srv: &ServerShared, only: Option<&[String]>, unused: bool) 
                 acc: a.name.clone(),
                 name: a.name.clone(),
                 conns,
-                leafnodes: 0,
-                total_conns: conns,
+                leafnodes,
+                total_conns: conns + leafnodes,
                 num_subscriptions: a.sublist.count(),
                 sent: DataStats::with_kinds(
                     t.sent,

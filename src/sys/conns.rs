@@ -1,11 +1,12 @@
-//! An account's connections counted across the cluster, as nats-server's `nrclients`
-//! (docs/nats-server-behaviour.md, "Account connections across a cluster"): each server
-//! publishes its local client count of an account (not `$G`) in `$SYS` on
+//! An account's connections counted across the cluster, as nats-server's `nrclients` and
+//! `nrleafs` (docs/nats-server-behaviour.md, "Account connections across a cluster", §35):
+//! each server publishes its local client and leaf counts of an account (not `$G`) in `$SYS` on
 //! `$SYS.SERVER.ACCOUNT.<acc>.CONNS` and `$SYS.ACCOUNT.<acc>.SERVER.CONNS` whenever it changes
 //! and every 30 s while it is not zero (`AccountNumConns`); every server listens on the first
 //! and keeps the last count per remote server. A connection is refused when local + remote
-//! reaches the account's `max_connections` (`client/connect.rs`), and when an update shows the
-//! account over its limit, the newest local clients past it are closed, as nats-server's
+//! reaches the account's `max_connections` (`client/connect.rs`; a leaf: `max_leafnodes`,
+//! `leaf/conn/handshake.rs`), and when an update shows the account over a limit, the newest
+//! local clients (leaf connections) past it are closed, as nats-server's
 //! `updateRemoteServer`. Requests `$SYS.REQ.ACCOUNT.<acc>.CONNS` are answered to their reply
 //! when there are local clients; a server's `SHUTDOWN` drops its counts; counts not refreshed
 //! for three heartbeats are dropped. Unlike nats-server, the first update from a server also
@@ -47,8 +48,45 @@ pub enum Event {
     Statsz(Bytes),
 }
 
-/// One account's remote counts: server id → (connections, when heard).
-type PerServer = HashMap<String, (usize, Instant)>;
+/// One server's counts of an account: clients and leafnode connections.
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct Counts {
+    pub conns: usize,
+    pub leafs: usize,
+}
+
+impl std::ops::Add for Counts {
+    type Output = Counts;
+    fn add(self, o: Counts) -> Counts {
+        Counts {
+            conns: self.conns + o.conns,
+            leafs: self.leafs + o.leafs,
+        }
+    }
+}
+
+/// One account's remote counts: server id → (counts, when heard).
+type PerServer = HashMap<String, (Counts, Instant)>;
+
+fn total(per: &PerServer) -> Counts {
+    per.values().fold(Counts::default(), |t, v| t + v.0)
+}
+
+/// An account's local count changed: tell the service task, which tells the other servers
+/// (never for `$G`, as nats-server).
+pub fn changed(srv: &ServerShared, acc: &str) {
+    if acc == crate::account::GLOBAL_ACCOUNT {
+        return;
+    }
+    if let Some(sys) = srv.sys.get() {
+        sys.conns.send(Event::Local(acc.to_string()));
+    }
+}
+
+/// Whether this server has clients or leaf connections of `acc`.
+fn has_local(acc: &crate::account::Account) -> bool {
+    acc.num_conns.load(Relaxed) + acc.num_leafs.load(Relaxed) > 0
+}
 
 /// Remote counts by account.
 #[derive(Default)]
@@ -71,38 +109,38 @@ impl Tracker {
         }
     }
 
-    /// Set one server's count of `acc`; returns the account's remote total and whether that
-    /// server was new for the account.
-    fn set(&self, acc: &str, server: &str, conns: usize) -> (usize, bool) {
+    /// Set one server's counts of `acc`; returns the account's remote totals and whether
+    /// that server was new for the account.
+    fn set(&self, acc: &str, server: &str, counts: Counts) -> (Counts, bool) {
         let mut m = self.lock();
         let per = m.entry(acc.to_string()).or_default();
         let new = per
-            .insert(server.to_string(), (conns, Instant::now()))
+            .insert(server.to_string(), (counts, Instant::now()))
             .is_none();
-        (per.values().map(|v| v.0).sum(), new)
+        (total(per), new)
     }
 
     /// Forget a server; returns the accounts whose totals changed, with their new totals.
-    fn remove_server(&self, server: &str) -> Vec<(String, usize)> {
+    fn remove_server(&self, server: &str) -> Vec<(String, Counts)> {
         let mut m = self.lock();
         let mut out = Vec::new();
         for (acc, per) in m.iter_mut() {
             if per.remove(server).is_some() {
-                out.push((acc.clone(), per.values().map(|v| v.0).sum()));
+                out.push((acc.clone(), total(per)));
             }
         }
         out
     }
 
     /// Drop counts not heard for [`EXPIRE`]; returns the changed totals.
-    fn expire(&self) -> Vec<(String, usize)> {
+    fn expire(&self) -> Vec<(String, Counts)> {
         let mut m = self.lock();
         let mut out = Vec::new();
         for (acc, per) in m.iter_mut() {
             let before = per.len();
             per.retain(|_, v| v.1.elapsed() < EXPIRE);
             if per.len() != before {
-                out.push((acc.clone(), per.values().map(|v| v.0).sum()));
+                out.push((acc.clone(), total(per)));
             }
         }
         out
@@ -198,6 +236,8 @@ struct Incoming {
     acc: String,
     #[serde(default)]
     conns: usize,
+    #[serde(default)]
+    leafnodes: usize,
 }
 
 #[derive(Deserialize)]
@@ -207,6 +247,7 @@ struct IncomingServer {
 
 fn message(srv: &ServerShared, sys: &Sys, acc: &crate::account::Account) -> Vec<u8> {
     let conns = acc.num_conns.load(Relaxed);
+    let leafnodes = acc.num_leafs.load(Relaxed);
     let k = &acc.kinds;
     let out = acc.out_msgs.load(Relaxed);
     let inn = acc.in_msgs.load(Relaxed);
@@ -218,8 +259,8 @@ fn message(srv: &ServerShared, sys: &Sys, acc: &crate::account::Account) -> Vec<
         acc: acc.name.clone(),
         name: acc.name.clone(),
         conns,
-        leafnodes: 0,
-        total_conns: conns,
+        leafnodes,
+        total_conns: conns + leafnodes,
         num_subscriptions: acc.sublist.count(),
         sent: Stats {
             msgs: out,
@@ -274,7 +315,7 @@ pub fn handle(srv: &Arc<ServerShared>, sys: &Sys, e: Event) {
         Event::Local(name) => publish(srv, sys, &name),
         Event::Request { acc, reply } => {
             if let Some(a) = srv.accounts.get(&acc) {
-                if a.num_conns.load(Relaxed) > 0 {
+                if has_local(&a) {
                     let body = message(srv, sys, &a);
                     sys.publish(srv, &reply, None, &body);
                 }
@@ -295,18 +336,17 @@ pub fn handle(srv: &Arc<ServerShared>, sys: &Sys, e: Event) {
             if srv.accounts.get(&m.acc).is_none() {
                 return;
             }
-            let (total, new) = sys.conns.set(&m.acc, &m.server.id, m.conns);
+            let counts = Counts {
+                conns: m.conns,
+                leafs: m.leafnodes,
+            };
+            let (total, new) = sys.conns.set(&m.acc, &m.server.id, counts);
             apply(srv, &m.acc, total);
             // A server heard of for the first time may have missed our last update (sent
             // before its interest reached us over a new route): tell it now rather than at
             // the next heartbeat. (nats-server waits for the heartbeat; the extra update is
             // the same message, idempotent.)
-            if new
-                && srv
-                    .accounts
-                    .get(&m.acc)
-                    .is_some_and(|a| a.num_conns.load(Relaxed) > 0)
-            {
+            if new && srv.accounts.get(&m.acc).is_some_and(|a| has_local(&a)) {
                 publish(srv, sys, &m.acc);
             }
         }
@@ -371,7 +411,7 @@ fn sync(srv: &Arc<ServerShared>, sys: &Sys) {
         .unwrap_or_default();
         let subject = format!("$SYS.REQ.ACCOUNT.{}.CONNS", a.name);
         sys.publish(srv, &subject, Some(&reply), &body);
-        if a.num_conns.load(Relaxed) > 0 {
+        if has_local(&a) {
             publish(srv, sys, &a.name);
         }
     }
@@ -383,7 +423,7 @@ pub fn heartbeat(srv: &Arc<ServerShared>, sys: &Sys) {
         .accounts
         .all()
         .iter()
-        .filter(|a| a.num_conns.load(Relaxed) > 0)
+        .filter(|a| has_local(a))
         .map(|a| a.name.clone())
         .collect();
     for n in names {
@@ -394,38 +434,53 @@ pub fn heartbeat(srv: &Arc<ServerShared>, sys: &Sys) {
     }
 }
 
-/// Store the account's remote total and, when local + remote is over its `max_connections`,
-/// close the newest local clients past it (`-ERR 'maximum account active connections
-/// exceeded'`, `Maximum Account Connections Exceeded`).
-fn apply(srv: &Arc<ServerShared>, name: &str, remote: usize) {
+/// Store the account's remote totals and, when local + remote is over its `max_connections`
+/// (`max_leafnodes`), close the newest local clients (leaf connections) past it (`-ERR
+/// 'maximum account active connections exceeded'`, `Maximum Account Connections Exceeded`),
+/// as nats-server's `updateRemoteServer`.
+fn apply(srv: &Arc<ServerShared>, name: &str, remote: Counts) {
     let Some(acc) = srv.accounts.get(name) else {
         return;
     };
-    acc.remote_conns.store(remote, Relaxed);
-    let max = srv
-        .live_opts()
-        .account_limits
-        .get(name)
-        .map_or(-1, |l| l.max_connections);
-    let Ok(max) = usize::try_from(max) else {
+    acc.remote_conns.store(remote.conns, Relaxed);
+    acc.remote_leafs.store(remote.leafs, Relaxed);
+    let Some(limits) = srv.live_opts().account_limits.get(name).cloned() else {
         return;
     };
-    let local = acc.num_conns.load(Relaxed);
-    let over = (local + remote).saturating_sub(max);
-    if over == 0 {
-        return;
-    }
-    let mut clients: Vec<_> = srv
-        .clients()
-        .into_iter()
-        .filter(|c| c.kind == ConnKind::Client && !c.is_closed() && c.meta().account == name)
-        .collect();
-    clients.sort_by_key(|c| std::cmp::Reverse(c.start));
-    for c in clients.into_iter().take(over) {
-        let line = format!("-ERR '{}'\r\n", errs::MAX_ACCOUNT_CONNECTIONS);
-        c.out
-            .push_now(line.len(), |b| b.extend_from_slice(line.as_bytes()));
-        tracing::error!("{} - {}", c.log_prefix(), errs::MAX_ACCOUNT_CONNECTIONS);
-        c.close(CloseReason::MaxAccountConnectionsExceeded);
+    let over = |max: i64, local: usize, remote: usize| {
+        usize::try_from(max).map_or(0, |max| (local + remote).saturating_sub(max))
+    };
+    let clients = over(
+        limits.max_connections,
+        acc.num_conns.load(Relaxed),
+        remote.conns,
+    );
+    let leafs = over(
+        limits.max_leafnodes,
+        acc.num_leafs.load(Relaxed),
+        remote.leafs,
+    );
+    for (kind, n) in [(ConnKind::Client, clients), (ConnKind::Leaf, leafs)] {
+        if n == 0 {
+            continue;
+        }
+        let all = match kind {
+            ConnKind::Leaf => srv.leafnodes.as_ref().map_or_else(Vec::new, |l| {
+                l.links().iter().map(|k| k.conn.clone()).collect()
+            }),
+            _ => srv.clients(),
+        };
+        let mut conns: Vec<_> = all
+            .into_iter()
+            .filter(|c| c.kind == kind && !c.is_closed() && c.meta().account == name)
+            .collect();
+        conns.sort_by_key(|c| std::cmp::Reverse(c.start));
+        for c in conns.into_iter().take(n) {
+            let line = format!("-ERR '{}'\r\n", errs::MAX_ACCOUNT_CONNECTIONS);
+            c.out
+                .push_now(line.len(), |b| b.extend_from_slice(line.as_bytes()));
+            tracing::error!("{} - {}", c.log_prefix(), errs::MAX_ACCOUNT_CONNECTIONS);
+            c.close(CloseReason::MaxAccountConnectionsExceeded);
+        }
     }
 }

@@ -194,3 +194,33 @@ pub async fn answers(r: &mut Raw, cmds: &str) -> Vec<String> {
 pub fn pub_denied(s: &str) -> String {
     format!("-ERR 'Permissions Violation for Publish to \"{s}\"'")
 }
+
+/// Operator mode with a system account and account `a` (its limits `limits`), as config
+/// text: the operator JWT, `system_account`, `resolver: MEMORY` and both account JWTs
+/// preloaded.
+pub fn operator_conf(a: &KeyPair, limits: Value) -> String {
+    let (op, sys) = (KeyPair::new_operator(), KeyPair::new_account());
+    let opc = json!({"sub": op.public_key(), "name": "O", "nats": {"type": "operator",
+        "version": 2, "system_account": sys.public_key()}});
+    let op_jwt = encode(&opc, &op).expect("operator JWT");
+    format!(
+        "operator: \"{op_jwt}\"\nsystem_account: {sys}\nresolver: MEMORY\n\
+         resolver_preload {{\n  {sys}: \"{}\"\n  {a}: \"{}\"\n}}\n",
+        account_jwt(&sys, &op, open_limits(), &[]),
+        account_jwt(a, &op, limits, &[]),
+        sys = sys.public_key(),
+        a = a.public_key(),
+    )
+}
+
+/// A raw leaf at leafnode port `port` that sent CONNECT with user JWT `jwt` (the hub's
+/// nonce signed with `user`) and a PING.
+pub async fn jwt_leaf(port: u16, jwt: &str, user: &KeyPair) -> Raw {
+    let mut raw = Raw::at_any(SocketAddr::from(([127, 0, 0, 1], port))).await;
+    let first = raw.line().await;
+    let info: Value = serde_json::from_str(&first[5..]).expect("INFO");
+    let sig = sign(user, info["nonce"].as_str().expect("nonce"));
+    let c = json!({"name": "raw", "jwt": jwt, "sig": sig});
+    raw.send(&format!("CONNECT {c}\r\nPING\r\n")).await;
+    raw
+}

@@ -128,8 +128,7 @@ impl LeafConn {
         let mut b = BytesMut::new();
         let _ = info.write_to(&mut b);
         self.send(&b);
-        self.register(acc, &ci.server_id, &ci.name);
-        Ok(())
+        self.register(acc, &ci.server_id, &ci.name)
     }
 
     /// Leaf side: the hub's first INFO is answered with our CONNECT, then we register; its
@@ -162,10 +161,9 @@ impl LeafConn {
         }
         if let Some(p) = self.pending.take() {
             if info.connect_info {
-                self.finish_spoke(p, &info);
-            } else {
-                self.pending = Some(p);
+                return self.finish_spoke(p, &info);
             }
+            self.pending = Some(p);
             return Ok(());
         }
         if self.nonce.is_empty() {
@@ -236,17 +234,20 @@ impl LeafConn {
         if info.info_on_connect {
             // The hub tells us our permissions once it has accepted us.
             self.pending = Some(p);
-        } else {
-            self.finish_spoke(p, &info);
+            return Ok(());
         }
-        Ok(())
+        self.finish_spoke(p, &info)
     }
 
     /// Leaf side, accepted: the hub's permissions for us (INFO `import`, `export`) joined to
     /// our remote's denies, then registered (our interest goes out).
-    pub(super) fn finish_spoke(&mut self, p: Pending, info: &ServerInfo) {
+    pub(super) fn finish_spoke(
+        &mut self,
+        p: Pending,
+        info: &ServerInfo,
+    ) -> Result<(), CloseReason> {
         let Some(sol) = self.solicit.clone() else {
-            return;
+            return Ok(());
         };
         let side = |perm: &Option<InfoPerm>, own: &[String]| {
             let allow = perm
@@ -272,7 +273,7 @@ impl LeafConn {
             p.acc.name,
             p.name
         );
-        self.register(p.acc, &p.id, &p.name);
+        self.register(p.acc, &p.id, &p.name)
     }
 
     /// Compression, from the peer's INFO (nats-server's `negotiateLeafCompression`). True when
@@ -350,12 +351,35 @@ impl LeafConn {
         m.account = acc.name.to_string();
     }
 
-    pub(super) fn register(&mut self, acc: Arc<Account>, id: &str, name: &str) {
+    /// Count the link in its account (refused past the account's `max_leafnodes`, counted
+    /// across the cluster as nats-server's `MaxTotalLeafNodesReached`), then register it.
+    pub(super) fn register(
+        &mut self,
+        acc: Arc<Account>,
+        id: &str,
+        name: &str,
+    ) -> Result<(), CloseReason> {
+        let max = self
+            .srv
+            .live_opts()
+            .account_limits
+            .get(&acc.name)
+            .map_or(-1, |l| l.max_leafnodes);
+        let before = acc.num_leafs.fetch_add(1, Relaxed) + acc.remote_leafs.load(Relaxed);
+        if usize::try_from(max).is_ok_and(|max| before >= max) {
+            acc.num_leafs.fetch_sub(1, Relaxed);
+            let text = crate::client::errs::MAX_ACCOUNT_CONNECTIONS;
+            tracing::error!("{} - {text}", self.conn.log_prefix());
+            self.send_err(text);
+            return Err(CloseReason::MaxAccountConnectionsExceeded);
+        }
+        crate::sys::conns::changed(&self.srv, &acc.name);
         let link = Arc::new(Link::new(self.conn.clone(), acc, self.spoke(), id, name));
         *link.compression.lock().unwrap_or_else(|e| e.into_inner()) =
             self.negotiated.unwrap_or(CompressionMode::NotSupported);
         self.lf.register(&link);
         self.link = Some(link);
         self.next_ping = Instant::now() + Duration::from_secs(1);
+        Ok(())
     }
 }
