@@ -10,7 +10,9 @@
 
 mod common;
 
-use common::auth::{creds, jwt_leaf, logged_in, open_limits, operator_conf, user_jwt, Target};
+use common::auth::{
+    creds, jwt_leaf, logged_in, open_limits, operator_conf, sign, user_jwt, Target,
+};
 use common::leaf::{go_server, wait_links};
 use common::natsserver::{self, NatsServer};
 use common::{conf_opts, free_port, http_json, start, until_delivered, wait_for, Raw};
@@ -356,6 +358,53 @@ async fn an_nkey_seed_remote_logs_in_as_an_nkey_user() {
         let mut lc = Raw::client(&leaf).await;
         hc.send("SUB to.hub 1\r\n").await;
         until_delivered(&mut lc, &mut hc, "to.hub").await;
+        leaf.shutdown().await;
+        h.stop().await;
+    }
+}
+
+/// `leafnodes { authorization { nkey } }`: the one key a leaf must sign the nonce with.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leafnode_authorization_nkey_admits_only_its_key() {
+    let (key, other) = (KeyPair::new_user(), KeyPair::new_user());
+    for go in [false, true] {
+        let port = free_port();
+        let conf = format!(
+            "authorization {{ users [ {{ user: c, password: c }} ] }}\n\
+             leafnodes {{ listen: \"127.0.0.1:{port}\", authorization {{ nkey: {} }} }}\n",
+            key.public_key()
+        );
+        let h = if go {
+            Target::go(&conf, "leaf-nkey")
+        } else {
+            Target::natsd(&conf).await
+        };
+        let who = h.name();
+        for (kp, ok) in [(&other, false), (&key, true)] {
+            let mut r = Raw::at_any(std::net::SocketAddr::from(([127, 0, 0, 1], port))).await;
+            let info: Value = serde_json::from_str(&r.line().await[5..]).expect("INFO");
+            let sig = sign(kp, info["nonce"].as_str().expect("nonce"));
+            let c = json!({"name": "raw", "nkey": kp.public_key(), "sig": sig});
+            r.send(&format!("CONNECT {c}\r\nPING\r\n")).await;
+            let got = loop {
+                let l = r.line().await;
+                if l == "PONG" || l.starts_with("-ERR") {
+                    break l;
+                }
+            };
+            let want = if ok {
+                "PONG"
+            } else {
+                "-ERR 'Authorization Violation'"
+            };
+            assert_eq!(got, want, "{who}");
+        }
+        let seed = key.seed().expect("seed");
+        let leaf = natsd_leaf(&format!(
+            "url: \"nats-leaf://127.0.0.1:{port}\", nkey: {seed}"
+        ))
+        .await;
+        wait_links(&leaf, 1).await;
         leaf.shutdown().await;
         h.stop().await;
     }

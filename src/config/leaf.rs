@@ -17,6 +17,8 @@ pub struct LeafOpts {
     pub username: Option<String>,
     pub password: Option<String>,
     pub token: Option<String>,
+    /// `authorization { nkey }`: the one user nkey a leaf must sign the nonce with.
+    pub nkey: Option<String>,
     /// The account a leaf authenticated by the single user/token (or by nothing) binds to.
     pub account: Option<String>,
     /// `authorization { users [ { user, password, account } ] }`.
@@ -44,6 +46,7 @@ impl Default for LeafOpts {
             username: None,
             password: None,
             token: None,
+            nkey: None,
             account: None,
             users: Vec::new(),
             auth_timeout: super::DEFAULT_AUTH_TIMEOUT,

@@ -55,7 +55,8 @@ pub(super) struct LeafAuth {
 }
 
 /// The account a leaf CONNECT binds to, or None when its credentials are wrong. The
-/// `leafnodes { authorization }` block decides when it has credentials; without them a leaf
+/// `leafnodes { authorization }` block decides when it has credentials (users, a user and
+/// password, a token, or an `nkey` that must sign the nonce); without them a leaf
 /// logs in as a client does (users, tokens, nkeys, user JWTs in operator mode — connection
 /// type `LEAFNODE`), and when the server needs no auth at all it binds to the block's
 /// `account` (nats-server's `isLeafNodeAuthorized`).
@@ -85,6 +86,11 @@ pub(super) fn authenticate(
             &ci.pass,
         )
         .then(|| bind(u.account.clone().unwrap_or(default)));
+    }
+    if let Some(key) = &o.nkey {
+        // nats-server: the CONNECT's nkey must be this one, and have signed our nonce.
+        let signed = ci.nkey == *key && crate::auth::nonce_signed(key, nonce, Some(&ci.sig));
+        return signed.then(|| bind(default));
     }
     if o.token.is_none() && o.username.is_none() {
         if !auth.required() {

@@ -105,6 +105,7 @@ pub(super) fn leafnodes(m: &Map) -> Result<LeafOpts, ConfigError> {
 }
 
 fn authorization(m: &Map, l: &mut LeafOpts) -> Result<(), ConfigError> {
+    let mut users_at = None;
     for (ak, ae) in options(m) {
         let av = &ae.value;
         let ak = ak.as_str();
@@ -112,14 +113,48 @@ fn authorization(m: &Map, l: &mut LeafOpts) -> Result<(), ConfigError> {
             "user" | "username" => l.username = Some(string(ak, av)?),
             "pass" | "password" => l.password = Some(string(ak, av)?),
             "token" => l.token = Some(string(ak, av)?),
+            "nkey" => {
+                let nk = string(ak, av)?;
+                if !crate::auth::is_user_nkey(&nk) {
+                    return Err(ConfigError::at(
+                        &av.pos,
+                        "Not a valid public nkey for leafnode authorization",
+                    ));
+                }
+                l.nkey = Some(nk);
+            }
             "timeout" => l.auth_timeout = seconds(ak, av)?,
             "account" => l.account = Some(string(ak, av)?),
             "users" => {
                 for u in array(ak, av)? {
-                    l.users.push(user(map(ak, u)?, &u.pos)?);
+                    let u = user(map(ak, u)?, &u.pos)?;
+                    if l.users.iter().any(|x| x.user == u.user) {
+                        let text = format!(
+                            "duplicate user {:?} detected in leafnode authorization",
+                            u.user
+                        );
+                        return Err(ConfigError::at(&av.pos, text));
+                    }
+                    l.users.push(u);
                 }
+                users_at = Some(ae.key_pos.clone());
             }
             _ => return Err(refuse_leaf(ae, ak)),
+        }
+    }
+    // nats-server's validateLeafNodeAuthOptions.
+    if let Some(at) = users_at {
+        if l.username.is_some() {
+            return Err(ConfigError::at(
+                &at,
+                "can not have a single user/pass and a users array",
+            ));
+        }
+        if l.nkey.is_some() {
+            return Err(ConfigError::at(
+                &at,
+                "can not have a single nkey and a users array",
+            ));
         }
     }
     Ok(())

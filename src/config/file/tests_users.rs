@@ -121,3 +121,34 @@ fn a_remote_takes_a_credentials_file_or_an_nkey_seed_not_both() {
         assert!(e.contains(want), "{body}: {e}");
     }
 }
+
+#[test]
+fn leafnode_authorization_nkey_as_nats_server() {
+    let key = nkeys::KeyPair::new_user().public_key();
+    let o = load(&format!(
+        "leafnodes {{ authorization {{ nkey: {key}, account: A }} }}\naccounts {{ A {{}} }}"
+    ));
+    assert_eq!(o.leafnodes.expect("leafnodes").nkey, Some(key.clone()));
+    let acc = nkeys::KeyPair::new_account().public_key();
+    for (body, want) in [
+        (
+            format!("nkey: {acc}"),
+            "Not a valid public nkey for leafnode authorization",
+        ),
+        (
+            format!("nkey: {key}, users [ {{ user: a, password: b }} ]"),
+            "can not have a single nkey and a users array",
+        ),
+        (
+            "user: x, password: y, users [ { user: a, password: b } ]".into(),
+            "can not have a single user/pass and a users array",
+        ),
+        (
+            "users [ { user: a, password: b }, { user: a, password: c } ]".into(),
+            "duplicate user \"a\" detected in leafnode authorization",
+        ),
+    ] {
+        let e = err(&format!("leafnodes {{ authorization {{ {body} }} }}"));
+        assert!(e.contains(want), "{body}: {e}");
+    }
+}
