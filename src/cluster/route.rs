@@ -552,6 +552,7 @@ impl Route {
             account: (!info.route_account.is_empty())
                 .then(|| Arc::from(info.route_account.as_str())),
             gossip_mode: mesh::GossipMode::from_wire(info.gossip_mode),
+            natsd: !info.natsd.is_empty(),
             ..Default::default()
         };
         if info.server_id == self.srv.id {

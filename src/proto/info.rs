@@ -63,6 +63,13 @@ pub struct ServerInfo {
     pub git_commit: String,
     #[serde(deserialize_with = "nullable")]
     pub go: String,
+    /// natsd's version on a natsd server's route INFO (nats-server has no such field and
+    /// ignores it): a natsd peer gossips as natsd does (`cluster::mesh`).
+    #[serde(
+        skip_serializing_if = "String::is_empty",
+        deserialize_with = "nullable"
+    )]
+    pub natsd: String,
     #[serde(deserialize_with = "nullable")]
     pub host: String,
     #[serde(deserialize_with = "nullable")]

@@ -89,6 +89,7 @@ impl ServerShared {
             // 3: message tracing (nats-server 2.11+'s `MsgTraceProto`).
             proto: crate::trace::MSG_TRACE_PROTO,
             go: "go1.19.8".into(),
+            natsd: crate::config::NATSD_VERSION.into(),
             host,
             port,
             headers: true,

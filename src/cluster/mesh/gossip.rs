@@ -106,16 +106,28 @@ impl Mesh {
             attempts_left: self.cfg.connect_retries + 1,
             mode: g.gossip_mode,
             deferred_from: None,
+            told_alone: false,
         };
         // Both ends of a missing pair are often told about each other: the one with the
         // smaller id (whose connection would win) dials first, the other `DEFER_TO_SMALLER` later
-        // if still needed.
-        let (wait, deferred_from) = if *self.cfg.server_id < *g.id {
+        // if still needed. Told by nats-server, we are the only end told (it tells the servers
+        // it knows about a newcomer, never the newcomer about them): dial now.
+        let informer_natsd = self
+            .conns
+            .get(&conn)
+            .and_then(|c| c.at.as_ref())
+            .and_then(|(id, _)| self.peers.get(id))
+            .is_none_or(|p| p.natsd);
+        let (wait, deferred_from) = if !informer_natsd || *self.cfg.server_id < *g.id {
             (Duration::ZERO, None)
         } else {
             (self.defer(), Some(self.now))
         };
-        let p = Pending { deferred_from, ..p };
+        let p = Pending {
+            deferred_from,
+            told_alone: !informer_natsd,
+            ..p
+        };
         self.pending.insert(g.id.clone(), p);
         let at = self.now + wait + self.jitter();
         self.arm(at, Timer::Pending(g.id));

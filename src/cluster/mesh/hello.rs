@@ -79,6 +79,8 @@ impl Mesh {
                 refused: BTreeSet::new(),
                 backoff: RETRY,
                 announced: false,
+                natsd: h.natsd,
+                told_alone: self.pending.get(&h.id).is_some_and(|p| p.told_alone),
             };
             self.peers.insert(h.id.clone(), p);
             self.pending.remove(&h.id);

@@ -23,7 +23,8 @@
 //!   other peer (for any two peers u and v of w, whichever joined w last is told about the
 //!   other, so a connected graph closes into a full mesh, also after a partition heals), and
 //!   the others about the newcomer as nats-server does (2.11 gossip modes). The side with the
-//!   larger id waits a second before dialling a gossiped peer (the other side's dial wins).
+//!   larger id waits before dialling a gossiped peer (the other side's dial wins), unless a
+//!   nats-server peer told it: nats-server never tells the newcomer, so no such dial comes.
 
 mod gossip;
 mod hello;
@@ -135,6 +136,9 @@ pub struct Hello {
     /// `route_account`: the connection is dedicated to that account.
     pub account: Option<Arc<str>>,
     pub gossip_mode: GossipMode,
+    /// The peer is natsd (its INFO says `natsd`): it tells a newcomer about its other peers,
+    /// where nats-server tells only the others about the newcomer.
+    pub natsd: bool,
 }
 
 /// An INFO about another server, received on a route.
@@ -346,6 +350,10 @@ struct Peer {
     backoff: Duration,
     /// We told our other peers about it (its pinned-account connections are announced too).
     announced: bool,
+    /// It is natsd (`Hello::natsd`).
+    natsd: bool,
+    /// Dialled after nats-server told us about it (`Pending::told_alone`).
+    told_alone: bool,
 }
 
 struct Pending {
@@ -356,6 +364,9 @@ struct Pending {
     /// We have the larger id and were told about it then: its dial (which would win) may be
     /// on its way, so ours waits `defer()` from then, re-measured when the timer fires.
     deferred_from: Option<Duration>,
+    /// Told about it by nats-server, which does not tell it about us: no dial of its will
+    /// come, so neither ours nor our pool's waits for one.
+    told_alone: bool,
 }
 
 /// Counters, for tests and monitoring.
@@ -783,6 +794,7 @@ impl Mesh {
                 attempts_left: self.cfg.connect_retries + 1,
                 mode,
                 deferred_from: None,
+                told_alone: p.told_alone,
             };
             self.pending.insert(id.clone(), pend);
             let at = self.now + self.jitter();

@@ -67,11 +67,13 @@ impl Mesh {
         };
         // A gossiped peer was told about us too: if its dial (which wins) is on its way, a
         // pool filled from our losing connection would be closed slot by slot. The larger id
-        // fills only once its connection has held the slot for `DEFER_TO_SMALLER`.
-        let gossiped = matches!(
-            lowest.dial.as_ref().map(|d| &d.origin),
-            Some(Origin::Gossip(_))
-        );
+        // fills only once its connection has held the slot for `DEFER_TO_SMALLER` (not when
+        // nats-server told us alone: no dial of the peer's will come).
+        let gossiped = !p.told_alone
+            && matches!(
+                lowest.dial.as_ref().map(|d| &d.origin),
+                Some(Origin::Gossip(_))
+            );
         let settled = lowest.since + self.defer();
         if gossiped && !self.preferred(lowest, id) && self.now < settled {
             self.arm(settled, Timer::Slots(id.clone()));

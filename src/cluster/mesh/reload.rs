@@ -73,6 +73,7 @@ impl Mesh {
                     attempts_left: self.cfg.connect_retries + 1,
                     mode: GossipMode::Default,
                     deferred_from: None,
+                    told_alone: p.told_alone,
                 };
                 self.pending.insert(id.clone(), pend);
                 let at = self.now + self.jitter();

@@ -166,6 +166,7 @@ impl Sim {
             pool_idx,
             account,
             gossip_mode: mode,
+            natsd: true,
         }
     }
 

@@ -30,6 +30,7 @@ fn hello(id: &str, pool: i32) -> Hello {
         url: Arc::from("x"),
         addr: Some(addr(9)),
         pool_size: pool,
+        natsd: true,
         ..Default::default()
     }
 }

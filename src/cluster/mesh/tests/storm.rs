@@ -29,21 +29,26 @@ fn connected_to_b_told_about_c(m: &mut Mesh, b_pool: i32) -> Gossip {
     }
 }
 
+/// Tick `z`'s deadlines until it dials C (10.0.0.3): the dial and when (ms).
+fn dial_to_c(z: &mut Mesh) -> (DialId, u64) {
+    loop {
+        let t = z.next_deadline().expect("a dial to C");
+        let now = t.as_millis() as u64;
+        let d = dials(&step(z, Event::Tick, now));
+        if let Some(d) = d.into_iter().find(|d| d.1 == addr(3)) {
+            return (d.0, now);
+        }
+        assert!(now < 10_000, "C never dialled");
+    }
+}
+
 /// Z (the larger id) and C were both told about each other; Z's deferred dial reached C first.
 /// Returns Z's mesh with its gossip dial registered at `t` ms (no pool dials yet) and `t`.
 fn larger_end_holding_slot_zero_by_gossip() -> (Mesh, u64) {
     let mut z = Mesh::new(cfg("Z", 3));
     let g = connected_to_b_told_about_c(&mut z, 3);
     step(&mut z, Event::Gossip { conn: 1, gossip: g }, 0);
-    let (dial, now) = loop {
-        let t = z.next_deadline().expect("a deferred dial");
-        let now = t.as_millis() as u64;
-        let d = dials(&step(&mut z, Event::Tick, now));
-        if let Some(d) = d.into_iter().find(|d| d.1 == addr(3)) {
-            break (d.0, now);
-        }
-        assert!(now < 10_000, "C never dialled");
-    };
+    let (dial, now) = dial_to_c(&mut z);
     assert!(
         now >= DEFER_TO_SMALLER.as_millis() as u64,
         "the larger id defers"
@@ -211,4 +216,57 @@ fn the_larger_id_does_not_cross_a_dial_of_the_peer_in_its_handshake() {
     // The handshake fails (C's connection closes before its INFO): Z dials C after all.
     step(&mut z, Event::Closed { conn: 2 }, now);
     assert!(first_dial_to_c(&mut z).is_some(), "C never dialled");
+}
+
+/// Told about C by a nats-server peer, which never tells the newcomer about us: the larger
+/// id dials at once (jitter only) and fills the pool as soon as its first connection
+/// registers, where a natsd informer makes it wait for C's dial (the tests above).
+#[test]
+fn told_by_nats_server_the_larger_id_dials_at_once_and_fills_the_pool() {
+    let mut z = Mesh::new(cfg("Z", 3));
+    step(
+        &mut z,
+        Event::Accepted {
+            conn: 1,
+            addr: addr(2),
+        },
+        0,
+    );
+    let b = Hello {
+        natsd: false,
+        ..hello("B", 3)
+    };
+    step(&mut z, Event::Hello { conn: 1, hello: b }, 0);
+    let g = Gossip {
+        id: Arc::from("C"),
+        url: Arc::from("c"),
+        addrs: vec![addr(3)],
+        ..Default::default()
+    };
+    step(&mut z, Event::Gossip { conn: 1, gossip: g }, 0);
+    let (dial, at) = dial_to_c(&mut z);
+    assert!(at <= 100, "dialled at {at} ms, not at once");
+    step(&mut z, Event::Dialled { dial, conn: 2 }, at);
+    let mut slots: Vec<Slot> = dials(&step(
+        &mut z,
+        Event::Hello {
+            conn: 2,
+            hello: hello("C", 3),
+        },
+        at,
+    ))
+    .into_iter()
+    .chain(run_until(&mut z, at + 100))
+    .filter(|d| d.1 == addr(3))
+    .map(|d| d.2)
+    .collect();
+    slots.sort();
+    assert_eq!(
+        slots,
+        vec![
+            Slot::Pool(1),
+            Slot::Pool(2),
+            Slot::Account(Arc::from("$SYS"))
+        ]
+    );
 }
