@@ -444,3 +444,18 @@ async fn a_leaf_whose_user_jwt_expires_is_cut_off_as_on_nats_server() {
         h.stop().await;
     }
 }
+
+/// natsd does not track a leaf's replies yet: a leaf logging in as a user with response
+/// permissions is refused plainly (nats-server admits it), not cut off at its first reply.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leaf_user_with_response_permissions_is_refused_by_natsd() {
+    let conf = "authorization { users [ { user: r, password: r, permissions: { \
+                subscribe: \"svc\", allow_responses: true } } ] }\n";
+    let port = free_port();
+    let h = hub(false, conf, port, "").await;
+    let (_r, _, lines) = raw_login(&h, port, r#"{"name":"raw","user":"r","pass":"r"}"#).await;
+    assert!(lines.is_none(), "refused");
+    // As a client the same user works.
+    let _c = Raw::connected_at(h.client(), r#"{"user":"r","pass":"r","verbose":false}"#).await;
+    h.stop().await;
+}

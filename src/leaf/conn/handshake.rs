@@ -70,6 +70,18 @@ impl LeafConn {
             self.send_err("Authorization Violation");
             return Err(CloseReason::AuthenticationViolation);
         };
+        if who.perms.as_ref().is_some_and(|p| p.responses().is_some()) {
+            // nats-server tracks the replies a leaf may send; natsd does not on leaf
+            // connections yet: refused plainly rather than cut off at the first reply.
+            tracing::error!(
+                "{} - Leafnode user {:?} has response permissions (allow_responses / resp), \
+                 which natsd does not support on leaf connections yet",
+                self.conn.log_prefix(),
+                ci.user
+            );
+            self.send_err("Authorization Violation");
+            return Err(CloseReason::AuthenticationViolation);
+        }
         let acc_name = who.account.clone();
         let Some(acc) = self.srv.accounts.get(&acc_name) else {
             tracing::error!(
