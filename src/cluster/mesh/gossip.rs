@@ -3,6 +3,12 @@
 
 use super::*;
 
+/// `Mesh::defer` from the recent handshake times.
+fn defer(handshakes: &std::collections::VecDeque<Duration>) -> Duration {
+    let slowest = handshakes.iter().max().copied().unwrap_or_default();
+    (slowest * 3).clamp(DEFER_TO_SMALLER, MAX_DEFER)
+}
+
 impl Mesh {
     /// Tell the other peers about a newcomer, as nats-server does (its 2.11 gossip modes:
     /// override for explicit routes, disabled when we accepted it, else default; one dialled

@@ -60,11 +60,6 @@ pub const TELL_LATER: Duration = Duration::from_secs(5);
 /// Recent handshakes (dial to the peer's INFO) the wait is scaled by.
 const HANDSHAKE_SAMPLES: usize = 16;
 
-/// `Mesh::defer` from the recent handshake times.
-fn defer(handshakes: &std::collections::VecDeque<Duration>) -> Duration {
-    let slowest = handshakes.iter().max().copied().unwrap_or_default();
-    (slowest * 3).clamp(DEFER_TO_SMALLER, MAX_DEFER)
-}
 /// Longest wait between attempts to open a missing pool slot.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
 const JITTER_MS: u64 = 100;
