@@ -43,6 +43,11 @@ impl Credentials<'_> {
     }
 }
 
+/// A CONNECT field as a credential: `None` when empty.
+pub fn nonempty(s: &str) -> Option<&str> {
+    (!s.is_empty()).then_some(s)
+}
+
 /// Whether `key` is a valid public user nkey (`U…`, checksum included).
 pub fn is_user_nkey(key: &str) -> bool {
     nkeys::KeyPair::from_public_key(key)

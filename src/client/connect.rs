@@ -1,6 +1,7 @@
 //! CONNECT: its options, authentication, the account and permissions it binds the client to.
 
 use super::*;
+use crate::auth::nonempty;
 
 impl Client {
     pub(super) fn on_connect(&mut self, json: &[u8]) -> Flow {
@@ -23,9 +24,6 @@ impl Client {
             self.pedantic = ci.pedantic;
             self.send_ok();
             return Flow::Continue;
-        }
-        fn nonempty(s: &str) -> Option<&str> {
-            (!s.is_empty()).then_some(s)
         }
         let creds = Credentials {
             user: nonempty(&ci.user),

@@ -1,9 +1,8 @@
 //! A leaf's CONNECT (the fields natsd reads and sends) and how a hub authenticates it.
 
-use crate::auth::{Authenticator, CompiledPerms, Credentials};
+use crate::auth::{nonempty, Authenticator, Credentials, Identity};
 use crate::config::leaf::{LeafOpts, RemoteCreds};
 use std::net::IpAddr;
-use std::sync::Arc;
 
 /// The leaf CONNECT fields natsd reads (nats-server 2.9 and 2.15 send these and more).
 #[derive(serde::Deserialize, serde::Serialize, Default, Debug)]
@@ -46,14 +45,6 @@ pub(super) struct LeafConnect {
     pub compress_mode: String,
 }
 
-/// Who a leaf turned out to be: the account it binds to and, when it logged in as one of the
-/// server's users, that user's permissions and JWT expiry.
-pub(super) struct LeafAuth {
-    pub account: String,
-    pub perms: Option<Arc<CompiledPerms>>,
-    pub expires: i64,
-}
-
 /// The account a leaf CONNECT binds to, or None when its credentials are wrong. The
 /// `leafnodes { authorization }` block decides when it has credentials (users, a user and
 /// password, a token, or an `nkey` that must sign the nonce); without them a leaf
@@ -66,15 +57,17 @@ pub(super) fn authenticate(
     ci: &LeafConnect,
     nonce: &[u8],
     host: IpAddr,
-) -> Option<LeafAuth> {
+) -> Option<Identity> {
     let default = o
         .account
         .clone()
         .unwrap_or_else(|| crate::account::GLOBAL_ACCOUNT.to_string());
-    let bind = |account: String| LeafAuth {
+    let bind = |account: String| Identity {
+        user: ci.user.clone(),
         account,
         perms: None,
         expires: 0,
+        jwt_limits: None,
     };
     if !o.users.is_empty() {
         let u = o.users.iter().find(|u| u.user == ci.user)?;
@@ -96,10 +89,7 @@ pub(super) fn authenticate(
         if !auth.required() {
             return Some(bind(default));
         }
-        fn nonempty(s: &str) -> Option<&str> {
-            (!s.is_empty()).then_some(s)
-        }
-        let id = auth.authenticate(Credentials {
+        return auth.authenticate(Credentials {
             user: nonempty(&ci.user),
             pass: nonempty(&ci.pass),
             token: nonempty(&ci.auth_token),
@@ -109,11 +99,6 @@ pub(super) fn authenticate(
             jwt: nonempty(&ci.jwt),
             host: Some(host),
             leaf: true,
-        })?;
-        return Some(LeafAuth {
-            account: id.account,
-            perms: id.perms,
-            expires: id.expires,
         });
     }
     let presented = if ci.pass.is_empty() && !ci.auth_token.is_empty() {
