@@ -60,6 +60,27 @@ async fn natsd_between_two_nats_server_215_default_pools() {
     shutdown(nodes).await;
 }
 
+/// A chain g0 ← r1 ← g2 where g2 joins r1 before r1 has reached g0 (g0 starts last, on the
+/// port r1 is configured with): r1 announces g0 to g2 and, as nats-server does for its
+/// explicit routes, the `$SYS` connection it dialled to g0, so g2 opens its own `$SYS`
+/// connection to g0 (nothing else ever tells it to).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nats_server_215_that_joined_first_gets_its_pinned_route_to_the_seed() {
+    let g0_route = common::free_port();
+    let r1 = natsd("r1", Some(g0_route), "").await;
+    let g2 = go("g2", Some(r1.route_port()), "");
+    let mut nodes = vec![r1, g2];
+    wait_pools(&nodes, &|_, _| 3, &|_, _| set(&["$SYS"])).await;
+    let conf = common::mixed::config("g0", None, "").replace(
+        "  listen: \"127.0.0.1:-1\"",
+        &format!("  listen: \"127.0.0.1:{g0_route}\""),
+    );
+    let g0 = common::mixed::go_conf(&common::natsserver::assert_installed_215(), "g0", &conf);
+    nodes.insert(0, g0);
+    wait_pools(&nodes, &|_, _| 3, &|_, _| set(&["$SYS"])).await;
+    shutdown(nodes).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn natsd_without_pools_keeps_one_route_to_nats_server_215() {
     // natsd as 2.9 (`pool_size: -1`) between two pooled nats-server nodes: one route each way

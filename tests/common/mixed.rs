@@ -192,10 +192,17 @@ pub async fn wait_pools_within(
         if ok {
             return;
         }
-        assert!(
-            std::time::Instant::now() < end,
-            "pools did not form (ids {ids:?}): {seen:#?}"
-        );
+        if std::time::Instant::now() >= end {
+            // What the nats-server nodes logged about their routes, to tell why.
+            let logs: Vec<Vec<String>> = nodes
+                .iter()
+                .map(|n| match n {
+                    Node::Go(g) => g.log_lines("oute"),
+                    Node::Rust(_) => Vec::new(),
+                })
+                .collect();
+            panic!("pools did not form (ids {ids:?}): {seen:#?}\nroute logs: {logs:#?}");
+        }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }

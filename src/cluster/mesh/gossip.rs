@@ -12,8 +12,13 @@ fn defer(handshakes: &std::collections::VecDeque<Duration>) -> Duration {
 impl Mesh {
     /// Tell the other peers about a newcomer, as nats-server does (its 2.11 gossip modes:
     /// override for explicit routes, disabled when we accepted it, else default; one dialled
-    /// because of gossip is announced only under override).
-    pub(super) fn announce(&mut self, h: &Hello, dial: &Option<Dial>, out: &mut Vec<Action>) {
+    /// because of gossip is announced only under override). True when it was announced.
+    pub(super) fn announce(
+        &mut self,
+        h: &Hello,
+        dial: &Option<Dial>,
+        out: &mut Vec<Action>,
+    ) -> bool {
         let did_solicit = dial.is_some();
         let explicit = matches!(
             dial,
@@ -26,7 +31,7 @@ impl Mesh {
         if (did_solicit && !explicit && local_mode != GossipMode::Override)
             || h.gossip_mode == GossipMode::Disabled
         {
-            return;
+            return false;
         }
         if let Some(p) = self.peers.get_mut(&h.id) {
             p.announced = true;
@@ -50,14 +55,26 @@ impl Mesh {
                 });
             }
         }
+        true
     }
 
     /// Tell a newcomer about every other peer (again when the connection gossip goes out on
     /// changed: earlier gossip may have been lost with a duplicate). In gossip mode
     /// "disabled": its connections to them must not be announced again (they know it from
-    /// our announcement).
-    pub(super) fn tell_about_others(&mut self, id: &Arc<str>, to: ConnId, out: &mut Vec<Action>) {
-        let about: Vec<Arc<str>> = self.peers.keys().filter(|p| *p != id).cloned().collect();
+    /// our announcement). `skip_nats_server`: leave out the peers that are not natsd.
+    pub(super) fn tell_about_others(
+        &mut self,
+        id: &Arc<str>,
+        to: ConnId,
+        skip_nats_server: bool,
+        out: &mut Vec<Action>,
+    ) {
+        let about: Vec<Arc<str>> = self
+            .peers
+            .iter()
+            .filter(|(p, peer)| *p != id && (peer.natsd || !skip_nats_server))
+            .map(|(p, _)| p.clone())
+            .collect();
         if !about.is_empty() {
             out.push(Action::SendGossip {
                 to,
@@ -85,7 +102,7 @@ impl Mesh {
             .and_then(|l| l.first())
             == Some(&conn);
         if carries {
-            self.tell_about_others(&id, conn, out);
+            self.tell_about_others(&id, conn, false, out);
         }
     }
 

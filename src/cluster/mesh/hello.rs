@@ -163,16 +163,21 @@ impl Mesh {
             Some(d) => matches!(d.origin, Origin::Gossip(_)),
             None => h.gossip_mode == GossipMode::Disabled,
         };
+        // A nats-server newcomer is not told about the nats-server peers our announcement
+        // reaches: they dial it, as in a cluster of nats-server alone (which never tells a
+        // newcomer); two of them told about each other at once cross their dials.
+        let announced = first && self.announce(&h, &dial, out);
         if (first && !by_gossip) || gossip_moved {
-            self.tell_about_others(&h.id, conn, out);
+            let skip_nats_server = announced && !h.natsd;
+            self.tell_about_others(&h.id, conn, skip_nats_server, out);
         } else if first {
             let at = self.now + TELL_LATER + self.jitter();
             self.arm(at, Timer::Tell(conn));
         }
-        if first {
-            self.announce(&h, &dial, out);
-        }
-        if let (Slot::Account(account), None) = (&slot, &dial) {
+        // A pinned account's connection of an announced peer is announced too, the ones we
+        // dialled included (nats-server forwards those of its explicit routes): a nats-server
+        // peer opens its own pinned connection to that peer only when told of one.
+        if let Slot::Account(account) = &slot {
             if self.peers.get(&h.id).is_some_and(|p| p.announced) {
                 out.push(Action::AnnouncePinned {
                     peer: h.id.clone(),

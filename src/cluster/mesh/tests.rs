@@ -65,6 +65,19 @@ fn dials(out: &[Action]) -> Vec<(DialId, SocketAddr, Slot)> {
         .collect()
 }
 
+/// Ticks `m` through every deadline up to `until` ms; returns the dials it asked for.
+fn run_until(m: &mut Mesh, until: u64) -> Vec<(DialId, SocketAddr, Slot)> {
+    let mut all = Vec::new();
+    while let Some(t) = m.next_deadline() {
+        let now = t.as_millis() as u64;
+        if now > until {
+            break;
+        }
+        all.extend(dials(&step(m, Event::Tick, now)));
+    }
+    all
+}
+
 fn seed(m: &mut Mesh, addrs: Vec<SocketAddr>) -> Vec<Action> {
     let s: Arc<str> = Arc::from("s");
     let out = step(m, Event::AddSeed { seed: s.clone() }, 0);

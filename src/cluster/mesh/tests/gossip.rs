@@ -61,12 +61,6 @@ fn a_newcomer_is_told_about_every_other_peer_and_the_others_about_it() {
     assert_eq!(
         gossip,
         vec![
-            // Its connections to them must not be announced again: they hear of it below.
-            &Action::SendGossip {
-                to: 3,
-                about: vec![Arc::from("X"), Arc::from("Y")],
-                mode: GossipMode::Disabled
-            },
             // We accepted Z: the others must not re-gossip it (nats-server 2.11).
             &Action::SendGossip {
                 to: 1,
@@ -78,8 +72,68 @@ fn a_newcomer_is_told_about_every_other_peer_and_the_others_about_it() {
                 about: vec![Arc::from("Z")],
                 mode: GossipMode::Disabled
             },
+            // Its connections to them must not be announced again: they hear of it above.
+            &Action::SendGossip {
+                to: 3,
+                about: vec![Arc::from("X"), Arc::from("Y")],
+                mode: GossipMode::Disabled
+            },
         ]
     );
+}
+
+/// A nats-server newcomer is told only about our natsd peers; our nats-server peers are told
+/// about it and dial it, as they would in a cluster of nats-server alone (which never tells
+/// a newcomer), and do not cross their dials.
+#[test]
+fn a_nats_server_newcomer_is_not_told_about_nats_server_peers() {
+    let mut s = Mesh::new(cfg("S", 3));
+    let mut conn = 0;
+    let mut join = |s: &mut Mesh, id: &str, natsd: bool| {
+        conn += 1;
+        step(
+            s,
+            Event::Accepted {
+                conn,
+                addr: addr(conn as u8),
+            },
+            0,
+        );
+        let out = step(
+            s,
+            Event::Hello {
+                conn,
+                hello: Hello {
+                    natsd,
+                    ..hello(id, 3)
+                },
+            },
+            0,
+        );
+        let told: Vec<(ConnId, Vec<Arc<str>>)> = out
+            .into_iter()
+            .filter_map(|a| match a {
+                Action::SendGossip { to, about, .. } => Some((to, about)),
+                _ => None,
+            })
+            .collect();
+        told
+    };
+    join(&mut s, "G1", false);
+    join(&mut s, "N2", true);
+    let told = join(&mut s, "G3", false);
+    let about = |ids: &[&str]| ids.iter().map(|i| Arc::from(*i)).collect::<Vec<Arc<str>>>();
+    assert_eq!(
+        told,
+        vec![
+            (1, about(&["G3"])),
+            (2, about(&["G3"])),
+            (3, about(&["N2"]))
+        ]
+    );
+    // A natsd newcomer hears of everyone.
+    let told = join(&mut s, "N4", true);
+    assert_eq!(told.last(), Some(&(4, about(&["G1", "G3", "N2"]))));
 }
 
 /// The pinned-account connection of a peer we announced is announced too (nats-server peers
@@ -130,6 +184,52 @@ fn pinned_connections_are_announced_only_for_announced_peers() {
     // Y dialled us because it was told about us: neither is announced.
     join(&mut s, "Y", GossipMode::Disabled, None);
     assert!(pinned(&join(&mut s, "Y", GossipMode::Disabled, Some("$SYS"))).is_empty());
+}
+
+/// A pinned connection we dialled to a peer we announced (our seed) is announced as well:
+/// a nats-server peer that joined us before that seed was reached opens its pinned
+/// connection to the seed only from this news (without it their `$SYS` connection never
+/// formed).
+#[test]
+fn a_pinned_connection_we_dialled_to_our_seed_is_announced() {
+    let mut s = Mesh::new(cfg("S", 3));
+    let out = seed(&mut s, vec![addr(1)]);
+    let (dial, _, _) = dials(&out)[0].clone();
+    step(&mut s, Event::Dialled { dial, conn: 1 }, 0);
+    let out = step(
+        &mut s,
+        Event::Hello {
+            conn: 1,
+            hello: hello("X", 3),
+        },
+        0,
+    );
+    let mut sys = None;
+    for (d, _, slot) in dials(&out).into_iter().chain(run_until(&mut s, 5_000)) {
+        if slot == Slot::Account(Arc::from("$SYS")) {
+            sys = Some(d);
+        }
+    }
+    let sys = sys.expect("a $SYS dial");
+    step(&mut s, Event::Dialled { dial: sys, conn: 2 }, 5_000);
+    let out = step(
+        &mut s,
+        Event::Hello {
+            conn: 2,
+            hello: Hello {
+                account: Some(Arc::from("$SYS")),
+                ..hello("X", 3)
+            },
+        },
+        5_000,
+    );
+    assert!(
+        out.contains(&Action::AnnouncePinned {
+            peer: Arc::from("X"),
+            account: Arc::from("$SYS")
+        }),
+        "{out:?}"
+    );
 }
 
 /// A peer that reached us because of gossip (its INFO says gossip mode "disabled") is not

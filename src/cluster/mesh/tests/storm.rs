@@ -69,19 +69,6 @@ fn larger_end_holding_slot_zero_by_gossip() -> (Mesh, u64) {
     (z, now)
 }
 
-/// Ticks `m` through every deadline up to `until` ms; returns the dials it asked for.
-fn run_until(m: &mut Mesh, until: u64) -> Vec<(DialId, SocketAddr, Slot)> {
-    let mut all = Vec::new();
-    while let Some(t) = m.next_deadline() {
-        let now = t.as_millis() as u64;
-        if now > until {
-            break;
-        }
-        all.extend(dials(&step(m, Event::Tick, now)));
-    }
-    all
-}
-
 #[test]
 fn the_larger_id_fills_a_gossiped_pool_only_if_its_connection_keeps_slot_zero() {
     // The smaller id's dial arrives: it wins slot 0 and Z opens no pool connection of its own
