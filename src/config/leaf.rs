@@ -29,6 +29,8 @@ pub struct LeafOpts {
     pub tls: Option<crate::tls::TlsOpts>,
     /// Delay between attempts to reach a remote (`reconnect`; default 1 s).
     pub reconnect: Option<Duration>,
+    /// `dial_timeout` of every remote without its own (default 2 s).
+    pub dial_timeout: Option<Duration>,
     /// `compression` of the listener (nats-server 2.10+; default `s2_auto`).
     pub compression: CompressionOpts,
     /// `min_version`: leaves older than this are refused (at least 2.8.0).
@@ -52,6 +54,7 @@ impl Default for LeafOpts {
             auth_timeout: super::DEFAULT_AUTH_TIMEOUT,
             tls: None,
             reconnect: None,
+            dial_timeout: None,
             compression: CompressionOpts::leaf_default(),
             min_version: None,
             remotes: Vec::new(),
@@ -89,6 +92,17 @@ pub struct RemoteLeafOpts {
     pub compression: Option<CompressionOpts>,
     /// `credentials` (a `.creds` file) or `nkey` (a user seed): how it proves itself.
     pub creds: RemoteCreds,
+    /// `no_randomize` / `dont_randomize`: try the URLs in the written order (by default they
+    /// are shuffled once, as nats-server does).
+    pub no_randomize: bool,
+    /// `dial_timeout`: how long a TCP connect may take (default: the block's, else 2 s).
+    pub dial_timeout: Option<Duration>,
+    /// `first_info_timeout`: how long to wait for the hub's first INFO (default 2 s).
+    pub first_info_timeout: Option<Duration>,
+    /// `disabled`: configured but never dialled.
+    pub disabled: bool,
+    /// `ignore_discovered_servers`: never dial the hub cluster's `leafnode_urls`, only ours.
+    pub ignore_discovered: bool,
 }
 
 /// A remote's own credentials, beyond the URL's user and password.

@@ -89,7 +89,9 @@ pub async fn run(
             let info = c.hub_info();
             super::open::accept(stream, c.lf.hub_tls.get(), &info).await
         }
-        Some(sol) => super::open::dial(stream, sol.tls.as_deref(), &sol.url.host).await,
+        Some(sol) => {
+            super::open::dial(stream, sol.tls.as_deref(), &sol.url.host, sol.first_info).await
+        }
     };
     let opened = match opened {
         Ok(o) => o,

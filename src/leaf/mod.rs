@@ -214,6 +214,10 @@ pub async fn start(srv: &Arc<ServerShared>, lf: &Arc<Leafnodes>) -> std::io::Res
         });
     }
     for (i, r) in lf.opts.remotes.iter().enumerate() {
+        if r.disabled {
+            tracing::info!("Leafnode remote {i} is disabled: not dialling it");
+            continue;
+        }
         srv.tasks
             .spawn(remote::dial_loop(srv.clone(), lf.clone(), i, r.clone()));
     }

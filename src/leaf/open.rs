@@ -15,7 +15,7 @@ use tokio_rustls::{TlsAcceptor, TlsConnector};
 
 /// How long a leaf waits for the hub's first INFO (nats-server's `first_info_timeout` is 1 s;
 /// a loaded machine gets more).
-const FIRST_INFO_TIMEOUT: Duration = Duration::from_secs(2);
+pub const FIRST_INFO_TIMEOUT: Duration = Duration::from_secs(2);
 /// An INFO longer than this is not a hub's.
 const MAX_INFO: usize = 64 * 1024;
 
@@ -112,6 +112,7 @@ pub async fn dial(
     mut stream: TcpStream,
     tls: Option<&RemoteTls>,
     host: &str,
+    first_info: Duration,
 ) -> Result<Opened, String> {
     if let Some(t) = tls.filter(|t| t.first) {
         let s = handshake(stream, Side::Connect(&t.connector, host), t.timeout)
@@ -123,7 +124,7 @@ pub async fn dial(
             hub_info: None,
         });
     }
-    let json = tokio::time::timeout(FIRST_INFO_TIMEOUT, read_info(&mut stream))
+    let json = tokio::time::timeout(first_info, read_info(&mut stream))
         .await
         .map_err(|_| "timeout waiting for the hub's INFO".to_string())??;
     let info: ServerInfo =

@@ -89,6 +89,8 @@ pub struct Solicit {
     pub compression: crate::compress::CompressionOpts,
     /// The remote's `credentials` or `nkey`.
     pub creds: crate::config::leaf::RemoteCreds,
+    /// How long to wait for the hub's first INFO (`first_info_timeout`).
+    pub first_info: Duration,
 }
 
 /// `host:port` addresses a remote learned from its hub's INFO `leafnode_urls`.
@@ -96,10 +98,12 @@ pub struct Solicit {
 pub struct Discovered {
     urls: Arc<Mutex<Vec<String>>>,
     configured: Arc<Vec<(String, u16)>>,
+    /// `ignore_discovered_servers`: learn nothing.
+    ignore: bool,
 }
 
 impl Discovered {
-    fn new(configured: &[String]) -> Self {
+    fn new(configured: &[String], ignore: bool) -> Self {
         let configured = configured
             .iter()
             .filter_map(|u| RemoteUrl::parse(u).ok())
@@ -108,12 +112,16 @@ impl Discovered {
         Discovered {
             urls: Arc::default(),
             configured: Arc::new(configured),
+            ignore,
         }
     }
 
     /// The hub's latest list replaces what we knew (nats-server treats each INFO as the
     /// cluster's current list); addresses we are configured with are not repeated.
     pub fn learn(&self, urls: &[String]) {
+        if self.ignore {
+            return;
+        }
         let mut v = Vec::new();
         for u in urls {
             match RemoteUrl::parse(u) {
@@ -174,7 +182,17 @@ pub async fn dial_loop(
         );
         return;
     }
-    let discovered = Discovered::new(&opts.urls);
+    let discovered = Discovered::new(&opts.urls, opts.ignore_discovered);
+    // nats-server shuffles a remote's URLs once, unless told not to.
+    let mut urls = opts.urls.clone();
+    if !opts.no_randomize {
+        use rand::seq::SliceRandom;
+        urls.shuffle(&mut rand::rng());
+    }
+    let dial_timeout = nonzero(opts.dial_timeout)
+        .or(nonzero(lf.opts.dial_timeout))
+        .unwrap_or(DIAL_TIMEOUT);
+    let first_info = nonzero(opts.first_info_timeout).unwrap_or(super::open::FIRST_INFO_TIMEOUT);
     // A discovered URL has no credentials: the block's, or the first configured URL's.
     let creds = match (&opts.username, &opts.password) {
         (None, None) => opts
@@ -187,7 +205,7 @@ pub async fn dial_loop(
     };
     let mut next = 0usize;
     loop {
-        let candidates = discovered.candidates(&opts.urls);
+        let candidates = discovered.candidates(&urls);
         let Some(raw) = candidates.get(next % candidates.len().max(1)) else {
             tracing::error!("Leafnode remote {index} has no URL");
             return;
@@ -215,8 +233,9 @@ pub async fn dial_loop(
                         .compression
                         .clone()
                         .unwrap_or_else(crate::compress::CompressionOpts::leaf_default),
+                    first_info,
                 };
-                match attempt(&srv, &lf, sol).await {
+                match attempt(&srv, &lf, sol, dial_timeout).await {
                     Outcome::Wait(d) => d,
                     Outcome::Retry => retry,
                 }
@@ -229,6 +248,11 @@ pub async fn dial_loop(
     }
 }
 
+/// A configured timeout, where 0 means the default (as nats-server).
+fn nonzero(d: Option<Duration>) -> Option<Duration> {
+    d.filter(|d| !d.is_zero())
+}
+
 enum Outcome {
     Retry,
     /// Wait this long first: the hub (or we) detected a loop, or it wants a newer version.
@@ -236,7 +260,12 @@ enum Outcome {
 }
 
 /// One attempt: resolve, connect to the first address that answers, serve until closed.
-async fn attempt(srv: &Arc<ServerShared>, lf: &Arc<Leafnodes>, sol: Solicit) -> Outcome {
+async fn attempt(
+    srv: &Arc<ServerShared>,
+    lf: &Arc<Leafnodes>,
+    sol: Solicit,
+    dial_timeout: Duration,
+) -> Outcome {
     let addrs = match crate::cluster::resolve(&sol.url.host, sol.url.port).await {
         Ok(a) => a,
         Err(e) => {
@@ -245,7 +274,7 @@ async fn attempt(srv: &Arc<ServerShared>, lf: &Arc<Leafnodes>, sol: Solicit) -> 
         }
     };
     for addr in addrs {
-        let dial = tokio::time::timeout(DIAL_TIMEOUT, tokio::net::TcpStream::connect(addr));
+        let dial = tokio::time::timeout(dial_timeout, tokio::net::TcpStream::connect(addr));
         let stream = tokio::select! {
             _ = srv.shutdown_signal() => return Outcome::Retry,
             r = dial => r,

@@ -30,14 +30,7 @@ fn leaf_not_yet(key: &str) -> Option<&'static str> {
         }
         "jetstream_cluster_migrate" | "js_cluster_migrate" => "JetStream across leafnodes",
         "proxy" | "proxy_required" => "leafnode proxies",
-        "dial_timeout"
-        | "first_info_timeout"
-        | "write_deadline"
-        | "write_timeout"
-        | "no_randomize"
-        | "dont_randomize"
-        | "disabled"
-        | "ignore_discovered_servers" => "this leafnode option",
+        "write_deadline" | "write_timeout" => "this leafnode option",
         _ => return None,
     })
 }
@@ -69,6 +62,7 @@ pub(super) fn leafnodes(m: &Map) -> Result<LeafOpts, ConfigError> {
             "reconnect" | "reconnect_delay" | "reconnect_interval" => {
                 l.reconnect = Some(seconds(k, v)?)
             }
+            "dial_timeout" => l.dial_timeout = Some(seconds(k, v)?),
             "authorization" => authorization(map(k, v)?, &mut l)?,
             "min_version" | "minimum_version" => {
                 let mv = string(k, v)?;
@@ -233,6 +227,11 @@ fn remote(m: &Map, at: &Pos) -> Result<RemoteLeafOpts, ConfigError> {
                 )?)
             }
             "deny_exports" | "deny_export" => r.deny_exports = deny_subjects(k, v)?,
+            "no_randomize" | "dont_randomize" => r.no_randomize = boolean(k, v)?,
+            "dial_timeout" => r.dial_timeout = Some(seconds(k, v)?),
+            "first_info_timeout" => r.first_info_timeout = Some(seconds(k, v)?),
+            "disabled" => r.disabled = boolean(k, v)?,
+            "ignore_discovered_servers" => r.ignore_discovered = boolean(k, v)?,
             "username" => r.username = Some(string(k, v)?),
             "password" => r.password = Some(string(k, v)?),
             "creds" | "credentials" | "nkey" | "seed" => {

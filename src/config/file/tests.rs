@@ -769,3 +769,28 @@ fn nkey_users() {
     .options;
     assert_eq!(o.no_auth_user.as_deref(), Some(K));
 }
+
+#[test]
+fn leafnode_remote_connection_options() {
+    let o = load(
+        r#"leafnodes {
+  dial_timeout: "3s"
+  remotes [
+    { url: "nats://h:1", dont_randomize: true, dial_timeout: 5, first_info_timeout: "1.5s",
+      disabled: true, ignore_discovered_servers: true }
+    { urls: ["nats://h:2", "nats://h:3"] }
+  ]
+}"#,
+    )
+    .options;
+    let l = o.leafnodes.expect("leafnodes");
+    assert_eq!(l.dial_timeout, Some(Duration::from_secs(3)));
+    let (a, b) = (&l.remotes[0], &l.remotes[1]);
+    assert!(a.no_randomize && a.disabled && a.ignore_discovered);
+    assert_eq!(a.dial_timeout, Some(Duration::from_secs(5)));
+    assert_eq!(a.first_info_timeout, Some(Duration::from_millis(1500)));
+    assert!(!b.no_randomize && !b.disabled && !b.ignore_discovered);
+    assert_eq!((b.dial_timeout, b.first_info_timeout), (None, None));
+    let e = err(r#"leafnodes { remotes [ { url: "nats://h:1", disabled: "yes" } ] }"#);
+    assert!(e.msg.contains("disabled"), "{e}");
+}
