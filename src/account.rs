@@ -151,6 +151,8 @@ pub struct Account {
     /// Exports and imports (`imports.rs`), set once at startup; unset for most accounts, so
     /// the subscribe path checks one pointer.
     pub links: std::sync::OnceLock<Arc<crate::imports::Linked>>,
+    /// Subject mappings (`mapping.rs`): what clients and leaves publish is mapped first.
+    pub mappings: crate::mapping::AccountMappings,
 }
 
 impl Account {
@@ -167,6 +169,7 @@ impl Account {
             out_msgs: AtomicU64::new(0),
             kinds: KindStats::default(),
             links: std::sync::OnceLock::new(),
+            mappings: Default::default(),
         }
     }
 

@@ -244,7 +244,7 @@ impl Claims {
         };
         let fields: &[&'static str] = match self.kind {
             Kind::Operator | Kind::Activation => &[],
-            Kind::Account => &["mappings", "authorization", "trace"],
+            Kind::Account => &["authorization", "trace"],
             Kind::User => &["times", "times_location", "proxy_required"],
         };
         out.extend(fields.iter().copied().filter(|k| nonempty(k)));

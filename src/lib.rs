@@ -20,6 +20,7 @@ pub mod jetstream;
 pub mod jwt;
 pub mod leaf;
 pub mod logging;
+pub mod mapping;
 pub mod monitor;
 pub mod proto;
 pub mod raft;
@@ -32,6 +33,7 @@ pub mod sys;
 pub mod tls;
 pub mod topology;
 pub mod trace;
+pub mod transform;
 pub mod util;
 
 pub use config::Options;

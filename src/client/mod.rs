@@ -523,6 +523,18 @@ impl Client {
         if !well_formed {
             return Flow::Continue;
         }
+        // Subject mappings come first: permissions and delivery see the mapped subject.
+        let mapped;
+        let mut subject = subject;
+        let srv = &self.srv;
+        if let Some(m) = self
+            .acc
+            .mappings
+            .map(subject, &|| srv.cluster_name_or_empty())
+        {
+            mapped = m;
+            subject = &mapped;
+        }
         // Message tracing: one scan of a header for `Nats-Trace-Dest` (and `traceparent` when
         // an account has a trace destination), nothing without a header.
         let rewritten;

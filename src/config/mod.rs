@@ -355,6 +355,9 @@ pub struct Options {
     /// Accounts' message trace destinations (`msg_trace`/`trace_dest`, nats-server 2.11+):
     /// where a message with a sampled W3C `traceparent` is traced.
     pub account_msg_trace: BTreeMap<String, AccountMsgTrace>,
+    /// Subject mappings (`mappings {}`; the top-level block is the global account's), by
+    /// account name, in the order written.
+    pub account_mappings: BTreeMap<String, Vec<crate::mapping::MappingConfig>>,
 }
 
 /// An account's `msg_trace: { dest, sampling }` (or `msg_trace: "dest"`).
@@ -527,6 +530,7 @@ impl Default for Options {
             jetstream_accounts: Vec::new(),
             jetstream_limits: BTreeMap::new(),
             account_msg_trace: BTreeMap::new(),
+            account_mappings: BTreeMap::new(),
         }
     }
 }

@@ -137,6 +137,7 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
         jetstream_accounts,
         jetstream_limits,
         account_msg_trace,
+        account_mappings,
     } = new;
 
     // Refusals, in the order of nats-server's Options struct.
@@ -344,7 +345,9 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
     let client_limits = account_limits != &old.account_limits;
     // Accounts' trace destinations: read from the live options by each traced message.
     let msg_trace = account_msg_trace != &old.account_msg_trace;
-    if (js_limits || js_accounts || client_limits || msg_trace)
+    // Subject mappings: the server installs the new ones on its accounts.
+    let mappings = account_mappings != &old.account_mappings;
+    if (js_limits || js_accounts || client_limits || msg_trace || mappings)
         && !ch.iter().any(|c| c == "accounts")
     {
         ch.push("accounts".into());

@@ -396,10 +396,17 @@ impl LeafConn {
         let Some(link) = self.link.clone() else {
             return Ok(());
         };
+        // Subject mappings of the account, as for clients (nats-server maps what leaves send).
+        let srv = &self.srv;
+        let mapped = link
+            .acc
+            .mappings
+            .map(m.subject, &|| srv.cluster_name_or_empty());
+        let subject: &[u8] = mapped.as_deref().unwrap_or(m.subject);
         if let Some(p) = &self.inbound {
-            if !perms::exempt(m.subject) && !p.can_publish(m.subject) {
+            if !perms::exempt(subject) && !p.can_publish(subject) {
                 // nats-server's leafPermViolation.
-                let subject = String::from_utf8_lossy(m.subject);
+                let subject = String::from_utf8_lossy(subject);
                 tracing::error!(
                     "{} - Publish Violation on {subject:?} - Check other side configuration",
                     self.conn.log_prefix()
@@ -410,19 +417,19 @@ impl LeafConn {
         }
         let acc = &link.acc;
         let msg = Msg {
-            subject: m.subject,
+            subject,
             reply: m.reply,
             header: m.header,
             payload: m.payload,
         };
         self.fan.in_msgs += 1;
         self.fan.in_bytes += msg.size() as u64;
-        if self.spoke() && !perms::may_receive(&self.conn, m.subject) {
+        if self.spoke() && !perms::may_receive(&self.conn, subject) {
             // Our deny_imports (the hub was told, but an older one may not honour it).
             tracing::debug!(
                 "{} - Not permitted to receive {:?} from the hub",
                 self.conn.log_prefix(),
-                String::from_utf8_lossy(m.subject)
+                String::from_utf8_lossy(subject)
             );
             return Ok(());
         }

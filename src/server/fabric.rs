@@ -76,6 +76,11 @@ impl Fabric for ServerShared {
 
 /// The server's own subscriptions and publishes (`crate::internal`), as methods.
 impl ServerShared {
+    /// The cluster's name, empty without a cluster (cluster-scoped subject mappings).
+    pub fn cluster_name_or_empty(&self) -> String {
+        self.cluster.as_ref().map(|c| c.name()).unwrap_or_default()
+    }
+
     /// See [`crate::internal::subscribe`].
     pub fn subscribe_internal(
         &self,

@@ -183,6 +183,9 @@ impl ServerShared {
         if plan.auth {
             self.auth.replace(&new);
         }
+        if new.account_mappings != old.account_mappings {
+            crate::mapping::install(&self.accounts, &new);
+        }
         if let Some(js) = js {
             let mut e = js.engine();
             if plan.js_accounts {
@@ -459,6 +462,7 @@ impl Server {
         });
         fabric::install_links(&shared)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        crate::mapping::install(&shared.accounts, &shared.opts);
         let o = &shared.opts;
         tracing::info!("Starting nats-server");
         tracing::info!("  Version:  {}", COMPAT_VERSION);

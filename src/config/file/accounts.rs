@@ -305,6 +305,13 @@ pub(super) fn accounts(
                         opts.account_msg_trace.insert(name.clone(), t);
                     }
                 }
+                "mappings" | "maps" => {
+                    let m = super::mapping::mappings(&ae.value)?;
+                    opts.account_mappings
+                        .entry(name.clone())
+                        .or_default()
+                        .extend(m);
+                }
                 "limits" => {
                     opts.account_limits
                         .insert(name.clone(), account_limits(&ae.value)?);

@@ -23,6 +23,7 @@ pub use super::conf::ConfigError;
 mod accounts;
 mod blocks;
 mod leaf;
+mod mapping;
 mod operator;
 mod operator_links;
 
@@ -98,7 +99,6 @@ fn not_yet(key: &str) -> Option<&'static str> {
         | "default_sentinel" => "this part of decentralized (JWT) auth",
         "trace_verbose" | "trace_headers" => "this logging option",
         "prof_port" | "prof_block_rate" => "profiling",
-        "mappings" | "maps" => "subject mappings",
         "no_sublist_cache" | "disable_sublist_cache" | "no_header_support" => "this option",
         "nkey" | "nkeys" => "nkey auth outside a users list",
         "allowed_connection_types" => "connection types",
@@ -509,6 +509,13 @@ pub fn apply(
             "no_auth_user" => opts.no_auth_user = Some(string(k, v)?),
             "authorization" => authorization(map(k, v)?, opts)?,
             "accounts" => accounts(map(k, v)?, opts, warnings)?,
+            "mappings" | "maps" => {
+                let m = mapping::mappings(v)?;
+                opts.account_mappings
+                    .entry(crate::account::GLOBAL_ACCOUNT.to_string())
+                    .or_default()
+                    .extend(m);
+            }
             "cluster" => opts.cluster = Some(cluster(map(k, v)?, warnings)?),
             "gateway" => opts.gateway = Some(gateway(map(k, v)?, warnings)?),
             "leafnodes" | "leaf" => opts.leafnodes = Some(leaf::leafnodes(map(k, v)?)?),

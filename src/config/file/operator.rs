@@ -180,6 +180,15 @@ pub(super) fn settle(opts: &mut Options) -> Result<(), ConfigError> {
                 max_leafnodes: n("leaf"),
             },
         );
+        let mappings = jwt_mappings(&c.nats["mappings"]);
+        if !mappings.is_empty() {
+            if let Err(e) = crate::mapping::Mappings::build(&mappings) {
+                // nats-server logs it and leaves the account without that mapping.
+                tracing::error!("Account [{key}]: subject mappings: {e}");
+            } else {
+                opts.account_mappings.insert(key.clone(), mappings);
+            }
+        }
         opts.accounts.push(key.clone());
         claims.push((key.clone(), c));
     }
@@ -188,4 +197,34 @@ pub(super) fn settle(opts: &mut Options) -> Result<(), ConfigError> {
         .map_or(0, |d| d.as_secs() as i64);
     opts.links = super::operator_links::links(&claims, now)?;
     Ok(())
+}
+
+/// An account JWT's `mappings`: `{ "src": [ { "subject", "weight", "cluster" } ] }`.
+fn jwt_mappings(v: &serde_json::Value) -> Vec<crate::mapping::MappingConfig> {
+    use crate::mapping::{MapDest, MappingConfig};
+    let Some(m) = v.as_object() else {
+        return Vec::new();
+    };
+    m.iter()
+        .map(|(src, dests)| MappingConfig {
+            src: src.clone(),
+            dests: dests
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|d| MapDest {
+                    subject: d["subject"].as_str().unwrap_or_default().to_string(),
+                    // The jwt library's `GetWeight`: none (or 0) is the whole traffic.
+                    weight: d["weight"]
+                        .as_u64()
+                        .filter(|w| *w > 0)
+                        .map_or(100, |w| u8::try_from(w).unwrap_or(u8::MAX)),
+                    cluster: d["cluster"]
+                        .as_str()
+                        .filter(|c| !c.is_empty())
+                        .map(str::to_string),
+                })
+                .collect(),
+        })
+        .collect()
 }
