@@ -322,7 +322,6 @@ fn operator_config_is_checked_as_nats_server() {
     // Account claims natsd does not apply yet are refused by name, never ignored.
     let x = KeyPair::new_account();
     for (nats, name) in [
-        (json!({"mappings": {"a": [{"subject": "b"}]}}), "mappings"),
         (
             json!({"exports": [{"subject": "s", "type": "service",
                 "service_latency": {"sampling": 100, "results": "lat"}}]}),
