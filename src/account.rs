@@ -235,6 +235,17 @@ impl Accounts {
             .cloned()
     }
 
+    /// The account `name`, created if this server did not have it (an account JWT that
+    /// arrived while running).
+    pub fn add(&self, name: &str) -> Arc<Account> {
+        self.map
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(name.to_string())
+            .or_insert_with(|| Arc::new(Account::new(name)))
+            .clone()
+    }
+
     pub fn global(&self) -> Arc<Account> {
         self.get(GLOBAL_ACCOUNT)
             .unwrap_or_else(|| Arc::new(Account::new(GLOBAL_ACCOUNT)))

@@ -147,9 +147,21 @@ impl Pending {
 /// Set up every account's exports and imports (`all`: checked, the system account's
 /// included): called once at startup.
 pub fn install(fabric: &dyn Fabric, all: &Links) -> Result<(), String> {
+    install_for(fabric, all, None)
+}
+
+/// Set up the exports and imports of accounts added while running (`added`, named in
+/// `all`, which holds every account's): each gets its own response subscriptions in the
+/// accounts whose services it imports; the existing accounts keep theirs.
+pub fn install_added(fabric: &dyn Fabric, all: &Links, added: &[String]) -> Result<(), String> {
+    install_for(fabric, all, Some(added))
+}
+
+fn install_for(fabric: &dyn Fabric, all: &Links, only: Option<&[String]>) -> Result<(), String> {
     if all.is_empty() {
         return Ok(());
     }
+    let wanted = |name: &str| only.is_none_or(|o| o.iter().any(|n| n == name));
     let account = |name: &str| {
         fabric
             .accounts()
@@ -158,7 +170,7 @@ pub fn install(fabric: &dyn Fabric, all: &Links) -> Result<(), String> {
     };
     // Exporting accounts whose services are imported get a response subscription.
     let mut responses: HashMap<String, Arc<Responses>> = HashMap::new();
-    for l in all.values() {
+    for (_, l) in all.iter().filter(|(n, _)| wanted(n)) {
         for im in l.imports.iter().filter(|i| i.kind == LinkKind::Service) {
             if responses.contains_key(&im.account) {
                 continue;
@@ -186,14 +198,20 @@ pub fn install(fabric: &dyn Fabric, all: &Links) -> Result<(), String> {
             responses.insert(im.account.clone(), r);
         }
     }
-    let mut names: Vec<&String> = all.keys().collect();
+    let mut names: Vec<&String> = all.keys().filter(|n| wanted(n)).collect();
     for name in responses.keys() {
-        if !all.contains_key(name) {
+        if !all.contains_key(name) && wanted(name) {
             names.push(name);
         }
     }
     for name in names {
         let acc = account(name)?;
+        if only.is_some() && acc.links.get().is_some() {
+            tracing::warn!(
+                "account {name}: exports and imports already set (a restart applies new ones)"
+            );
+            continue;
+        }
         let config = all.get(name).cloned().unwrap_or_default();
         let mut streams = Vec::new();
         for im in &config.imports {

@@ -8,6 +8,8 @@
 
 mod common;
 
+use std::time::Duration;
+
 use common::auth::{
     account_jwt, connect_jwt, creds, hello, logged_in, nonce_of, open_limits, refused, sign,
     user_jwt, Target,
@@ -312,6 +314,60 @@ fn operator_config_is_checked_as_nats_server() {
     assert!(err("accounts { X {} }\n")
         .contains("operators do not allow Accounts to be configured directly"));
     assert!(err("resolver: URL(http://127.0.0.1:1/jwt)\n").contains("is not supported yet"));
+    // The directory resolvers' block, with nats-server's texts (`opts.go`).
+    let block = |b: &str| {
+        let conf = w
+            .conf
+            .replace("resolver: MEMORY\n", &format!("resolver {{ {b} }}\n"));
+        natsd::config::file::load_str(&conf).map(|l| l.options)
+    };
+    let rdir = common::binary::tmp_dir("operator", "resolver-dir");
+    let full = block(&format!(
+        "type: full, dir: \"{}\", interval: \"2m\"",
+        rdir.display()
+    ))
+    .expect("full resolver");
+    match full.operator.and_then(|o| o.resolver) {
+        Some(natsd::config::Resolver::Full(r)) => {
+            assert_eq!(
+                (r.interval, r.allow_delete),
+                (Duration::from_secs(120), false)
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    for (b, want) in [
+        (
+            "type: full",
+            "dir has no value and needs to point to a directory",
+        ),
+        (
+            "type: full, dir: x, ttl: \"1m\"",
+            "FULL does not accept ttl",
+        ),
+        (
+            "type: full, dir: x, hard_delete: true",
+            "hard_delete has no effect without delete",
+        ),
+        (
+            "type: full, dir: x, timeout: \"0s\"",
+            "Fetch timeout 0s is too smal",
+        ),
+        ("type: nope, dir: x", "error parsing account resolver"),
+        ("type: cache, dir: x", "is not supported yet"),
+    ] {
+        let e = block(b).expect_err(b).to_string();
+        assert!(e.contains(want), "{b}: {e}");
+    }
+    let file = rdir.join("a-file");
+    std::fs::write(&file, "x").expect("write");
+    let e = block(&format!("type: full, dir: \"{}\"", file.display()))
+        .expect_err("a file")
+        .to_string();
+    assert!(
+        e.contains("dir needs to point to an accessible directory"),
+        "{e}"
+    );
     let bad = "resolver_preload { AAAA: \"eyJ0.x.y\" }\n";
     assert!(err(bad).contains("invalid account JWT"));
     let no_resolver = w.conf.replace("resolver: MEMORY\n", "");

@@ -32,6 +32,21 @@ impl Client {
                 }
             }
         }
+        if creds.jwt.is_some()
+            && self
+                .opts
+                .operator
+                .as_ref()
+                .is_some_and(|o| !o.preload.iter().any(|(k, _)| *k == self.acc.name))
+        {
+            // The full resolver deleted this account (nats-server's `accountAuthExpired`).
+            self.send_err("Account Authentication Expired");
+            tracing::debug!(
+                "{} - Account Authentication Expired",
+                self.conn.log_prefix()
+            );
+            return Flow::Close(CloseReason::AuthenticationExpired);
+        }
         if creds
             .jwt
             .as_deref()

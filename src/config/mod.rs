@@ -82,10 +82,32 @@ pub struct NkeyUser {
 pub struct OperatorMode {
     /// The trusted operators' JWTs.
     pub operators: Vec<String>,
-    /// `resolver: MEMORY` (the only resolver natsd builds yet).
-    pub memory_resolver: bool,
-    /// `resolver_preload`: account public key and its JWT.
+    /// `resolver`: `None` until one is configured (operators require one).
+    pub resolver: Option<Resolver>,
+    /// `resolver_preload`: account public key and its JWT. With the full resolver, the
+    /// directory's JWTs are merged in at startup (the newer of the two wins).
     pub preload: Vec<(String, String)>,
+}
+
+/// An account resolver: `MEMORY`, or the NATS-based `full` one with its directory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Resolver {
+    Memory,
+    Full(FullResolver),
+}
+
+/// `resolver { type: full, dir, allow_delete, hard_delete, limit, interval, timeout }`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FullResolver {
+    pub dir: std::path::PathBuf,
+    pub allow_delete: bool,
+    pub hard_delete: bool,
+    /// At most this many JWTs (0: no limit).
+    pub limit: usize,
+    /// How often the store's hash is compared with the other servers' (default 1 min).
+    pub interval: std::time::Duration,
+    /// How long a lookup waits for other servers (default 1.9 s).
+    pub timeout: std::time::Duration,
 }
 
 /// The `cluster {}` block and the cluster flags: the route listener and how to find peers.

@@ -111,7 +111,16 @@ impl ServerShared {
 /// Set up every account's exports and imports at startup: the configured ones (checked
 /// first) plus the system account's services every account imports (`sys/account.rs`).
 pub(super) fn install_links(srv: &Arc<ServerShared>) -> Result<(), String> {
-    let o = &srv.opts;
+    let all = all_links(srv, &srv.opts)?;
+    crate::imports::install(&**srv, &all)
+}
+
+/// Every account's exports and imports under `o`: the configured ones (checked) plus the
+/// system account's services every account imports.
+pub(super) fn all_links(
+    srv: &ServerShared,
+    o: &crate::config::Options,
+) -> Result<crate::config::links::Links, String> {
     if !o.links.is_empty() {
         crate::config::links::validate(&o.accounts, &o.links)
             .map_err(|e| format!("account {:?}: {}", e.account, e.msg))?;
@@ -129,5 +138,5 @@ pub(super) fn install_links(srv: &Arc<ServerShared>) -> Result<(), String> {
         };
         all = crate::sys::account::with_jetstream_links(all, sys, &js);
     }
-    crate::imports::install(&**srv, &all)
+    Ok(all)
 }

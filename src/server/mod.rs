@@ -5,6 +5,7 @@
 mod accept;
 mod fabric;
 mod info;
+mod jwt_accounts;
 mod lame_duck;
 pub mod listen;
 pub mod ports_file;
@@ -134,9 +135,10 @@ impl ServerShared {
     /// Apply re-read options (config reload) all at once or not at all. Ok: the `Reloaded: …`
     /// names of what changed (logged, with `Reloaded server configuration`); Err: why
     /// nothing was applied (`config reload not supported for Port: old=…, new=…`).
-    pub fn reload(self: &Arc<Self>, new: Options) -> Result<Vec<String>, String> {
+    pub fn reload(self: &Arc<Self>, mut new: Options) -> Result<Vec<String>, String> {
         new.validate()?;
         let old = self.live_opts();
+        jwt_accounts::keep_jwt_accounts(&old, &mut new);
         let plan = crate::config::reload::diff(&old, &new)?;
         // Steps that can fail come first: the new TLS files must load…
         let tls = if plan.tls {

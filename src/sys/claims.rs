@@ -19,15 +19,14 @@ const SUBJECTS: [&str; 2] = [
     "$SYS.ACCOUNT.*.CLAIMS.UPDATE",
 ];
 
-/// Subscribe to account JWT updates (operator mode with the MEMORY resolver only).
+/// Subscribe to account JWT updates (operator mode with the MEMORY resolver; the full
+/// resolver has its own: `resolver.rs`).
 pub fn start(srv: &Arc<ServerShared>, sys: &Arc<Sys>, subs: &mut Vec<Arc<Subscription>>) {
-    if !srv
-        .opts
-        .operator
-        .as_ref()
-        .is_some_and(|o| o.memory_resolver)
-    {
-        return;
+    let resolver = srv.opts.operator.as_ref().and_then(|o| o.resolver.as_ref());
+    match resolver {
+        Some(crate::config::Resolver::Memory) => {}
+        Some(crate::config::Resolver::Full(_)) => return super::resolver::start(srv, sys, subs),
+        None => return,
     }
     for subject in SUBJECTS {
         let (wsrv, wsys) = (Arc::downgrade(srv), Arc::downgrade(sys));

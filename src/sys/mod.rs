@@ -10,6 +10,7 @@
 pub mod account;
 pub mod claims;
 pub mod conns;
+pub mod resolver;
 pub mod topz;
 
 use crate::account::{Account, Handler, Subscription};

@@ -26,6 +26,7 @@ mod leaf;
 mod mapping;
 mod operator;
 mod operator_links;
+pub(crate) use operator::derive as derive_jwt_accounts;
 
 use accounts::{accounts, authorization};
 use blocks::{

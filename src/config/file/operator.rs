@@ -7,7 +7,7 @@
 //! refused by name.
 
 use super::*;
-use crate::config::{AccountLimits, OperatorMode};
+use crate::config::{AccountLimits, FullResolver, OperatorMode, Resolver};
 use crate::jwt::{self, Kind as JwtKind};
 
 /// Handle an operator-mode key; false when `k` is not one.
@@ -28,13 +28,23 @@ pub(super) fn key(k: &str, e: &Entry, opts: &mut Options) -> Result<bool, Config
             Kind::String(s)
                 if matches!(s.trim().to_ascii_uppercase().as_str(), "MEM" | "MEMORY") =>
             {
-                mode(opts).memory_resolver = true;
+                mode(opts).resolver = Some(Resolver::Memory);
             }
-            _ => {
+            Kind::Map(m) => {
+                mode(opts).resolver = Some(resolver_block(e, m)?);
+            }
+            Kind::String(s) if s.trim().to_ascii_uppercase().starts_with("URL") => {
                 return Err(not_supported(
                     &e.key,
                     &e.key_pos,
-                    "the URL and NATS-based (full, cache) account resolvers",
+                    "the URL account resolver",
+                ))
+            }
+            _ => {
+                return Err(ConfigError::at(
+                    &e.key_pos,
+                    "error parsing account resolver, should be MEM or  URL(\"url\") or a map \
+                     containing dir and type state=[FULL|CACHE])",
                 ))
             }
         },
@@ -64,6 +74,81 @@ pub(super) fn key(k: &str, e: &Entry, opts: &mut Options) -> Result<bool, Config
         _ => return Ok(false),
     }
     Ok(true)
+}
+
+/// `resolver { type: full | cache, dir, allow_delete, hard_delete, limit, ttl, interval,
+/// timeout }` with nats-server's checks and texts (`opts.go`). The directory is created
+/// here, as nats-server creates it when it reads the option.
+fn resolver_block(e: &Entry, m: &Map) -> Result<Resolver, ConfigError> {
+    let at = |msg: &str| ConfigError::at(&e.key_pos, msg);
+    let mut r = FullResolver {
+        dir: std::path::PathBuf::new(),
+        allow_delete: false,
+        hard_delete: false,
+        limit: 0,
+        interval: std::time::Duration::from_secs(60),
+        timeout: std::time::Duration::from_millis(1900),
+    };
+    let (mut kind, mut hard_set, mut ttl) = (String::new(), false, false);
+    let dur = |k: &str, v: &Value| match &v.kind {
+        Kind::String(s) => parse_go_duration(s)
+            .ok_or_else(|| ConfigError::at(&v.pos, format!("time: invalid duration {s:?}"))),
+        _ => Err(wrong_type(k, v, "a duration such as \"2m\"")),
+    };
+    for (k, pe) in options(m) {
+        let v = &pe.value;
+        match k.as_str() {
+            "dir" => r.dir = string(&k, v)?.into(),
+            "type" => kind = string(&k, v)?.to_ascii_uppercase(),
+            "allow_delete" => r.allow_delete = boolean(&k, v)?,
+            "hard_delete" => {
+                hard_set = true;
+                r.hard_delete = boolean(&k, v)?;
+            }
+            "limit" => r.limit = usize_of(&k, v, u32::MAX as u64)?,
+            "ttl" => {
+                dur(&k, v)?;
+                ttl = true;
+            }
+            "interval" => {
+                let d = dur(&k, v)?;
+                if !d.is_zero() {
+                    r.interval = d;
+                }
+            }
+            "timeout" => {
+                let d = dur(&k, v)?;
+                if d.is_zero() {
+                    return Err(ConfigError::at(
+                        &v.pos,
+                        "Fetch timeout 0s is too smal".to_string(),
+                    ));
+                }
+                r.timeout = d;
+            }
+            _ => return Err(unknown(pe)),
+        }
+    }
+    match kind.as_str() {
+        "FULL" => {
+            if r.dir.as_os_str().is_empty() {
+                return Err(at("dir has no value and needs to point to a directory"));
+            }
+            if ttl {
+                return Err(at("FULL does not accept ttl"));
+            }
+            if hard_set && !r.allow_delete {
+                return Err(at("hard_delete has no effect without delete"));
+            }
+            Ok(Resolver::Full(r))
+        }
+        "MEM" | "MEMORY" => Ok(Resolver::Memory),
+        "CACHE" => Err(not_supported("resolver type CACHE", &e.key_pos, "the cache account resolver")),
+        _ => Err(at(
+            "error parsing account resolver, should be MEM or  URL(\"url\") or a map containing dir \
+             and type state=[FULL|CACHE])",
+        )),
+    }
 }
 
 fn mode(opts: &mut Options) -> &mut OperatorMode {
@@ -97,11 +182,11 @@ pub(super) fn settle(opts: &mut Options) -> Result<(), ConfigError> {
             "an account resolver without an operator (trusted keys)",
         ));
     }
-    if !op.memory_resolver {
+    let Some(resolver) = &op.resolver else {
         return Err(whole(
             "operators require an account resolver to be configured".into(),
         ));
-    }
+    };
     if !opts.accounts.is_empty() {
         return Err(whole(
             "operators do not allow Accounts to be configured directly".into(),
@@ -128,8 +213,62 @@ pub(super) fn settle(opts: &mut Options) -> Result<(), ConfigError> {
             "system_account in config and operator JWT must be identical".into(),
         ));
     }
+    let mut jwts = op.preload.clone();
+    if let Resolver::Full(r) = resolver {
+        // The directory's JWTs, and the preloads where they are newer (nats-server stores
+        // those in the directory when it starts: `sys/resolver.rs`).
+        let delete = crate::jwt::store::Delete::No;
+        let store = crate::jwt::store::DirStore::open(&r.dir, delete, 0).map_err(whole)?;
+        let mut all = store.all().clone();
+        for (k, t) in &op.preload {
+            if all
+                .get(k)
+                .is_none_or(|old| crate::jwt::store::newer(old, t))
+            {
+                all.insert(k.clone(), t.clone());
+            }
+        }
+        jwts = all.into_iter().collect();
+    }
+    if let Some(o) = opts.operator.as_mut() {
+        o.preload = jwts.clone();
+    }
+    let strict = op.resolver == Some(Resolver::Memory);
+    derive(opts, &jwts, strict)
+}
+
+/// Make each account JWT an account of `opts` with its limits, subject mappings, exports
+/// and imports. `strict` (preloads of the MEMORY resolver): an account natsd cannot serve
+/// stops the server; otherwise (the full resolver's directory) it is logged and left out.
+pub(crate) fn derive(
+    opts: &mut Options,
+    jwts: &[(String, String)],
+    strict: bool,
+) -> Result<(), ConfigError> {
     let mut claims = Vec::new();
-    for (key, token) in &op.preload {
+    for (key, token) in jwts {
+        match account(opts, key, token) {
+            Ok(Some(c)) => claims.push((key.clone(), c)),
+            Ok(None) => {}
+            Err(e) if strict => return Err(e),
+            Err(e) => tracing::error!("Account [{key}] cannot be served: {}", e.msg),
+        }
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    opts.links = super::operator_links::links(&claims, now)?;
+    Ok(())
+}
+
+/// One account JWT into `opts`; `None` when nats-server would start but not serve it.
+fn account(
+    opts: &mut Options,
+    key: &String,
+    token: &str,
+) -> Result<Option<jwt::Claims>, ConfigError> {
+    let whole = |m: String| ConfigError::at(&Pos::default(), m);
+    {
         let c = jwt::decode(token, JwtKind::Account)
             .map_err(|_| whole("invalid account JWT".into()))?;
         if &c.subject != key {
@@ -141,7 +280,7 @@ pub(super) fn settle(opts: &mut Options) -> Result<(), ConfigError> {
         if let Some(why) = c.import_issues() {
             // nats-server starts, but the account cannot be used.
             tracing::warn!("Account [{key}] has validation issues: {why}");
-            continue;
+            return Ok(None);
         }
         if let Some(field) = c.unsupported().first() {
             return Err(not_supported(
@@ -189,14 +328,11 @@ pub(super) fn settle(opts: &mut Options) -> Result<(), ConfigError> {
                 opts.account_mappings.insert(key.clone(), mappings);
             }
         }
-        opts.accounts.push(key.clone());
-        claims.push((key.clone(), c));
+        if !opts.accounts.contains(key) {
+            opts.accounts.push(key.clone());
+        }
+        Ok(Some(c))
     }
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64);
-    opts.links = super::operator_links::links(&claims, now)?;
-    Ok(())
 }
 
 /// An account JWT's `mappings`: `{ "src": [ { "subject", "weight", "cluster" } ] }`.

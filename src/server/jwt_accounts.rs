@@ -1,0 +1,100 @@
+//! Operator mode with the full resolver: the set of account JWTs changed while running (an
+//! update pushed through `$SYS`, a pack merged from another server, a delete), so the
+//! server's accounts follow it as nats-server's do (`accounts.go` `updateAccountClaims`):
+//! a new account is served at once (its limits, subject mappings, exports and imports); an
+//! updated one takes its new limits, mappings, signing keys and revocations, and its users
+//! are checked again; a deleted one's users are refused and closed. Changed exports or
+//! imports of an account that already ran take effect at the next restart (logged).
+
+use super::ServerShared;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+impl ServerShared {
+    /// Make the accounts follow `jwts` (account key → JWT: the whole store).
+    pub fn apply_account_jwts(self: &Arc<Self>, jwts: &BTreeMap<String, String>) {
+        let live = self.live_opts();
+        let Some(op) = live.operator.as_ref() else {
+            return;
+        };
+        let mut opts = (*live).clone();
+        // What the old JWTs made starts over.
+        for (key, _) in &op.preload {
+            opts.accounts.retain(|a| a != key);
+            opts.account_limits.remove(key);
+            opts.account_mappings.remove(key);
+            opts.links.remove(key);
+        }
+        let list: Vec<(String, String)> =
+            jwts.iter().map(|(k, t)| (k.clone(), t.clone())).collect();
+        if let Some(o) = opts.operator.as_mut() {
+            o.preload = list.clone();
+        }
+        if let Err(e) = crate::config::file::derive_jwt_accounts(&mut opts, &list, false) {
+            tracing::error!("DirResolver - account JWTs not applied: {}", e.msg);
+            return;
+        }
+        for name in live.accounts.iter().filter(|a| opts.accounts.contains(a)) {
+            if live.links.get(name) != opts.links.get(name) {
+                tracing::warn!(
+                    "DirResolver - account {name}: changed exports or imports take effect \
+                     when the server restarts"
+                );
+            }
+        }
+        let added: Vec<String> = opts
+            .accounts
+            .iter()
+            .filter(|a| self.accounts.get(a).is_none())
+            .cloned()
+            .collect();
+        for name in &added {
+            self.accounts.add(name);
+            tracing::debug!("DirResolver - account {name} added");
+        }
+        if !added.is_empty() {
+            match super::fabric::all_links(self, &opts) {
+                Ok(all) => {
+                    if let Err(e) = crate::imports::install_added(&**self, &all, &added) {
+                        tracing::error!("DirResolver - exports and imports of {added:?}: {e}");
+                    }
+                }
+                Err(e) => tracing::error!("DirResolver - exports and imports of {added:?}: {e}"),
+            }
+        }
+        let mappings = opts.account_mappings != live.account_mappings;
+        self.apply_account_update(opts);
+        if mappings {
+            crate::mapping::install(&self.accounts, &self.live_opts());
+        }
+    }
+}
+
+/// A config reload with the full resolver keeps the accounts the directory made: they
+/// follow the store while running (nats-server reloads the directory only on request), so
+/// the re-read file's copy of them neither refuses the reload nor replaces them.
+pub(super) fn keep_jwt_accounts(old: &crate::config::Options, new: &mut crate::config::Options) {
+    use crate::config::Resolver;
+    let full = |o: &crate::config::Options| {
+        matches!(
+            o.operator.as_ref().and_then(|o| o.resolver.as_ref()),
+            Some(Resolver::Full(_))
+        )
+    };
+    if !full(old) || !full(new) {
+        return;
+    }
+    let (Some(o), Some(n)) = (old.operator.as_ref(), new.operator.as_mut()) else {
+        return;
+    };
+    n.preload = o.preload.clone();
+    new.accounts = old.accounts.clone();
+    new.account_limits = old.account_limits.clone();
+    new.links = old.links.clone();
+    for (key, _) in &o.preload {
+        match old.account_mappings.get(key) {
+            Some(m) => new.account_mappings.insert(key.clone(), m.clone()),
+            None => new.account_mappings.remove(key),
+        };
+    }
+}
