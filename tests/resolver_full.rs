@@ -7,160 +7,23 @@
 
 mod common;
 
-use common::auth::{logged_in, open_limits, refused, user_jwt, Target};
+use common::auth::{logged_in, user_jwt, Target};
 use common::binary::tmp_dir;
+use common::resolver::{
+    client, json_request, jwt_updated, last_words, reaches, request, stored, Op,
+};
 use common::wait_for;
 use natsd::jwt::encode;
 use nkeys::KeyPair;
-use serde_json::{json, Value};
-use std::net::SocketAddr;
-use std::path::Path;
+use serde_json::json;
 use std::time::Duration;
-
-/// An operator, its system account and a user of it.
-struct Op {
-    op: KeyPair,
-    sys: KeyPair,
-    admin: KeyPair,
-}
-
-impl Op {
-    fn new() -> Op {
-        Op {
-            op: KeyPair::new_operator(),
-            sys: KeyPair::new_account(),
-            admin: KeyPair::new_user(),
-        }
-    }
-
-    fn account(&self, acc: &KeyPair, name: &str, extra: Value) -> String {
-        let mut nats = json!({"type": "account", "version": 2, "limits": open_limits()});
-        if let (Some(n), Value::Object(e)) = (nats.as_object_mut(), extra) {
-            n.extend(e);
-        }
-        let jti = format!("{name}-{}", rand::random::<u64>());
-        let c = json!({"sub": acc.public_key(), "name": name, "jti": jti, "nats": nats});
-        encode(&c, &self.op).expect("account JWT")
-    }
-
-    /// Operator mode with the full resolver in `dir` (deletes allowed, packs compared every
-    /// second) and the system account preloaded; `extra` is appended.
-    fn conf(&self, dir: &Path, extra: &str) -> String {
-        let opc = json!({"sub": self.op.public_key(), "name": "O", "nats": {"type": "operator",
-            "version": 2, "system_account": self.sys.public_key()}});
-        let op_jwt = encode(&opc, &self.op).expect("operator JWT");
-        format!(
-            "operator: \"{op_jwt}\"\nsystem_account: {sys}\n\
-             resolver {{ type: full, dir: \"{dir}\", allow_delete: true, interval: \"1s\" }}\n\
-             resolver_preload {{ {sys}: \"{sys_jwt}\" }}\n{extra}\n",
-            sys = self.sys.public_key(),
-            sys_jwt = self.account(&self.sys, "SYS", json!({})),
-            dir = dir.display(),
-        )
-    }
-
-    /// natsd (or nats-server 2.15.1 when `go`) with the full resolver in a fresh directory,
-    /// and a system-account client of it.
-    async fn start(&self, go: bool, tag: &str) -> (Target, std::path::PathBuf, async_nats::Client) {
-        let name = format!("{tag}-{}", if go { "go" } else { "natsd" });
-        let dir = tmp_dir("resolver", &name);
-        let conf = self.conf(&dir, "");
-        let t = if go {
-            Target::go(&conf, &format!("resolver-{name}"))
-        } else {
-            Target::natsd(&conf).await
-        };
-        let admin = self.admin(t.client()).await;
-        (t, dir, admin)
-    }
-
-    async fn admin(&self, addr: SocketAddr) -> async_nats::Client {
-        client(addr, &self.admin, &self.sys)
-            .await
-            .expect("system user")
-    }
-}
-
-/// A client of a new user of `acc`.
-async fn client(
-    addr: SocketAddr,
-    user: &KeyPair,
-    acc: &KeyPair,
-) -> Result<async_nats::Client, async_nats::ConnectError> {
-    let creds = common::auth::creds(&user_jwt(user, acc, json!({})), user);
-    async_nats::ConnectOptions::with_credentials(&creds)
-        .expect("creds")
-        .max_reconnects(Some(0))
-        .connect(format!("nats://{addr}"))
-        .await
-}
-
-async fn request(nc: &async_nats::Client, subject: &str, body: &str) -> Vec<u8> {
-    let m = tokio::time::timeout(
-        Duration::from_secs(10),
-        nc.request(subject.to_string(), body.to_string().into()),
-    )
-    .await
-    .expect("answer in time")
-    .expect("request");
-    m.payload.to_vec()
-}
-
-async fn json_request(nc: &async_nats::Client, subject: &str, body: &str) -> Value {
-    serde_json::from_slice(&request(nc, subject, body).await).expect("JSON answer")
-}
-
-/// A message published by a user of `acc` at `from` reaches a user of `acc` at `to`.
-async fn reaches(from: SocketAddr, to: SocketAddr, acc: &KeyPair) {
-    use futures::StreamExt;
-    let rx = client(to, &KeyPair::new_user(), acc)
-        .await
-        .expect("receiver");
-    let tx = client(from, &KeyPair::new_user(), acc)
-        .await
-        .expect("sender");
-    let mut sub = rx.subscribe("orders").await.expect("subscribe");
-    rx.flush().await.expect("flush");
-    let got = tokio::time::timeout(Duration::from_secs(10), async {
-        loop {
-            tx.publish("orders", "one".into()).await.expect("publish");
-            tx.flush().await.expect("flush");
-            if let Ok(Some(m)) = tokio::time::timeout(Duration::from_millis(200), sub.next()).await
-            {
-                return m;
-            }
-        }
-    })
-    .await
-    .expect("the message arrives");
-    assert_eq!(&got.payload[..], b"one");
-}
-
-/// What the server said before closing, its INFO updates left out (nats-server 2.15.1
-/// sends one to the account's clients when the account changes).
-async fn last_words(r: &mut common::Raw) -> Option<String> {
-    let said = refused(r).await?;
-    let lines: Vec<&str> = said
-        .split('|')
-        .filter(|l| !l.starts_with("INFO "))
-        .collect();
-    Some(lines.join("|"))
-}
-
-fn stored(dir: &Path, acc: &KeyPair) -> Option<String> {
-    std::fs::read_to_string(dir.join(format!("{}.jwt", acc.public_key()))).ok()
-}
-
-fn jwt_updated(acc: &KeyPair) -> Value {
-    json!({"account": acc.public_key(), "code": 200, "message": "jwt updated"})
-}
 
 #[tokio::test]
 async fn a_pushed_account_is_stored_served_and_answered_as_nats_server() {
     let o = Op::new();
     let (a, b) = (KeyPair::new_account(), KeyPair::new_account());
     for go in [false, true] {
-        let (t, dir, admin) = o.start(go, "push").await;
+        let (t, dir, admin) = o.start(go, "push", "").await;
         let who = t.name();
         assert!(
             client(t.client(), &KeyPair::new_user(), &a).await.is_err(),
@@ -281,7 +144,7 @@ async fn the_operator_deletes_an_account_and_its_users_are_closed_as_nats_server
     let o = Op::new();
     let a = KeyPair::new_account();
     for go in [false, true] {
-        let (t, dir, admin) = o.start(go, "delete").await;
+        let (t, dir, admin) = o.start(go, "delete", "").await;
         let who = t.name();
         let answer = json_request(
             &admin,
@@ -428,7 +291,7 @@ async fn accounts_pushed_while_running_share_streams_and_services_as_nats_server
         {"name": "x", "subject": "x.>", "account": x.public_key(), "type": "stream"},
         {"name": "help", "subject": "help", "account": x.public_key(), "type": "service"}]});
     for go in [false, true] {
-        let (t, dir, admin) = o.start(go, "links").await;
+        let (t, dir, admin) = o.start(go, "links", "").await;
         let who = t.name();
         for (acc, token) in [
             (&x, o.account(&x, "X", exports.clone())),

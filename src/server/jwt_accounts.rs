@@ -24,6 +24,8 @@ impl ServerShared {
             opts.account_limits.remove(key);
             opts.account_mappings.remove(key);
             opts.links.remove(key);
+            opts.jetstream_accounts.retain(|a| a != key);
+            opts.jetstream_limits.remove(key);
         }
         let list: Vec<(String, String)> =
             jwts.iter().map(|(k, t)| (k.clone(), t.clone())).collect();
@@ -63,9 +65,31 @@ impl ServerShared {
             }
         }
         let mappings = opts.account_mappings != live.account_mappings;
+        let js_accounts = opts.jetstream_accounts != live.jetstream_accounts;
+        let js_limits = opts.jetstream_limits != live.jetstream_limits;
+        if let Some(js) = self.jetstream.get().filter(|_| js_accounts || js_limits) {
+            let limits = opts.jetstream_limits.values();
+            if let Err(e) = crate::jetstream::limits::check_sufficient(&js.config, limits) {
+                // nats-server logs it and leaves the account without JetStream.
+                tracing::error!(
+                    "DirResolver - JetStream limits not applied: {} ({})",
+                    e.description,
+                    e.err_code
+                );
+                opts.jetstream_accounts = live.jetstream_accounts.clone();
+                opts.jetstream_limits = live.jetstream_limits.clone();
+            }
+        }
         self.apply_account_update(opts);
+        let new = self.live_opts();
         if mappings {
-            crate::mapping::install(&self.accounts, &self.live_opts());
+            crate::mapping::install(&self.accounts, &new);
+        }
+        let js_changed = js_accounts || js_limits || !added.is_empty();
+        if let Some(js) = self.jetstream.get().filter(|_| js_changed) {
+            let mut e = js.engine();
+            e.reload_accounts(self, &new);
+            e.set_limits(&new.jetstream_limits);
         }
     }
 }
@@ -91,6 +115,8 @@ pub(super) fn keep_jwt_accounts(old: &crate::config::Options, new: &mut crate::c
     new.accounts = old.accounts.clone();
     new.account_limits = old.account_limits.clone();
     new.links = old.links.clone();
+    new.jetstream_accounts = old.jetstream_accounts.clone();
+    new.jetstream_limits = old.jetstream_limits.clone();
     for (key, _) in &o.preload {
         match old.account_mappings.get(key) {
             Some(m) => new.account_mappings.insert(key.clone(), m.clone()),

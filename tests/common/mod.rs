@@ -14,6 +14,7 @@ pub mod leaf;
 pub mod mixed;
 pub mod natsserver;
 pub mod pki;
+pub mod resolver;
 pub mod s2proxy;
 pub mod traffic;
 

@@ -289,20 +289,10 @@ fn account(
                 "this account JWT claim",
             ));
         }
-        if let Some(field) = [
-            "data",
-            "mem_storage",
-            "disk_storage",
-            "streams",
-            "consumer",
-            "imports",
-            "exports",
-        ]
-        .into_iter()
-        .find(|f| {
-            c.limit(f)
-                .is_some_and(|n| n > 0 || matches!(*f, "data" | "imports" | "exports"))
-        }) {
+        if let Some(field) = ["data", "imports", "exports"]
+            .into_iter()
+            .find(|f| c.limit(f).is_some())
+        {
             return Err(not_supported(
                 &format!("limits.{field} (account {key})"),
                 &Pos::default(),
@@ -319,6 +309,12 @@ fn account(
                 max_leafnodes: n("leaf"),
             },
         );
+        if let Some(js) = jwt_jetstream(&c, key)? {
+            if !opts.jetstream_accounts.contains(key) {
+                opts.jetstream_accounts.push(key.clone());
+            }
+            opts.jetstream_limits.insert(key.clone(), js);
+        }
         let mappings = jwt_mappings(&c.nats["mappings"]);
         if !mappings.is_empty() {
             if let Err(e) = crate::mapping::Mappings::build(&mappings) {
@@ -333,6 +329,44 @@ fn account(
         }
         Ok(Some(c))
     }
+}
+
+/// An account JWT's JetStream limits, as nats-server reads them (`accounts.go`
+/// `updateAccountClaimsWithRefresh`): JetStream is on when `mem_storage` or `disk_storage`
+/// is not 0 (-1: unlimited); `streams`/`consumer` as given; the per-stream byte limits and
+/// `max_ack_pending` unlimited unless positive. Tiered limits (`tiered_limits`) are not
+/// built yet and are refused by name.
+fn jwt_jetstream(
+    c: &jwt::Claims,
+    key: &str,
+) -> Result<Option<crate::config::JsAccountLimits>, ConfigError> {
+    let l = &c.nats["limits"];
+    let n = |f: &str| l[f].as_i64().unwrap_or(0);
+    let (mem, disk) = (n("mem_storage"), n("disk_storage"));
+    if mem == 0 && disk == 0 {
+        if l["tiered_limits"]
+            .as_object()
+            .is_some_and(|t| !t.is_empty())
+        {
+            return Err(not_supported(
+                &format!("limits.tiered_limits (account {key})"),
+                &Pos::default(),
+                "JetStream tiered limits in an account JWT",
+            ));
+        }
+        return Ok(None);
+    }
+    let unlimited = |v: i64| if v > 0 { v } else { -1 };
+    Ok(Some(crate::config::JsAccountLimits {
+        max_memory: mem,
+        max_store: disk,
+        max_streams: n("streams"),
+        max_consumers: n("consumer"),
+        max_ack_pending: unlimited(n("max_ack_pending")),
+        memory_max_stream_bytes: unlimited(n("mem_max_stream_bytes")),
+        store_max_stream_bytes: unlimited(n("disk_max_stream_bytes")),
+        max_bytes_required: l["max_bytes_required"].as_bool() == Some(true),
+    }))
 }
 
 /// An account JWT's `mappings`: `{ "src": [ { "subject", "weight", "cluster" } ] }`.

@@ -117,6 +117,13 @@ impl Engine {
                 } else {
                     self.serve_system(srv, acc);
                 }
+            } else if !wanted
+                && !has
+                && acc.name != sys
+                && !self.refused.iter().any(|(a, _)| a.name == acc.name)
+            {
+                // An account added while running (the full resolver): answered "not enabled".
+                self.refuse_account(srv, acc);
             }
         }
     }

@@ -1,0 +1,157 @@
+//! Operator mode with the full account resolver, for `tests/resolver_full.rs` and
+//! `tests/resolver_js.rs`: an operator and its system account made with the `nkeys` crate,
+//! natsd or nats-server 2.15.1 with the resolver in a fresh directory, `$SYS` requests, and
+//! clients of pushed accounts.
+
+use super::auth::{open_limits, refused, user_jwt, Target};
+use super::binary::tmp_dir;
+use natsd::jwt::encode;
+use nkeys::KeyPair;
+use serde_json::{json, Value};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+/// An operator, its system account and a user of it.
+pub struct Op {
+    pub op: KeyPair,
+    pub sys: KeyPair,
+    pub admin: KeyPair,
+}
+
+impl Op {
+    pub fn new() -> Op {
+        Op {
+            op: KeyPair::new_operator(),
+            sys: KeyPair::new_account(),
+            admin: KeyPair::new_user(),
+        }
+    }
+
+    pub fn account(&self, acc: &KeyPair, name: &str, extra: Value) -> String {
+        let mut nats = json!({"type": "account", "version": 2, "limits": open_limits()});
+        if let (Some(n), Value::Object(e)) = (nats.as_object_mut(), extra) {
+            n.extend(e);
+        }
+        let jti = format!("{name}-{}", rand::random::<u64>());
+        let c = json!({"sub": acc.public_key(), "name": name, "jti": jti, "nats": nats});
+        encode(&c, &self.op).expect("account JWT")
+    }
+
+    /// Operator mode with the full resolver in `dir` (deletes allowed, packs compared every
+    /// second) and the system account preloaded; `extra` is appended.
+    pub fn conf(&self, dir: &Path, extra: &str) -> String {
+        let opc = json!({"sub": self.op.public_key(), "name": "O", "nats": {"type": "operator",
+            "version": 2, "system_account": self.sys.public_key()}});
+        let op_jwt = encode(&opc, &self.op).expect("operator JWT");
+        format!(
+            "operator: \"{op_jwt}\"\nsystem_account: {sys}\n\
+             resolver {{ type: full, dir: \"{dir}\", allow_delete: true, interval: \"1s\" }}\n\
+             resolver_preload {{ {sys}: \"{sys_jwt}\" }}\n{extra}\n",
+            sys = self.sys.public_key(),
+            sys_jwt = self.account(&self.sys, "SYS", json!({})),
+            dir = dir.display(),
+        )
+    }
+
+    /// natsd (or nats-server 2.15.1 when `go`) with the full resolver in a fresh directory,
+    /// and a system-account client of it; `extra` (where `{dir}` names that directory) is
+    /// appended to the config.
+    pub async fn start(
+        &self,
+        go: bool,
+        tag: &str,
+        extra: &str,
+    ) -> (Target, std::path::PathBuf, async_nats::Client) {
+        let name = format!("{tag}-{}", if go { "go" } else { "natsd" });
+        let dir = tmp_dir("resolver", &name);
+        let conf = self.conf(&dir, &extra.replace("{dir}", &dir.display().to_string()));
+        let t = if go {
+            Target::go(&conf, &format!("resolver-{name}"))
+        } else {
+            Target::natsd(&conf).await
+        };
+        let admin = self.admin(t.client()).await;
+        (t, dir, admin)
+    }
+
+    pub async fn admin(&self, addr: SocketAddr) -> async_nats::Client {
+        client(addr, &self.admin, &self.sys)
+            .await
+            .expect("system user")
+    }
+}
+
+/// A client of a new user of `acc`.
+pub async fn client(
+    addr: SocketAddr,
+    user: &KeyPair,
+    acc: &KeyPair,
+) -> Result<async_nats::Client, async_nats::ConnectError> {
+    let creds = super::auth::creds(&user_jwt(user, acc, json!({})), user);
+    async_nats::ConnectOptions::with_credentials(&creds)
+        .expect("creds")
+        .max_reconnects(Some(0))
+        .connect(format!("nats://{addr}"))
+        .await
+}
+
+pub async fn request(nc: &async_nats::Client, subject: &str, body: &str) -> Vec<u8> {
+    let m = tokio::time::timeout(
+        Duration::from_secs(10),
+        nc.request(subject.to_string(), body.to_string().into()),
+    )
+    .await
+    .expect("answer in time")
+    .expect("request");
+    m.payload.to_vec()
+}
+
+pub async fn json_request(nc: &async_nats::Client, subject: &str, body: &str) -> Value {
+    serde_json::from_slice(&request(nc, subject, body).await).expect("JSON answer")
+}
+
+/// A message published by a user of `acc` at `from` reaches a user of `acc` at `to`.
+pub async fn reaches(from: SocketAddr, to: SocketAddr, acc: &KeyPair) {
+    use futures::StreamExt;
+    let rx = client(to, &KeyPair::new_user(), acc)
+        .await
+        .expect("receiver");
+    let tx = client(from, &KeyPair::new_user(), acc)
+        .await
+        .expect("sender");
+    let mut sub = rx.subscribe("orders").await.expect("subscribe");
+    rx.flush().await.expect("flush");
+    let got = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            tx.publish("orders", "one".into()).await.expect("publish");
+            tx.flush().await.expect("flush");
+            if let Ok(Some(m)) = tokio::time::timeout(Duration::from_millis(200), sub.next()).await
+            {
+                return m;
+            }
+        }
+    })
+    .await
+    .expect("the message arrives");
+    assert_eq!(&got.payload[..], b"one");
+}
+
+/// What the server said before closing, its INFO updates left out (nats-server 2.15.1
+/// sends one to the account's clients when the account changes).
+pub async fn last_words(r: &mut super::Raw) -> Option<String> {
+    let said = refused(r).await?;
+    let lines: Vec<&str> = said
+        .split('|')
+        .filter(|l| !l.starts_with("INFO "))
+        .collect();
+    Some(lines.join("|"))
+}
+
+pub fn stored(dir: &Path, acc: &KeyPair) -> Option<String> {
+    std::fs::read_to_string(dir.join(format!("{}.jwt", acc.public_key()))).ok()
+}
+
+pub fn jwt_updated(acc: &KeyPair) -> Value {
+    json!({"account": acc.public_key(), "code": 200, "message": "jwt updated"})
+}
