@@ -261,7 +261,12 @@ async fn a_mixed_cluster_shares_pushed_accounts_and_syncs_late_nodes() {
     .await;
     reaches(g.client(), n.client(), &b).await;
     // A late natsd node merges what it missed.
-    let m = Target::natsd(&o.conf(&md, &cluster(mp, &[gp]))).await;
+    // (With the default interval of a minute: a new node asks soon after it starts.)
+    let m_conf = o
+        .conf(&md, &cluster(mp, &[gp]))
+        .replace(", interval: \"1s\"", "");
+    assert!(!m_conf.contains("interval"), "{m_conf}");
+    let m = Target::natsd(&m_conf).await;
     wait_for("the late natsd node to store A and B", || async {
         stored(&md, &a).is_some() && stored(&md, &b).is_some()
     })

@@ -35,6 +35,11 @@ const PACK: &str = "$SYS.REQ.CLAIMS.PACK";
 const LIST: &str = "$SYS.REQ.CLAIMS.LIST";
 const DELETE: &str = "$SYS.REQ.CLAIMS.DELETE";
 
+/// The first pack request after startup. nats-server sends its first one after `interval`
+/// and fetches an unknown account from the others when one of its users connects; natsd does
+/// not fetch, so it asks early instead.
+const FIRST_PACK: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// The running full resolver.
 pub struct DirResolver {
     store: Mutex<DirStore>,
@@ -122,13 +127,16 @@ pub fn start(srv: &Arc<ServerShared>, sys: &Arc<Sys>, subs: &mut Vec<Arc<Subscri
     let (srv2, wsys) = (srv.clone(), Arc::downgrade(sys));
     srv.tasks.spawn(async move {
         let srv = srv2;
+        // Soon after startup, then doubling up to `interval`: a server that joins with an
+        // empty (or old) directory catches up within seconds of its routes forming.
         let every = res.opts.interval;
-        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        let mut wait = FIRST_PACK.min(every);
         loop {
             tokio::select! {
-                _ = tick.tick() => {}
+                _ = tokio::time::sleep(wait) => {}
                 _ = srv.shutdown_signal() => return,
             }
+            wait = (wait * 2).min(every);
             let Some(sys) = wsys.upgrade() else { return };
             let hash = res.store().hash();
             tracing::debug!("DirResolver - Checking store state: {}", hex(&hash));
