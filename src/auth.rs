@@ -83,6 +83,8 @@ pub struct Identity {
     /// A JWT user's own `subs` and `payload` limits (-1: none), which the account's and
     /// the server's further lower; `None` for other users.
     pub jwt_limits: Option<(i64, i64)>,
+    /// A JWT user's `name` (nats-server's name tag); empty for other users.
+    pub name_tag: String,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -164,6 +166,36 @@ impl CompiledPerms {
 
     pub fn responses(&self) -> Option<responses::ResponsePerm> {
         self.resp
+    }
+
+    /// The permissions as nats-server's `publicPermissions` shows them (`$SYS.REQ.USER.INFO`):
+    /// `publish` and `subscribe` with their `allow`/`deny` lists (each left out when empty),
+    /// and `responses` `{max, ttl}` (nanoseconds) when replies are allowed.
+    pub fn public_json(&self) -> serde_json::Value {
+        let rules = |r: &Rules| {
+            let list = |v: &[Bytes]| -> Vec<String> {
+                v.iter()
+                    .map(|b| String::from_utf8_lossy(b).into_owned())
+                    .collect()
+            };
+            let mut o = serde_json::Map::new();
+            if let Some(a) = r.allow.as_deref().filter(|a| !a.is_empty()) {
+                o.insert("allow".into(), list(a).into());
+            }
+            if !r.deny.is_empty() {
+                o.insert("deny".into(), list(&r.deny).into());
+            }
+            serde_json::Value::Object(o)
+        };
+        let mut p = serde_json::json!({
+            "publish": rules(&self.publish),
+            "subscribe": rules(&self.subscribe),
+        });
+        if let Some(r) = self.resp {
+            let ttl = r.ttl.map_or(0, |d| d.as_nanos() as u64);
+            p["responses"] = serde_json::json!({"max": r.max, "ttl": ttl});
+        }
+        p
     }
 
     pub fn can_publish(&self, subject: &[u8]) -> bool {
@@ -402,6 +434,7 @@ impl Rulebook {
             perms: None,
             expires: 0,
             jwt_limits: None,
+            name_tag: String::new(),
         };
         match &self.mode {
             Mode::Operator(accounts) => match jwt_user(accounts, &c) {
@@ -437,6 +470,7 @@ impl Rulebook {
                         perms: e.perms.clone(),
                         expires: 0,
                         jwt_limits: None,
+                        name_tag: String::new(),
                     });
                 }
                 let (name, pass) = match (c.user, c.token) {
@@ -455,6 +489,7 @@ impl Rulebook {
                     perms: e.perms.clone(),
                     expires: 0,
                     jwt_limits: None,
+                    name_tag: String::new(),
                 })
             }
         }

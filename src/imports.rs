@@ -266,7 +266,7 @@ fn install_for(fabric: &dyn Fabric, all: &Links, only: Option<&[String]>) -> Res
 }
 
 /// An internal subscription only this server knows of (not advertised to routes).
-fn subscribe_local(
+pub fn subscribe_local(
     fabric: &dyn Fabric,
     acc: &Account,
     subject: &str,

@@ -342,3 +342,62 @@ async fn accounts_pushed_while_running_share_streams_and_services_as_nats_server
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+/// `$SYS.REQ.USER.INFO` of a JWT user: its key, its account's key and JWT name, its own
+/// name, its permissions and the time left until its JWT expires, as nats-server answers.
+#[tokio::test]
+async fn a_jwt_user_learns_its_names_and_expiry_as_from_nats_server() {
+    let o = Op::new();
+    let a = KeyPair::new_account();
+    let u = KeyPair::new_user();
+    let exp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+        + 3600;
+    let claims = json!({"sub": u.public_key(), "name": "alice", "exp": exp,
+        "nats": {"type": "user", "version": 2, "subs": -1, "data": -1, "payload": -1,
+            "pub": {"allow": ["$SYS.REQ.USER.INFO", "orders.>"]}, "sub": {"deny": ["secret"]}}});
+    let token = encode(&claims, &a).expect("user JWT");
+    let mut seen = Vec::new();
+    for go in [false, true] {
+        let (t, dir, admin) = o.start(go, "userinfo", "").await;
+        let answer = json_request(
+            &admin,
+            "$SYS.REQ.CLAIMS.UPDATE",
+            &o.account(&a, "Acme", json!({})),
+        )
+        .await;
+        assert_eq!(answer["data"], jwt_updated(&a), "{answer}");
+        let creds = common::auth::creds(&token, &u);
+        let nc = async_nats::ConnectOptions::with_credentials(&creds)
+            .expect("creds")
+            .connect(format!("nats://{}", t.client()))
+            .await
+            .expect("alice connects");
+        let mut info = json_request(&nc, "$SYS.REQ.USER.INFO", "").await["data"].clone();
+        let left = info["expires"].as_u64().unwrap_or(0);
+        assert!(
+            (3_500_000_000_000..=3_600_000_000_000).contains(&left),
+            "{}: {info}",
+            t.name()
+        );
+        info["expires"] = json!("about an hour");
+        // (nats-server lists a permission's subjects in its sublist's order.)
+        if let Some(l) = info["permissions"]["publish"]["allow"].as_array_mut() {
+            l.sort_by_key(|v| v.as_str().unwrap_or_default().to_string());
+        }
+        seen.push(info);
+        drop((nc, admin));
+        t.stop().await;
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    assert_eq!(seen[0], seen[1], "natsd, then nats-server 2.15.1");
+    assert_eq!(
+        (
+            &seen[0]["user"],
+            &seen[0]["account_name"],
+            &seen[0]["user_name"]
+        ),
+        (&json!(u.public_key()), &json!("Acme"), &json!("alice"))
+    );
+}

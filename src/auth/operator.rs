@@ -152,6 +152,7 @@ pub(super) fn jwt_user(
         perms: perms.map(Arc::new),
         expires: u.expires,
         jwt_limits: Some(juser::own_limits(&u)),
+        name_tag: u.name.clone(),
     })
 }
 

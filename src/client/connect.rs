@@ -128,6 +128,9 @@ impl Client {
             m.version = ci.version;
             m.user = id.user;
             m.account = self.acc.name.clone();
+            m.permissions = self.perms.as_ref().map(|p| Arc::new(p.public_json()));
+            m.expires = id.expires;
+            m.name_tag = id.name_tag;
         }
         self.connected = true;
         // nats-server re-arms the ping timer at CONNECT to measure RTT soon.

@@ -70,6 +70,7 @@ impl Client {
             return Flow::Close(CloseReason::ClientClosed);
         }
         self.perms = id.perms;
+        self.conn.meta().permissions = self.perms.as_ref().map(|p| Arc::new(p.public_json()));
         self.pub_ok.clear();
         self.drop_forbidden_subs(&user);
         Flow::Continue

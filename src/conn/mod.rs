@@ -139,6 +139,12 @@ pub struct ConnMeta {
     /// TLS clients: nats-server's `tls_version` ("1.3") and `tls_cipher_suite` (Go's name).
     pub tls_version: String,
     pub tls_cipher_suite: String,
+    /// A client's permissions as `$SYS.REQ.USER.INFO` shows them (`None`: unrestricted).
+    pub permissions: Option<std::sync::Arc<serde_json::Value>>,
+    /// When its user JWT expires (unix seconds; 0: never).
+    pub expires: i64,
+    /// A JWT user's `name`.
+    pub name_tag: String,
 }
 
 /// The shared half of a connection: everything other tasks may touch.

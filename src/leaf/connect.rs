@@ -68,6 +68,7 @@ pub(super) fn authenticate(
         perms: None,
         expires: 0,
         jwt_limits: None,
+        name_tag: String::new(),
     };
     if !o.users.is_empty() {
         let u = o.users.iter().find(|u| u.user == ci.user)?;

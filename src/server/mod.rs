@@ -295,6 +295,11 @@ impl ServerShared {
         v
     }
 
+    /// The client connection `cid`, while it is open.
+    pub fn client(&self, cid: u64) -> Option<Arc<Conn>> {
+        self.clients_lock().get(&cid).cloned()
+    }
+
     pub fn num_clients(&self) -> usize {
         self.clients_lock().len()
     }

@@ -11,8 +11,8 @@
 //! mode, [`with_jetstream_links`]); a server running JetStream answers inside each account and
 //! has no such import.
 //!
-//! Not here: 2.10's `$SYS.REQ.USER.INFO` import (natsd does not pass the requester's user
-//! through a service import), `$SYS.REQ.ACCOUNT.<acc>.JSZ`; `CONNS` is `conns.rs`.
+//! Also 2.10's `$SYS.REQ.USER.INFO` import of every account (answered by `user_info.rs`).
+//! Not here: `$SYS.REQ.ACCOUNT.<acc>.JSZ`; `CONNS` is `conns.rs`.
 
 use super::{envelope, error_message, matches_filter, parse_options, query_params, Endpoint, Sys};
 use crate::config::links::{Export, Import, LinkKind, Links, ResponseType};
@@ -96,6 +96,32 @@ pub fn with_system_links(links: &Links, system: &str, accounts: &[String]) -> Li
             });
         }
     }
+    if !sys.exports.iter().any(|e| e.subject == USER_INFO_ALL) {
+        sys.exports.push(Export {
+            kind: LinkKind::Service,
+            subject: USER_INFO_ALL.into(),
+            accounts: None,
+            response_type: ResponseType::Singleton,
+            response_threshold: None,
+            allow_trace: false,
+        });
+    }
+    // 2.10+: every account, the system account too, imports `$SYS.REQ.USER.INFO` (shared:
+    // the request names the requester's connection, which `user_info.rs` answers about).
+    for name in accounts.iter().filter(|a| is_token(a)) {
+        let l = all.entry(name.clone()).or_default();
+        if !l.imports.iter().any(|i| i.local_subject() == USER_INFO) {
+            l.imports.push(Import {
+                kind: LinkKind::Service,
+                account: system.to_string(),
+                subject: format!("$SYS.REQ.USER.{name}.INFO"),
+                prefix: None,
+                allow_trace: false,
+                to: Some(USER_INFO.to_string()),
+                share: true,
+            });
+        }
+    }
     for name in accounts
         .iter()
         .filter(|a| a.as_str() != system && is_token(a))
@@ -162,6 +188,11 @@ pub fn with_jetstream_links(mut all: Links, system: &str, js_accounts: &[String]
     }
     all
 }
+
+/// What a user asks about itself (nats-server 2.10+), and where the system account
+/// answers it for account `<acc>`: `$SYS.REQ.USER.<acc>.INFO`.
+pub const USER_INFO: &str = "$SYS.REQ.USER.INFO";
+pub const USER_INFO_ALL: &str = "$SYS.REQ.USER.*.INFO";
 
 /// Every JetStream API subject.
 pub const JS_API_ALL: &str = "$JS.API.>";
@@ -242,15 +273,32 @@ mod tests {
         let accounts = ["$G".to_string(), "$SYS".into(), "A".into(), "a.b".into()];
         let all = with_system_links(&Links::new(), "$SYS", &accounts);
         let sys = &all["$SYS"];
-        assert_eq!(sys.exports.len(), 2);
+        assert_eq!(sys.exports.len(), 3);
         assert_eq!(sys.exports[0].subject, "$SYS.REQ.ACCOUNT.*.CONNZ");
         assert_eq!(sys.exports[1].response_type, ResponseType::Stream);
-        assert!(sys.imports.is_empty());
+        assert_eq!(
+            (
+                sys.exports[2].subject.as_str(),
+                sys.exports[2].response_type
+            ),
+            (USER_INFO_ALL, ResponseType::Singleton)
+        );
+        // The system account imports only its own user info (2.15.1).
+        assert_eq!(sys.imports.len(), 1);
+        assert_eq!(sys.imports[0].subject, "$SYS.REQ.USER.$SYS.INFO");
         let g = &all["$G"].imports;
-        assert_eq!(g.len(), 3);
-        assert_eq!(g[1].subject, "$SYS.REQ.ACCOUNT.$G.CONNZ");
-        assert_eq!(g[1].local_subject(), "$SYS.REQ.SERVER.PING.CONNZ");
-        assert_eq!(all["A"].imports[2].subject, "$SYS.REQ.ACCOUNT.A.STATZ");
+        assert_eq!(g.len(), 4);
+        assert_eq!(
+            (
+                g[0].subject.as_str(),
+                g[0].local_subject().as_str(),
+                g[0].share
+            ),
+            ("$SYS.REQ.USER.$G.INFO", USER_INFO, true)
+        );
+        assert_eq!(g[2].subject, "$SYS.REQ.ACCOUNT.$G.CONNZ");
+        assert_eq!(g[2].local_subject(), "$SYS.REQ.SERVER.PING.CONNZ");
+        assert_eq!(all["A"].imports[3].subject, "$SYS.REQ.ACCOUNT.A.STATZ");
         // Not one token: no import could reach it.
         assert!(!all.contains_key("a.b"));
         assert!(with_system_links(&Links::new(), "", &accounts).is_empty());

@@ -12,6 +12,7 @@ pub mod claims;
 pub mod conns;
 pub mod resolver;
 pub mod topz;
+pub mod user_info;
 
 use crate::account::{Account, Handler, Subscription};
 use crate::deliver::Msg;
@@ -315,6 +316,7 @@ impl Sys {
         }
         let conns_rx = conns::start(srv, &sys, &mut subs);
         claims::start(srv, &sys, &mut subs);
+        user_info::start(srv, &sys, &mut subs);
         *sys.subs_lock() = subs;
         srv.tasks.spawn(run(srv.clone(), sys.clone(), rx, conns_rx));
         Some(sys)
