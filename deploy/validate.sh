@@ -316,8 +316,9 @@ assert {p["name"]: (p["port"], p["nodePort"]) for p in svc["spec"]["ports"]} == 
     "nats": (3001, 4001), "leafnodes": (3002, 4002), "cluster": (3005, 4005), "gateway": (3006, 4006), "monitor": (3007, 4007)}
 # merge-patch: merge and patch on every object; the reloader
 docs, conf = load("official-merge-patch")
-for kind in ("StatefulSet", "ConfigMap", "PodDisruptionBudget", "ServiceAccount"):
-    d = one(docs, kind)
+for kind, name in (("StatefulSet", None), ("ConfigMap", None), ("PodDisruptionBudget", None), ("ServiceAccount", "natsd"),
+                   ("PodMonitor", None), ("Deployment", None), ("Secret", "natsd-box-contexts"), ("ServiceAccount", "natsd-box")):
+    d = one(docs, kind, name)
     assert d["metadata"]["annotations"]["test"] == "test" and d["metadata"]["labels"]["test"] == "test", kind
 for name in ("natsd", "natsd-headless"):
     d = one(docs, "Service", name)
@@ -332,6 +333,26 @@ r = cs["reloader"]
 assert r["image"] == "natsio/nats-server-config-reloader:0.23.0", r["image"]
 assert r["args"][:4] == ["-pid", "/var/run/nats/nats.pid", "-config", "/etc/nats-config/nats.conf"], r["args"]
 assert {"name": "pid", "mountPath": "/var/run/nats"} in r["volumeMounts"] and {"name": "config", "mountPath": "/etc/nats-config"} in r["volumeMounts"]
+# the PodMonitor scrapes natsd's own /metrics on the monitor port
+assert one(docs, "PodMonitor")["spec"]["podMetricsEndpoints"] == [{"port": "monitor", "path": "/metrics"}]
+box = one(docs, "Deployment")["spec"]["template"]
+assert box["metadata"]["annotations"]["test"] == "test" and box["metadata"]["labels"]["test"] == "test"
+bc = box["spec"]["containers"][0]
+assert bc["name"] == "nats-box" and bc["stdin"] and bc["tty"] and bc["image"] == "natsio/nats-box:0.19.7", bc
+ctx = yaml.safe_load(one(docs, "Secret", "natsd-box-contexts")["stringData"]["default.json"])
+assert ctx == {"url": "nats://natsd:4222", "user": "foo", "password": "bar"}, ctx
+assert one(box and docs, "ServiceAccount", "natsd-box") and box["spec"]["serviceAccountName"] == "natsd-box"
+# resources: nats-box contexts from Secrets and contents
+docs, conf = load("official-resources")
+ctxs = one(docs, "Secret", "natsd-box-contexts")["stringData"]
+assert yaml.safe_load(ctxs["loadedSecret.json"]) == {"url": "nats://natsd:4222", "ca": "/etc/my-ca/ca.crt",
+    "creds": "/etc/nats-creds/loadedSecret/nats.creds", "nkey": "/etc/nats-nkeys/loadedSecret/nats.nk",
+    "cert": "/etc/nats-certs/loadedSecret/tls.crt", "key": "/etc/nats-certs/loadedSecret/tls.key"}, ctxs
+assert yaml.safe_load(ctxs["loadedContents.json"])["creds"] == "/etc/nats-contents/loadedContents.creds"
+assert yaml.safe_load(ctxs["token.json"])["token"] == "foo"
+assert one(docs, "Secret", "natsd-box-contents")["stringData"] == {"loadedContents.creds": "aabbcc", "loadedContents.nk": "ddeeff"}
+vols = {v["name"]: v for v in one(docs, "Deployment")["spec"]["template"]["spec"]["volumes"]}
+assert vols["ctx-loadedsecret-creds"]["secret"]["secretName"] == "loaded-creds", vols
 # values.yaml, unchanged: the reloader (its default), no checksum annotation
 docs, conf = load("official-values")
 pod = one(docs, "StatefulSet")["spec"]["template"]
@@ -339,7 +360,7 @@ assert [c["name"] for c in pod["spec"]["containers"]] == ["nats", "reloader"]
 assert "checksum/config" not in (pod["metadata"].get("annotations") or {})
 assert pod["spec"]["containers"][0]["image"] == "nats:2.14.2-alpine"
 PY
-ok "renders of the official chart's values: merge and patch everywhere, sizes, routes, resolver, TLS blocks and Secrets, HTTPS probes, ports, reloader"
+ok "renders of the official chart's values: merge and patch everywhere, sizes, routes, resolver, TLS blocks and Secrets, HTTPS probes, ports, reloader, PodMonitor, nats-box"
 
 # Every manifest of deploy/k8s/ validates, and they equal the default render.
 for f in deploy/k8s/*.yaml; do kvalidate "$f" "$f"; done
