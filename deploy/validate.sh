@@ -8,14 +8,16 @@
 #   2. builds natsd with the Dockerfile's builder command (`cargo build --release --locked`) in a
 #      copy of what the builder stage copies (skipped when NATSD_BIN names a natsd to use);
 #   3. `helm lint --strict` with several value sets;
-#   4. renders the chart with default, 3-replica, route-TLS, auth, explicit-routes,
-#      JetStream-cluster and everything-on values; validates every render with `kubernetes-validate --strict`
-#      against Kubernetes 1.30 (and deploy/k8s/ too);
+#   4. renders the chart with default values, each helm/ci/*.yaml (3-replica, route-TLS, auth,
+#      explicit-routes, JetStream-cluster, everything-on, ...) and each helm/ci/official/*.yaml
+#      (the official nats-io chart's values.yaml and its tests' values, where natsd has the
+#      features); validates every render with `kubernetes-validate --strict` against
+#      Kubernetes 1.30 (and deploy/k8s/ too);
 #   5. extracts nats.conf from every render and checks it with `natsd -t -c`;
 #   6. checks deploy/k8s/ equals the default render (regenerate: deploy/k8s/generate.sh);
-#   7. checks that values asking for what natsd does not build (gateway, client TLS,
-#      config reload, PodMonitor) fail rendering with a clear message, and that
-#      values.schema.json rejects bad values.
+#   7. checks that values asking for what natsd does not build (WebSocket, MQTT, profiling, a
+#      resolver other than full) fail rendering with a clear message, and that
+#      values.schema.json and the templates reject bad values (bad JSON Patches among them).
 # Ends with a line "N passed, 0 failed"; exits 1 on the first failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -102,10 +104,10 @@ fi
 # --- 2. lint ---
 "$HELM" lint --strict helm >"$OUT/lint.txt" 2>&1 || { cat "$OUT/lint.txt"; die "helm lint --strict helm"; }
 ok "helm lint --strict (default values)"
-for f in helm/ci/*.yaml; do
+for f in helm/ci/*.yaml helm/ci/official/*.yaml; do
   "$HELM" lint --strict helm -f "$f" >"$OUT/lint.txt" 2>&1 || { cat "$OUT/lint.txt"; die "helm lint --strict -f $f"; }
 done
-ok "helm lint --strict with each of helm/ci/*.yaml"
+ok "helm lint --strict with each of helm/ci/*.yaml and helm/ci/official/*.yaml"
 
 # --- 3. render, validate against Kubernetes $KUBE_VERSION, check nats.conf with natsd -t ---
 render() { # name, values files...
@@ -159,8 +161,8 @@ PY
   mkdir -p "$OUT/fs/var/run/nats" "$OUT/fs/etc/nats-auth"
   printf 'accounts {\n  A { users: [ {user: a, password: "a1"} ] }\n}\nno_auth_user: a\n' \
     >"$OUT/fs/etc/nats-auth/accounts.conf"
-  mkdir -p "$OUT/fs/data"
-  sed -i "s#\"/data\"#\"$OUT/fs/data\"#; s#\"/var/run/nats/#\"$OUT/fs/var/run/nats/#; s#include \"/etc/nats-auth/#include \"$OUT/fs/etc/nats-auth/#" "$conf"
+  # store and resolver dirs (natsd -t creates the resolver's) under $OUT/fs
+  sed -i -E "s#(\"(store_dir|dir)\": \")/#\\1$OUT/fs/#; s#\"/var/run/nats/#\"$OUT/fs/var/run/nats/#; s#include \"/etc/nats-auth/#include \"$OUT/fs/etc/nats-auth/#" "$conf"
   # The TLS files the pod mounts: a generated certificate and key stand in for them (natsd -t
   # loads them, as nats-server -t does).
   python3 - "$conf" "$OUT" <<'PY' || die "render $1: could not stand in for its TLS files"
@@ -195,6 +197,9 @@ PY
 render default
 for f in helm/ci/*.yaml; do
   render "$(basename "$f" .yaml)" "$f"
+done
+for f in helm/ci/official/*.yaml; do
+  render "official-$(basename "$f" .yaml)" "$f"
 done
 for r in "$OUT"/*.yaml; do
   name=$(basename "$r" .yaml)
@@ -248,6 +253,115 @@ grep -q '"max_file_store": 1073741824,' "$OUT/js-nopvc.txt" && grep -q '"max_mem
   || die "JetStream without PVC: byte maxSize, max_memory_store 0, emptyDir store"
 ok "renders: JetStream (store_dir, max_file_store, max_memory_store, PVC template and mount, probes; emptyDir without PVC)"
 
+# The official chart's values mean here what they mean there (its tests' expectations).
+"$PY" - "$OUT" <<'PY' || die "official values renders"
+import sys, yaml
+out = sys.argv[1]
+def load(name):
+    docs = [d for d in yaml.safe_load_all(open(f"{out}/{name}.yaml")) if d]
+    conf = open(f"{out}/{name}.conf").read()
+    return docs, conf
+def one(docs, kind, name=None):
+    found = [d for d in docs if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)]
+    assert len(found) == 1, (kind, name, len(found))
+    return found[0]
+# config-merge-patch: merge and patch on nats.conf blocks and PVCs
+docs, conf = load("official-config-merge-patch")
+for want in ('"ping_interval": "5m"', '"ping_max": 3', '"advertise": "demo.nats.io:6222"', '"no_advertise": false',
+             '"max_file_store": 1GB', '"advertise": "demo.nats.io:7422"', '"advertise": "demo.nats.io:7222"',
+             '"url": "nats://demo.nats.io:7222"', '"type": "full"', '"allow_delete": true', '"dir": "', '/data/resolver"'):
+    assert want in conf, "config-merge-patch nats.conf lacks " + want
+sts = one(docs, "StatefulSet")
+vct = {v["metadata"]["name"]: v["spec"] for v in sts["spec"]["volumeClaimTemplates"]}
+assert vct["natsd-js"]["accessModes"] == ["ReadWriteOnce", "ReadWriteMany"], vct
+assert vct["natsd-resolver"]["accessModes"] == ["ReadWriteOnce", "ReadWriteMany"], vct
+assert vct["natsd-resolver"]["storageClassName"] == "gp3" and vct["natsd-resolver"]["resources"]["requests"]["storage"] == "1Gi"
+mounts = sts["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
+assert {"name": "natsd-resolver", "mountPath": "/data/resolver"} in mounts, mounts
+# config-options: sizes, route credentials, resolver PVC, server name prefix
+docs, conf = load("official-config-options")
+for want in ('"max_file_store": 1Gi', '"max_memory_store": 2Gi', '/mnt"', '/mnt/resolver"', '"user": $NATSD_ROUTE_USER'):
+    assert want in conf, "config-options nats.conf lacks " + want
+sts = one(docs, "StatefulSet")
+c = sts["spec"]["template"]["spec"]["containers"][0]
+env = {e["name"]: e.get("value") for e in c["env"]}
+assert env["SERVER_NAME"] == "'test_$(POD_NAME)'", env
+assert env["NATSD_ROUTE_0"].endswith("@natsd-headless.default.svc.foo.bar.local:6222'"), env
+assert sts["spec"]["replicas"] == 2
+assert [v["spec"]["storageClassName"] for v in sts["spec"]["volumeClaimTemplates"]] == ["gp3", "gp3"]
+# tls: every block, its Secret volume and mount; HTTPS monitoring and probes
+docs, conf = load("official-tls")
+for want in ('/etc/nats-certs/nats/tls.crt"', '/etc/my-ca/ca.crt"', '"verify": true', '/etc/nats-certs/leafnodes/tls.key"',
+             '/etc/nats-certs/gateway/tls.crt"', '/etc/nats-certs/cluster/tls.crt"', '"https_port": 8222'):
+    assert want in conf, "tls nats.conf lacks " + want
+sts = one(docs, "StatefulSet")
+pod = sts["spec"]["template"]["spec"]
+vols = {v["name"]: v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v}
+assert vols == {"nats-tls": "nats-tls", "leafnodes-tls": "leafnodes-tls", "cluster-tls": "cluster-tls", "gateway-tls": "gateway-tls"}, vols
+assert pod["containers"][0]["readinessProbe"]["httpGet"]["scheme"] == "HTTPS"
+# tls-ca: ca_file in the client tls block, the CA Secret mounted
+docs, conf = load("official-tls-ca")
+assert '/etc/nats-ca-cert/ca.crt"' in conf
+pod = one(docs, "StatefulSet")["spec"]["template"]["spec"]
+assert {"name": "tls-ca", "secret": {"secretName": "nats-ca"}} in pod["volumes"], pod["volumes"]
+# ports: container port fields, Service port fields
+docs, conf = load("official-ports")
+for want in ('"port": 1001', '"port": 1002', '"port": 1005', '"port": 1006', '"http_port": 1007'):
+    assert want in conf, "ports nats.conf lacks " + want
+c = one(docs, "StatefulSet")["spec"]["template"]["spec"]["containers"][0]
+assert {p["name"]: p.get("hostPort") for p in c["ports"]} == {"nats": 2001, "leafnodes": 2002, "cluster": 2005, "gateway": 2006, "monitor": 2007}
+svc = one(docs, "Service", "natsd")
+assert svc["spec"]["type"] == "NodePort"
+assert {p["name"]: (p["port"], p["nodePort"]) for p in svc["spec"]["ports"]} == {
+    "nats": (3001, 4001), "leafnodes": (3002, 4002), "cluster": (3005, 4005), "gateway": (3006, 4006), "monitor": (3007, 4007)}
+# merge-patch: merge and patch on every object; the reloader
+docs, conf = load("official-merge-patch")
+for kind, name in (("StatefulSet", None), ("ConfigMap", None), ("PodDisruptionBudget", None), ("ServiceAccount", "natsd"),
+                   ("PodMonitor", None), ("Deployment", None), ("Secret", "natsd-box-contexts"), ("ServiceAccount", "natsd-box")):
+    d = one(docs, kind, name)
+    assert d["metadata"]["annotations"]["test"] == "test" and d["metadata"]["labels"]["test"] == "test", kind
+for name in ("natsd", "natsd-headless"):
+    d = one(docs, "Service", name)
+    assert d["metadata"]["annotations"]["test"] == "test" and d["metadata"]["labels"]["test"] == "test", name
+sts = one(docs, "StatefulSet")
+pod = sts["spec"]["template"]
+assert pod["metadata"]["annotations"]["test"] == "test" and pod["metadata"]["labels"]["test"] == "test"
+cs = {c["name"]: c for c in pod["spec"]["containers"]}
+assert cs["nats"]["stdin"] and cs["nats"]["tty"] and cs["reloader"]["stdin"] and cs["reloader"]["tty"]
+assert pod["spec"]["shareProcessNamespace"] is True
+r = cs["reloader"]
+assert r["image"] == "natsio/nats-server-config-reloader:0.23.0", r["image"]
+assert r["args"][:4] == ["-pid", "/var/run/nats/nats.pid", "-config", "/etc/nats-config/nats.conf"], r["args"]
+assert {"name": "pid", "mountPath": "/var/run/nats"} in r["volumeMounts"] and {"name": "config", "mountPath": "/etc/nats-config"} in r["volumeMounts"]
+# the PodMonitor scrapes natsd's own /metrics on the monitor port
+assert one(docs, "PodMonitor")["spec"]["podMetricsEndpoints"] == [{"port": "monitor", "path": "/metrics"}]
+box = one(docs, "Deployment")["spec"]["template"]
+assert box["metadata"]["annotations"]["test"] == "test" and box["metadata"]["labels"]["test"] == "test"
+bc = box["spec"]["containers"][0]
+assert bc["name"] == "nats-box" and bc["stdin"] and bc["tty"] and bc["image"] == "natsio/nats-box:0.19.7", bc
+ctx = yaml.safe_load(one(docs, "Secret", "natsd-box-contexts")["stringData"]["default.json"])
+assert ctx == {"url": "nats://natsd:4222", "user": "foo", "password": "bar"}, ctx
+assert one(box and docs, "ServiceAccount", "natsd-box") and box["spec"]["serviceAccountName"] == "natsd-box"
+# resources: nats-box contexts from Secrets and contents
+docs, conf = load("official-resources")
+ctxs = one(docs, "Secret", "natsd-box-contexts")["stringData"]
+assert yaml.safe_load(ctxs["loadedSecret.json"]) == {"url": "nats://natsd:4222", "ca": "/etc/my-ca/ca.crt",
+    "creds": "/etc/nats-creds/loadedSecret/nats.creds", "nkey": "/etc/nats-nkeys/loadedSecret/nats.nk",
+    "cert": "/etc/nats-certs/loadedSecret/tls.crt", "key": "/etc/nats-certs/loadedSecret/tls.key"}, ctxs
+assert yaml.safe_load(ctxs["loadedContents.json"])["creds"] == "/etc/nats-contents/loadedContents.creds"
+assert yaml.safe_load(ctxs["token.json"])["token"] == "foo"
+assert one(docs, "Secret", "natsd-box-contents")["stringData"] == {"loadedContents.creds": "aabbcc", "loadedContents.nk": "ddeeff"}
+vols = {v["name"]: v for v in one(docs, "Deployment")["spec"]["template"]["spec"]["volumes"]}
+assert vols["ctx-loadedsecret-creds"]["secret"]["secretName"] == "loaded-creds", vols
+# values.yaml, unchanged: the reloader (its default), no checksum annotation
+docs, conf = load("official-values")
+pod = one(docs, "StatefulSet")["spec"]["template"]
+assert [c["name"] for c in pod["spec"]["containers"]] == ["nats", "reloader"]
+assert "checksum/config" not in (pod["metadata"].get("annotations") or {})
+assert pod["spec"]["containers"][0]["image"] == "nats:2.14.2-alpine"
+PY
+ok "renders of the official chart's values: merge and patch everywhere, sizes, routes, resolver, TLS blocks and Secrets, HTTPS probes, ports, reloader, PodMonitor, nats-box"
+
 # Every manifest of deploy/k8s/ validates, and they equal the default render.
 for f in deploy/k8s/*.yaml; do kvalidate "$f" "$f"; done
 ok "deploy/k8s/*.yaml: kubernetes-validate --strict $KUBE_VERSION"
@@ -263,14 +377,21 @@ expect_fail() { # message, helm args...
   fi
   grep -qF "$msg" "$OUT/fail.txt" || { cat "$OUT/fail.txt"; die "helm template $*: expected '$msg'"; }
 }
-expect_fail "gateway is not in this chart yet" --set config.gateway.enabled=true
-expect_fail "client TLS is not in this chart yet" --set config.nats.tls.enabled=true
-expect_fail "the config reloader is not in this chart yet" --set reloader.enabled=true
-expect_fail "leaf nodes are not in this chart yet" --set config.leafnodes.enabled=true
 expect_fail "WebSocket is not supported by natsd yet" --set config.websocket.enabled=true
 expect_fail "MQTT is not supported by natsd yet" --set config.mqtt.enabled=true
-expect_fail "HTTPS monitoring is not in this chart yet" --set config.monitor.tls.enabled=true
-ok "what the chart does not build (gateway, client TLS, reloader, HTTPS monitoring, leaf nodes) and natsd does not build (WebSocket, MQTT) fails rendering"
+expect_fail "profiling (prof_port) is not supported by natsd yet" --set config.profiling.enabled=true
+expect_fail "natsd builds the full resolver only" --set config.resolver.enabled=true --set config.resolver.merge.type=cache
+expect_fail "config.monitor.tls.enabled needs config.nats.tls.enabled" --set config.monitor.tls.enabled=true
+ok "what natsd does not build (WebSocket, MQTT, profiling, the cache resolver) fails rendering"
+expect_fail "config.nats.tls.secretName is required" --set config.nats.tls.enabled=true
+expect_fail "config.gateway.tls.secretName is required" --set config.gateway.enabled=true --set config.gateway.tls.enabled=true
+expect_fail "config.leafnodes.tls.secretName is required" --set config.leafnodes.enabled=true --set config.leafnodes.tls.enabled=true
+expect_fail "container.patch[0]: no key \"nope\" to replace" --set 'container.patch[0].op=replace' --set 'container.patch[0].path=/nope' --set 'container.patch[0].value=1'
+expect_fail "config.patch[0]: test failed" --set 'config.patch[0].op=test' --set 'config.patch[0].path=/port' --set 'config.patch[0].value=1'
+expect_fail "service.patch[0]: index 9 is out of the array" --set 'service.patch[0].op=remove' --set 'service.patch[0].path=/spec/ports/9'
+expect_fail "op" --set 'statefulSet.patch[0].op=frobnicate' --set 'statefulSet.patch[0].path=/spec'
+expect_fail "templating is not supported" -f <(printf 'extraResources:\n  - $tplYaml: "{{ 1 }}"\n')
+ok "bad TLS, patch and extraResources values fail rendering with a clear message"
 expect_fail "replicas" --set config.cluster.replicas=0
 expect_fail "seed" --set config.cluster.seed=dns
 expect_fail "config.cluster.tls.secretName is required" --set config.cluster.enabled=true --set config.cluster.tls.enabled=true

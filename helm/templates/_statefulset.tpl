@@ -78,22 +78,21 @@ env:
     {{- end }}
   {{- end }}
 ports:
-  - name: nats
-    containerPort: {{ int $v.config.nats.port }}
-  {{- if $v.config.cluster.enabled }}
-  - name: cluster
-    containerPort: {{ int $v.config.cluster.port }}
+  {{- range $p := splitList " " (include "natsd.protocols" .) }}
+  {{- if include "natsd.protocolOn" (dict "ctx" $ "p" $p) }}
+  - {{- merge (dict "name" $p "containerPort" (int (get $v.config $p).port)) (deepCopy (get ($v.container.ports | default dict) $p | default dict)) | toYaml | nindent 4 }}
   {{- end }}
-  {{- if $v.config.monitor.enabled }}
-  - name: monitor
-    containerPort: {{ int $v.config.monitor.port }}
   {{- end }}
 {{- if $v.config.monitor.enabled }}
+{{- $https := and $v.config.monitor.tls.enabled $v.config.nats.tls.enabled }}
 {{- with $v.container.startupProbe }}{{ if .enabled }}
 startupProbe:
   httpGet:
     path: {{ .path }}
     port: monitor
+    {{- if $https }}
+    scheme: HTTPS
+    {{- end }}
   initialDelaySeconds: {{ .initialDelaySeconds }}
   periodSeconds: {{ .periodSeconds }}
   timeoutSeconds: {{ .timeoutSeconds }}
@@ -104,6 +103,9 @@ readinessProbe:
   httpGet:
     path: {{ .path }}
     port: monitor
+    {{- if $https }}
+    scheme: HTTPS
+    {{- end }}
   periodSeconds: {{ .periodSeconds }}
   timeoutSeconds: {{ .timeoutSeconds }}
   failureThreshold: {{ .failureThreshold }}
@@ -113,6 +115,9 @@ livenessProbe:
   httpGet:
     path: {{ .path }}
     port: monitor
+    {{- if $https }}
+    scheme: HTTPS
+    {{- end }}
   periodSeconds: {{ .periodSeconds }}
   timeoutSeconds: {{ .timeoutSeconds }}
   failureThreshold: {{ .failureThreshold }}
@@ -141,13 +146,16 @@ volumeMounts:
     mountPath: /etc/nats-config
   - name: pid
     mountPath: /var/run/nats
-  {{- if and $v.config.cluster.enabled $v.config.cluster.tls.enabled }}
-  - name: cluster-tls
-    mountPath: {{ $v.config.cluster.tls.dir }}
+  {{- range $p := splitList " " (include "natsd.tlsProtocols" .) }}
+  {{- $t := (get $v.config $p).tls }}
+  {{- if and (include "natsd.protocolOn" (dict "ctx" $ "p" $p)) $t.enabled $t.secretName }}
+  - name: {{ $p }}-tls
+    mountPath: {{ $t.dir | quote }}
   {{- end }}
-  {{- if and $v.config.cluster.enabled $v.config.cluster.tls.enabled $v.tlsCA.enabled }}
+  {{- end }}
+  {{- if include "natsd.caFile" . }}
   - name: tls-ca
-    mountPath: {{ $v.tlsCA.dir }}
+    mountPath: {{ $v.tlsCA.dir | quote }}
   {{- end }}
   {{- if and $v.auth.enabled (eq $v.auth.type "include") }}
   - name: auth
@@ -156,6 +164,59 @@ volumeMounts:
   {{- if $v.config.jetstream.enabled }}
   - name: {{ ternary (include "natsd.jsPvcName" .) "js" (eq (include "natsd.jsPvc" .) "true") }}
     mountPath: {{ $v.config.jetstream.fileStore.dir | quote }}
+  {{- end }}
+  {{- if $v.config.resolver.enabled }}
+  - name: {{ ternary (include "natsd.resolverPvcName" .) "resolver" (eq (include "natsd.resolverPvc" .) "true") }}
+    mountPath: {{ $v.config.resolver.dir | quote }}
+  {{- end }}
+{{- end -}}
+
+{{/* The config reloader: (dict "ctx" $ "mounts" the nats container's volumeMounts) */}}
+{{- define "natsd.reloaderContainer" -}}
+{{- $v := .ctx.Values -}}
+{{- $r := $v.reloader -}}
+name: reloader
+image: {{ include "natsd.image" (dict "image" $r.image "global" $v.global "tag" "") }}
+{{- with include "natsd.pullPolicy" (dict "image" $r.image "global" $v.global) }}
+imagePullPolicy: {{ . }}
+{{- end }}
+{{- with $r.env }}
+env:
+  {{- range $k, $e := . }}
+  - name: {{ $k }}
+    {{- if kindIs "map" $e }}
+    {{- toYaml $e | nindent 4 }}
+    {{- else }}
+    value: {{ $e | toString | quote }}
+    {{- end }}
+  {{- end }}
+{{- end }}
+args:
+  - -pid
+  - /var/run/nats/nats.pid
+  - -config
+  - /etc/nats-config/nats.conf
+  {{- $h := dict }}
+  {{- include "natsd.configDict" (dict "ctx" .ctx "out" $h) }}
+  {{- range (include "natsd.configFiles" (dict "node" $h.conf "dir" "/etc/nats-config") | trim | splitList "\n" | compact | uniq) }}
+  - -config
+  - {{ . | quote }}
+  {{- end }}
+{{- with $v.container.securityContext }}
+securityContext:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+volumeMounts:
+  - name: pid
+    mountPath: /var/run/nats
+  {{- range $m := .mounts }}
+  {{- $found := false }}
+  {{- range $r.natsVolumeMountPrefixes }}
+  {{- if and (not $found) (hasPrefix . (toString $m.mountPath)) }}
+  {{- $found = true }}
+  - {{- toYaml $m | nindent 4 }}
+  {{- end }}
+  {{- end }}
   {{- end }}
 {{- end -}}
 
@@ -186,6 +247,10 @@ metadata:
 spec:
   # discovery is through DNS (the headless Service), not service links
   enableServiceLinks: false
+  {{- if $v.reloader.enabled }}
+  # the reloader signals natsd (SIGHUP through the pid file)
+  shareProcessNamespace: true
+  {{- end }}
   {{- if $v.config.lameDuck.enabled }}
   terminationGracePeriodSeconds: {{ default (add (int $v.config.lameDuck.gracePeriod) (int $v.config.lameDuck.duration) 20) $v.statefulSet.terminationGracePeriodSeconds }}
   {{- else }}
@@ -224,6 +289,10 @@ spec:
     {{- range $key, $c := . }}
     - topologyKey: {{ $key }}
       {{- $c2 := omit $c "topologyKey" }}
+      {{- if not (hasKey $c2 "whenUnsatisfiable") }}
+      {{- /* required by the API; the nats-io chart's example leaves it out */}}
+      {{- $_ := set $c2 "whenUnsatisfiable" "DoNotSchedule" }}
+      {{- end }}
       {{- if not (hasKey $c2 "labelSelector") }}
       {{- $_ := set $c2 "labelSelector" (dict "matchLabels" (include "natsd.selectorLabels" $ | fromYaml)) }}
       {{- end }}
@@ -237,12 +306,15 @@ spec:
         name: {{ include "natsd.configMapName" . }}
     - name: pid
       emptyDir: {}
-    {{- if and $v.config.cluster.enabled $v.config.cluster.tls.enabled }}
-    - name: cluster-tls
+    {{- range $p := splitList " " (include "natsd.tlsProtocols" .) }}
+    {{- $t := (get $v.config $p).tls }}
+    {{- if and (include "natsd.protocolOn" (dict "ctx" $ "p" $p)) $t.enabled $t.secretName }}
+    - name: {{ $p }}-tls
       secret:
-        secretName: {{ $v.config.cluster.tls.secretName }}
+        secretName: {{ $t.secretName | quote }}
     {{- end }}
-    {{- if and $v.config.cluster.enabled $v.config.cluster.tls.enabled $v.tlsCA.enabled }}
+    {{- end }}
+    {{- if include "natsd.caFile" . }}
     - name: tls-ca
       {{- if $v.tlsCA.secretName }}
       secret:
@@ -264,4 +336,18 @@ spec:
     - name: js
       emptyDir: {}
     {{- end }}
+    {{- if and $v.config.resolver.enabled (not (include "natsd.resolverPvc" .)) }}
+    - name: resolver
+      emptyDir: {}
+    {{- end }}
+{{- end -}}
+
+{{/* A volumeClaimTemplate: (dict "pvc" values "name" name "what" "x.pvc"), as YAML */}}
+{{- define "natsd.pvc" -}}
+{{- $p := .pvc -}}
+{{- $spec := dict "accessModes" (list "ReadWriteOnce") "resources" (dict "requests" (dict "storage" (toString $p.size))) -}}
+{{- with $p.storageClassName }}{{ $_ := set $spec "storageClassName" (toString .) }}{{ end -}}
+{{- $mp := dict "doc" (dict "metadata" (dict "name" .name) "spec" $spec) "merge" $p.merge "patch" $p.patch "what" .what -}}
+{{- include "natsd.mergePatch" $mp -}}
+{{- toYaml $mp.doc -}}
 {{- end -}}
