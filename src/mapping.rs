@@ -57,6 +57,9 @@ struct Mapping {
     by_cluster: BTreeMap<String, Vec<Dest>>,
 }
 
+/// A source and its destinations as installed: subject, cumulative weight, cluster.
+pub type InstalledMapping = (String, Vec<(String, u8, Option<String>)>);
+
 /// An account's compiled mappings, in configuration order (the first match wins).
 #[derive(Debug, Default)]
 pub struct Mappings {
@@ -96,6 +99,28 @@ impl Mappings {
 
     pub fn is_empty(&self) -> bool {
         self.list.is_empty()
+    }
+
+    /// Each source's destinations as installed (what nats-server's `/accountz` shows): the
+    /// plain ones, then each cluster's, with their cumulative weights.
+    pub fn installed(&self) -> Vec<InstalledMapping> {
+        self.list
+            .iter()
+            .map(|m| {
+                let mut dests: Vec<(String, u8, Option<String>)> = m
+                    .dests
+                    .iter()
+                    .map(|d| (d.tr.dest().to_string(), d.upto, None))
+                    .collect();
+                for (cl, v) in &m.by_cluster {
+                    dests.extend(
+                        v.iter()
+                            .map(|d| (d.tr.dest().to_string(), d.upto, Some(cl.clone()))),
+                    );
+                }
+                (m.src.clone(), dests)
+            })
+            .collect()
     }
 
     /// The subject a message published on `subject` goes to on a server of `cluster`, when

@@ -475,10 +475,16 @@ async fn accountz_lists_imports_and_exports() {
     assert_eq!(im[2]["to"], "local.x");
     assert_eq!(im[2]["local_subject"], "local.x");
     assert_eq!(im[2]["type"], "service");
-    // C imports nothing but the system account's services, as every account does.
+    // C imports nothing but the system account's services, as every account does (with
+    // 2.15's `$SYS.REQ.USER.INFO`).
     let c = http_json(http, "/accountz?acc=C").await;
     let im = c["account_detail"]["imports"].as_array().expect("imports");
-    assert_eq!(im.len(), 3, "{c}");
+    assert_eq!(im.len(), 4, "{c}");
+    assert!(
+        im.iter()
+            .any(|i| i["local_subject"] == "$SYS.REQ.USER.INFO"),
+        "{c}"
+    );
     assert!(im.iter().all(|i| i["account"] == "$SYS"), "{c}");
     srv.shutdown().await;
 }

@@ -159,8 +159,8 @@ async fn more_endpoints_match_nats_server() {
             ));
         }
     }
-    // The client's 4 and the 3 system service imports.
-    assert_eq!(nd_g["num_subscriptions"], 7, "{nd_g}");
+    // The client's 4 and the 4 system service imports (2.15's `$SYS.REQ.USER.INFO` too).
+    assert_eq!(nd_g["num_subscriptions"], 8, "{nd_g}");
     assert_eq!(nd_g["num_removes"], 0, "{nd_g}");
     // A whole float is written as an integer, as Go does.
     assert!(nd_s["cache_hit_rate"].is_number());
@@ -499,9 +499,9 @@ async fn sids_sorted_numerically_jsonp_and_index() {
         .collect();
     assert_eq!(sids, ["1", "2", "10", "x"]);
     // $G only: the $SYS services' subscriptions (cid 1) are listed too, in $SYS; in $G
-    // the client's 4 and the 3 system imports.
+    // the client's 4 and the 4 system imports.
     let v = http_json(http, "/subsz?subs=detail&acc=$G").await;
-    assert_eq!(v["total"], 7);
+    assert_eq!(v["total"], 8);
     let subjects: Vec<&str> = v["subscriptions_list"]
         .as_array()
         .expect("list")
@@ -514,7 +514,7 @@ async fn sids_sorted_numerically_jsonp_and_index() {
     let (status, body) = http_get(http, "/subsz?acc=$G&callback=cb").await;
     assert_eq!(status, 200);
     assert!(
-        body.starts_with("cb({\n  \"num_subscriptions\": 7,") && body.ends_with("})"),
+        body.starts_with("cb({\n  \"num_subscriptions\": 8,") && body.ends_with("})"),
         "{body}"
     );
     let (status, body) = http_get(http, "/").await;

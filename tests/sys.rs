@@ -627,8 +627,11 @@ async fn account_users_get_their_own_account_from_every_node() {
     };
     let t = http_json(go.http, "/accountz?acc=APP").await;
     let o = http_json(rd.http_addr().expect("http"), "/accountz?acc=APP").await;
-    assert_eq!(local(&t, "subject"), local(&o, "local_subject"), "{t}\n{o}");
-    assert_eq!(local(&o, "local_subject").len(), 3, "{o}");
+    // natsd also has 2.15's `$SYS.REQ.USER.INFO`, which 2.9.10 does not.
+    let mut ours = local(&o, "local_subject");
+    assert!(ours.remove("$SYS.REQ.USER.INFO"), "{o}");
+    assert_eq!(local(&t, "subject"), ours, "{t}\n{o}");
+    assert_eq!(ours.len(), 3, "{o}");
     drop(go);
     rd.shutdown().await;
 }

@@ -1,9 +1,8 @@
 //! `/accountz` (the accounts, or one account's detail with `acc`) and `/accstatz` (per-account
 //! connection and message counts), in nats-server 2.9's JSON.
 //!
-//! Exports and imports are listed as nats-server lists configured ones (`imports.rs`); natsd's
-//! accounts have no mappings or JWTs, so those fields are omitted as nats-server omits them
-//! when empty. `/accstatz` sums the message counters of the account's
+//! Exports and imports are listed as nats-server lists configured ones (`imports.rs`); then
+//! the account's subject mappings and, in operator mode, what its JWT says. `/accstatz` sums the message counters of the account's
 //! open connections and of those still in the closed-connections ring, plus what the account
 //! received from and sent to routes and gateways (also shown apart, as 2.10+ does).
 
@@ -12,7 +11,8 @@ use crate::account::Account;
 use crate::server::ServerShared;
 use crate::util::time::rfc3339_nano;
 use serde::Serialize;
-use std::collections::HashMap;
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::SystemTime;
 
@@ -36,8 +36,23 @@ pub struct AccountInfo {
     pub exports: Vec<crate::imports::ExtExport>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub imports: Vec<crate::imports::ExtImport>,
-    /// The account's name tag (2.10+; its name, natsd having no JWT accounts).
+    /// Subject mappings: source → destinations `{subject, weight, cluster}`.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub mappings: BTreeMap<String, Vec<Value>>,
+    /// Operator mode: the account's JWT, its issuer, and the decoded claims.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub jwt: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub issuer_key: String,
+    /// The account's name tag (2.10+): its JWT's `name`, else its name.
     pub name_tag: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decoded_jwt: Option<Value>,
+    /// The JWT's user revocations: user key → time.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub revoked_user: BTreeMap<String, String>,
     pub sublist_stats: Stats,
 }
 
@@ -54,7 +69,7 @@ pub struct Accountz {
 }
 
 fn detail(srv: &ServerShared, acc: &Account) -> AccountInfo {
-    AccountInfo {
+    let mut info = AccountInfo {
         account_name: acc.name.clone(),
         // natsd's accounts never change after start.
         update_time: rfc3339_nano(srv.start),
@@ -70,9 +85,80 @@ fn detail(srv: &ServerShared, acc: &Account) -> AccountInfo {
         subscriptions: acc.sublist.count(),
         exports: crate::imports::ext_exports(acc),
         imports: crate::imports::ext_imports(acc),
+        mappings: mappings(srv, &acc.name),
+        jwt: String::new(),
+        issuer_key: String::new(),
         name_tag: acc.name.clone(),
+        tags: Vec::new(),
+        decoded_jwt: None,
+        revoked_user: BTreeMap::new(),
         sublist_stats: Stats::from(&acc.sublist.stats()),
+    };
+    with_jwt(srv, &mut info);
+    info
+}
+
+/// nats-server's `ExtMap`: each source's destinations as installed
+/// (`mapping.rs` `Mappings::installed`: the source added with the weight left, sorted by
+/// weight, cumulative weights).
+fn mappings(srv: &ServerShared, account: &str) -> BTreeMap<String, Vec<Value>> {
+    let live = srv.live_opts();
+    let Some(configs) = live.account_mappings.get(account) else {
+        return BTreeMap::new();
+    };
+    let Ok(m) = crate::mapping::Mappings::build(configs) else {
+        return BTreeMap::new();
+    };
+    m.installed()
+        .into_iter()
+        .map(|(src, dests)| {
+            let dests = dests
+                .into_iter()
+                .map(|(subject, weight, cluster)| {
+                    let mut v = json!({"subject": subject, "weight": weight});
+                    if let Some(c) = cluster {
+                        v["cluster"] = json!(c);
+                    }
+                    v
+                })
+                .collect();
+            (src, dests)
+        })
+        .collect()
+}
+
+/// Operator mode: what the account's JWT says (`jwt`, `issuer_key`, `name_tag`, `tags`,
+/// `decoded_jwt`, `revoked_user`).
+fn with_jwt(srv: &ServerShared, info: &mut AccountInfo) {
+    let live = srv.live_opts();
+    let Some(token) = live.operator.as_ref().and_then(|op| {
+        op.preload
+            .iter()
+            .find(|(k, _)| *k == info.account_name)
+            .map(|(_, t)| t.clone())
+    }) else {
+        return;
+    };
+    let Ok(claims) = crate::jwt::decode_generic(&token) else {
+        return;
+    };
+    info.issuer_key = claims["iss"].as_str().unwrap_or_default().to_string();
+    if let Some(n) = claims["name"].as_str().filter(|n| !n.is_empty()) {
+        info.name_tag = n.to_string();
     }
+    info.tags = claims["nats"]["tags"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    if let Some(r) = claims["nats"]["revocations"].as_object() {
+        for (user, at) in r {
+            let secs = at.as_i64().unwrap_or(0).max(0) as u64;
+            let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs);
+            info.revoked_user.insert(user.clone(), rfc3339_nano(t));
+        }
+    }
+    info.decoded_jwt = Some(claims);
+    info.jwt = token;
 }
 
 /// `acc` empty or absent: the account names; else that account's detail (400 if unknown, with
