@@ -1,10 +1,12 @@
-//! Small helpers with no protocol knowledge: time formats in nats-server's styles and random ids.
+//! Small helpers with no protocol knowledge: time formats in nats-server's styles, time zone
+//! offsets from the system's zoneinfo, and random ids.
 
 pub mod backoff;
 pub mod ids;
 pub mod net;
 pub mod small;
 pub mod time;
+pub mod tz;
 
 /// HashMap with foldhash: per-process seeded like std's, several times faster than SipHash on
 /// the short keys of the hot maps (subject tokens, sids, interest keys).
