@@ -193,7 +193,18 @@ async fn through(at: (std::net::SocketAddr, std::net::SocketAddr), g2: &NatsServ
         })
         .await
         .expect("create bucket through natsd");
-    let rev = bucket.put("colour", "blue".into()).await.expect("put");
+    // The bucket's stream interest reaches the natsd node over a route a moment after the
+    // bucket exists (as between nats-server nodes): until then a put has no responders.
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    let rev = loop {
+        match bucket.put("colour", "blue".into()).await {
+            Ok(rev) => break rev,
+            Err(e) => {
+                assert!(tokio::time::Instant::now() < deadline, "put: {e:?}");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
+    };
     bucket.put("colour", "green".into()).await.expect("put");
     let e = tokio::time::timeout(DEADLINE, bucket.entry("colour"))
         .await
