@@ -1,3 +1,6 @@
+//! Tests of the full resolver's JWT directory: files by key, merges by `iat`/`jti`, the
+//! XOR-of-SHA-256 hash, deletes (renamed or removed) and the `limit`.
+
 use super::*;
 use nkeys::KeyPair;
 use serde_json::json;

@@ -1,3 +1,6 @@
+//! Tests of the zoneinfo reader: offsets compared with the system's `date` for real zones
+//! and footer rules, and bad, truncated or mis-named files refused without a panic.
+
 use super::*;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
