@@ -245,7 +245,7 @@ impl Claims {
         let fields: &[&'static str] = match self.kind {
             Kind::Operator | Kind::Activation => &[],
             Kind::Account => &["authorization", "trace"],
-            Kind::User => &["times", "times_location", "proxy_required"],
+            Kind::User => &["proxy_required"],
         };
         out.extend(fields.iter().copied().filter(|k| nonempty(k)));
         out
@@ -401,6 +401,7 @@ pub fn decode_generic(token: &str) -> Result<Value, String> {
 }
 
 pub mod store;
+pub mod times;
 pub mod user;
 
 #[cfg(test)]

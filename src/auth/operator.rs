@@ -2,7 +2,7 @@
 //! nats-server's order (`auth.go` `processClientOrLeafAuthentication`): the issuer (the
 //! account, a signing key, or a scoped signing key whose template replaces the user's own
 //! permissions and limits), the account's expiry, bearer tokens, allowed connection types,
-//! the nonce signature, revocations, the `src` CIDRs; then its permissions (with `resp`). Every refusal has a reason for the
+//! the nonce signature, revocations, the `src` CIDRs, the `times` windows; then its permissions (with `resp`). Every refusal has a reason for the
 //! debug log; the client only ever sees `Authorization Violation`.
 
 use super::{nonce_signed, CompiledPerms, Credentials, Identity};
@@ -144,16 +144,39 @@ pub(super) fn jwt_user(
         tracing::error!("Bad src Ip {host}");
         return Err(format!("Bad src Ip {host}"));
     }
+    let expires = match connect_window(&u)? {
+        jwt::times::Window::Outside => {
+            tracing::error!("Outside connect times");
+            return Err("Outside connect times".into());
+        }
+        jwt::times::Window::Until(end) if u.expires <= 0 || end < u.expires => end,
+        _ => u.expires,
+    };
     // The user's own permissions, else the account's `default_permissions`.
     let perms = perms_of(&u.nats).or_else(|| perms_of(&acc.claims.nats["default_permissions"]));
     Ok(Identity {
         user: u.subject.clone(),
         account: name,
         perms: perms.map(Arc::new),
-        expires: u.expires,
+        expires,
         jwt_limits: Some(juser::own_limits(&u)),
         name_tag: u.name.clone(),
     })
+}
+
+/// The user's `times` now, in its `times_location` (nats-server's `validateTimes`): the
+/// connection then closes when its window ends, or at the JWT's expiry if that is sooner.
+fn connect_window(u: &jwt::Claims) -> Result<jwt::times::Window, String> {
+    use jwt::times;
+    if !times::restricted(u) {
+        return Ok(times::Window::Always);
+    }
+    let zone = crate::util::tz::Zone::load(times::location(u))
+        .map_err(|e| format!("User JWT not valid: could not parse time zone: {e}"))?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+    times::window(u, &zone, now).map_err(|e| format!("User JWT not valid: {e}"))
 }
 
 /// The permissions of a JWT `{pub, sub, resp}` object (a user's `nats`, an account's

@@ -85,13 +85,14 @@ fn expiry_and_unsupported_claims() {
     let acc = KeyPair::new_account();
     let user = KeyPair::new_user();
     let u = json!({"sub": user.public_key(), "exp": 100, "nbf": 50,
-        "nats": {"type": "user", "version": 2, "times": [{"start": "01:00:00", "end": "02:00:00"}],
-        "pub": {"allow": ["a.>"], "deny": ["a.b"]}}});
+        "nats": {"type": "user", "version": 2, "proxy_required": true,
+        "times": [{"start": "01:00:00", "end": "02:00:00"}], "pub": {"allow": ["a.>"], "deny": ["a.b"]}}});
     let c = decode(&encode(&u, &acc).expect("encode"), Kind::User).expect("decode");
     assert_eq!(c.time_check(101), Err("claim is expired"));
     assert_eq!(c.time_check(10), Err("claim is not yet valid"));
     assert_eq!(c.time_check(60), Ok(()));
-    assert_eq!(c.unsupported(), vec!["times"]);
+    // `times` is applied (jwt::times); `proxy_required` is not yet.
+    assert_eq!(c.unsupported(), vec!["proxy_required"]);
     assert_eq!(
         c.permission("pub"),
         Some((vec!["a.>".to_string()], vec!["a.b".to_string()]))

@@ -71,8 +71,9 @@ fn answer(srv: &ServerShared, sys: &Sys, info: Option<&Value>) -> Value {
                 .duration_since(std::time::UNIX_EPOCH)
                 .unwrap_or_default();
             let left = std::time::Duration::from_secs(m.expires.max(0) as u64).saturating_sub(now);
-            if !left.is_zero() {
-                data["expires"] = json!(left.as_nanos() as u64);
+            // Whole seconds, as nats-server's `claimExpiration` (a Go duration: nanoseconds).
+            if left.as_secs() > 0 {
+                data["expires"] = json!(left.as_secs() * 1_000_000_000);
             }
         }
     }
