@@ -381,6 +381,8 @@ async fn a_jwt_user_learns_its_names_and_expiry_as_from_nats_server() {
             "{}: {info}",
             t.name()
         );
+        // A Go duration of whole seconds (nats-server's `claimExpiration` truncates).
+        assert_eq!(left % 1_000_000_000, 0, "{}: {info}", t.name());
         info["expires"] = json!("about an hour");
         // (nats-server lists a permission's subjects in its sublist's order.)
         if let Some(l) = info["permissions"]["publish"]["allow"].as_array_mut() {
@@ -400,4 +402,31 @@ async fn a_jwt_user_learns_its_names_and_expiry_as_from_nats_server() {
         ),
         (&json!(u.public_key()), &json!("Acme"), &json!("alice"))
     );
+}
+
+/// Pushes that arrive together are applied in turn: every account of a burst is served
+/// (without that, a push applying an older snapshot of the directory undid a newer one).
+#[tokio::test]
+async fn a_burst_of_pushes_serves_every_account() {
+    let o = Op::new();
+    let (t, dir, admin) = o.start(false, "burst", "").await;
+    let accounts: Vec<KeyPair> = (0..24).map(|_| KeyPair::new_account()).collect();
+    let pushes = accounts.iter().enumerate().map(|(i, a)| {
+        let token = o.account(a, &format!("A{i}"), json!({}));
+        let admin = admin.clone();
+        async move { json_request(&admin, "$SYS.REQ.CLAIMS.UPDATE", &token).await }
+    });
+    let answers = futures::future::join_all(pushes).await;
+    for (a, answer) in accounts.iter().zip(&answers) {
+        assert_eq!(answer["data"], jwt_updated(a), "{answer}");
+    }
+    for (i, a) in accounts.iter().enumerate() {
+        assert!(
+            client(t.client(), &KeyPair::new_user(), a).await.is_ok(),
+            "account {i} of the burst is served"
+        );
+    }
+    drop(admin);
+    t.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -23,6 +23,7 @@ use crate::jwt::store::{Delete, DirStore};
 use crate::jwt::{self, Kind};
 use crate::server::ServerShared;
 use serde_json::json;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 const UPDATE: [&str; 3] = [
@@ -46,6 +47,13 @@ pub struct DirResolver {
     opts: FullResolver,
     /// Where the answers to this server's pack requests come.
     pack_inbox: String,
+    /// Changes saved to the store so far (each bumps it after its save).
+    saved: AtomicU64,
+    /// Held while the store is applied; the count of saved changes the last applied
+    /// snapshot included. Concurrent pushes apply in turn, so an older snapshot never
+    /// undoes a newer one, and a push whose change a later snapshot already carried waits
+    /// for that apply instead of repeating it (a burst of N pushes costs a few applies, not N).
+    applied: Mutex<u64>,
 }
 
 /// What a request handler needs: the server, the system services and the resolver.
@@ -92,6 +100,8 @@ pub fn start(srv: &Arc<ServerShared>, sys: &Arc<Sys>, subs: &mut Vec<Arc<Subscri
     let res = Arc::new(DirResolver {
         store: Mutex::new(store),
         pack_inbox: format!("{}jwtpack", sys.inbox_prefix),
+        saved: AtomicU64::new(0),
+        applied: Mutex::new(0),
         opts,
     });
     let ctx = Ctx {
@@ -109,7 +119,10 @@ pub fn start(srv: &Arc<ServerShared>, sys: &Arc<Sys>, subs: &mut Vec<Arc<Subscri
             };
             let Some(srv) = c.srv.upgrade() else { return };
             let c = c.clone();
-            srv.tasks.spawn(async move { f(&c, req) });
+            // Applying the store verifies every account JWT: off the async workers.
+            srv.tasks.spawn(async move {
+                let _ = tokio::task::spawn_blocking(move || f(&c, req)).await;
+            });
         });
         match srv.subscribe_internal(&sys.acc, subject, queue, h) {
             Ok(s) => subs.push(s),
@@ -199,8 +212,16 @@ fn respond(ctx: &Ctx, reply: Option<&str>, acc: &str, msg: &str, err: Option<Str
 /// The store changed: the accounts follow.
 fn changed(ctx: &Ctx) {
     let Some(srv) = ctx.srv.upgrade() else { return };
+    let mine = ctx.res.saved.fetch_add(1, Ordering::AcqRel) + 1;
+    let mut applied = ctx.res.applied.lock().unwrap_or_else(|e| e.into_inner());
+    if *applied >= mine {
+        return; // an apply that began after our save carried it
+    }
+    // Every change counted up to here was saved before it was counted.
+    let upto = ctx.res.saved.load(Ordering::Acquire);
     let all = ctx.res.store().all().clone();
     srv.apply_account_jwts(&all);
+    *applied = upto;
 }
 
 fn update(ctx: &Ctx, req: Req) {
