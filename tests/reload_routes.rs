@@ -280,13 +280,13 @@ async fn mixed_cluster_with_nats_server_215_reloads_pool_accounts_and_compressio
     let g1 = go("g1", Some(r0.route_port()), first);
     let r2 = natsd("r2", Some(g1.route_port()), first).await;
     let nodes = [r0, g1, r2];
-    // Pool sizes and a pinned account (nats-server dials a newly pinned account only on its
-    // configured routes: natsd dials it toward a nats-server peer it did not dial first).
-    // Not yet compression with nats-server (issue 14 report): after a compression change
-    // that closes every route at once, a natsd and a nats-server node may both dial the
-    // system account's route and each keep the other's dial (natsd: the smaller id's;
-    // nats-server: the first registered), so both close, for seconds.
-    walk(&nodes, true, false).await;
+    // Pool sizes, a pinned account (nats-server dials a newly pinned account only on its
+    // configured routes: natsd dials it toward a nats-server peer it did not dial first) and
+    // compression. A change that closes every route at once can make a natsd and a
+    // nats-server node dial each other together: natsd keeps both until nats-server has
+    // closed the one it registered last (before, natsd closed the other by its own rule and
+    // the pair was left with none, for seconds).
+    walk(&nodes, true, true).await;
     shutdown(nodes).await;
 }
 

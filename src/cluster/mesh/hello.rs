@@ -102,6 +102,13 @@ impl Mesh {
         let mut keep = held.clone();
         match old_pref {
             None => keep = vec![conn],
+            // nats-server closes one of two duplicates itself (the one it registered last,
+            // `handleDuplicateRoute`), by its own order of events, which ours need not match:
+            // closing one here too could leave neither. Keep both until it does.
+            Some(_) if !h.natsd => {
+                keep.push(conn);
+                self.arm(self.now + PEER_CLOSES, Timer::Spare(conn));
+            }
             Some(old) if new_pref && !old => {
                 for c in held {
                     self.close(c, CloseWhy::Duplicate, out);

@@ -16,6 +16,7 @@
 //! - Duplicates, per (peer, slot): a connection dialled by the server with the smaller id beats
 //!   one dialled by the other; between two dialled by the same server, that server closes the
 //!   newer one and the other end keeps both until then. Both ends agree without talking.
+//!   A nats-server peer closes the one it registered last: we keep both until it has.
 //! - Seeds are resolved every second (plus 0–100 ms jitter) forever and every address that is
 //!   not self, not being dialled and not known to lead to a connected peer is dialled.
 //!   Gossiped peers are dialled after 0–100 ms jitter, `connect_retries` more times on failure.
@@ -50,6 +51,9 @@ pub type DialId = u64;
 
 /// Between resolutions of a configured seed, and between attempts of a gossiped peer.
 pub const RETRY: Duration = Duration::from_secs(1);
+/// How long a duplicate connection to a nats-server peer is kept for the peer to close one of
+/// the two (it does so as it registers the second); after that we close the spare ourselves.
+pub const PEER_CLOSES: Duration = Duration::from_secs(5);
 /// How long the larger id of a pair told about each other waits for the smaller one's dial
 /// before dialling itself (a handshake in a storm of starting nodes can take over a second).
 pub const DEFER_TO_SMALLER: Duration = Duration::from_secs(2);
@@ -722,78 +726,5 @@ impl Mesh {
         }
         self.stats.closes += 1;
         out.push(Action::Close { conn, why });
-    }
-
-    fn closed(&mut self, conn: ConnId, out: &mut Vec<Action>) {
-        let Some(c) = self.conns.remove(&conn) else {
-            return;
-        };
-        if let Some(d) = &c.dial {
-            self.dial_over(d);
-        }
-        let Some((id, slot)) = c.at else {
-            // A pool or pinned dial that connected but never got through the handshake (a
-            // handshake timeout in a storm, a peer that closed it): try that slot again.
-            if let Some(Dial {
-                origin: Origin::Slot(id),
-                ..
-            }) = &c.dial
-            {
-                if !matches!(c.why, Some(CloseWhy::Removed | CloseWhy::Reload)) {
-                    self.slot_retry(&id.clone());
-                }
-            }
-            return;
-        };
-        let Some(p) = self.peers.get_mut(&id) else {
-            return;
-        };
-        let Some(list) = p.slots.get_mut(&slot) else {
-            return;
-        };
-        let Some(pos) = list.iter().position(|x| *x == conn) else {
-            return;
-        };
-        list.remove(pos);
-        if list.is_empty() {
-            p.slots.remove(&slot);
-        } else if pos == 0 {
-            let next = list[0];
-            self.stats.registered += 1;
-            out.push(Action::Register {
-                conn: next,
-                peer: id.clone(),
-                slot,
-                first: false,
-            });
-            return;
-        }
-        if !p.slots.is_empty() {
-            self.slot_retry(&id);
-            return;
-        }
-        // The last connection to that peer: redial it (connect_retries times) if we dialled
-        // one of its connections (the ends may see them close in another order), unless we
-        // closed it because its seed was removed; configured seeds are redialled anyway.
-        let Some(p) = self.peers.remove(&id) else {
-            return;
-        };
-        if c.why == Some(CloseWhy::Removed) {
-            return;
-        }
-        let mode = c.dial.map_or(GossipMode::Default, |d| d.mode);
-        if let (true, Some(addr)) = (p.dialled, p.addr) {
-            let pend = Pending {
-                url: p.url,
-                addrs: vec![addr],
-                attempts_left: self.cfg.connect_retries + 1,
-                mode,
-                deferred_from: None,
-                told_alone: p.told_alone,
-            };
-            self.pending.insert(id.clone(), pend);
-            let at = self.now + self.jitter();
-            self.arm(at, Timer::Pending(id));
-        }
     }
 }

@@ -1,5 +1,5 @@
-//! Pool slots: which slots a pair should have, who dials the missing ones and when, and
-//! spares the peer has not closed.
+//! Pool slots: which slots a pair should have, who dials the missing ones and when, spares
+//! the peer has not closed, and what a closed connection leaves to do.
 
 use super::*;
 
@@ -120,5 +120,80 @@ impl Mesh {
         let at = now + p.backoff;
         p.backoff = (p.backoff * 2).min(MAX_BACKOFF);
         self.arm(at, Timer::Slots(id.clone()));
+    }
+
+    /// A connection is gone: the next of its slot takes over (a spare the peer kept), or the
+    /// slot is dialled again, or, the last one to that peer, the peer is redialled.
+    pub(super) fn closed(&mut self, conn: ConnId, out: &mut Vec<Action>) {
+        let Some(c) = self.conns.remove(&conn) else {
+            return;
+        };
+        if let Some(d) = &c.dial {
+            self.dial_over(d);
+        }
+        let Some((id, slot)) = c.at else {
+            // A pool or pinned dial that connected but never got through the handshake (a
+            // handshake timeout in a storm, a peer that closed it): try that slot again.
+            if let Some(Dial {
+                origin: Origin::Slot(id),
+                ..
+            }) = &c.dial
+            {
+                if !matches!(c.why, Some(CloseWhy::Removed | CloseWhy::Reload)) {
+                    self.slot_retry(&id.clone());
+                }
+            }
+            return;
+        };
+        let Some(p) = self.peers.get_mut(&id) else {
+            return;
+        };
+        let Some(list) = p.slots.get_mut(&slot) else {
+            return;
+        };
+        let Some(pos) = list.iter().position(|x| *x == conn) else {
+            return;
+        };
+        list.remove(pos);
+        if list.is_empty() {
+            p.slots.remove(&slot);
+        } else if pos == 0 {
+            let next = list[0];
+            self.stats.registered += 1;
+            out.push(Action::Register {
+                conn: next,
+                peer: id.clone(),
+                slot,
+                first: false,
+            });
+            return;
+        }
+        if !p.slots.is_empty() {
+            self.slot_retry(&id);
+            return;
+        }
+        // The last connection to that peer: redial it (connect_retries times) if we dialled
+        // one of its connections (the ends may see them close in another order), unless we
+        // closed it because its seed was removed; configured seeds are redialled anyway.
+        let Some(p) = self.peers.remove(&id) else {
+            return;
+        };
+        if c.why == Some(CloseWhy::Removed) {
+            return;
+        }
+        let mode = c.dial.map_or(GossipMode::Default, |d| d.mode);
+        if let (true, Some(addr)) = (p.dialled, p.addr) {
+            let pend = Pending {
+                url: p.url,
+                addrs: vec![addr],
+                attempts_left: self.cfg.connect_retries + 1,
+                mode,
+                deferred_from: None,
+                told_alone: p.told_alone,
+            };
+            self.pending.insert(id.clone(), pend);
+            let at = self.now + self.jitter();
+            self.arm(at, Timer::Pending(id));
+        }
     }
 }

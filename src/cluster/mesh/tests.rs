@@ -644,3 +644,69 @@ fn a_pool_connection_lost_before_its_handshake_is_dialled_again() {
         "at {t} ms"
     );
 }
+
+fn nats_server_hello(id: &str) -> Hello {
+    Hello {
+        natsd: false,
+        ..hello(id, 0)
+    }
+}
+
+fn closes(out: &[Action]) -> Vec<ConnId> {
+    out.iter()
+        .filter_map(|a| match a {
+            Action::Close { conn, .. } => Some(*conn),
+            _ => None,
+        })
+        .collect()
+}
+
+/// nats-server closes the duplicate it registered last, by its own order of events: had we
+/// closed one too (by the smaller-id rule: here our own dial), the pair could be left with
+/// none (tests/reload_routes.rs saw it after a pool-size reload). Both are kept until the
+/// peer closes one, whichever it is, and the survivor carries the route.
+#[test]
+fn a_nats_server_peer_picks_which_duplicate_survives() {
+    for peer_keeps in [1, 2] {
+        let mut a = Mesh::new(cfg("A", -1));
+        let ds = dials(&seed(&mut a, vec![addr(2)]));
+        let dialled = Event::Dialled {
+            dial: ds[0].0,
+            conn: 1,
+        };
+        step(&mut a, dialled, 1);
+        let hello = Event::Hello {
+            conn: 1,
+            hello: nats_server_hello("B"),
+        };
+        step(&mut a, hello, 2);
+        let out = accepted(&mut a, 2, nats_server_hello("B"), 3);
+        assert!(closes(&out).is_empty(), "{out:?}");
+        assert_eq!(a.spare_conns(), 1);
+        let gone = 3 - peer_keeps;
+        let out = step(&mut a, Event::Closed { conn: gone }, 4);
+        assert!(closes(&out).is_empty(), "{out:?}");
+        assert_eq!(
+            a.routes(),
+            vec![(Arc::from("B"), Slot::Pool(0), peer_keeps)]
+        );
+        assert_eq!(a.spare_conns(), 0);
+        // Nothing closes later either.
+        let later = step(&mut a, Event::Tick, 4 + PEER_CLOSES.as_millis() as u64 + 1);
+        assert!(closes(&later).is_empty(), "{later:?}");
+    }
+}
+
+/// A peer that closes neither (not what nats-server does) loses the spare in time.
+#[test]
+fn a_spare_the_nats_server_peer_never_closes_goes_in_time() {
+    let mut a = Mesh::new(cfg("A", -1));
+    accepted(&mut a, 1, nats_server_hello("B"), 0);
+    let out = accepted(&mut a, 2, nats_server_hello("B"), 1);
+    assert!(closes(&out).is_empty(), "{out:?}");
+    let early = step(&mut a, Event::Tick, PEER_CLOSES.as_millis() as u64 - 10);
+    assert!(closes(&early).is_empty(), "{early:?}");
+    let out = step(&mut a, Event::Tick, PEER_CLOSES.as_millis() as u64 + 2);
+    assert_eq!(closes(&out), vec![2]);
+    assert_eq!(a.routes(), vec![(Arc::from("B"), Slot::Pool(0), 1)]);
+}
