@@ -148,9 +148,8 @@ pub struct Account {
     pub in_msgs: AtomicU64,
     pub out_msgs: AtomicU64,
     pub kinds: KindStats,
-    /// Exports and imports (`imports.rs`), set once at startup; unset for most accounts, so
-    /// the subscribe path checks one pointer.
-    pub links: std::sync::OnceLock<Arc<crate::imports::Linked>>,
+    /// Exports and imports (`imports.rs`), set at startup and replaced by JWT updates.
+    pub links: crate::imports::LinkSlot,
     /// Subject mappings (`mapping.rs`): what clients and leaves publish is mapped first.
     pub mappings: crate::mapping::AccountMappings,
 }
@@ -168,7 +167,7 @@ impl Account {
             in_msgs: AtomicU64::new(0),
             out_msgs: AtomicU64::new(0),
             kinds: KindStats::default(),
-            links: std::sync::OnceLock::new(),
+            links: Default::default(),
             mappings: Default::default(),
         }
     }

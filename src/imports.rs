@@ -41,6 +41,26 @@ pub struct Linked {
     shadows: Mutex<HashMap<u64, Vec<Shadow>>>,
     /// Set when some account imports a service of this one: where responses come back.
     responses: Option<Arc<Responses>>,
+    /// What this account's imports subscribed to, removed when they are replaced: its
+    /// service imports' subscriptions (local, not advertised) and, when it was linked on its
+    /// own (a JWT update), the response subscriptions made for it in the exporters.
+    local: Vec<Arc<Subscription>>,
+    in_exporters: Vec<(Weak<Account>, Arc<Subscription>)>,
+}
+
+/// Where an account keeps its running exports and imports: unset for most accounts (the
+/// subscribe path reads one pointer), replaced whole when a JWT update changes them.
+#[derive(Default)]
+pub struct LinkSlot(std::sync::RwLock<Option<Arc<Linked>>>);
+
+impl LinkSlot {
+    pub fn get(&self) -> Option<Arc<Linked>> {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn replace(&self, l: Option<Arc<Linked>>) -> Option<Arc<Linked>> {
+        std::mem::replace(&mut *self.0.write().unwrap_or_else(|e| e.into_inner()), l)
+    }
 }
 
 struct StreamImport {
@@ -147,17 +167,17 @@ impl Pending {
 /// Set up every account's exports and imports (`all`: checked, the system account's
 /// included): called once at startup.
 pub fn install(fabric: &dyn Fabric, all: &Links) -> Result<(), String> {
-    install_for(fabric, all, None)
+    install_for(fabric, all, None, None)
 }
 
-/// Set up the exports and imports of accounts added while running (`added`, named in
-/// `all`, which holds every account's): each gets its own response subscriptions in the
-/// accounts whose services it imports; the existing accounts keep theirs.
-pub fn install_added(fabric: &dyn Fabric, all: &Links, added: &[String]) -> Result<(), String> {
-    install_for(fabric, all, Some(added))
-}
-
-fn install_for(fabric: &dyn Fabric, all: &Links, only: Option<&[String]>) -> Result<(), String> {
+/// Install the exports and imports of `only` (all accounts: None); `carried`: the response
+/// side an account being relinked already had as an exporter (its mappings stay valid).
+fn install_for(
+    fabric: &dyn Fabric,
+    all: &Links,
+    only: Option<&[String]>,
+    carried: Option<Arc<Responses>>,
+) -> Result<(), String> {
     if all.is_empty() {
         return Ok(());
     }
@@ -170,6 +190,7 @@ fn install_for(fabric: &dyn Fabric, all: &Links, only: Option<&[String]>) -> Res
     };
     // Exporting accounts whose services are imported get a response subscription.
     let mut responses: HashMap<String, Arc<Responses>> = HashMap::new();
+    let mut made = Vec::new();
     for (_, l) in all.iter().filter(|(n, _)| wanted(n)) {
         for im in l.imports.iter().filter(|i| i.kind == LinkKind::Service) {
             if responses.contains_key(&im.account) {
@@ -188,13 +209,14 @@ fn install_for(fabric: &dyn Fabric, all: &Links, only: Option<&[String]>) -> Res
             let exporter = account(&im.account)?;
             let relay = r.clone();
             let handler: Handler = Arc::new(move |fan, m| relay_response(&relay, fan, m));
-            crate::internal::subscribe(
+            let sub = crate::internal::subscribe(
                 fabric,
                 &exporter,
                 &format!("{}>", r.prefix),
                 None,
                 handler,
             )?;
+            made.push((Arc::downgrade(&exporter), sub));
             responses.insert(im.account.clone(), r);
         }
     }
@@ -204,16 +226,16 @@ fn install_for(fabric: &dyn Fabric, all: &Links, only: Option<&[String]>) -> Res
             names.push(name);
         }
     }
+    // Linked on its own, an account owns the response subscriptions made for it.
+    let mut made = (only.map_or(0, <[String]>::len) == 1).then_some(made);
     for name in names {
         let acc = account(name)?;
-        if only.is_some() && acc.links.get().is_some() {
-            tracing::warn!(
-                "account {name}: exports and imports already set (a restart applies new ones)"
-            );
-            continue;
+        if acc.links.get().is_some() {
+            return Err(format!("account {name:?}: exports/imports set twice"));
         }
         let config = all.get(name).cloned().unwrap_or_default();
         let mut streams = Vec::new();
+        let mut local = Vec::new();
         for im in &config.imports {
             let from = account(&im.account)?;
             match im.kind {
@@ -247,7 +269,7 @@ fn install_for(fabric: &dyn Fabric, all: &Links, only: Option<&[String]>) -> Res
                         details: std::sync::OnceLock::new(),
                     };
                     let handler: Handler = Arc::new(move |fan, m| relay.request(fan, m));
-                    subscribe_local(fabric, &acc, &im.local_subject(), handler)?;
+                    local.push(subscribe_local(fabric, &acc, &im.local_subject(), handler)?);
                 }
             }
         }
@@ -255,11 +277,11 @@ fn install_for(fabric: &dyn Fabric, all: &Links, only: Option<&[String]>) -> Res
             config,
             streams,
             shadows: Mutex::new(HashMap::new()),
-            responses: responses.get(name).cloned(),
+            responses: responses.get(name).cloned().or_else(|| carried.clone()),
+            local,
+            in_exporters: made.take().unwrap_or_default(),
         };
-        if acc.links.set(Arc::new(linked)).is_err() {
-            return Err(format!("account {name:?}: exports/imports set twice"));
-        }
+        acc.links.replace(Some(Arc::new(linked)));
         tracing::debug!("account {name}: exports and imports installed");
     }
     Ok(())
@@ -506,14 +528,16 @@ fn relay_response(r: &Responses, fan: &mut Fanout, m: &Msg<'_>) {
 pub fn pending_responses(acc: &Account) -> usize {
     acc.links
         .get()
-        .and_then(|l| l.responses.as_ref())
+        .and_then(|l| l.responses.clone())
         .map_or(0, |r| {
             r.pending.lock().unwrap_or_else(|e| e.into_inner()).len()
         })
 }
 
 mod accountz;
+mod relink;
 pub use accountz::{ext_exports, ext_imports, ExtExport, ExtImport};
+pub use relink::{changed_accounts, relink};
 
 // ----- stream imports: shadow subscriptions -----
 
@@ -697,96 +721,4 @@ pub fn shadow_count(acc: &Account) -> usize {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn waiting(singleton: bool, expires: Instant) -> Waiting {
-        Waiting {
-            acc: Weak::new(),
-            reply: Bytes::from_static(b"_INBOX.x"),
-            singleton,
-            expires,
-        }
-    }
-
-    #[test]
-    fn singleton_mapping_ends_with_first_response() {
-        let now = Instant::now();
-        let mut p = Pending::new(10);
-        p.insert("a".into(), waiting(true, now + Duration::from_secs(5)), now);
-        assert!(p.take("a", now).is_some());
-        assert!(p.take("a", now).is_none());
-        assert!(p.is_empty());
-    }
-
-    #[test]
-    fn stream_mapping_lasts_until_threshold() {
-        let now = Instant::now();
-        let mut p = Pending::new(10);
-        p.insert(
-            "a".into(),
-            waiting(false, now + Duration::from_secs(5)),
-            now,
-        );
-        assert!(p.take("a", now).is_some());
-        assert!(p.take("a", now + Duration::from_secs(4)).is_some());
-        assert!(p.take("a", now + Duration::from_secs(5)).is_none());
-        assert!(p.is_empty());
-    }
-
-    #[test]
-    fn expired_mappings_are_swept_on_insert() {
-        let now = Instant::now();
-        let mut p = Pending::new(100);
-        for i in 0..50 {
-            p.insert(
-                format!("t{i}"),
-                waiting(true, now + Duration::from_secs(1)),
-                now,
-            );
-        }
-        assert_eq!(p.len(), 50);
-        let later = now + Duration::from_secs(2);
-        p.insert(
-            "new".into(),
-            waiting(true, later + Duration::from_secs(1)),
-            later,
-        );
-        assert_eq!(p.len(), 1);
-    }
-
-    #[test]
-    fn cap_bounds_pending_mappings_oldest_first() {
-        let now = Instant::now();
-        let mut p = Pending::new(3);
-        for i in 0..10 {
-            p.insert(
-                format!("t{i}"),
-                waiting(true, now + Duration::from_secs(60)),
-                now,
-            );
-            assert!(p.len() <= 3);
-        }
-        assert!(p.take("t0", now).is_none());
-        assert!(p.take("t9", now).is_some());
-        // Answered singletons leave stale order entries; they stay bounded too.
-        for i in 10..1000 {
-            let t = format!("t{i}");
-            p.insert(t.clone(), waiting(true, now + Duration::from_secs(60)), now);
-            assert!(p.take(&t, now).is_some());
-        }
-        assert!(p.order.len() <= 2 * 3 + 1);
-    }
-
-    #[test]
-    fn request_info_header_is_added() {
-        assert_eq!(
-            request_info_header(None, r#"{"acc":"B"}"#),
-            b"NATS/1.0\r\nNats-Request-Info: {\"acc\":\"B\"}\r\n\r\n"
-        );
-        assert_eq!(
-            request_info_header(Some(b"NATS/1.0\r\nK: v\r\n\r\n"), r#"{"acc":"B"}"#),
-            b"NATS/1.0\r\nK: v\r\nNats-Request-Info: {\"acc\":\"B\"}\r\n\r\n"
-        );
-    }
-}
+mod tests;

@@ -10,7 +10,7 @@ mod common;
 use common::auth::{logged_in, user_jwt, Target};
 use common::binary::tmp_dir;
 use common::resolver::{
-    client, json_request, jwt_updated, last_words, reaches, request, stored, Op,
+    client, json_request, jwt_updated, last_words, reaches, request, serve_help, stored, Op,
 };
 use common::wait_for;
 use natsd::jwt::encode;
@@ -311,18 +311,9 @@ async fn accounts_pushed_while_running_share_streams_and_services_as_nats_server
         let yc = client(t.client(), &KeyPair::new_user(), &y)
             .await
             .expect("Y");
-        let mut helper = xc.subscribe("help").await.expect("subscribe");
+        serve_help(&xc).await;
         let mut stream = yc.subscribe("x.>").await.expect("subscribe");
-        xc.flush().await.expect("flush");
         yc.flush().await.expect("flush");
-        tokio::spawn(async move {
-            while let Some(m) = helper.next().await {
-                if let Some(r) = m.reply {
-                    let _ = xc.publish(r, "helped".into()).await;
-                    let _ = xc.flush().await;
-                }
-            }
-        });
         let answer = tokio::time::timeout(Duration::from_secs(10), yc.request("help", "?".into()))
             .await
             .expect("in time")

@@ -2,9 +2,10 @@
 //! update pushed through `$SYS`, a pack merged from another server, a delete), so the
 //! server's accounts follow it as nats-server's do (`accounts.go` `updateAccountClaims`):
 //! a new account is served at once (its limits, subject mappings, exports and imports); an
-//! updated one takes its new limits, mappings, signing keys and revocations, and its users
-//! are checked again; a deleted one's users are refused and closed. Changed exports or
-//! imports of an account that already ran take effect at the next restart (logged).
+//! updated one takes its new limits, mappings, signing keys, revocations, exports and
+//! imports (`imports::relink`: its clients' subscriptions and requests follow at once, and
+//! so do the importers of an export that changed), and its users are checked again; a
+//! deleted one's users are refused and closed.
 
 use super::ServerShared;
 use std::collections::BTreeMap;
@@ -36,14 +37,8 @@ impl ServerShared {
             tracing::error!("DirResolver - account JWTs not applied: {}", e.msg);
             return;
         }
-        for name in live.accounts.iter().filter(|a| opts.accounts.contains(a)) {
-            if live.links.get(name) != opts.links.get(name) {
-                tracing::warn!(
-                    "DirResolver - account {name}: changed exports or imports take effect \
-                     when the server restarts"
-                );
-            }
-        }
+        // Every account's exports and imports as they run now (before any is added).
+        let before = super::fabric::all_links(self, &live).unwrap_or_default();
         let added: Vec<String> = opts
             .accounts
             .iter()
@@ -54,15 +49,19 @@ impl ServerShared {
             self.accounts.add(name);
             tracing::debug!("DirResolver - account {name} added");
         }
-        if !added.is_empty() {
-            match super::fabric::all_links(self, &opts) {
-                Ok(all) => {
-                    if let Err(e) = crate::imports::install_added(&**self, &all, &added) {
-                        tracing::error!("DirResolver - exports and imports of {added:?}: {e}");
-                    }
+        // New accounts get their exports and imports, changed ones new ones (and so do the
+        // accounts importing from one whose exports changed), live.
+        match super::fabric::all_links(self, &opts) {
+            Ok(all) => {
+                let mut names = crate::imports::changed_accounts(&before, &all);
+                names.extend(added.iter().cloned());
+                names.sort();
+                names.dedup();
+                if let Err(e) = crate::imports::relink(&**self, &all, &names) {
+                    tracing::error!("DirResolver - exports and imports: {e}");
                 }
-                Err(e) => tracing::error!("DirResolver - exports and imports of {added:?}: {e}"),
             }
+            Err(e) => tracing::error!("DirResolver - exports and imports not applied: {e}"),
         }
         let mappings = opts.account_mappings != live.account_mappings;
         let js_accounts = opts.jetstream_accounts != live.jetstream_accounts;

@@ -155,3 +155,20 @@ pub fn stored(dir: &Path, acc: &KeyPair) -> Option<String> {
 pub fn jwt_updated(acc: &KeyPair) -> Value {
     json!({"account": acc.public_key(), "code": 200, "message": "jwt updated"})
 }
+
+/// `nc` answers "helped" to every request on `help` (until it closes); subscribed and
+/// flushed when this returns.
+pub async fn serve_help(nc: &async_nats::Client) {
+    use futures::StreamExt;
+    let mut helper = nc.subscribe("help").await.expect("subscribe");
+    nc.flush().await.expect("flush");
+    let responder = nc.clone();
+    tokio::spawn(async move {
+        while let Some(m) = helper.next().await {
+            if let Some(r) = m.reply {
+                let _ = responder.publish(r, "helped".into()).await;
+                let _ = responder.flush().await;
+            }
+        }
+    });
+}
