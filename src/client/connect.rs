@@ -37,6 +37,11 @@ impl Client {
             leaf: false,
         };
         let Some(id) = self.srv.auth.authenticate(creds) else {
+            if let Some(key) = self.fetchable(creds.jwt) {
+                // nats-server fetches an account its resolver lacks, then authenticates.
+                self.fetch.0 = Some((json.to_vec(), key));
+                return Flow::Pause;
+            }
             // As nats-server 2.15: the failed connection keeps the user it claimed (an
             // nkey before a name), for `/connz?state=closed&auth=1`.
             let claimed = creds.nkey.or(creds.user);
@@ -145,5 +150,37 @@ impl Client {
     /// for `$G`, as nats-server).
     pub(super) fn conns_changed(&self) {
         crate::sys::conns::changed(&self.srv, &self.acc.name);
+    }
+
+    /// The account of user JWT `jwt`, when the full resolver lacks it and this CONNECT has
+    /// not waited for a fetch yet.
+    fn fetchable(&self, jwt: Option<&str>) -> Option<String> {
+        if self.fetch.1 {
+            return None;
+        }
+        let u = crate::jwt::decode(jwt?, crate::jwt::Kind::User).ok()?;
+        let key = match u.str("issuer_account") {
+            "" => u.issuer.clone(),
+            a => a.to_string(),
+        };
+        crate::sys::resolver::may_fetch(&self.srv, &key).then_some(key)
+    }
+
+    /// The CONNECT that paused for its account: fetch the account, then authenticate again.
+    pub(super) async fn connect_fetched(&mut self) -> Flow {
+        let Some((json, key)) = self.fetch.0.take() else {
+            return Flow::Continue;
+        };
+        self.fetch.1 = true;
+        crate::sys::resolver::fetch(&self.srv, &key).await;
+        self.on_connect(&json)
+    }
+
+    /// CONNECT bound the client to an account with its own limits: the parser follows.
+    pub(super) fn take_limits(&mut self, parser: &mut Parser) {
+        if self.limits_changed {
+            parser.set_limits(self.parser_limits());
+            self.limits_changed = false;
+        }
     }
 }

@@ -121,6 +121,8 @@ struct Client {
     jwt_limits: Option<(i64, i64)>,
     /// The parser's payload limit must follow `max_payload` (changed by CONNECT or reload).
     limits_changed: bool,
+    /// A CONNECT waiting for its account to be fetched, and whether one was (once only).
+    fetch: (Option<(Vec<u8>, String)>, bool),
     /// The first PING after CONNECT was answered (nats-server then sends an INFO when the
     /// client's `max_payload` is not the server's).
     first_pong_sent: bool,
@@ -174,6 +176,8 @@ impl StoredCreds {
 enum Flow {
     Continue,
     Close(CloseReason),
+    /// Wait before the next op: a CONNECT's account is being fetched (`connect.rs`).
+    Pause,
 }
 
 impl Client {
@@ -219,6 +223,7 @@ impl Client {
             jwt_limits: None,
             max_payload: 0,
             limits_changed: false,
+            fetch: (None, false),
             first_pong_sent: false,
             nonce,
         }
@@ -708,7 +713,7 @@ impl Session for Client {
         self.next_ping = now + self.ping_interval;
         match self.ping_timer() {
             Flow::Close(r) => Err(r),
-            Flow::Continue => Ok(()),
+            Flow::Continue | Flow::Pause => Ok(()),
         }
     }
 
@@ -717,15 +722,26 @@ impl Session for Client {
     }
 
     fn on_op(&mut self, op: Op<'_>, parser: &mut Parser) -> Result<AfterOp, CloseReason> {
-        if let Flow::Close(r) = self.handle(op) {
-            return Err(r);
+        let paused = match self.handle(op) {
+            Flow::Close(r) => return Err(r),
+            Flow::Pause => true,
+            Flow::Continue => false,
+        };
+        self.take_limits(parser);
+        Ok(if paused {
+            AfterOp::Pause
+        } else {
+            AfterOp::Continue
+        })
+    }
+
+    async fn resume(&mut self, parser: &mut Parser) -> Result<(), CloseReason> {
+        let flow = self.connect_fetched().await;
+        self.take_limits(parser);
+        match flow {
+            Flow::Close(r) => Err(r),
+            Flow::Continue | Flow::Pause => Ok(()),
         }
-        if self.limits_changed {
-            // CONNECT bound the client to an account with its own limits.
-            parser.set_limits(self.parser_limits());
-            self.limits_changed = false;
-        }
-        Ok(AfterOp::Continue)
     }
 
     fn on_parse_error(&mut self, e: ParseError, rest: &[u8]) -> CloseReason {

@@ -26,6 +26,8 @@ pub enum AfterOp {
     Continue,
     /// The peer's bytes after this op are an S2 stream (its compression switch).
     Compressed,
+    /// The session must wait for something before the next op ([`Session::resume`]).
+    Pause,
 }
 
 /// One connection kind's protocol, driven by [`serve`].
@@ -62,6 +64,14 @@ pub trait Session {
     /// the hub's INFO it read before the read loop); asked once, as the read loop starts.
     fn starts_compressed(&mut self) -> bool {
         false
+    }
+    /// After an op that paused: the wait the session needs before its next op (a client's
+    /// CONNECT whose account is being fetched). Never called by default.
+    fn resume(
+        &mut self,
+        _parser: &mut Parser,
+    ) -> impl Future<Output = Result<(), CloseReason>> + Send {
+        async { Ok(()) }
     }
     /// The next event of the session's own source; never, by default.
     fn event(&mut self) -> impl Future<Output = Self::Event> + Send {
@@ -177,6 +187,12 @@ pub async fn read_loop<S: Session, R: AsyncRead + Unpin>(s: &mut S, mut rd: R) {
                     buf.clear();
                     dec = Some(d);
                     continue;
+                }
+                Ok(AfterOp::Pause) => {
+                    if let Err(r) = s.resume(&mut parser).await {
+                        break Some(r);
+                    }
+                    continue; // the rest of this read
                 }
                 Ok(AfterOp::Continue) => {}
             }

@@ -78,6 +78,8 @@ pub struct ServerShared {
     shutdown_started: AtomicBool,
     /// The `$SYS` services (none with `no_system_account`).
     pub sys: OnceLock<Arc<crate::sys::Sys>>,
+    /// The full account resolver, when operator mode runs one (`sys/resolver.rs`).
+    pub resolver: OnceLock<Arc<crate::sys::resolver::DirResolver>>,
     /// JetStream (none unless enabled).
     pub jetstream: OnceLock<Arc<crate::jetstream::JetStream>>,
 }
@@ -459,6 +461,7 @@ impl Server {
             accept_done: CancellationToken::new(),
             shutdown_started: AtomicBool::new(false),
             sys: OnceLock::new(),
+            resolver: OnceLock::new(),
             jetstream: OnceLock::new(),
             id,
             name,

@@ -104,6 +104,7 @@ pub fn start(srv: &Arc<ServerShared>, sys: &Arc<Sys>, subs: &mut Vec<Arc<Subscri
         applied: Mutex::new(0),
         opts,
     });
+    let _ = srv.resolver.set(res.clone());
     let ctx = Ctx {
         srv: Arc::downgrade(srv),
         sys: Arc::downgrade(sys),
@@ -212,16 +213,68 @@ fn respond(ctx: &Ctx, reply: Option<&str>, acc: &str, msg: &str, err: Option<Str
 /// The store changed: the accounts follow.
 fn changed(ctx: &Ctx) {
     let Some(srv) = ctx.srv.upgrade() else { return };
-    let mine = ctx.res.saved.fetch_add(1, Ordering::AcqRel) + 1;
-    let mut applied = ctx.res.applied.lock().unwrap_or_else(|e| e.into_inner());
+    apply(&srv, &ctx.res);
+}
+
+fn apply(srv: &Arc<ServerShared>, res: &DirResolver) {
+    let mine = res.saved.fetch_add(1, Ordering::AcqRel) + 1;
+    let mut applied = res.applied.lock().unwrap_or_else(|e| e.into_inner());
     if *applied >= mine {
         return; // an apply that began after our save carried it
     }
     // Every change counted up to here was saved before it was counted.
-    let upto = ctx.res.saved.load(Ordering::Acquire);
-    let all = ctx.res.store().all().clone();
+    let upto = res.saved.load(Ordering::Acquire);
+    let all = res.store().all().clone();
     srv.apply_account_jwts(&all);
     *applied = upto;
+}
+
+/// Whether this server runs the full resolver and its directory lacks account `key` (a
+/// user of it may be served once [`fetch`] found it).
+pub fn may_fetch(srv: &ServerShared, key: &str) -> bool {
+    srv.resolver
+        .get()
+        .is_some_and(|r| r.store().get(key).is_none())
+}
+
+/// nats-server's `DirAccResolver.Fetch` of an account the directory lacks, as a user of it
+/// connects: ask every server (`$SYS.REQ.ACCOUNT.<key>.CLAIMS.LOOKUP`), take the first
+/// answer within `timeout` that is an account JWT for `key`, store and apply it. True: the
+/// account is now served.
+pub async fn fetch(srv: &Arc<ServerShared>, key: &str) -> bool {
+    let (Some(res), Some(sys)) = (srv.resolver.get().cloned(), srv.sys.get()) else {
+        return false;
+    };
+    let valid = |b: &bytes::Bytes| {
+        let token = String::from_utf8_lossy(b).trim().to_string();
+        jwt::decode(&token, Kind::Account)
+            .ok()
+            .filter(|c| c.subject == key && c.import_issues().is_none())
+            .map(|_| token)
+    };
+    let subject = format!("$SYS.REQ.ACCOUNT.{key}.CLAIMS.LOOKUP");
+    let timeout = res.opts.timeout;
+    let answers = sys
+        .gather(srv, &subject, b"", timeout, |got| {
+            got.last().and_then(valid).is_some()
+        })
+        .await;
+    let Some(token) = answers.iter().find_map(valid) else {
+        tracing::debug!("DirResolver - fetching account {key}: no server has it");
+        return false;
+    };
+    match res.store().save_if_newer(key, &token) {
+        Ok(true) => {}
+        Ok(false) => return true, // stored meanwhile (a push), and applied by it
+        Err(e) => {
+            tracing::error!("DirResolver - storing fetched account {key}: {e}");
+            return false;
+        }
+    }
+    tracing::debug!("DirResolver - fetched account {key}");
+    let srv = srv.clone();
+    let applied = tokio::task::spawn_blocking(move || apply(&srv, &res)).await;
+    applied.is_ok()
 }
 
 fn update(ctx: &Ctx, req: Req) {
