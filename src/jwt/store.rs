@@ -38,11 +38,7 @@ pub fn is_account_key(key: &str) -> bool {
 
 /// `iat` and `jti` of a token, unverified: what `saveIfNewer` compares.
 fn issued(token: &str) -> Option<(i64, String)> {
-    use data_encoding::BASE64URL_NOPAD;
-    let body = token.split('.').nth(1)?;
-    let body = body.trim_end_matches('=');
-    let bytes = BASE64URL_NOPAD.decode(body.as_bytes()).ok()?;
-    let v: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    let v = super::unverified_claims(token).ok()?;
     Some((
         v["iat"].as_i64().unwrap_or(0),
         v["jti"].as_str().unwrap_or("").to_string(),
