@@ -25,7 +25,8 @@
 //! types, and (signed mode) the signer as issuer; `decode_generic` accepts it too with the
 //! same `iss` and `sub`; a token signed over the wrong bytes or with a flipped signature bit
 //! never decodes; and a v2 payload with an `iat` re-encoded (`jwt::encode`) decodes to the
-//! same claims. On a token that decodes, the helpers the server runs on untrusted claims:
+//! same claims (floats, which natsd never reads, to within a few ulps: serde_json parses
+//! them best-effort). On a token that decodes, the helpers the server runs on untrusted claims:
 //! `time_check` agrees with `exp`/`nbf`; `unsupported` names only fields of its kind's
 //! list; an account's `signing_keys` + `scoped_keys` account for its whole list;
 //! `import_issues` is deterministic and, when it finds nothing, every import has a known
@@ -235,14 +236,52 @@ fn check(token: &str, signer: Option<&KeyPair>) {
             // Re-encoded (v2, `iat` kept), the payload decodes to the same claims.
             if p.get("type").and_then(Value::as_str).is_none() && p.get("iat").is_some() {
                 let again = jwt::encode(p, s).expect("encode");
-                assert_eq!(
-                    jwt::decode(&again, *kind).as_ref(),
-                    Ok(c),
-                    "re-encoded differs"
+                let again = jwt::decode(&again, *kind).expect("re-encoded refused");
+                let fields = |c: &Claims| {
+                    let c = c.clone();
+                    (
+                        c.kind,
+                        c.issuer,
+                        c.subject,
+                        c.name,
+                        c.expires,
+                        c.not_before,
+                        c.issued_at,
+                    )
+                };
+                assert_eq!(fields(&again), fields(c), "re-encoded differs");
+                assert!(
+                    same_json(&again.nats, &c.nats),
+                    "re-encoded nats differs: {} vs {}",
+                    again.nats,
+                    c.nats
                 );
             }
         }
         helpers(c);
+    }
+}
+
+/// Equal JSON, except that two non-integer numbers may differ in their last bits: serde_json
+/// parses floats best-effort (without its `float_roundtrip` feature), so a float written back
+/// may read as its neighbour (`-4444…441`, 70 digits, reads as -4.4444444444444454e69, which
+/// reads back as -4.444444444444445e69). natsd reads only integers from claims.
+fn same_json(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) if x.is_f64() && y.is_f64() => {
+            // Within 4 ulps: the bit patterns of same-signed floats are ordered.
+            let bits = |n: &serde_json::Number| n.as_f64().unwrap_or(0.0).to_bits() as i64;
+            (bits(x) ^ bits(y)) >= 0 && bits(x).abs_diff(bits(y)) <= 4
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same_json(x, y))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| same_json(v, w)))
+        }
+        _ => a == b,
     }
 }
 
