@@ -91,19 +91,9 @@ pub fn decode(token: &str, want: Kind) -> Result<Claims, String> {
     let [head, body, sig] = parts[..] else {
         return Err("expected 3 chunks".into());
     };
-    let header: Value =
-        serde_json::from_slice(&b64(head)?).map_err(|e| format!("bad header: {e}"))?;
-    let typ = header["typ"].as_str().unwrap_or("");
-    if !typ.eq_ignore_ascii_case("JWT") {
-        return Err(format!("not a JWT header: typ {typ:?}"));
-    }
-    let alg = header["alg"].as_str().unwrap_or("").to_ascii_lowercase();
-    if alg != "ed25519" && alg != "ed25519-nkey" {
-        return Err(format!("unexpected {alg:?} algorithm"));
-    }
+    let v1 = header_v1(head)?;
     let payload = claims_json(body)?;
     // v1 names the type at the top; v2 inside `nats`, with a version.
-    let v1 = payload.get("type").and_then(Value::as_str).is_some();
     let mut nats = payload.get("nats").cloned().unwrap_or(Value::Null);
     if v1 && want == Kind::User {
         // The jwt library reads a v1 user's absent limits as "none" (v2's as 0).
@@ -383,11 +373,11 @@ pub fn decode_generic(token: &str) -> Result<Value, String> {
     let [head, body, sig] = parts[..] else {
         return Err("expected 3 chunks".into());
     };
+    let v1 = header_v1(head)?;
     let payload = claims_json(body)?;
     let issuer = payload["iss"].as_str().unwrap_or("");
     let key = nkeys::KeyPair::from_public_key(issuer)
         .map_err(|_| format!("issuer {issuer:?} is not an nkey"))?;
-    let v1 = payload.get("type").and_then(Value::as_str).is_some();
     let signed = if v1 {
         body.as_bytes()
     } else {
@@ -396,6 +386,28 @@ pub fn decode_generic(token: &str) -> Result<Value, String> {
     key.verify(signed, &b64(sig)?)
         .map_err(|_| "claim failed signature verification".to_string())?;
     Ok(payload)
+}
+
+/// A token's header, checked as the jwt library's `Header.Valid`: `typ` JWT, `alg`
+/// `ed25519-nkey` (v2: the signature covers `header.payload`) or `ed25519` (v1: the payload
+/// alone, and v1 claims). True: v1.
+fn header_v1(head: &str) -> Result<bool, String> {
+    let header: Value =
+        serde_json::from_slice(&b64(head)?).map_err(|e| format!("bad header: {e}"))?;
+    let typ = header["typ"].as_str().unwrap_or("");
+    if !typ.eq_ignore_ascii_case("JWT") {
+        return Err(format!("not a JWT header: typ {typ:?}"));
+    }
+    match header["alg"]
+        .as_str()
+        .unwrap_or("")
+        .to_ascii_lowercase()
+        .as_str()
+    {
+        "ed25519" => Ok(true),
+        "ed25519-nkey" => Ok(false),
+        alg => Err(format!("unexpected {alg:?} algorithm")),
+    }
 }
 
 /// A token's claims segment as JSON (unpadded base64url), not verified.

@@ -68,6 +68,20 @@ fn bad_tokens_are_refused() {
         let e = decode(t, Kind::Account).expect_err(t.get(..40).unwrap_or(t));
         assert!(e.contains(want), "{want}: {e}");
     }
+    // decode_generic (the operator's delete requests) checks the header too, as the jwt
+    // library's DecodeGeneric; and a v1 header (payload-only signature) on a token signed
+    // as v2 fails verification in both.
+    assert!(decode_generic(&good).is_ok());
+    let hs256 = data_encoding::BASE64URL_NOPAD.encode(br#"{"typ":"JWT","alg":"HS256"}"#);
+    let signed = format!("{hs256}.{}", parts[1]);
+    let sig = op.sign(signed.as_bytes()).expect("sign");
+    let resigned = format!("{signed}.{}", data_encoding::BASE64URL_NOPAD.encode(&sig));
+    let e = decode_generic(&resigned).expect_err("bad alg, good signature");
+    assert!(e.contains("algorithm"), "{e}");
+    let v1_head = data_encoding::BASE64URL_NOPAD.encode(br#"{"typ":"JWT","alg":"ed25519"}"#);
+    let relabelled = format!("{v1_head}.{}.{}", parts[1], parts[2]);
+    assert!(decode(&relabelled, Kind::Account).is_err());
+    assert!(decode_generic(&relabelled).is_err());
     // An account signed by an account key, a user token read as an account.
     let by_account = encode(&account_claims(&acc.public_key()), &acc).expect("encode");
     assert!(decode(&by_account, Kind::Account)
@@ -166,6 +180,14 @@ fn scope_templates_expand_as_nats_server() {
     // An allow list that expanded to nothing denies everything.
     assert_eq!(u.permission("sub"), Some((vec![], vec![">".to_string()])));
     assert_eq!(user::own_limits(&u), (-1, 9));
+    // Only permission and limit fields come from a template (the jwt library decodes it
+    // into UserPermissionLimits): its `tags` or `issuer_account` change nothing.
+    let mut u = user_claims(json!({"tags": ["d:x"], "issuer_account": "ACC"}));
+    let template = json!({"tags": ["d:z"], "issuer_account": "OTHER",
+        "pub": {"allow": ["{{tag(d)}}.{{account-subject()}}"]}});
+    user::apply_scope(&mut u, &template, &account).expect("scope");
+    assert_eq!(u.permission("pub").expect("pub").0, ["x.ACC"]);
+    assert_eq!(u.str("issuer_account"), "ACC");
     // Unknown operations, a deny entry with no value, too many expansions: refused.
     let tags: Vec<String> = (0..100).map(|i| format!("t:{i}")).collect();
     for (tpl, want) in [

@@ -102,7 +102,10 @@ pub fn apply_scope(u: &mut Claims, template: &Value, account: &Claims) -> Result
         nats.insert(k.into(), (-1).into());
     }
     if let Value::Object(t) = template {
-        nats.extend(t.iter().map(|(k, v)| (k.clone(), v.clone())));
+        let fields = t
+            .iter()
+            .filter(|(k, _)| TEMPLATE_FIELDS.contains(&k.as_str()));
+        nats.extend(fields.map(|(k, v)| (k.clone(), v.clone())));
     }
     u.nats = Value::Object(nats);
     let tags = |c: &Claims| -> Vec<String> {
