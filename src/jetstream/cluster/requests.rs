@@ -288,7 +288,19 @@ impl JsCluster {
                         .get(&acc)
                         .and_then(|ja| ja.streams.get(name));
                     match st {
-                        Some(st) => st.info_fields(&mut o, None),
+                        Some(st) => {
+                            st.info_fields(&mut o, None);
+                            // A copy whose group has not reported yet has no cluster info
+                            // (the repeat came right after the first create): name the
+                            // group as a node outside it would.
+                            let known = st
+                                .replica
+                                .as_ref()
+                                .is_some_and(|r| !r.cluster_json.is_empty());
+                            if !known {
+                                o.raw("cluster", &self.outside_cluster_json(old));
+                            }
+                        }
                         None => {
                             o.raw("config", &config.to_string())
                                 .raw("cluster", &self.outside_cluster_json(old));
