@@ -118,9 +118,8 @@ async fn a_three_node_cluster_with_the_full_resolver_replicates_a_pushed_account
             .all(|n| common::resolver::stored(&root.join(n), &a).is_some())
     })
     .await;
-    let nc = client(js.servers[2].client_addr(), &KeyPair::new_user(), &a)
-        .await
-        .expect("A at n2");
+    // Stored comes just before applied: poll until n2 serves A's users.
+    let nc = common::resolver::served(js.servers[2].client_addr(), &a).await;
     let created = jsc::api(&nc, "$JS.API.STREAM.CREATE.R", &stream("R", 3)).await;
     assert!(created["error"].is_null(), "{created}");
     assert_eq!(created["config"]["num_replicas"], 3, "{created}");

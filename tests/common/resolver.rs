@@ -114,12 +114,8 @@ pub async fn json_request(nc: &async_nats::Client, subject: &str, body: &str) ->
 /// A message published by a user of `acc` at `from` reaches a user of `acc` at `to`.
 pub async fn reaches(from: SocketAddr, to: SocketAddr, acc: &KeyPair) {
     use futures::StreamExt;
-    let rx = client(to, &KeyPair::new_user(), acc)
-        .await
-        .expect("receiver");
-    let tx = client(from, &KeyPair::new_user(), acc)
-        .await
-        .expect("sender");
+    let rx = served(to, acc).await;
+    let tx = served(from, acc).await;
     let mut sub = rx.subscribe("orders").await.expect("subscribe");
     rx.flush().await.expect("flush");
     let got = tokio::time::timeout(Duration::from_secs(10), async {
@@ -171,4 +167,22 @@ pub async fn serve_help(nc: &async_nats::Client) {
             }
         }
     });
+}
+
+/// A client of a new user of `acc` at `addr`, polled for up to 10 s: a server stores a
+/// pushed JWT just before it applies it (off the async workers), so "stored" is not yet
+/// "served".
+pub async fn served(addr: SocketAddr, acc: &KeyPair) -> async_nats::Client {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match client(addr, &KeyPair::new_user(), acc).await {
+            Ok(nc) => return nc,
+            Err(e) => assert!(
+                tokio::time::Instant::now() < deadline,
+                "a user of {} at {addr}: {e}",
+                acc.public_key()
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
