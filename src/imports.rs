@@ -48,8 +48,10 @@ pub struct Linked {
     in_exporters: Vec<(Weak<Account>, Arc<Subscription>)>,
 }
 
-/// Where an account keeps its running exports and imports: unset for most accounts (the
-/// subscribe path reads one pointer), replaced whole when a JWT update changes them.
+/// Where an account keeps its running exports and imports: unset for most accounts,
+/// replaced whole when a JWT update changes them. SUB, UNSUB and close read it (an
+/// uncontended read lock and an `Arc` clone); the message path never does (relays and
+/// shadows hold what they need).
 #[derive(Default)]
 pub struct LinkSlot(std::sync::RwLock<Option<Arc<Linked>>>);
 
