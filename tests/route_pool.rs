@@ -242,3 +242,16 @@ async fn gossip_carries_only_route_protocol_fields() {
     assert_eq!(g["gossip_mode"], 1, "{g}");
     srv.shutdown().await;
 }
+
+/// `free_port` (which the seeded tests here use) names a port that no parallel dial or port-0
+/// listener can take first: one outside the ephemeral range.
+#[test]
+fn free_ports_stay_outside_the_ephemeral_range() {
+    assert_eq!(common::port_gap("32768\t60999\n"), (10_000, 32_768));
+    // A range that starts low leaves only the ports above it.
+    assert_eq!(common::port_gap("1024 60999"), (61_000, 65_536));
+    // No room on either side: the caller falls back to the kernel's choice.
+    let (l, h) = common::port_gap("10000 65535");
+    assert!(h < l + 1_000);
+    assert_eq!(common::port_gap("garbage"), (10_000, 32_768));
+}

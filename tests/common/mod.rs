@@ -111,28 +111,26 @@ pub async fn start_js(name: &str) -> (Server, async_nats::Client, std::path::Pat
 /// the few tests that must name a port before the server using it starts (a restart at the
 /// same address, peers that name each other). Prefer port 0 / `-1` everywhere else.
 ///
-/// The port is taken below the kernel's ephemeral range: a listener bound to port 0, and the
-/// local end of every outgoing connection, get their port from that range, so no other test
-/// running in parallel takes this one before its user binds it. Ports are handed out in turn
-/// from a per-process random start, so two calls in one run never return the same port.
+/// The port is taken outside the kernel's ephemeral range (below it, or above it when that gap
+/// is the larger): a listener bound to port 0, and the local end of every outgoing connection,
+/// get their port from that range, so no other test running in parallel takes this one before
+/// its user binds it. Ports are handed out in turn from a per-process random start, so two calls
+/// in one run never return the same port.
 pub fn free_port() -> u16 {
     use std::sync::atomic::{AtomicU32, Ordering};
     static NEXT: AtomicU32 = AtomicU32::new(0);
-    const LOW: u32 = 10_000;
-    let high = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse::<u32>().ok())
-        .unwrap_or(32_768)
-        .min(65_536);
+    let (low, high) = port_gap(
+        &std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap_or_default(),
+    );
     let bind = |p: u16| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok();
-    if high < LOW + 1_000 {
-        // An unusual range: fall back to the kernel's choice.
+    if high < low + 1_000 {
+        // No room outside the ephemeral range: fall back to the kernel's choice.
         return std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .map(|a| a.port())
             .expect("free port");
     }
-    let span = high - LOW;
+    let span = high - low;
     static START: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
     let start = *START.get_or_init(|| {
         std::process::id().wrapping_mul(2_654_435_761)
@@ -141,12 +139,31 @@ pub fn free_port() -> u16 {
                 .map_or(0, |d| d.subsec_nanos())
     }) % span;
     for _ in 0..span {
-        let p = LOW + (start + NEXT.fetch_add(1, Ordering::Relaxed)) % span;
+        let p = low + (start + NEXT.fetch_add(1, Ordering::Relaxed)) % span;
         if bind(p as u16) {
             return p as u16;
         }
     }
-    panic!("no free port in {LOW}..{high}")
+    panic!("no free port in {low}..{high}")
+}
+
+/// The larger run of ports `[low, high)` outside the ephemeral range that
+/// `/proc/sys/net/ipv4/ip_local_port_range` (`"first last"`) names, above the well-known and
+/// common fixed ports (10000). Without a readable range, Linux's default (32768–60999).
+pub fn port_gap(range: &str) -> (u32, u32) {
+    const FLOOR: u32 = 10_000;
+    let mut it = range.split_whitespace().map(str::parse::<u32>);
+    let (first, last) = match (it.next(), it.next()) {
+        (Some(Ok(f)), Some(Ok(l))) if f <= l => (f, l),
+        _ => (32_768, 60_999),
+    };
+    let below = (FLOOR, first.max(FLOOR));
+    let above: (u32, u32) = ((last + 1).max(FLOOR), 65_536);
+    if below.1 - below.0 >= above.1.saturating_sub(above.0) {
+        below
+    } else {
+        above
+    }
 }
 
 /// A local server with a monitor port (on a random port).
