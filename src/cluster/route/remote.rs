@@ -140,6 +140,24 @@ impl Route {
         self.acc_cache.get(&self.srv.accounts, name)
     }
 
+    /// An account this server does not serve yet, which the full resolver may still bring
+    /// (its JWT pushed or fetched after the peer's client subscribed): registered now, empty,
+    /// so the peer's interest is kept for when it arrives, as nats-server registers an
+    /// incomplete account for a remote subscription when its resolver is not the memory one.
+    /// Only names that are account public keys; other servers drop the interest.
+    fn awaited(&mut self, name: &[u8]) -> Option<Arc<Account>> {
+        self.srv.resolver.get()?;
+        let name = std::str::from_utf8(name).ok()?;
+        if !crate::jwt::store::is_account_key(name) {
+            return None;
+        }
+        tracing::debug!(
+            "{} - Unknown account {name:?} for remote interest, kept until its JWT arrives",
+            self.conn.log_prefix()
+        );
+        Some(self.srv.accounts.add(name))
+    }
+
     pub(super) fn remote_plus(
         &mut self,
         account: &[u8],
@@ -150,7 +168,7 @@ impl Route {
             return;
         };
         if !self.remote.contains_key(account) {
-            let Some(acc) = self.account(account) else {
+            let Some(acc) = self.account(account).or_else(|| self.awaited(account)) else {
                 tracing::debug!(
                     "{} - Unknown account {:?} for remote interest, ignored",
                     self.conn.log_prefix(),
