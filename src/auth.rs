@@ -8,6 +8,7 @@ use bytes::Bytes;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+pub mod callout;
 mod operator;
 pub mod responses;
 use operator::{jwt_user, operator_accounts, JwtAccount};
@@ -166,6 +167,15 @@ impl CompiledPerms {
 
     pub fn responses(&self) -> Option<responses::ResponsePerm> {
         self.resp
+    }
+
+    /// `subject` added to the publish deny list (nats-server's `mergeDenyPermissions`).
+    pub fn deny_publish(mut self, subject: &str) -> Self {
+        let s = Bytes::copy_from_slice(subject.as_bytes());
+        if !self.publish.deny.contains(&s) {
+            self.publish.deny.push(s);
+        }
+        self
     }
 
     /// The permissions as nats-server's `publicPermissions` shows them (`$SYS.REQ.USER.INFO`):

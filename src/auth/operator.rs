@@ -166,7 +166,7 @@ pub(super) fn jwt_user(
 
 /// The user's `times` now, in its `times_location` (nats-server's `validateTimes`): the
 /// connection then closes when its window ends, or at the JWT's expiry if that is sooner.
-fn connect_window(u: &jwt::Claims) -> Result<jwt::times::Window, String> {
+pub(super) fn connect_window(u: &jwt::Claims) -> Result<jwt::times::Window, String> {
     use jwt::times;
     if !times::restricted(u) {
         return Ok(times::Window::Always);
@@ -182,7 +182,7 @@ fn connect_window(u: &jwt::Claims) -> Result<jwt::times::Window, String> {
 /// The permissions of a JWT `{pub, sub, resp}` object (a user's `nats`, an account's
 /// `default_permissions`): `None` when it has no allow or deny list and no `resp`, as
 /// nats-server's `buildPermissionsFromJwt`.
-fn perms_of(v: &serde_json::Value) -> Option<CompiledPerms> {
+pub(super) fn perms_of(v: &serde_json::Value) -> Option<CompiledPerms> {
     let list = |p: &str, l: &str| -> Vec<String> {
         v[p][l]
             .as_array()

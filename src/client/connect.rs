@@ -25,7 +25,30 @@ impl Client {
             self.send_ok();
             return Flow::Continue;
         }
-        let creds = Credentials {
+        let creds = self.creds_of(&ci);
+        let authed = self.srv.auth.authenticate(creds);
+        if let Some(cfg) = &self.opts.auth_callout {
+            let raw = crate::auth::callout::raw_user(&creds);
+            if !self.wait.called_out && crate::auth::callout::wanted(cfg, authed.as_ref(), &raw) {
+                // nats-server asks the auth service, then admits or refuses.
+                self.wait.pending = Some((json.to_vec(), Pending::Callout));
+                return Flow::Pause;
+            }
+        }
+        let Some(id) = authed else {
+            if let Some(key) = self.fetchable(creds.jwt) {
+                // nats-server fetches an account its resolver lacks, then authenticates.
+                self.wait.pending = Some((json.to_vec(), Pending::Fetch(key)));
+                return Flow::Pause;
+            }
+            return self.refuse(&ci);
+        };
+        self.admit(&ci, id, true)
+    }
+
+    /// The CONNECT's credentials, with this connection's nonce and address.
+    fn creds_of<'a>(&'a self, ci: &'a ConnectInfo) -> Credentials<'a> {
+        Credentials {
             user: nonempty(&ci.user),
             pass: nonempty(&ci.pass),
             token: nonempty(&ci.auth_token),
@@ -35,35 +58,46 @@ impl Client {
             jwt: nonempty(&ci.jwt),
             host: Some(self.conn.addr.ip()),
             leaf: false,
-        };
-        let Some(id) = self.srv.auth.authenticate(creds) else {
-            if let Some(key) = self.fetchable(creds.jwt) {
-                // nats-server fetches an account its resolver lacks, then authenticates.
-                self.fetch.0 = Some((json.to_vec(), key));
-                return Flow::Pause;
+        }
+    }
+
+    /// `-ERR 'Authorization Violation'` and close, logged as nats-server does.
+    fn refuse(&mut self, ci: &ConnectInfo) -> Flow {
+        let creds = self.creds_of(ci);
+        // As nats-server 2.15: the failed connection keeps the user it claimed (an
+        // nkey before a name), for `/connz?state=closed&auth=1`.
+        let claimed = creds.nkey.or(creds.user);
+        match (creds.nkey, creds.user) {
+            (Some(k), _) => tracing::error!(
+                "{} - authentication error - Nkey {k:?}",
+                self.conn.log_prefix()
+            ),
+            (None, Some(u)) => tracing::error!(
+                "{} - authentication error - User {u:?}",
+                self.conn.log_prefix()
+            ),
+            (None, None) => {
+                tracing::error!("{} - authentication error", self.conn.log_prefix())
             }
-            // As nats-server 2.15: the failed connection keeps the user it claimed (an
-            // nkey before a name), for `/connz?state=closed&auth=1`.
-            let claimed = creds.nkey.or(creds.user);
-            match (creds.nkey, creds.user) {
-                (Some(k), _) => tracing::error!(
-                    "{} - authentication error - Nkey {k:?}",
-                    self.conn.log_prefix()
-                ),
-                (None, Some(u)) => tracing::error!(
-                    "{} - authentication error - User {u:?}",
-                    self.conn.log_prefix()
-                ),
-                (None, None) => {
-                    tracing::error!("{} - authentication error", self.conn.log_prefix())
-                }
+        }
+        if let Some(u) = claimed {
+            self.conn.meta().user = u.to_string();
+        }
+        self.send_err(errs::AUTH_VIOLATION);
+        Flow::Close(CloseReason::AuthenticationViolation)
+    }
+
+    /// Bind the client to the account and permissions `id` gives. `recheck`: the
+    /// credentials are kept so a config reload checks them again (not for a user the auth
+    /// service admitted, whom the configuration does not know).
+    fn admit(&mut self, ci: &ConnectInfo, mut id: crate::auth::Identity, recheck: bool) -> Flow {
+        if let Some(cfg) = &self.opts.auth_callout {
+            if id.account == cfg.account {
+                // Nobody in the callout account may publish requests to the service.
+                let p = id.perms.as_deref().cloned().unwrap_or_default();
+                id.perms = Some(Arc::new(p.deny_publish(crate::auth::callout::SUBJECT)));
             }
-            if let Some(u) = claimed {
-                self.conn.meta().user = u.to_string();
-            }
-            self.send_err(errs::AUTH_VIOLATION);
-            return Flow::Close(CloseReason::AuthenticationViolation);
-        };
+        }
         let Some(acc) = self.srv.accounts.get(&id.account) else {
             self.send_err(errs::AUTH_VIOLATION);
             return Flow::Close(CloseReason::AuthenticationViolation);
@@ -95,7 +129,7 @@ impl Client {
         self.perms = id.perms;
         self.expires_at = crate::util::time::expiry_instant(id.expires);
         self.jwt_limits = id.jwt_limits;
-        self.creds = Some(StoredCreds::new(&creds));
+        self.creds = recheck.then(|| StoredCreds::new(&self.creds_of(ci)));
         // The account's `limits { max_connections }`, counted across the cluster: this
         // server's clients and what the others last said (`sys/conns.rs`).
         let max_conns = self
@@ -128,9 +162,9 @@ impl Client {
         }
         {
             let mut m = self.conn.meta();
-            m.name = ci.name;
-            m.lang = ci.lang;
-            m.version = ci.version;
+            m.name = ci.name.clone();
+            m.lang = ci.lang.clone();
+            m.version = ci.version.clone();
             m.user = id.user;
             m.account = self.acc.name.clone();
             m.permissions = self.perms.as_ref().map(|p| Arc::new(p.public_json()));
@@ -155,7 +189,7 @@ impl Client {
     /// The account of user JWT `jwt`, when the full resolver lacks it and this CONNECT has
     /// not waited for a fetch yet.
     fn fetchable(&self, jwt: Option<&str>) -> Option<String> {
-        if self.fetch.1 {
+        if self.wait.fetched {
             return None;
         }
         let u = crate::jwt::decode(jwt?, crate::jwt::Kind::User).ok()?;
@@ -166,14 +200,68 @@ impl Client {
         crate::sys::resolver::may_fetch(&self.srv, &key).then_some(key)
     }
 
-    /// The CONNECT that paused for its account: fetch the account, then authenticate again.
-    pub(super) async fn connect_fetched(&mut self) -> Flow {
-        let Some((json, key)) = self.fetch.0.take() else {
+    /// The CONNECT that paused: fetch its account and authenticate again, or take the auth
+    /// service's answer.
+    pub(super) async fn connect_resumed(&mut self) -> Flow {
+        let Some((json, why)) = self.wait.pending.take() else {
             return Flow::Continue;
         };
-        self.fetch.1 = true;
-        crate::sys::resolver::fetch(&self.srv, &key).await;
-        self.on_connect(&json)
+        match why {
+            Pending::Fetch(key) => {
+                self.wait.fetched = true;
+                crate::sys::resolver::fetch(&self.srv, &key).await;
+                self.on_connect(&json)
+            }
+            Pending::Callout => {
+                self.wait.called_out = true;
+                self.called_out(&json).await
+            }
+        }
+    }
+
+    /// Ask the auth service about this CONNECT; admit the user its answer names.
+    async fn called_out(&mut self, json: &[u8]) -> Flow {
+        let Ok(ci) = ConnectInfo::from_json(json) else {
+            return Flow::Close(CloseReason::ProtocolViolation);
+        };
+        let Some(cfg) = self.opts.auth_callout.clone() else {
+            return self.on_connect(json);
+        };
+        let creds = self.creds_of(&ci);
+        let user = crate::auth::callout::raw_user(&creds);
+        let mut connect = serde_json::json!({"protocol": ci.protocol});
+        for (k, v) in [
+            ("jwt", &ci.jwt),
+            ("nkey", &ci.nkey),
+            ("sig", &ci.sig),
+            ("auth_token", &ci.auth_token),
+            ("user", &ci.user),
+            ("pass", &ci.pass),
+            ("name", &ci.name),
+            ("lang", &ci.lang),
+            ("version", &ci.version),
+        ] {
+            if !v.is_empty() {
+                connect[k] = v.as_str().into();
+            }
+        }
+        let request = crate::auth::callout::Client {
+            host: self.conn.addr.ip().to_string(),
+            cid: self.conn.cid,
+            user,
+            name: ci.name.clone(),
+            connect,
+            nonce: if ci.sig.is_empty() {
+                String::new()
+            } else {
+                self.nonce.clone()
+            },
+        };
+        let timeout = self.opts.auth_timeout;
+        match crate::auth::callout::call(&self.srv, &cfg, request, timeout).await {
+            Ok(id) => self.admit(&ci, id, false),
+            Err(_) => self.refuse(&ci),
+        }
     }
 
     /// CONNECT bound the client to an account with its own limits: the parser follows.
@@ -183,4 +271,20 @@ impl Client {
             self.limits_changed = false;
         }
     }
+}
+
+/// A CONNECT that paused, and whether it already waited once for each reason.
+#[derive(Default)]
+pub(super) struct Waiting {
+    pending: Option<(Vec<u8>, Pending)>,
+    fetched: bool,
+    called_out: bool,
+}
+
+/// What a paused CONNECT waits for.
+enum Pending {
+    /// Its account's JWT, fetched from the other servers.
+    Fetch(String),
+    /// The auth service's answer.
+    Callout,
 }

@@ -121,8 +121,8 @@ struct Client {
     jwt_limits: Option<(i64, i64)>,
     /// The parser's payload limit must follow `max_payload` (changed by CONNECT or reload).
     limits_changed: bool,
-    /// A CONNECT waiting for its account to be fetched, and whether one was (once only).
-    fetch: (Option<(Vec<u8>, String)>, bool),
+    /// A CONNECT waiting for its account to be fetched or for the auth service.
+    wait: connect::Waiting,
     /// The first PING after CONNECT was answered (nats-server then sends an INFO when the
     /// client's `max_payload` is not the server's).
     first_pong_sent: bool,
@@ -223,7 +223,7 @@ impl Client {
             jwt_limits: None,
             max_payload: 0,
             limits_changed: false,
-            fetch: (None, false),
+            wait: Default::default(),
             first_pong_sent: false,
             nonce,
         }
@@ -736,7 +736,7 @@ impl Session for Client {
     }
 
     async fn resume(&mut self, parser: &mut Parser) -> Result<(), CloseReason> {
-        let flow = self.connect_fetched().await;
+        let flow = self.connect_resumed().await;
         self.take_limits(parser);
         match flow {
             Flow::Close(r) => Err(r),

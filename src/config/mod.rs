@@ -259,6 +259,23 @@ impl Default for GatewayOpts {
     }
 }
 
+/// `authorization { auth_callout { issuer, auth_users, account, xkey, allowed_accounts } }`
+/// (nats-server 2.10+): a client that is not one of `auth_users` is authorized by the
+/// service answering `$SYS.REQ.USER.AUTH` in `account`, with a user JWT `issuer` signed.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct AuthCallout {
+    /// The account public key that signs the service's answers and the users in them.
+    pub issuer: String,
+    /// Users the service itself connects as: never called out.
+    pub auth_users: Vec<String>,
+    /// Where the requests go (`$G` when not set).
+    pub account: String,
+    /// The service's curve public key: requests and answers are then encrypted.
+    pub xkey: Option<String>,
+    /// Only users of these accounts are called out (empty: any).
+    pub allowed_accounts: Vec<String>,
+}
+
 /// Everything the server runs with.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -313,6 +330,8 @@ pub struct Options {
     pub links: links::Links,
     /// Users without credentials join as this user (nats-server's `no_auth_user`).
     pub no_auth_user: Option<String>,
+    /// `authorization { auth_callout {} }`: users are authorized by an external service.
+    pub auth_callout: Option<AuthCallout>,
 
     pub max_payload: usize,
     pub max_control_line: usize,
@@ -518,6 +537,7 @@ impl Default for Options {
             users: Vec::new(),
             nkeys: Vec::new(),
             operator: None,
+            auth_callout: None,
             accounts: Vec::new(),
             links: Default::default(),
             no_auth_user: None,
@@ -605,6 +625,15 @@ impl Options {
         }
         if self.username.is_some() && users_array {
             return Err("Can not have a single user/pass and a users array".into());
+        }
+        if let Some(c) = &self.auth_callout {
+            for a in &c.allowed_accounts {
+                if !self.accounts.contains(a) {
+                    return Err(format!(
+                        "auth_callout allowed account {a:?} not found in configured accounts"
+                    ));
+                }
+            }
         }
         if self.max_payload == 0 {
             return Err("max_payload must be positive".into());

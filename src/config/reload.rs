@@ -106,6 +106,7 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
         accounts,
         links,
         no_auth_user,
+        auth_callout,
         max_payload,
         max_control_line,
         max_pending,
@@ -369,6 +370,10 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
     }
     if no_auth_user != &old.no_auth_user {
         ch.push(format!("no_auth_user = {}", opt_str(no_auth_user)));
+    }
+    // Read at each CONNECT: new clients follow it, connected ones stay.
+    if auth_callout != &old.auth_callout {
+        ch.push("authorization callout".into());
     }
     plan.js_limits = js_limits;
     plan.js_accounts = js_accounts;

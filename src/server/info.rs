@@ -173,6 +173,7 @@ impl ServerShared {
             client_ip: Some(c.addr.ip().to_string()),
             connect_urls: self.connect_urls(),
             jetstream: self.jetstream.get().is_some(),
+            xkey: self.keys.xkp.public_key(),
             ..Default::default()
         }
     }

@@ -38,6 +38,9 @@ pub struct ServerShared {
     /// Bumped after each applied reload; connections watch it to re-check themselves.
     reloads: tokio::sync::watch::Sender<u64>,
     pub id: String,
+    /// The key pair whose public key is `id` (signs auth callout requests), and the curve
+    /// key pair whose public key INFO carries as `xkey` (encrypts them), as nats-server's.
+    pub keys: ServerKeys,
     pub name: String,
     pub accounts: Accounts,
     pub auth: Authenticator,
@@ -411,7 +414,8 @@ impl Server {
             );
             c
         });
-        let id = crate::util::ids::server_id();
+        let keys = ServerKeys::new();
+        let id = keys.kp.public_key();
         let cluster = match cluster_opts.map(|c| Cluster::new(c, &id)).transpose() {
             Ok(c) => c.map(Arc::new),
             Err(e) => return Err(io::Error::new(io::ErrorKind::InvalidInput, e)),
@@ -464,6 +468,7 @@ impl Server {
             resolver: OnceLock::new(),
             jetstream: OnceLock::new(),
             id,
+            keys,
             name,
             live: RwLock::new(Arc::new(opts.clone())),
             external_trace: AtomicBool::new(!opts.account_msg_trace.is_empty()),
@@ -663,5 +668,20 @@ impl Server {
             ports_file::remove(dir);
         }
         tracing::info!("Server Exiting..");
+    }
+}
+
+/// A server's own nkeys: its identity (`N…`, the server id) and its curve key (`X…`).
+pub struct ServerKeys {
+    pub kp: nkeys::KeyPair,
+    pub xkp: nkeys::XKey,
+}
+
+impl ServerKeys {
+    fn new() -> Self {
+        ServerKeys {
+            kp: nkeys::KeyPair::new_server(),
+            xkp: nkeys::XKey::new(),
+        }
     }
 }

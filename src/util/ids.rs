@@ -1,19 +1,7 @@
-//! Random identifiers: the 56-character server id (`N…`, base32 like an nkey public key).
+//! Random identifiers: nonces, generated names. (The server id is the public key of the
+//! server's own nkey: `server::ServerKeys`.)
 
 use rand::Rng;
-
-const BASE32: &[u8; 32] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
-
-/// A fresh server id: `N` followed by 55 base32 characters, the shape of nats-server's ids.
-pub fn server_id() -> String {
-    let mut rng = rand::rng();
-    let mut s = String::with_capacity(56);
-    s.push('N');
-    for _ in 0..55 {
-        s.push(BASE32[rng.random_range(0..32)] as char);
-    }
-    s
-}
 
 /// A random nonce for an INFO, as nats-server's: 11 random bytes in unpadded base64url
 /// (15 characters that decode back to 11 bytes).
@@ -38,15 +26,6 @@ pub fn alnum(n: usize) -> String {
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn server_id_shape() {
-        let id = super::server_id();
-        assert_eq!(id.len(), 56);
-        assert!(id.starts_with('N'));
-        assert!(id.bytes().all(|b| super::BASE32.contains(&b)));
-        assert_ne!(id, super::server_id());
-    }
-
     #[test]
     fn nonce_shape() {
         let n = super::nonce();

@@ -17,6 +17,9 @@ pub(super) fn authorization(m: &Map, opts: &mut Options) -> Result<(), ConfigErr
             "timeout" => opts.auth_timeout = seconds(k, v)?,
             "users" => users = user_list(k, v, None)?,
             "default_permissions" => default_perms = Some(permissions(map(k, v)?)?),
+            "auth_callout" | "auth_hook" => {
+                opts.auth_callout = Some(super::callout::auth_callout(map(k, v)?, &v.pos)?)
+            }
             _ => return Err(refuse(e, k)),
         }
     }

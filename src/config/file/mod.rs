@@ -22,6 +22,7 @@ pub use super::conf::ConfigError;
 
 mod accounts;
 mod blocks;
+mod callout;
 mod leaf;
 mod mapping;
 mod operator;

@@ -1,0 +1,456 @@
+//! Auth callout in server-config mode (nats-server 2.10+, `auth_callout.go`): a client that
+//! is not one of the service's own `auth_users` is authorized by a service that answers
+//! `$SYS.REQ.USER.AUTH` in the callout account. The server sends an authorization request
+//! JWT it signs with its own nkey (the server id); the service answers with an
+//! authorization response JWT carrying a user JWT (signed by the configured `issuer`), or an
+//! error. With `xkey` both travel sealed with the server's and the service's curve keys.
+//! Every refusal reason is logged as a warning with nats-server's text; the client only
+//! ever sees `Authorization Violation`.
+
+use super::{operator, Identity};
+use crate::account::GLOBAL_ACCOUNT;
+use crate::config::AuthCallout;
+use crate::deliver::Msg;
+use crate::jwt::{self, Kind};
+use crate::server::ServerShared;
+use serde_json::{json, Value};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Where the requests go, in the callout account.
+pub const SUBJECT: &str = "$SYS.REQ.USER.AUTH";
+/// The request's `aud`.
+const AUDIENCE: &str = "nats-authorization-request";
+/// The header naming the server's curve key on an encrypted request.
+const XKEY_HEADER: &str = "Nats-Server-Xkey";
+
+/// The user a CONNECT names for the `auth_users` check (nats-server's `getRawAuthUser`):
+/// its nkey, else its user name, else `[REDACTED]` for a token.
+pub fn raw_user(c: &super::Credentials<'_>) -> String {
+    match (c.nkey, c.user, c.token) {
+        (Some(k), _, _) => k.to_string(),
+        (None, Some(u), _) => u.to_string(),
+        (None, None, Some(_)) => "[REDACTED]".into(),
+        _ => String::new(),
+    }
+}
+
+/// Whether this CONNECT is decided by the service (nats-server's check after its own
+/// authentication): every client but the `auth_users`, whether it authenticated or not —
+/// except one authenticated into an account outside `allowed_accounts`, which keeps that.
+pub fn wanted(c: &AuthCallout, authed: Option<&Identity>, raw_user: &str) -> bool {
+    if let Some(id) = authed {
+        let delegated = c.allowed_accounts.is_empty() || c.allowed_accounts.contains(&id.account);
+        if id.account != GLOBAL_ACCOUNT && !delegated {
+            return false;
+        }
+    }
+    !c.auth_users.iter().any(|u| u == raw_user)
+}
+
+/// What the request says about the client (`client_info`, `connect_opts`).
+pub struct Client {
+    pub host: String,
+    pub cid: u64,
+    pub user: String,
+    pub name: String,
+    /// The CONNECT's credentials and identification, as the jwt library's `ConnectOptions`.
+    pub connect: Value,
+    /// This connection's nonce, sent when the CONNECT signed one.
+    pub nonce: String,
+}
+
+/// Ask the service and check its answer: the identity the user JWT in it gives, or the
+/// reason (already logged) the client is refused.
+pub async fn call(
+    srv: &Arc<ServerShared>,
+    cfg: &AuthCallout,
+    client: Client,
+    timeout: Duration,
+) -> Result<Identity, String> {
+    let result = ask(srv, cfg, client, timeout).await;
+    match &result {
+        Err(Refusal::Warn(e)) => tracing::warn!("{e}"),
+        Err(Refusal::Debug(e)) => tracing::debug!("{e}"),
+        Ok(_) => {}
+    }
+    result.map_err(|r| match r {
+        Refusal::Warn(e) | Refusal::Debug(e) => e,
+    })
+}
+
+enum Refusal {
+    Warn(String),
+    Debug(String),
+}
+
+async fn ask(
+    srv: &Arc<ServerShared>,
+    cfg: &AuthCallout,
+    client: Client,
+    timeout: Duration,
+) -> Result<Identity, Refusal> {
+    let Some(acc) = srv.accounts.get(&cfg.account) else {
+        return Err(Refusal::Warn(format!(
+            "No valid account {:?} for auth callout request: account not found",
+            cfg.account
+        )));
+    };
+    let service_xkey = match cfg.xkey.as_deref().map(nkeys::XKey::from_public_key) {
+        None => None,
+        Some(Ok(k)) => Some(k),
+        Some(Err(e)) => return Err(Refusal::Warn(format!("Invalid auth callout xkey: {e}"))),
+    };
+    // The user the answer must be for: a fresh key each time, so no answer can be replayed.
+    let user_nkey = nkeys::KeyPair::new_user().public_key();
+    let token = request_jwt(srv, cfg, &client, &user_nkey, timeout).map_err(|e| {
+        Refusal::Warn(format!(
+            "Error encoding auth request claim on account {:?}: {e}",
+            acc.name
+        ))
+    })?;
+    let (payload, header) = match &service_xkey {
+        Some(to) => {
+            let sealed = srv.keys.xkp.seal(token.as_bytes(), to).map_err(|e| {
+                Refusal::Warn(format!(
+                    "Error encrypting auth request claim on account {:?}: {e}",
+                    acc.name
+                ))
+            })?;
+            let h = format!(
+                "NATS/1.0\r\n{XKEY_HEADER}: {}\r\n\r\n",
+                srv.keys.xkp.public_key()
+            );
+            (sealed, Some(h))
+        }
+        None => (token.into_bytes(), None),
+    };
+    let inbox = match srv.sys.get() {
+        Some(sys) => sys.inbox_prefix.clone(),
+        None => "$SYS._INBOX_.".to_string(),
+    };
+    let reply = format!("{inbox}{}", crate::util::ids::alnum(22));
+    let (tx, rx) = tokio::sync::oneshot::channel::<bytes::Bytes>();
+    let tx = Mutex::new(Some(tx));
+    let handler: crate::account::Handler = Arc::new(move |_, m: &Msg<'_>| {
+        let sender = tx.lock().map(|mut t| t.take()).unwrap_or(None);
+        if let Some(t) = sender {
+            let _ = t.send(bytes::Bytes::copy_from_slice(m.payload));
+        }
+    });
+    let sub = srv
+        .subscribe_internal(&acc, &reply, None, handler)
+        .map_err(|e| {
+            Refusal::Warn(format!(
+                "Error setting up reply subscription for auth request: {e}"
+            ))
+        })?;
+    srv.publish_internal(
+        &acc,
+        &Msg {
+            subject: SUBJECT.as_bytes(),
+            reply: Some(reply.as_bytes()),
+            header: header.as_deref().map(str::as_bytes),
+            payload: &payload,
+        },
+    );
+    let answer = tokio::time::timeout(timeout, rx).await;
+    srv.unsubscribe_internal(&acc, &sub);
+    let Ok(Ok(answer)) = answer else {
+        return Err(Refusal::Debug(format!(
+            "Authorization callout response not received in time on account {:?}",
+            acc.name
+        )));
+    };
+    let (user, aud) = response_user(srv, &acc.name, &answer, service_xkey.as_ref(), &user_nkey)
+        .map_err(|e| Refusal::Warn(title_case(&e)))?;
+    identity(srv, cfg, &acc.name, (user, aud), &client, &user_nkey).map_err(Refusal::Warn)
+}
+
+/// The authorization request JWT, signed by the server's key.
+fn request_jwt(
+    srv: &ServerShared,
+    cfg: &AuthCallout,
+    c: &Client,
+    user_nkey: &str,
+    timeout: Duration,
+) -> Result<String, String> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let mut server = json!({
+        "name": srv.name,
+        "host": srv.opts.host,
+        "id": srv.id,
+        "version": crate::config::COMPAT_VERSION,
+    });
+    if let Some(cl) = &srv.cluster {
+        server["cluster"] = cl.name().into();
+    }
+    if !srv.opts.server_tags.is_empty() {
+        server["tags"] = json!(srv.opts.server_tags);
+    }
+    if cfg.xkey.is_some() {
+        server["xkey"] = srv.keys.xkp.public_key().into();
+    }
+    let mut info = json!({"host": c.host, "id": c.cid, "kind": "Client", "type": "nats"});
+    for (k, v) in [("user", &c.user), ("name", &c.name), ("nonce", &c.nonce)] {
+        if !v.is_empty() {
+            info[k] = v.as_str().into();
+        }
+    }
+    let jti: [u8; 32] = rand::random();
+    let claims = json!({
+        "jti": data_encoding::BASE32_NOPAD.encode(&jti),
+        "iat": now,
+        "exp": now + timeout.as_secs().max(1),
+        "sub": cfg.issuer,
+        "aud": AUDIENCE,
+        "nats": {
+            "server_id": server,
+            "user_nkey": user_nkey,
+            "client_info": info,
+            "connect_opts": c.connect,
+            "type": "authorization_request",
+            "version": 2,
+        },
+    });
+    jwt::encode(&claims, &srv.keys.kp)
+}
+
+/// The user JWT of the service's answer (nats-server's `decodeResponse`), decrypted when
+/// the request was sealed and the answer is not a plain JWT; with the user JWT's `aud`.
+fn response_user(
+    srv: &ServerShared,
+    account: &str,
+    answer: &[u8],
+    service_xkey: Option<&nkeys::XKey>,
+    user_nkey: &str,
+) -> Result<(jwt::Claims, String), String> {
+    if answer.is_empty() {
+        return Err(format!(
+            "auth callout violation: \"no reason supplied\" on account {account:?}"
+        ));
+    }
+    let mut msg = answer.to_vec();
+    if let Some(from) = service_xkey.filter(|_| !answer.starts_with(b"eyJ")) {
+        msg = srv.keys.xkp.open(answer, from).map_err(|e| {
+            format!("error decrypting auth callout response on account {account:?}: {e}")
+        })?;
+    }
+    let token = String::from_utf8_lossy(&msg).trim().to_string();
+    let r = jwt::decode_generic(&token)?;
+    if r["nats"]["type"].as_str() != Some("authorization_response") {
+        return Err("not an authorization request claim".into());
+    }
+    let field = |v: &Value, k: &str| v[k].as_str().unwrap_or("").to_string();
+    let (sub, aud) = (field(&r, "sub"), field(&r, "aud"));
+    let (user_jwt, error) = (field(&r["nats"], "jwt"), field(&r["nats"], "error"));
+    let issuer_account = field(&r["nats"], "issuer_account");
+    let is = |k: &str, t: nkeys::KeyPairType| {
+        nkeys::KeyPair::from_public_key(k).is_ok_and(|p| p.key_pair_type() == t)
+    };
+    let issue = if !is(&sub, nkeys::KeyPairType::User) {
+        Some("Subject must be a user public key")
+    } else if !is(&aud, nkeys::KeyPairType::Server) {
+        Some("Audience must be a server public key")
+    } else if error.is_empty() && user_jwt.is_empty() {
+        Some("Error or Jwt is required")
+    } else if !error.is_empty() && !user_jwt.is_empty() {
+        Some("Only Error or Jwt can be set")
+    } else if !issuer_account.is_empty() && !is(&issuer_account, nkeys::KeyPairType::Account) {
+        Some("issuer_account is not an account public key")
+    } else {
+        time_issue(&r)
+    };
+    if let Some(i) = issue {
+        return Err(format!("authorization response had validation errors: {i}"));
+    }
+    if sub != user_nkey {
+        return Err(
+            "auth callout violation: auth callout response is not for expected user".into(),
+        );
+    }
+    if aud != srv.id {
+        return Err("auth callout violation: auth callout response is not for server".into());
+    }
+    if !error.is_empty() {
+        return Err(format!("auth callout service returned an error: {error}"));
+    }
+    let user = jwt::decode(&user_jwt, Kind::User)?;
+    // Checked by `decode`; read again for the claim it does not keep.
+    let aud = jwt::unverified_claims(&user_jwt)?["aud"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    Ok((user, aud))
+}
+
+/// A claim's `exp`/`nbf` against now (the jwt library's `ClaimsData.Validate`).
+fn time_issue(claims: &Value) -> Option<&'static str> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    let (exp, nbf) = (
+        claims["exp"].as_i64().unwrap_or(0),
+        claims["nbf"].as_i64().unwrap_or(0),
+    );
+    if exp > 0 && now > exp {
+        Some("claim is expired")
+    } else if nbf > 0 && nbf > now {
+        Some("claim is not yet valid")
+    } else {
+        None
+    }
+}
+
+/// The user the answer names, checked as nats-server's `processReply` in config mode.
+fn identity(
+    srv: &ServerShared,
+    cfg: &AuthCallout,
+    account: &str,
+    (u, placement): (jwt::Claims, String),
+    client: &Client,
+    user_nkey: &str,
+) -> Result<Identity, String> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    if let Err(e) = u.time_check(now) {
+        return Err(format!("Error validating user JWT: {e}"));
+    }
+    if u.subject != user_nkey {
+        return Err(format!(
+            "Expected authorized user of {user_nkey:?} but got {:?} on account {account:?}",
+            u.subject
+        ));
+    }
+    let expires = match operator::connect_window(&u).map_err(|e| title_case(&e))? {
+        jwt::times::Window::Outside => {
+            tracing::error!("Outside connect times");
+            return Err(format!(
+                "Authorized user on account {account:?} outside of valid connect times"
+            ));
+        }
+        jwt::times::Window::Until(end) if u.expires <= 0 || end < u.expires => end,
+        _ => u.expires,
+    };
+    if !jwt::user::connection_type_allowed(&u, "STANDARD") {
+        return Err(format!(
+            "Authorized user on account {account:?} using invalid connection type"
+        ));
+    }
+    if !u.str("issuer_account").is_empty() {
+        return Err(format!(
+            "Error non operator mode account {account:?}: attempted to use issuer_account"
+        ));
+    }
+    if u.issuer != cfg.issuer {
+        return Err(format!(
+            "Wrong issuer for auth callout response on account {account:?}, expected {:?} got {:?}",
+            cfg.issuer, u.issuer
+        ));
+    }
+    // Not in operator mode, the user JWT's audience places the user in an account.
+    if srv.accounts.get(&placement).is_none() {
+        return Err(format!(
+            "No valid account {placement:?} for auth callout response on account {account:?}: account not found"
+        ));
+    }
+    Ok(Identity {
+        user: if u.name.is_empty() {
+            client.user.clone()
+        } else {
+            u.name.clone()
+        },
+        account: placement,
+        perms: operator::perms_of(&u.nats).map(Arc::new),
+        expires,
+        jwt_limits: None,
+        name_tag: String::new(),
+    })
+}
+
+/// nats-server's `titleCase`: the first letter upper-cased.
+fn title_case(s: &str) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().chain(c).collect(),
+        None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> AuthCallout {
+        AuthCallout {
+            issuer: nkeys::KeyPair::new_account().public_key(),
+            auth_users: vec!["auth".into()],
+            account: "AUTH".into(),
+            xkey: None,
+            allowed_accounts: Vec::new(),
+        }
+    }
+
+    fn id(account: &str) -> Identity {
+        Identity {
+            user: "u".into(),
+            account: account.into(),
+            perms: None,
+            expires: 0,
+            jwt_limits: None,
+            name_tag: String::new(),
+        }
+    }
+
+    #[test]
+    fn every_client_but_the_auth_users_is_called_out() {
+        let c = cfg();
+        assert!(wanted(&c, None, "bob"));
+        assert!(wanted(&c, None, ""));
+        assert!(!wanted(&c, None, "auth"));
+        // Authenticated by the config is not enough: the service still decides.
+        assert!(wanted(&c, Some(&id("AUTH")), "alice"));
+        assert!(!wanted(&c, Some(&id("AUTH")), "auth"));
+    }
+
+    #[test]
+    fn allowed_accounts_keep_other_accounts_users_out_of_the_callout() {
+        let c = AuthCallout {
+            allowed_accounts: vec!["APP".into()],
+            ..cfg()
+        };
+        assert!(wanted(&c, Some(&id("APP")), "alice"));
+        assert!(!wanted(&c, Some(&id("OTHER")), "carol"));
+        // `$G` (a user without an account) and failures are always called out.
+        assert!(wanted(&c, Some(&id(GLOBAL_ACCOUNT)), "dave"));
+        assert!(wanted(&c, None, "eve"));
+    }
+
+    #[test]
+    fn raw_user_is_nkey_then_name_then_redacted_token() {
+        let c = |nkey, user, token| super::super::Credentials {
+            user,
+            pass: None,
+            token,
+            nkey,
+            sig: None,
+            nonce: b"",
+            jwt: None,
+            host: None,
+            leaf: false,
+        };
+        assert_eq!(raw_user(&c(Some("UK"), Some("n"), None)), "UK");
+        assert_eq!(raw_user(&c(None, Some("n"), Some("t"))), "n");
+        assert_eq!(raw_user(&c(None, None, Some("t"))), "[REDACTED]");
+        assert_eq!(raw_user(&c(None, None, None)), "");
+    }
+
+    #[test]
+    fn title_case_upper_cases_the_first_letter() {
+        assert_eq!(title_case("auth callout"), "Auth callout");
+        assert_eq!(title_case(""), "");
+    }
+}

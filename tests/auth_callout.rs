@@ -1,0 +1,281 @@
+//! Auth callout in server-config mode (`authorization { auth_callout { issuer, auth_users,
+//! account, xkey } }`), on natsd and nats-server 2.15.1 alike: a service written here with
+//! the `nkeys` crate answers `$SYS.REQ.USER.AUTH` — it checks the server-signed request,
+//! then admits alice into account APP with permissions, or refuses with an error — and the
+//! server admits or refuses the client accordingly, encrypted with xkeys or not.
+
+mod common;
+
+use common::auth::Target;
+use common::Raw;
+use futures::StreamExt;
+use natsd::jwt::{decode_generic, encode};
+use nkeys::{KeyPair, XKey};
+use serde_json::{json, Value};
+
+/// The service's keys: the issuer account that signs users and answers, and its xkey.
+struct Service {
+    issuer: KeyPair,
+    xkey: XKey,
+}
+
+impl Service {
+    fn new() -> Service {
+        Service {
+            issuer: KeyPair::new_account(),
+            xkey: XKey::new(),
+        }
+    }
+
+    /// The server config: the service's account AUTH (user `auth`), the users' account APP.
+    fn conf(&self, xkey: bool) -> String {
+        let x = if xkey {
+            format!(", xkey: {}", self.xkey.public_key())
+        } else {
+            String::new()
+        };
+        format!(
+            "accounts {{ AUTH {{ users: [ {{ user: auth, password: pwd }} ] }}, APP {{}} }}\n\
+             authorization {{ timeout: 1, auth_callout {{ issuer: {}, auth_users: [ auth ], \
+             account: AUTH{x} }} }}\n",
+            self.issuer.public_key()
+        )
+    }
+
+    /// The answer to one request: alice with password `secret` into APP (may publish and
+    /// subscribe under `app.>` and get replies), anyone else refused.
+    fn answer(&self, token: &str, server_id: &str) -> String {
+        let req = decode_generic(token).expect("a request signed by the server's key");
+        assert_eq!(
+            req["iss"], server_id,
+            "the request is signed with the server id's key"
+        );
+        let n = &req["nats"];
+        assert_eq!(n["type"], "authorization_request", "{req}");
+        assert_eq!(n["server_id"]["id"], server_id, "{req}");
+        assert_eq!(req["aud"], "nats-authorization-request", "{req}");
+        assert_eq!(req["sub"], self.issuer.public_key().as_str(), "{req}");
+        let user_nkey = n["user_nkey"].as_str().expect("user_nkey");
+        let opts = &n["connect_opts"];
+        let mut resp = json!({"sub": user_nkey, "aud": server_id,
+            "nats": {"type": "authorization_response", "version": 2}});
+        if opts["user"] == "alice" && opts["pass"] == "secret" {
+            let user = json!({"sub": user_nkey, "aud": "APP", "name": "alice",
+                "nats": {"type": "user", "version": 2,
+                    "pub": {"allow": ["app.>", "_INBOX.>"]},
+                    "sub": {"allow": ["app.>", "_INBOX.>"]}}});
+            resp["nats"]["jwt"] = encode(&user, &self.issuer).expect("user JWT").into();
+        } else {
+            resp["nats"]["error"] = "bad credentials".into();
+        }
+        encode(&resp, &self.issuer).expect("response JWT")
+    }
+
+    /// Serve requests on `nc` (a user of AUTH) until it closes.
+    async fn serve(self, nc: async_nats::Client, server_id: String) {
+        let mut sub = nc.subscribe("$SYS.REQ.USER.AUTH").await.expect("subscribe");
+        nc.flush().await.expect("flush");
+        tokio::spawn(async move {
+            while let Some(m) = sub.next().await {
+                let Some(reply) = m.reply.clone() else {
+                    continue;
+                };
+                let sealed_by = m
+                    .headers
+                    .as_ref()
+                    .and_then(|h| h.get("Nats-Server-Xkey"))
+                    .map(|v| v.to_string());
+                let token = match &sealed_by {
+                    Some(x) => {
+                        let from = XKey::from_public_key(x).expect("server xkey");
+                        let plain = self.xkey.open(&m.payload, &from).expect("decrypt");
+                        String::from_utf8(plain).expect("UTF-8")
+                    }
+                    None => String::from_utf8(m.payload.to_vec()).expect("UTF-8"),
+                };
+                let answer = self.answer(&token, &server_id);
+                let body = match &sealed_by {
+                    Some(x) => {
+                        let to = XKey::from_public_key(x).expect("server xkey");
+                        self.xkey.seal(answer.as_bytes(), &to).expect("seal")
+                    }
+                    None => answer.into_bytes(),
+                };
+                let _ = nc.publish(reply, body.into()).await;
+                let _ = nc.flush().await;
+            }
+        });
+    }
+}
+
+/// A raw client's CONNECT with user and password, and the first line the server answers.
+async fn connect(t: &Target, user: &str, pass: &str) -> (Raw, String) {
+    let mut r = Raw::at(t.client()).await;
+    let c = json!({"verbose": false, "pedantic": false, "protocol": 1, "headers": true,
+        "user": user, "pass": pass});
+    r.send(&format!("CONNECT {c}\r\nPING\r\n")).await;
+    let first = r.next_non_ping().await;
+    (r, first)
+}
+
+async fn service_user(t: &Target) -> (async_nats::Client, String) {
+    let nc = async_nats::ConnectOptions::with_user_and_password("auth".into(), "pwd".into())
+        .max_reconnects(Some(0))
+        .connect(format!("nats://{}", t.client()))
+        .await
+        .expect("the auth user connects without a callout");
+    let id = nc.server_info().server_id;
+    (nc, id)
+}
+
+#[tokio::test]
+async fn the_service_admits_and_refuses_users_as_on_nats_server() {
+    for xkey in [false, true] {
+        for go in [false, true] {
+            let svc = Service::new();
+            let conf = svc.conf(xkey);
+            let t = if go {
+                Target::go(&conf, &format!("callout-{xkey}"))
+            } else {
+                Target::natsd(&conf).await
+            };
+            let who = format!("{} (xkey: {xkey})", t.name());
+            let (nc, id) = service_user(&t).await;
+            let server_key = KeyPair::from_public_key(&id);
+            assert!(
+                server_key.is_ok_and(|k| k.key_pair_type() == nkeys::KeyPairType::Server),
+                "{who}: the server id is a server public nkey: {id}"
+            );
+            svc.serve(nc.clone(), id).await;
+            // Alice is admitted into APP, with the permissions the service gave her.
+            let (mut alice, first) = connect(&t, "alice", "secret").await;
+            assert_eq!(first, "PONG", "{who}");
+            let (mut other, first) = connect(&t, "alice", "secret").await;
+            assert_eq!(first, "PONG", "{who}");
+            other.send("SUB app.x 1\r\n").await;
+            other.flush().await;
+            alice.send("PUB app.x 2\r\nhi\r\nPING\r\n").await;
+            assert_eq!(alice.next_non_ping().await, "PONG", "{who}");
+            assert_eq!(other.next_non_ping().await, "MSG app.x 1 2", "{who}");
+            assert_eq!(other.line().await, "hi", "{who}");
+            alice.send("SUB other.x 2\r\nPING\r\n").await;
+            assert_eq!(
+                alice.next_non_ping().await,
+                "-ERR 'Permissions Violation for Subscription to \"other.x\"'",
+                "{who}"
+            );
+            // The service's own account (AUTH) is not where she is: nothing reaches it.
+            let mut in_auth = nc.subscribe("app.x").await.expect("subscribe");
+            nc.flush().await.expect("flush");
+            alice.send("PUB app.x 5\r\nhello\r\nPING\r\n").await;
+            assert_eq!(alice.next_non_ping().await, "PONG", "{who}");
+            assert_eq!(other.next_non_ping().await, "MSG app.x 1 5", "{who}");
+            let stray =
+                tokio::time::timeout(std::time::Duration::from_millis(200), in_auth.next()).await;
+            assert!(stray.is_err(), "{who}: a message crossed into AUTH");
+            // Bob is refused: the service said no.
+            let (mut bob, first) = connect(&t, "bob", "secret").await;
+            assert_eq!(first, "-ERR 'Authorization Violation'", "{who}");
+            assert!(bob.closed().await, "{who}");
+            // The auth user may not publish requests to the service itself.
+            let (mut auth, first) = connect(&t, "auth", "pwd").await;
+            assert_eq!(first, "PONG", "{who}");
+            auth.send("PUB $SYS.REQ.USER.AUTH 2\r\nhi\r\nPING\r\n")
+                .await;
+            assert_eq!(
+                auth.next_non_ping().await,
+                "-ERR 'Permissions Violation for Publish to \"$SYS.REQ.USER.AUTH\"'",
+                "{who}"
+            );
+            drop(nc);
+            t.stop().await;
+        }
+    }
+}
+
+/// No service answers: after the authorization timeout the client is refused.
+#[tokio::test]
+async fn without_an_answer_the_client_is_refused_after_the_timeout() {
+    for go in [false, true] {
+        let svc = Service::new();
+        let conf = svc.conf(false);
+        let t = if go {
+            Target::go(&conf, "callout-silent")
+        } else {
+            Target::natsd(&conf).await
+        };
+        let who = t.name();
+        let (_, first) = connect(&t, "alice", "secret").await;
+        assert_eq!(first, "-ERR 'Authorization Violation'", "{who}");
+        t.stop().await;
+    }
+}
+
+/// Answers that must not admit anyone: for another user key, for another server, a user
+/// JWT signed by a key that is not the issuer.
+#[tokio::test]
+async fn forged_answers_are_refused() {
+    // (answer for another user key, answer for another server, user signed by a stranger)
+    let kinds = [
+        (true, false, false),
+        (false, true, false),
+        (false, false, true),
+    ];
+    for go in [false, true] {
+        let svc = Service::new();
+        let t = if go {
+            Target::go(&svc.conf(false), "callout-forged")
+        } else {
+            Target::natsd(&svc.conf(false)).await
+        };
+        let who = t.name();
+        let (nc, _) = service_user(&t).await;
+        let mut sub = nc.subscribe("$SYS.REQ.USER.AUTH").await.expect("sub");
+        nc.flush().await.expect("flush");
+        for (i, forge) in kinds.iter().enumerate() {
+            let client = tokio::spawn({
+                let addr = t.client();
+                async move {
+                    let mut r = Raw::at(addr).await;
+                    r.send("CONNECT {\"user\":\"alice\",\"pass\":\"secret\",\"protocol\":1}\r\nPING\r\n")
+                        .await;
+                    r.next_non_ping().await
+                }
+            });
+            let m = sub.next().await.expect("a request");
+            let req =
+                decode_generic(std::str::from_utf8(&m.payload).expect("UTF-8")).expect("request");
+            let reply = m.reply.expect("reply subject");
+            nc.publish(reply, forged(&req, &svc.issuer, *forge).into())
+                .await
+                .expect("publish");
+            nc.flush().await.expect("flush");
+            let first = client.await.expect("client task");
+            assert_eq!(
+                first, "-ERR 'Authorization Violation'",
+                "{who}: forgery {i}"
+            );
+        }
+        drop(nc);
+        t.stop().await;
+    }
+}
+
+/// An answer to `req` that is wrong in the ways `(user, server, signer)` say.
+fn forged(req: &Value, issuer: &KeyPair, (user, server, signer): (bool, bool, bool)) -> String {
+    let n = &req["nats"];
+    let u: Value = match user {
+        true => KeyPair::new_user().public_key().into(),
+        false => n["user_nkey"].clone(),
+    };
+    let aud: Value = match server {
+        true => KeyPair::new_server().public_key().into(),
+        false => n["server_id"]["id"].clone(),
+    };
+    let stranger = KeyPair::new_account();
+    let user_jwt = json!({"sub": u, "aud": "APP", "nats": {"type": "user", "version": 2}});
+    let user_jwt = encode(&user_jwt, if signer { &stranger } else { issuer }).expect("jwt");
+    let resp = json!({"sub": u, "aud": aud,
+        "nats": {"type": "authorization_response", "version": 2, "jwt": user_jwt}});
+    encode(&resp, issuer).expect("jwt")
+}
