@@ -314,10 +314,9 @@ async fn accounts_pushed_while_running_share_streams_and_services_as_nats_server
         serve_help(&xc).await;
         let mut stream = yc.subscribe("x.>").await.expect("subscribe");
         yc.flush().await.expect("flush");
-        let answer = tokio::time::timeout(Duration::from_secs(10), yc.request("help", "?".into()))
-            .await
-            .expect("in time")
-            .expect("the service answers");
+        // nats-server 2.15.1 may answer "no responders" for a moment after the push (seen
+        // 1 run in 12 on a busy machine): the import is asked again until the deadline.
+        let answer = common::resolver::answered(&yc, "help", who).await;
         assert_eq!(&answer.payload[..], b"helped", "{who}");
         let xp = client(t.client(), &KeyPair::new_user(), &x)
             .await

@@ -186,3 +186,24 @@ pub async fn served(addr: SocketAddr, acc: &KeyPair) -> async_nats::Client {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// The answer to a request on `subject`, asked again while nobody answers, for up to 10 s.
+pub async fn answered(nc: &async_nats::Client, subject: &str, who: &str) -> async_nats::Message {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = tokio::time::timeout(
+            Duration::from_secs(2),
+            nc.request(subject.to_string(), "?".into()),
+        )
+        .await;
+        match r {
+            Ok(Ok(m)) => return m,
+            Ok(Err(e)) => assert!(
+                tokio::time::Instant::now() < deadline,
+                "{who}: {subject} never answered: {e}"
+            ),
+            Err(_) => panic!("{who}: {subject}: no answer in 2 s"),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
