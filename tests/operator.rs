@@ -313,7 +313,10 @@ fn operator_config_is_checked_as_nats_server() {
         .contains("operators do not allow users to be configured directly"));
     assert!(err("accounts { X {} }\n")
         .contains("operators do not allow Accounts to be configured directly"));
-    assert!(err("resolver: URL(http://127.0.0.1:1/jwt)\n").contains("is not supported yet"));
+    // The URL resolver is read-only (tests/resolver_url.rs runs it).
+    assert!(err("resolver: URL(http://127.0.0.1:1/jwt)\n")
+        .contains("resolver preloads only available for writeable resolver types"));
+    assert!(err("resolver: URL(https://127.0.0.1:1/jwt)\n").contains("is not supported yet"));
     // The directory resolvers' block, with nats-server's texts (`opts.go`).
     let block = |b: &str| {
         let conf = w

@@ -89,11 +89,13 @@ pub struct OperatorMode {
     pub preload: Vec<(String, String)>,
 }
 
-/// An account resolver: `MEMORY`, or the NATS-based `full` one with its directory.
+/// An account resolver: `MEMORY`, the NATS-based `full` one with its directory, or
+/// `URL(base)`: account JWTs fetched over HTTP from `base` + the account key (ends in `/`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Resolver {
     Memory,
     Full(FullResolver),
+    Url(String),
 }
 
 /// `resolver { type: full, dir, allow_delete, hard_delete, limit, interval, timeout }`.

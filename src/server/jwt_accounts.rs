@@ -101,7 +101,7 @@ pub(super) fn keep_jwt_accounts(old: &crate::config::Options, new: &mut crate::c
     let full = |o: &crate::config::Options| {
         matches!(
             o.operator.as_ref().and_then(|o| o.resolver.as_ref()),
-            Some(Resolver::Full(_))
+            Some(Resolver::Full(_) | Resolver::Url(_))
         )
     };
     if !full(old) || !full(new) {

@@ -83,6 +83,8 @@ pub struct ServerShared {
     pub sys: OnceLock<Arc<crate::sys::Sys>>,
     /// The full account resolver, when operator mode runs one (`sys/resolver.rs`).
     pub resolver: OnceLock<Arc<crate::sys::resolver::DirResolver>>,
+    /// The URL account resolver, when operator mode runs one (`sys/url_resolver.rs`).
+    pub url_resolver: OnceLock<Arc<crate::sys::url_resolver::UrlResolver>>,
     /// JetStream (none unless enabled).
     pub jetstream: OnceLock<Arc<crate::jetstream::JetStream>>,
 }
@@ -400,6 +402,9 @@ impl Server {
     pub async fn start(opts: Options) -> io::Result<Server> {
         opts.validate()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        crate::sys::url_resolver::check_base(&opts)
+            .await
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         // With gateways, the cluster name is the gateway name (the options keep what the
         // config said, so that a reload compares like with like).
         let cluster_opts = opts.cluster.clone().map(|mut c| {
@@ -466,6 +471,7 @@ impl Server {
             shutdown_started: AtomicBool::new(false),
             sys: OnceLock::new(),
             resolver: OnceLock::new(),
+            url_resolver: OnceLock::new(),
             jetstream: OnceLock::new(),
             id,
             keys,

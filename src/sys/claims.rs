@@ -3,15 +3,15 @@
 //! `$SYS.REQ.ACCOUNT.<key>.CLAIMS.UPDATE` (or the older `$SYS.ACCOUNT.<key>.CLAIMS.UPDATE`)
 //! replaces a preloaded account's JWT; connected clients then re-check themselves, and those
 //! the new `revocations` cover are closed with `-ERR 'User Authentication Revoked'`
-//! ("Credentials Revoked"). natsd applies only revocation changes live: an update that
-//! changes anything else is answered with an error and not applied.
+//! ("Credentials Revoked"); limits, exports and imports, JetStream change live as well. The
+//! URL resolver takes updates the same way (`url_resolver.rs`).
 
 use super::Sys;
 use crate::account::{Handler, Subscription};
 use crate::deliver::Msg;
 use crate::jwt::{self, Kind};
 use crate::server::ServerShared;
-use serde_json::{json, Value};
+use serde_json::json;
 use std::sync::Arc;
 
 const SUBJECTS: [&str; 2] = [
@@ -25,6 +25,17 @@ pub fn start(srv: &Arc<ServerShared>, sys: &Arc<Sys>, subs: &mut Vec<Arc<Subscri
     let resolver = srv.opts.operator.as_ref().and_then(|o| o.resolver.as_ref());
     match resolver {
         Some(crate::config::Resolver::Memory) => {}
+        Some(crate::config::Resolver::Url(base)) => {
+            let res = Arc::new(super::url_resolver::UrlResolver::new(base));
+            let _ = srv.url_resolver.set(res);
+            // The system account's JWT, as nats-server looks it up when it starts.
+            let (srv2, key) = (srv.clone(), srv.opts.system_account.clone());
+            srv.tasks.spawn(async move {
+                if super::url_resolver::may_fetch(&srv2, &key) {
+                    super::url_resolver::fetch(&srv2, &key).await;
+                }
+            });
+        }
         Some(crate::config::Resolver::Full(_)) => return super::resolver::start(srv, sys, subs),
         None => return,
     }
@@ -38,7 +49,19 @@ pub fn start(srv: &Arc<ServerShared>, sys: &Arc<Sys>, subs: &mut Vec<Arc<Subscri
             let reply = m.reply.map(|r| String::from_utf8_lossy(r).into_owned());
             let token = String::from_utf8_lossy(m.payload).trim().to_string();
             let tasks = srv.tasks.clone();
-            tasks.spawn(async move { handle(&srv, &sys, &subject, reply, &token) });
+            tasks.spawn(async move {
+                // One change of the known accounts at a time (a URL fetch is another).
+                let res = srv.url_resolver.get().cloned();
+                let _one = match &res {
+                    Some(r) => Some(r.busy.lock().await),
+                    None => None,
+                };
+                // Applying verifies every account JWT: off the async workers.
+                let _ = tokio::task::spawn_blocking(move || {
+                    handle(&srv, &sys, &subject, reply, &token)
+                })
+                .await;
+            });
         });
         match srv.subscribe_internal(&sys.acc, subject, None, h) {
             Ok(s) => subs.push(s),
@@ -79,18 +102,9 @@ fn handle(srv: &Arc<ServerShared>, sys: &Sys, subject: &str, reply: Option<Strin
     }
 }
 
-/// The `nats` object without what natsd applies live.
-fn fixed_part(c: &jwt::Claims) -> Value {
-    let mut n = c.nats.clone();
-    if let Some(o) = n.as_object_mut() {
-        o.remove("revocations");
-    }
-    n
-}
-
 type Failure = (&'static str, String);
 
-fn update(srv: &ServerShared, key: &str, token: &str) -> Result<&'static str, Failure> {
+fn update(srv: &Arc<ServerShared>, key: &str, token: &str) -> Result<&'static str, Failure> {
     const ERR: &str = "jwt update resulted in error";
     if token.is_empty() {
         return Err(("jwt update error", "request body is empty".into()));
@@ -103,10 +117,9 @@ fn update(srv: &ServerShared, key: &str, token: &str) -> Result<&'static str, Fa
     let Some(op) = live.operator.as_ref() else {
         return Err((ERR, "not in operator mode".into()));
     };
-    let Some(old) = op.preload.iter().find(|(k, _)| k == key) else {
+    if !op.preload.iter().any(|(k, _)| k == key) {
         return Ok("jwt update skipped");
-    };
-    let old = jwt::decode(&old.1, Kind::Account).map_err(|e| (ERR, e))?;
+    }
     let trusted = op
         .operators
         .iter()
@@ -115,22 +128,25 @@ fn update(srv: &ServerShared, key: &str, token: &str) -> Result<&'static str, Fa
     if !trusted {
         return Err((ERR, "account JWT not signed by a trusted operator".into()));
     }
-    if fixed_part(&old) != fixed_part(&new) || old.expires != new.expires {
-        return Err((
-            ERR,
-            "natsd applies only revocation changes to a running account yet".into(),
-        ));
+    if let Some(why) = new.import_issues() {
+        return Err((ERR, format!("validation errors: [{why}]")));
     }
-    let mut opts = (*live).clone();
-    if let Some(op) = opts.operator.as_mut() {
-        for (k, t) in op.preload.iter_mut() {
-            if k == key {
-                *t = token.to_string();
-            }
-        }
+    // The whole account follows the new JWT, live: limits, exports and imports, JetStream,
+    // revocations (connected clients re-check themselves), as nats-server's
+    // `updateAccountWithClaimJWT`.
+    let mut all: std::collections::BTreeMap<String, String> = op.preload.iter().cloned().collect();
+    all.insert(key.to_string(), token.to_string());
+    srv.apply_account_jwts(&all);
+    let now = srv.live_opts();
+    let applied = now
+        .operator
+        .as_ref()
+        .is_some_and(|o| o.preload.iter().any(|(k, t)| k == key && t == token));
+    if applied {
+        Ok("jwt updated")
+    } else {
+        Err((ERR, "the account JWT could not be applied".into()))
     }
-    srv.apply_account_update(opts);
-    Ok("jwt updated")
 }
 
 #[cfg(test)]

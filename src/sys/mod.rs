@@ -12,6 +12,7 @@ pub mod claims;
 pub mod conns;
 pub mod resolver;
 pub mod topz;
+pub mod url_resolver;
 pub mod user_info;
 
 use crate::account::{Account, Handler, Subscription};

@@ -232,6 +232,9 @@ fn apply(srv: &Arc<ServerShared>, res: &DirResolver) {
 /// Whether this server runs the full resolver and its directory lacks account `key` (a
 /// user of it may be served once [`fetch`] found it).
 pub fn may_fetch(srv: &ServerShared, key: &str) -> bool {
+    if srv.url_resolver.get().is_some() {
+        return super::url_resolver::may_fetch(srv, key);
+    }
     srv.resolver
         .get()
         .is_some_and(|r| r.store().get(key).is_none())
@@ -242,6 +245,9 @@ pub fn may_fetch(srv: &ServerShared, key: &str) -> bool {
 /// answer within `timeout` that is an account JWT for `key`, store and apply it. True: the
 /// account is now served.
 pub async fn fetch(srv: &Arc<ServerShared>, key: &str) -> bool {
+    if srv.url_resolver.get().is_some() {
+        return super::url_resolver::fetch(srv, key).await;
+    }
     let (Some(res), Some(sys)) = (srv.resolver.get().cloned(), srv.sys.get()) else {
         return false;
     };

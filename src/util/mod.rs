@@ -2,6 +2,7 @@
 //! offsets from the system's zoneinfo, and random ids.
 
 pub mod backoff;
+pub mod http_get;
 pub mod ids;
 pub mod net;
 pub mod small;

@@ -146,7 +146,9 @@ impl Route {
     /// incomplete account for a remote subscription when its resolver is not the memory one.
     /// Only names that are account public keys; other servers drop the interest.
     fn awaited(&mut self, name: &[u8]) -> Option<Arc<Account>> {
-        self.srv.resolver.get()?;
+        if self.srv.resolver.get().is_none() && self.srv.url_resolver.get().is_none() {
+            return None;
+        }
         let name = std::str::from_utf8(name).ok()?;
         if !crate::jwt::store::is_account_key(name) {
             return None;

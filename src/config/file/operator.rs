@@ -34,11 +34,8 @@ pub(super) fn key(k: &str, e: &Entry, opts: &mut Options) -> Result<bool, Config
                 mode(opts).resolver = Some(resolver_block(e, m)?);
             }
             Kind::String(s) if s.trim().to_ascii_uppercase().starts_with("URL") => {
-                return Err(not_supported(
-                    &e.key,
-                    &e.key_pos,
-                    "the URL account resolver",
-                ))
+                let url = url_resolver(s).map_err(|m| ConfigError::at(&e.key_pos, m))?;
+                mode(opts).resolver = Some(Resolver::Url(url));
             }
             _ => {
                 return Err(ConfigError::at(
@@ -151,6 +148,32 @@ fn resolver_block(e: &Entry, m: &Map) -> Result<Resolver, ConfigError> {
     }
 }
 
+/// `URL("http://host:port/path/")` (quotes optional, as nats-server's pattern): the base
+/// URL, ending in `/`. Only `http` is fetched; an `https` base is refused for now.
+fn url_resolver(s: &str) -> Result<String, String> {
+    let inner = s.trim()[3..].trim();
+    let url = inner
+        .strip_prefix('(')
+        .and_then(|r| r.strip_suffix(')'))
+        .map(|u| u.trim().trim_matches('"').trim())
+        .unwrap_or("");
+    if url.starts_with("https://") {
+        return Err(format!(
+            "resolver URL({url:?}) is not supported yet: natsd {} fetches account JWTs over \
+             http only",
+            crate::config::NATSD_VERSION
+        ));
+    }
+    if crate::util::http_get::Target::parse(url).is_none() {
+        return Err(format!("error parsing account resolver url [{url:?}]"));
+    }
+    Ok(if url.ends_with('/') {
+        url.to_string()
+    } else {
+        format!("{url}/")
+    })
+}
+
 fn mode(opts: &mut Options) -> &mut OperatorMode {
     opts.operator.get_or_insert_with(OperatorMode::default)
 }
@@ -187,6 +210,12 @@ pub(super) fn settle(opts: &mut Options) -> Result<(), ConfigError> {
             "operators require an account resolver to be configured".into(),
         ));
     };
+    if matches!(resolver, Resolver::Url(_)) && !op.preload.is_empty() {
+        return Err(whole(
+            "resolver preloads only available for writeable resolver types MEM/DIR/CACHE_DIR"
+                .into(),
+        ));
+    }
     if !opts.accounts.is_empty() {
         return Err(whole(
             "operators do not allow Accounts to be configured directly".into(),
@@ -232,6 +261,13 @@ pub(super) fn settle(opts: &mut Options) -> Result<(), ConfigError> {
     }
     if let Some(o) = opts.operator.as_mut() {
         o.preload = jwts.clone();
+    }
+    if matches!(resolver, Resolver::Url(_))
+        && opts.system_account != crate::account::SYSTEM_ACCOUNT
+        && !opts.accounts.contains(&opts.system_account)
+    {
+        // Its JWT comes from the URL too (fetched at startup, `sys/url_resolver.rs`).
+        opts.accounts.push(opts.system_account.clone());
     }
     let strict = op.resolver == Some(Resolver::Memory);
     derive(opts, &jwts, strict)
@@ -397,4 +433,60 @@ fn jwt_mappings(v: &serde_json::Value) -> Vec<crate::mapping::MappingConfig> {
                 .collect(),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::load_str;
+
+    /// Operator mode with `resolver` set to `r` (and `extra` lines).
+    fn conf(r: &str, extra: &str) -> String {
+        let op = nkeys::KeyPair::new_operator();
+        let c = serde_json::json!({"sub": op.public_key(), "name": "O",
+            "nats": {"type": "operator", "version": 2}});
+        let token = crate::jwt::encode(&c, &op).expect("operator JWT");
+        format!("operator: \"{token}\"\nresolver: {r}\n{extra}\n")
+    }
+
+    fn url_of(r: &str) -> Result<String, String> {
+        match load_str(&conf(r, "")) {
+            Ok(l) => match l.options.operator.and_then(|o| o.resolver) {
+                Some(super::Resolver::Url(u)) => Ok(u),
+                other => Err(format!("{other:?}")),
+            },
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    #[test]
+    fn url_resolvers_are_read_as_nats_server_reads_them() {
+        let want = "http://127.0.0.1:9090/jwt/v1/accounts/";
+        for r in [
+            "\"URL(http://127.0.0.1:9090/jwt/v1/accounts/)\"",
+            "'URL(\"http://127.0.0.1:9090/jwt/v1/accounts\")'",
+            "\"url( http://127.0.0.1:9090/jwt/v1/accounts/ )\"",
+        ] {
+            assert_eq!(url_of(r).as_deref(), Ok(want), "{r}");
+        }
+        let e = url_of("\"URL(https://h/jwt/v1/accounts/)\"").unwrap_err();
+        assert!(e.contains("is not supported yet"), "{e}");
+        let e = url_of("\"URL(ftp://h/)\"").unwrap_err();
+        assert!(e.contains("error parsing account resolver url"), "{e}");
+    }
+
+    #[test]
+    fn a_url_resolver_takes_no_preloads() {
+        let acc = nkeys::KeyPair::new_account().public_key();
+        let claims = serde_json::json!({"sub": acc, "nats": {"type": "account", "version": 2}});
+        let token = crate::jwt::encode(&claims, &nkeys::KeyPair::new_operator()).expect("JWT");
+        let c = conf(
+            "\"URL(http://127.0.0.1:9090/)\"",
+            &format!("resolver_preload {{ {acc}: \"{token}\" }}"),
+        );
+        let e = load_str(&c).map(|_| ()).unwrap_err().to_string();
+        assert!(
+            e.contains("resolver preloads only available for writeable resolver types"),
+            "{e}"
+        );
+    }
 }
