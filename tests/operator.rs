@@ -357,7 +357,10 @@ fn operator_config_is_checked_as_nats_server() {
             "Fetch timeout 0s is too smal",
         ),
         ("type: nope, dir: x", "error parsing account resolver"),
-        ("type: cache, dir: x", "is not supported yet"),
+        (
+            "type: cache, dir: x, allow_delete: true",
+            "CACHE does not accept allow_delete",
+        ),
     ] {
         let e = block(b).expect_err(b).to_string();
         assert!(e.contains(want), "{b}: {e}");

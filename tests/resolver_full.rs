@@ -223,16 +223,7 @@ async fn a_mixed_cluster_shares_pushed_accounts_and_syncs_late_nodes() {
         common::free_port(),
         common::free_port(),
     );
-    let cluster = |port: u16, routes: &[u16]| {
-        let routes: Vec<String> = routes
-            .iter()
-            .map(|p| format!("\"nats://127.0.0.1:{p}\""))
-            .collect();
-        format!(
-            "server_name: s{port}\ncluster {{ name: C, listen: \"127.0.0.1:{port}\", routes: [{}] }}",
-            routes.join(", ")
-        )
-    };
+    let cluster = common::resolver::cluster_conf;
     let (nd, gd, md) = (
         tmp_dir("resolver", "mixed-n"),
         tmp_dir("resolver", "mixed-g"),

@@ -98,7 +98,8 @@ pub enum Resolver {
     Url(String),
 }
 
-/// `resolver { type: full, dir, allow_delete, hard_delete, limit, interval, timeout }`.
+/// `resolver { type: full | cache, dir, allow_delete, hard_delete, limit, ttl, interval,
+/// timeout }`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FullResolver {
     pub dir: std::path::PathBuf,
@@ -110,6 +111,10 @@ pub struct FullResolver {
     pub interval: std::time::Duration,
     /// How long a lookup waits for other servers (default 1.9 s).
     pub timeout: std::time::Duration,
+    /// `type: cache`: `Some(ttl)` (zero: JWTs do not expire). A cache keeps the accounts
+    /// its users need (fetched from the other servers), evicts the least recently stored
+    /// beyond `limit` (default 1000), answers no lookups and syncs no packs.
+    pub cache: Option<std::time::Duration>,
 }
 
 /// The `cluster {}` block and the cluster flags: the route listener and how to find peers.

@@ -27,6 +27,12 @@ pub struct DirStore {
     /// At most this many JWTs (`limit`; 0: no limit).
     limit: usize,
     jwts: BTreeMap<String, String>,
+    /// A cache's store: a new JWT beyond `limit` evicts the least recently stored one
+    /// (instead of being refused).
+    evict: bool,
+    /// When (and in which order) each JWT was stored, for eviction and the cache's `ttl`.
+    stamps: std::collections::HashMap<String, (u64, std::time::Instant)>,
+    next: u64,
 }
 
 /// Whether `key` names an account (an nkey starting with `A`), the only file names used.
@@ -85,12 +91,38 @@ impl DirStore {
                 Err(e) => tracing::error!("DirResolver - reading {}: {e}", entry.path().display()),
             }
         }
+        let now = std::time::Instant::now();
+        let stamps = jwts
+            .keys()
+            .enumerate()
+            .map(|(i, k)| (k.clone(), (i as u64, now)))
+            .collect();
         Ok(DirStore {
             dir: dir.to_path_buf(),
             delete,
             limit,
+            next: jwts.len() as u64,
             jwts,
+            evict: false,
+            stamps,
         })
+    }
+
+    /// A cache's store (nats-server's expiring store): beyond `limit`, the least recently
+    /// stored JWT makes room.
+    pub fn evicting(mut self) -> Self {
+        self.evict = true;
+        self
+    }
+
+    /// The keys stored longer ago than `ttl`.
+    pub fn expired(&self, ttl: std::time::Duration) -> Vec<String> {
+        let now = std::time::Instant::now();
+        self.stamps
+            .iter()
+            .filter(|(_, (_, at))| now.duration_since(*at) >= ttl)
+            .map(|(k, _)| k.clone())
+            .collect()
     }
 
     pub fn dir(&self) -> &Path {
@@ -121,13 +153,23 @@ impl DirStore {
         }
         match self.jwts.get(key) {
             Some(old) if old == token => return Ok(false),
-            None if self.limit > 0 && self.jwts.len() >= self.limit => {
+            None if self.limit > 0 && self.jwts.len() >= self.limit && !self.evict => {
                 return Err("jwt store is full".into())
+            }
+            None if self.limit > 0 && self.jwts.len() >= self.limit => {
+                let oldest = self.stamps.iter().min_by_key(|(_, (n, _))| *n);
+                if let Some(k) = oldest.map(|(k, _)| k.clone()) {
+                    tracing::debug!("DirResolver - cache full: evicting account {k}");
+                    self.remove(&k)?;
+                }
             }
             _ => {}
         }
         std::fs::write(self.path(key), token).map_err(|e| format!("{key}: {e}"))?;
         self.jwts.insert(key.to_string(), token.to_string());
+        self.next += 1;
+        let stamp = (self.next, std::time::Instant::now());
+        self.stamps.insert(key.to_string(), stamp);
         Ok(true)
     }
 
@@ -153,7 +195,20 @@ impl DirStore {
             }
             Delete::Hard => std::fs::remove_file(&path),
         };
+        self.stamps.remove(key);
         match done {
+            Ok(()) => Ok(self.jwts.remove(key).is_some()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                Ok(self.jwts.remove(key).is_some())
+            }
+            Err(e) => Err(format!("{key}: {e}")),
+        }
+    }
+
+    /// Remove `key`'s JWT whatever the delete setting (a cache's eviction and expiry).
+    pub fn remove(&mut self, key: &str) -> Result<bool, String> {
+        self.stamps.remove(key);
+        match std::fs::remove_file(self.path(key)) {
             Ok(()) => Ok(self.jwts.remove(key).is_some()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 Ok(self.jwts.remove(key).is_some())

@@ -114,3 +114,44 @@ fn delete_renames_or_removes_and_the_limit_is_enforced() {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+#[test]
+fn a_cache_store_evicts_the_least_recently_stored_beyond_its_limit() {
+    let op = KeyPair::new_operator();
+    let (a, b, c) = (
+        KeyPair::new_account(),
+        KeyPair::new_account(),
+        KeyPair::new_account(),
+    );
+    let dir = temp_dir("evict");
+    let mut s = DirStore::open(&dir, Delete::Hard, 2)
+        .expect("open")
+        .evicting();
+    s.save(&a.public_key(), &account(&a, &op, 1, "a"))
+        .expect("a");
+    s.save(&b.public_key(), &account(&b, &op, 1, "b"))
+        .expect("b");
+    // Storing A again makes B the least recent.
+    s.save(&a.public_key(), &account(&a, &op, 2, "a2"))
+        .expect("a2");
+    assert_eq!(s.save(&c.public_key(), &account(&c, &op, 1, "c")), Ok(true));
+    let keys: Vec<&String> = s.all().keys().collect();
+    assert_eq!(keys.len(), 2);
+    assert!(s.get(&b.public_key()).is_none(), "B was evicted");
+    assert!(!dir.join(format!("{}{EXTENSION}", b.public_key())).exists());
+    // Without eviction a full store refuses.
+    let dir2 = temp_dir("full");
+    let mut f = DirStore::open(&dir2, Delete::No, 1).expect("open");
+    f.save(&a.public_key(), &account(&a, &op, 1, "a"))
+        .expect("a");
+    assert!(f.save(&b.public_key(), &account(&b, &op, 1, "b")).is_err());
+    // Expiry: everything is older than no time at all, nothing older than an hour.
+    assert_eq!(
+        s.expired(std::time::Duration::from_secs(3600)),
+        Vec::<String>::new()
+    );
+    assert_eq!(s.expired(std::time::Duration::ZERO).len(), 2);
+    for d in [dir, dir2] {
+        let _ = std::fs::remove_dir_all(&d);
+    }
+}

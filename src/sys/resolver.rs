@@ -80,11 +80,20 @@ pub fn start(srv: &Arc<ServerShared>, sys: &Arc<Sys>, subs: &mut Vec<Arc<Subscri
         return;
     };
     let delete = match (opts.allow_delete, opts.hard_delete) {
+        // nats-server's cache store removes what it drops (and deletes).
+        _ if opts.cache.is_some() => Delete::Hard,
         (false, _) => Delete::No,
         (true, false) => Delete::Rename,
         (true, true) => Delete::Hard,
     };
-    let mut store = match DirStore::open(&opts.dir, delete, opts.limit) {
+    let opened = DirStore::open(&opts.dir, delete, opts.limit);
+    let mut store = match opened.map(|s| {
+        if opts.cache.is_some() {
+            s.evicting()
+        } else {
+            s
+        }
+    }) {
         Ok(s) => s,
         Err(e) => {
             tracing::error!("DirResolver - {}: {e}", opts.dir.display());
@@ -133,10 +142,21 @@ pub fn start(srv: &Arc<ServerShared>, sys: &Arc<Sys>, subs: &mut Vec<Arc<Subscri
     for s in UPDATE {
         sub(s, None, update);
     }
-    sub(LOOKUP, None, lookup);
-    sub(PACK, Some("responder"), pack);
     sub(LIST, None, list);
     sub(DELETE, None, delete_accounts);
+    if let Some(ttl) = res.opts.cache {
+        // A cache answers no lookups and syncs no packs; it forgets JWTs after `ttl`.
+        if !ttl.is_zero() {
+            srv.tasks.spawn(expire(srv.clone(), res.clone(), ttl));
+        }
+        tracing::info!(
+            "Managing some jwt in exclusive directory {}",
+            res.store().dir().display()
+        );
+        return;
+    }
+    sub(LOOKUP, None, lookup);
+    sub(PACK, Some("responder"), pack);
     sub(&res.pack_inbox.clone(), None, merge);
     let (srv2, wsys) = (srv.clone(), Arc::downgrade(sys));
     srv.tasks.spawn(async move {
@@ -161,6 +181,34 @@ pub fn start(srv: &Arc<ServerShared>, sys: &Arc<Sys>, subs: &mut Vec<Arc<Subscri
         "Managing all jwt in exclusive directory {}",
         ctx.res.store().dir().display()
     );
+}
+
+/// A cache's `ttl`: JWTs stored longer ago are removed (and their accounts with them), as
+/// nats-server's expiring store does.
+async fn expire(srv: Arc<ServerShared>, res: Arc<DirResolver>, ttl: std::time::Duration) {
+    let every = (ttl / 2).clamp(
+        std::time::Duration::from_millis(100),
+        std::time::Duration::from_secs(60),
+    );
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = srv.shutdown_signal() => return,
+        }
+        let gone: Vec<String> = {
+            let mut store = res.store();
+            let keys = store.expired(ttl);
+            keys.into_iter()
+                .filter(|k| store.remove(k).unwrap_or(false))
+                .collect()
+        };
+        if gone.is_empty() {
+            continue;
+        }
+        tracing::debug!("DirResolver - cache expired {gone:?}");
+        let (srv2, res2) = (srv.clone(), res.clone());
+        let _ = tokio::task::spawn_blocking(move || apply(&srv2, &res2)).await;
+    }
 }
 
 /// One request, copied out of the delivery.
@@ -293,28 +341,45 @@ fn update(ctx: &Ctx, req: Req) {
         ["$SYS", "REQ", "CLAIMS", "UPDATE"] => None,
         _ => return,
     };
-    const ERR: &str = "jwt update resulted in error";
+    // A cache words its answers its own way and takes updates of what it holds only.
+    let cache = ctx.res.opts.cache.is_some();
+    let (err, invalid, done) = if cache {
+        (
+            "jwt update cache resulted in error",
+            "jwt update cache validation failed",
+            "jwt updated cache",
+        )
+    } else {
+        (
+            "jwt update resulted in error",
+            "jwt validation failed",
+            "jwt updated",
+        )
+    };
     let claim = match jwt::decode(&token, Kind::Account) {
         Ok(c) => c,
-        Err(e) => return respond(ctx, reply, "n/a", ERR, Some(e)),
+        Err(e) => return respond(ctx, reply, "n/a", err, Some(e)),
     };
-    if let Some(why) = claim.import_issues() {
-        let e = format!("validation errors: [{why}]");
-        return respond(ctx, reply, &claim.subject, "jwt validation failed", Some(e));
-    }
     let key = named.unwrap_or(&claim.subject);
     if claim.subject != key {
         let e = "subject does not match jwt content".to_string();
-        return respond(ctx, reply, key, ERR, Some(e));
+        return respond(ctx, reply, key, err, Some(e));
+    }
+    if cache && ctx.res.store().get(key).is_none() {
+        return respond(ctx, reply, key, "jwt update cache skipped", None);
+    }
+    if let Some(why) = claim.import_issues() {
+        let e = format!("validation errors: [{why}]");
+        return respond(ctx, reply, &claim.subject, invalid, Some(e));
     }
     let saved = ctx.res.store().save(key, &token);
     match saved {
-        Err(e) => respond(ctx, reply, key, ERR, Some(e)),
+        Err(e) => respond(ctx, reply, key, err, Some(e)),
         Ok(changes) => {
             if changes {
                 changed(ctx);
             }
-            respond(ctx, reply, key, "jwt updated", None);
+            respond(ctx, reply, key, done, None);
         }
     }
 }

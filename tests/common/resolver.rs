@@ -207,3 +207,15 @@ pub async fn answered(nc: &async_nats::Client, subject: &str, who: &str) -> asyn
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// A server name and a `cluster {}` listening on `port`, seeded with `routes`.
+pub fn cluster_conf(port: u16, routes: &[u16]) -> String {
+    let routes: Vec<String> = routes
+        .iter()
+        .map(|p| format!("\"nats://127.0.0.1:{p}\""))
+        .collect();
+    format!(
+        "server_name: s{port}\ncluster {{ name: C, listen: \"127.0.0.1:{port}\", routes: [{}] }}",
+        routes.join(", ")
+    )
+}

@@ -85,8 +85,10 @@ fn resolver_block(e: &Entry, m: &Map) -> Result<Resolver, ConfigError> {
         limit: 0,
         interval: std::time::Duration::from_secs(60),
         timeout: std::time::Duration::from_millis(1900),
+        cache: None,
     };
-    let (mut kind, mut hard_set, mut ttl) = (String::new(), false, false);
+    let (mut kind, mut hard_set, mut ttl) = (String::new(), false, None);
+    let mut sync = false;
     let dur = |k: &str, v: &Value| match &v.kind {
         Kind::String(s) => parse_go_duration(s)
             .ok_or_else(|| ConfigError::at(&v.pos, format!("time: invalid duration {s:?}"))),
@@ -103,14 +105,12 @@ fn resolver_block(e: &Entry, m: &Map) -> Result<Resolver, ConfigError> {
                 r.hard_delete = boolean(&k, v)?;
             }
             "limit" => r.limit = usize_of(&k, v, u32::MAX as u64)?,
-            "ttl" => {
-                dur(&k, v)?;
-                ttl = true;
-            }
+            "ttl" => ttl = Some(dur(&k, v)?),
             "interval" => {
                 let d = dur(&k, v)?;
                 if !d.is_zero() {
                     r.interval = d;
+                    sync = true;
                 }
             }
             "timeout" => {
@@ -131,7 +131,7 @@ fn resolver_block(e: &Entry, m: &Map) -> Result<Resolver, ConfigError> {
             if r.dir.as_os_str().is_empty() {
                 return Err(at("dir has no value and needs to point to a directory"));
             }
-            if ttl {
+            if ttl.is_some_and(|t| !t.is_zero()) {
                 return Err(at("FULL does not accept ttl"));
             }
             if hard_set && !r.allow_delete {
@@ -140,7 +140,25 @@ fn resolver_block(e: &Entry, m: &Map) -> Result<Resolver, ConfigError> {
             Ok(Resolver::Full(r))
         }
         "MEM" | "MEMORY" => Ok(Resolver::Memory),
-        "CACHE" => Err(not_supported("resolver type CACHE", &e.key_pos, "the cache account resolver")),
+        "CACHE" => {
+            if r.dir.as_os_str().is_empty() {
+                return Err(at("dir has no value and needs to point to a directory"));
+            }
+            if sync {
+                return Err(at("CACHE does not accept sync"));
+            }
+            if r.allow_delete {
+                return Err(at("CACHE does not accept allow_delete"));
+            }
+            if hard_set {
+                return Err(at("CACHE does not accept hard_delete"));
+            }
+            if r.limit == 0 {
+                r.limit = 1_000;
+            }
+            r.cache = Some(ttl.unwrap_or_default());
+            Ok(Resolver::Full(r))
+        }
         _ => Err(at(
             "error parsing account resolver, should be MEM or  URL(\"url\") or a map containing dir \
              and type state=[FULL|CACHE])",
@@ -488,5 +506,45 @@ mod tests {
             e.contains("resolver preloads only available for writeable resolver types"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn cache_resolvers_are_checked_as_nats_server_checks_them() {
+        let block = |b: &str| {
+            load_str(&conf(
+                &format!("{{ type: cache, dir: \"/tmp/c\" {b} }}"),
+                "",
+            ))
+        };
+        let r = block("")
+            .expect("a cache")
+            .options
+            .operator
+            .and_then(|o| o.resolver);
+        match r {
+            Some(super::Resolver::Full(f)) => {
+                assert_eq!(f.cache, Some(std::time::Duration::ZERO));
+                assert_eq!(f.limit, 1_000, "nats-server's default limit");
+            }
+            other => panic!("{other:?}"),
+        }
+        let ttl = block(", ttl: \"2m\", limit: 5").expect("ttl");
+        match ttl.options.operator.and_then(|o| o.resolver) {
+            Some(super::Resolver::Full(f)) => {
+                assert_eq!(
+                    (f.cache, f.limit),
+                    (Some(std::time::Duration::from_secs(120)), 5)
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+        for (b, want) in [
+            (", interval: \"1m\"", "CACHE does not accept sync"),
+            (", allow_delete: true", "CACHE does not accept allow_delete"),
+            (", hard_delete: false", "CACHE does not accept hard_delete"),
+        ] {
+            let e = block(b).map(|_| ()).unwrap_err().to_string();
+            assert!(e.contains(want), "{b}: {e}");
+        }
     }
 }
