@@ -279,3 +279,29 @@ fn forged(req: &Value, issuer: &KeyPair, (user, server, signer): (bool, bool, bo
         "nats": {"type": "authorization_response", "version": 2, "jwt": user_jwt}});
     encode(&resp, issuer).expect("jwt")
 }
+
+/// In operator mode a user JWT is checked against its account, not sent to a service the
+/// `authorization` block names (nats-server calls out for such users only when their
+/// account JWT asks for it).
+#[tokio::test]
+async fn operator_mode_users_are_not_sent_to_the_configured_service() {
+    let o = common::resolver::Op::new();
+    let a = KeyPair::new_account();
+    let dir = common::binary::tmp_dir("callout", "operator");
+    let svc = Service::new();
+    let conf = o.conf(
+        &dir,
+        &format!(
+            "authorization {{ auth_callout {{ issuer: {}, auth_users: [ auth ] }} }}",
+            svc.issuer.public_key()
+        ),
+    );
+    let t = Target::natsd(&conf).await;
+    let admin = o.admin(t.client()).await;
+    let token = o.account(&a, "A", json!({}));
+    common::resolver::json_request(&admin, "$SYS.REQ.CLAIMS.UPDATE", &token).await;
+    let user = common::resolver::served(t.client(), &a).await;
+    drop((user, admin));
+    t.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

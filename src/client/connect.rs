@@ -27,7 +27,10 @@ impl Client {
         }
         let creds = self.creds_of(&ci);
         let authed = self.srv.auth.authenticate(creds);
-        if let Some(cfg) = &self.opts.auth_callout {
+        // A user JWT in operator mode is its account's business, not the configured
+        // service's (nats-server: the account JWT's own callout, not built yet).
+        let jwt_user = creds.jwt.is_some() && self.opts.operator.is_some();
+        if let Some(cfg) = self.opts.auth_callout.as_ref().filter(|_| !jwt_user) {
             let raw = crate::auth::callout::raw_user(&creds);
             if !self.wait.called_out && crate::auth::callout::wanted(cfg, authed.as_ref(), &raw) {
                 // nats-server asks the auth service, then admits or refuses.
