@@ -8,6 +8,7 @@ use bytes::Bytes;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+mod certmap;
 mod operator;
 pub mod responses;
 use operator::{jwt_user, operator_accounts, JwtAccount};
@@ -30,6 +31,8 @@ pub struct Credentials<'a> {
     pub host: Option<std::net::IpAddr>,
     /// A leafnode connection (connection type `LEAFNODE`), else a client (`STANDARD`).
     pub leaf: bool,
+    /// The certificate the client presented over TLS (`verify_and_map` finds the user in it).
+    pub cert: Option<&'a crate::tls::cert::PeerCert>,
 }
 
 impl Credentials<'_> {
@@ -232,6 +235,18 @@ struct UserEntry {
 }
 
 impl UserEntry {
+    /// The identity of this user, named `name`.
+    fn identity(&self, name: &str) -> Identity {
+        Identity {
+            user: name.to_string(),
+            account: self.account.clone(),
+            perms: self.perms.clone(),
+            expires: 0,
+            jwt_limits: None,
+            name_tag: String::new(),
+        }
+    }
+
     fn allows(&self, c: &Credentials<'_>) -> bool {
         self.types.is_empty() || self.types.iter().any(|t| t == c.connection_type())
     }
@@ -250,6 +265,9 @@ enum Mode {
 struct Rulebook {
     mode: Mode,
     no_auth_user: Option<String>,
+    /// The client port's `verify_and_map` with `users` configured: clients are the user
+    /// their certificate names.
+    map_clients: bool,
 }
 
 /// Decides whether CONNECT credentials are good and which account they open. The rules can be
@@ -420,6 +438,12 @@ impl Rulebook {
         Rulebook {
             mode,
             no_auth_user: o.no_auth_user.clone(),
+            // As nats-server: mapping looks in the `users` list (not a lone `user`).
+            map_clients: o.tls.as_ref().is_some_and(|t| t.verify_and_map)
+                && o.operator.is_none()
+                && o.auth_token.is_none()
+                && o.username.is_none()
+                && !o.users.is_empty(),
         }
     }
 
@@ -464,14 +488,20 @@ impl Rulebook {
                     if !by_no_auth && !nonce_signed(key, c.nonce, c.sig) {
                         return None;
                     }
-                    return Some(Identity {
-                        user: key.to_string(),
-                        account: e.account.clone(),
-                        perms: e.perms.clone(),
-                        expires: 0,
-                        jwt_limits: None,
-                        name_tag: String::new(),
-                    });
+                    return Some(e.identity(key));
+                }
+                if self.map_clients && !c.leaf {
+                    let Some(cert) = c.cert else {
+                        tracing::debug!("User required in cert, no TLS connection state");
+                        return None;
+                    };
+                    let (name, e) = certmap::mapped_user(cert, users, &c)?;
+                    if let Some(u) = c.user {
+                        tracing::warn!(
+                            "User {u:?} found in connect proto, but user required from cert"
+                        );
+                    }
+                    return Some(e.identity(name));
                 }
                 let (name, pass) = match (c.user, c.token) {
                     (Some(u), _) if !u.is_empty() => (u, c.pass.unwrap_or("")),
@@ -483,14 +513,7 @@ impl Rulebook {
                 if !by_no_auth && !secret_matches(&e.password, pass) {
                     return None;
                 }
-                Some(Identity {
-                    user: name.to_string(),
-                    account: e.account.clone(),
-                    perms: e.perms.clone(),
-                    expires: 0,
-                    jwt_limits: None,
-                    name_tag: String::new(),
-                })
+                Some(e.identity(name))
             }
         }
     }

@@ -25,6 +25,7 @@ impl Client {
             self.send_ok();
             return Flow::Continue;
         }
+        let cert = self.conn.meta().peer_cert.clone();
         let creds = Credentials {
             user: nonempty(&ci.user),
             pass: nonempty(&ci.pass),
@@ -35,6 +36,7 @@ impl Client {
             jwt: nonempty(&ci.jwt),
             host: Some(self.conn.addr.ip()),
             leaf: false,
+            cert: cert.as_deref(),
         };
         let Some(id) = self.srv.auth.authenticate(creds) else {
             if let Some(key) = self.fetchable(creds.jwt) {
@@ -95,7 +97,7 @@ impl Client {
         self.perms = id.perms;
         self.expires_at = crate::util::time::expiry_instant(id.expires);
         self.jwt_limits = id.jwt_limits;
-        self.creds = Some(StoredCreds::new(&creds));
+        self.creds = Some(StoredCreds::new(&creds, cert.clone()));
         // The account's `limits { max_connections }`, counted across the cluster: this
         // server's clients and what the others last said (`sys/conns.rs`).
         let max_conns = self
@@ -181,6 +183,51 @@ impl Client {
         if self.limits_changed {
             parser.set_limits(self.parser_limits());
             self.limits_changed = false;
+        }
+    }
+}
+
+/// Credentials a client presented, owned (the signature and nonce too, so that a reload
+/// re-checks an nkey user without asking it again).
+pub(super) struct StoredCreds {
+    pub(super) user: Option<String>,
+    pass: Option<String>,
+    token: Option<String>,
+    nkey: Option<String>,
+    sig: Option<String>,
+    nonce: String,
+    pub(super) jwt: Option<String>,
+    host: Option<std::net::IpAddr>,
+    cert: Option<Arc<crate::tls::cert::PeerCert>>,
+}
+
+impl StoredCreds {
+    fn new(c: &Credentials<'_>, cert: Option<Arc<crate::tls::cert::PeerCert>>) -> Self {
+        StoredCreds {
+            user: c.user.map(str::to_string),
+            pass: c.pass.map(str::to_string),
+            token: c.token.map(str::to_string),
+            nkey: c.nkey.map(str::to_string),
+            sig: c.sig.map(str::to_string),
+            nonce: String::from_utf8_lossy(c.nonce).into_owned(),
+            jwt: c.jwt.map(str::to_string),
+            host: c.host,
+            cert,
+        }
+    }
+
+    pub(super) fn as_creds(&self) -> Credentials<'_> {
+        Credentials {
+            user: self.user.as_deref(),
+            pass: self.pass.as_deref(),
+            token: self.token.as_deref(),
+            nkey: self.nkey.as_deref(),
+            sig: self.sig.as_deref(),
+            nonce: self.nonce.as_bytes(),
+            jwt: self.jwt.as_deref(),
+            host: self.host,
+            leaf: false,
+            cert: self.cert.as_deref(),
         }
     }
 }

@@ -100,6 +100,7 @@ pub(super) fn authenticate(
             jwt: nonempty(&ci.jwt),
             host: Some(host),
             leaf: true,
+            cert: None,
         });
     }
     let presented = if ci.pass.is_empty() && !ci.auth_token.is_empty() {
