@@ -451,6 +451,16 @@ impl Rulebook {
         !matches!(self.mode, Mode::Open)
     }
 
+    /// nats-server 2.15: a user without a password that the client port's `verify_and_map`
+    /// could select is a certificate identity; other listeners (leafnodes here) do not let
+    /// it in by name (the `no_auth_user` excepted).
+    fn cert_only(&self, name: &str, e: &UserEntry) -> bool {
+        self.map_clients
+            && e.password.is_empty()
+            && self.no_auth_user.as_deref() != Some(name)
+            && (e.types.is_empty() || e.types.iter().any(|t| t == "STANDARD"))
+    }
+
     fn authenticate(&self, c: Credentials<'_>) -> Option<Identity> {
         let open = |user: &str| Identity {
             user: user.to_string(),
@@ -510,6 +520,10 @@ impl Rulebook {
                 };
                 let e = users.get(name).filter(|e| e.allows(&c))?;
                 let by_no_auth = c.user.is_none_or(str::is_empty);
+                if c.leaf && self.cert_only(name, e) {
+                    tracing::debug!("User {name:?} requires a client certificate");
+                    return None;
+                }
                 if !by_no_auth && !secret_matches(&e.password, pass) {
                     return None;
                 }

@@ -553,3 +553,46 @@ async fn gateways_pin_and_check_known_urls() {
         t.stop().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mapped_user_cannot_log_in_by_name_on_the_leafnode_port() {
+    // nats-server 2.15: a user without a password that the client port maps is a
+    // certificate identity; the leafnode port (no mapping there) does not take its name.
+    let pki = Pki::new("tlsmapleaf");
+    for go in [false, true] {
+        let lport = free_port();
+        let conf = format!(
+            "{}\nauthorization {{ users [ {{ user: \"alice@example.com\" }}, \
+             {{ user: leaf, password: pw }} ] }}\nleafnodes {{ listen: 127.0.0.1:{lport} }}",
+            tls_block(&pki, "verify_and_map: true")
+        );
+        let t = if go {
+            Srv::go(&conf, "tlsmapleaf", CLIENT)
+        } else {
+            Srv::natsd(&conf).await
+        };
+        let who = t.name();
+        for (creds, want) in [
+            (
+                "\"user\":\"alice@example.com\"",
+                "-ERR 'Authorization Violation'",
+            ),
+            ("\"user\":\"leaf\",\"pass\":\"pw\"", "PONG"),
+        ] {
+            let addr: SocketAddr = ([127, 0, 0, 1], lport).into();
+            let mut r = common::Raw::at(addr).await;
+            r.send(&format!(
+                "CONNECT {{{creds},\"verbose\":false}}\r\nPING\r\n"
+            ))
+            .await;
+            let got = loop {
+                let l = r.next_non_ping().await;
+                if l == "PONG" || l.starts_with("-ERR") {
+                    break l;
+                }
+            };
+            assert_eq!(got, want, "{who}: {creds}");
+        }
+        t.stop().await;
+    }
+}
