@@ -274,8 +274,9 @@ pub fn known_url_peer<'a>(
                     .all(|(i, (l, h))| (i == 0 && l == "*") || l == h)
         })
     });
-    if let Some(name) = hit {
-        tracing::debug!("Using SAN found in cert for auth [{name:?}]");
+    match hit {
+        Some(name) => tracing::debug!("Using SAN found in cert for auth [{name:?}]"),
+        None => tracing::debug!("User in cert [{:?}], not found", cert.subject),
     }
     hit.is_some()
 }

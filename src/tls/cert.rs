@@ -145,7 +145,7 @@ fn rdns<'a>(name: &Tlv<'a>) -> Result<RawRdns<'a>, String> {
 
 /// Go's `pkix.Name` filled from the RDNs, then `ToRDNSequence().String()`: known types are
 /// gathered per type (CN and SERIALNUMBER: the last one wins), written most specific first
-/// (`CN`, `SERIALNUMBER`, … `C`), several values of one type as one multi-valued RDN (`+`).
+/// (`SERIALNUMBER`, `CN`, `OU`, … `C`), several values of one type as one multi-valued RDN (`+`).
 fn go_subject(rdns: &RawRdns<'_>) -> String {
     // ToRDNSequence's order; String() writes it reversed.
     const ORDER: [&str; 9] = [

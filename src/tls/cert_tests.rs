@@ -87,6 +87,19 @@ fn subject_string_as_go_writes_it() {
     // Escapes: specials anywhere, a space at either end, `#` only first.
     let (s, _, _) = subject_of(&[&[(3, " #a+b;c<d>\"e\\ ")], &[(10, "#x#")]]);
     assert_eq!(s, "CN=\\ #a\\+b\\;c\\<d\\>\\\"e\\\\\\ ,O=\\#x#");
+    // As nats-server 2.15.1 mapped the subject `C=US/OU=b/emailAddress=x@y.z/OU=a/CN=first/
+    // serialNumber=42/CN=n` (openssl's order): SERIALNUMBER first, the email dropped.
+    let (s, _, dn) = subject_of(&[
+        &[(6, "US")],
+        &[(11, "b")],
+        &[(42, "x@y.z")],
+        &[(11, "a")],
+        &[(3, "first")],
+        &[(5, "42")],
+        &[(3, "n")],
+    ]);
+    assert_eq!(s, "SERIALNUMBER=42,CN=n,OU=b+OU=a,C=US");
+    assert_eq!(dn, None);
     // An attribute type the DN helper does not know: no DN (the string drops it).
     let (s, _, dn) = subject_of(&[&[(42, "x")], &[(3, "y")]]);
     assert_eq!((s.as_str(), dn), ("CN=y", None));
