@@ -268,6 +268,9 @@ struct Rulebook {
     /// The client port's `verify_and_map` with `users` configured: clients are the user
     /// their certificate names.
     map_clients: bool,
+    /// The same for leafnodes (`leafnodes { tls { verify_and_map } }`, the leafnodes block
+    /// without credentials of its own).
+    map_leafs: bool,
 }
 
 /// Decides whether CONNECT credentials are good and which account they open. The rules can be
@@ -435,15 +438,24 @@ impl Rulebook {
         } else {
             Mode::Open
         };
+        // As nats-server: mapping looks in the `users` list (not a lone `user`).
+        let users = o.operator.is_none()
+            && o.auth_token.is_none()
+            && o.username.is_none()
+            && !o.users.is_empty();
+        let leaf_maps = o.leafnodes.as_ref().is_some_and(|l| {
+            l.port.is_some()
+                && l.tls.as_ref().is_some_and(|t| t.verify_and_map)
+                && l.username.is_none()
+                && l.nkey.is_none()
+                && l.token.is_none()
+                && l.users.is_empty()
+        });
         Rulebook {
             mode,
             no_auth_user: o.no_auth_user.clone(),
-            // As nats-server: mapping looks in the `users` list (not a lone `user`).
-            map_clients: o.tls.as_ref().is_some_and(|t| t.verify_and_map)
-                && o.operator.is_none()
-                && o.auth_token.is_none()
-                && o.username.is_none()
-                && !o.users.is_empty(),
+            map_clients: users && o.tls.as_ref().is_some_and(|t| t.verify_and_map),
+            map_leafs: users && leaf_maps,
         }
     }
 
@@ -451,14 +463,14 @@ impl Rulebook {
         !matches!(self.mode, Mode::Open)
     }
 
-    /// nats-server 2.15: a user without a password that the client port's `verify_and_map`
-    /// could select is a certificate identity; other listeners (leafnodes here) do not let
-    /// it in by name (the `no_auth_user` excepted).
-    fn cert_only(&self, name: &str, e: &UserEntry) -> bool {
-        self.map_clients
-            && e.password.is_empty()
-            && self.no_auth_user.as_deref() != Some(name)
-            && (e.types.is_empty() || e.types.iter().any(|t| t == "STANDARD"))
+    /// nats-server 2.15: a user without a password that a port's `verify_and_map` could
+    /// select is a certificate identity; a port that does not map (`leaf`: the leafnode
+    /// port, else the client port) does not let it in by name (the `no_auth_user` excepted).
+    fn cert_only(&self, name: &str, e: &UserEntry, leaf: bool) -> bool {
+        let allowed = |t: &str| e.types.is_empty() || e.types.iter().any(|x| x == t);
+        let mapped_elsewhere = (leaf && self.map_clients && allowed("STANDARD"))
+            || (!leaf && self.map_leafs && allowed("LEAFNODE"));
+        mapped_elsewhere && e.password.is_empty() && self.no_auth_user.as_deref() != Some(name)
     }
 
     fn authenticate(&self, c: Credentials<'_>) -> Option<Identity> {
@@ -500,7 +512,7 @@ impl Rulebook {
                     }
                     return Some(e.identity(key));
                 }
-                if self.map_clients && !c.leaf {
+                if (self.map_clients && !c.leaf) || (self.map_leafs && c.leaf) {
                     let Some(cert) = c.cert else {
                         tracing::debug!("User required in cert, no TLS connection state");
                         return None;
@@ -520,7 +532,7 @@ impl Rulebook {
                 };
                 let e = users.get(name).filter(|e| e.allows(&c))?;
                 let by_no_auth = c.user.is_none_or(str::is_empty);
-                if c.leaf && self.cert_only(name, e) {
+                if self.cert_only(name, e, c.leaf) {
                     tracing::debug!("User {name:?} requires a client certificate");
                     return None;
                 }

@@ -41,6 +41,15 @@ impl Srv {
         Srv::Go(launch_bin(&assert_installed_215(), &args, wait))
     }
 
+    /// nats-server 2.15.1 when `go`, else natsd.
+    async fn start(go: bool, conf: &str, name: &str, wait: Wait) -> Srv {
+        if go {
+            Srv::go(conf, name, wait)
+        } else {
+            Srv::natsd(conf).await
+        }
+    }
+
     /// Both servers on `conf` (natsd first).
     async fn both(conf: &str, name: &str, wait: Wait) -> [Srv; 2] {
         [Srv::natsd(conf).await, Srv::go(conf, name, wait)]
@@ -383,11 +392,7 @@ async fn pinned_certs_on_routes_as_nats_server() {
             &format!("pinned_certs: [ \"{}\" ]", good.spki_sha256),
             "",
         );
-        let t = if go {
-            Srv::go(&conf, "pinroute", ROUTE)
-        } else {
-            Srv::natsd(&conf).await
-        };
+        let t = Srv::start(go, &conf, "pinroute", ROUTE).await;
         let who = t.name();
         assert_eq!(
             route_peer(port, &pki, &good, ROUTE_CONNECT)
@@ -478,11 +483,7 @@ async fn check_known_urls_on_routes_as_nats_server() {
              routes: [ \"nats://node-b.example.com:1\", \"nats://127.0.0.1:1\" ] }}",
             tls_block(&pki, "verify_cert_and_check_known_urls: true")
         );
-        let t = if go {
-            Srv::go(&conf, "knownurls", ROUTE)
-        } else {
-            Srv::natsd(&conf).await
-        };
+        let t = Srv::start(go, &conf, "knownurls", ROUTE).await;
         let who = t.name();
         for (cert, want) in [
             (&named, "PONG"),
@@ -526,18 +527,16 @@ async fn gateways_pin_and_check_known_urls() {
                 )
             )
         );
-        let t = if go {
-            Srv::go(
-                &conf,
-                "gwtls",
-                Wait {
-                    gateway: true,
-                    ..CLIENT
-                },
-            )
-        } else {
-            Srv::natsd(&conf).await
-        };
+        let t = Srv::start(
+            go,
+            &conf,
+            "gwtls",
+            Wait {
+                gateway: true,
+                ..CLIENT
+            },
+        )
+        .await;
         let who = t.name();
         let addr: SocketAddr = ([127, 0, 0, 1], port).into();
         // Pinned and named: the gateway CONNECT is taken (no error before our PING's PONG).
@@ -566,11 +565,7 @@ async fn a_mapped_user_cannot_log_in_by_name_on_the_leafnode_port() {
              {{ user: leaf, password: pw }} ] }}\nleafnodes {{ listen: 127.0.0.1:{lport} }}",
             tls_block(&pki, "verify_and_map: true")
         );
-        let t = if go {
-            Srv::go(&conf, "tlsmapleaf", CLIENT)
-        } else {
-            Srv::natsd(&conf).await
-        };
+        let t = Srv::start(go, &conf, "tlsmapleaf", CLIENT).await;
         let who = t.name();
         for (creds, want) in [
             (
@@ -592,6 +587,87 @@ async fn a_mapped_user_cannot_log_in_by_name_on_the_leafnode_port() {
                 }
             };
             assert_eq!(got, want, "{who}: {creds}");
+        }
+        t.stop().await;
+    }
+}
+
+/// A leaf CONNECT with `fields` over TLS to the leafnode port, then PING: the answer.
+async fn leaf_login(lport: u16, pki: &Pki, cert: &Issued, fields: &str) -> Option<String> {
+    let addr: SocketAddr = ([127, 0, 0, 1], lport).into();
+    let mut c = tls_to(addr, pki, Some(cert), true).await?;
+    c.send(&format!(
+        "CONNECT {{{fields}\"verbose\":false}}\r\nPING\r\n"
+    ))
+    .await;
+    loop {
+        let l = c.answer().await?;
+        if l == "PONG" || l.starts_with("-ERR") {
+            return Some(l);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_and_map_on_the_leafnode_port_as_nats_server() {
+    let pki = Pki::new("tlsmapleafport");
+    let dns = |n: &str| SanType::DnsName(n.try_into().expect("dns"));
+    let named = pki.issue(
+        "named",
+        &[(DnType::CommonName, "x")],
+        vec![dns("leaf.example.com")],
+    );
+    let dn = pki.issue(
+        "dn",
+        &[
+            (DnType::OrganizationName, "Acme"),
+            (DnType::CommonName, "leafy"),
+        ],
+        vec![],
+    );
+    let stranger = pki.issue("stranger", &[(DnType::CommonName, "nobody")], vec![]);
+    let deny = "-ERR 'Authorization Violation'";
+    for go in [false, true] {
+        // The server's users, found from the certificate.
+        let lport = free_port();
+        let conf = format!(
+            "authorization {{ users [ {{ user: \"leaf.example.com\" }}, {{ user: \"CN=leafy, O=Acme\" }} ] }}\n\
+             leafnodes {{ listen: 127.0.0.1:{lport}, {} }}",
+            tls_block(&pki, "verify_and_map: true")
+        );
+        let t = Srv::start(go, &conf, "tlsmapleafport", CLIENT).await;
+        let who = t.name();
+        for (cert, want) in [(&named, "PONG"), (&dn, "PONG"), (&stranger, deny)] {
+            let got = leaf_login(lport, &pki, cert, "").await;
+            assert_eq!(got.as_deref(), Some(want), "{who}: {}", cert.cert.display());
+        }
+        // The client port (no mapping there) does not take the mapped user's name.
+        let mut r = common::Raw::at(t.client()).await;
+        r.send("CONNECT {\"user\":\"leaf.example.com\",\"verbose\":false}\r\nPING\r\n")
+            .await;
+        assert_eq!(r.next_non_ping().await, deny, "{who}: client port");
+        t.stop().await;
+        // The leafnodes block's own users: mapped by the names as they are, the password
+        // still asked for.
+        let lport = free_port();
+        let conf = format!(
+            "leafnodes {{ listen: 127.0.0.1:{lport}, {}\n \
+             authorization {{ users [ {{ user: \"leaf.example.com\", password: pw }} ] }} }}",
+            tls_block(&pki, "verify_and_map: true")
+        );
+        let t = Srv::start(go, &conf, "tlsmapleafusers", CLIENT).await;
+        let who = t.name();
+        for (cert, fields, want) in [
+            (&named, "\"pass\":\"pw\",", "PONG"),
+            (&named, "", deny),
+            (
+                &stranger,
+                "\"user\":\"leaf.example.com\",\"pass\":\"pw\",",
+                deny,
+            ),
+        ] {
+            let got = leaf_login(lport, &pki, cert, fields).await;
+            assert_eq!(got.as_deref(), Some(want), "{who}: {fields}");
         }
         t.stop().await;
     }

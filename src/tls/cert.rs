@@ -24,6 +24,26 @@ pub struct PeerCert {
     pub spki_sha256: String,
 }
 
+impl PeerCert {
+    /// The names nats-server tries as they are, in its order: SAN emails, SAN DNS names,
+    /// SAN URIs, the subject with its domain components appended (when it has any), the
+    /// subject.
+    pub fn names(&self) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .emails
+            .iter()
+            .chain(&self.dns_names)
+            .chain(&self.uris)
+            .cloned()
+            .collect();
+        if !self.dcs.is_empty() {
+            v.push(format!("{},{}", self.subject, self.dcs));
+        }
+        v.push(self.subject.clone());
+        v
+    }
+}
+
 /// One DER element: its tag, its contents, and the whole encoding.
 #[derive(Clone, Copy)]
 struct Tlv<'a> {

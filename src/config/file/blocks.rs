@@ -310,11 +310,12 @@ pub(super) fn tls_block_for(e: &Entry, ctx: TlsCtx) -> Result<crate::tls::TlsOpt
                     t.handshake_first = v;
                 }
             }
-            "verify_and_map" if !matches!(ctx, TlsCtx::Client) => {
+            "verify_and_map" if !matches!(ctx, TlsCtx::Client | TlsCtx::Leaf) => {
                 return Err(not_supported(
                     &te.key,
                     &te.key_pos,
-                    "certificate-to-user mapping outside the client port's tls block",
+                    "certificate-to-user mapping outside the client and leafnode ports' tls \
+                     blocks",
                 ))
             }
             "verify_and_map" => {

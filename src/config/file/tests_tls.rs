@@ -92,6 +92,15 @@ fn bad_values_are_config_errors() {
     ))
     .expect_err("leafnodes");
     assert!(e.msg.contains("not supported in this context"), "{e}");
+    // verify_and_map is taken there; routes and gateways do not have it yet.
+    let o = load_str(&format!(
+        "leafnodes {{ port: -1, {} }}",
+        f.block("verify_and_map: true")
+    ))
+    .expect("leafnodes")
+    .options;
+    let t = o.leafnodes.and_then(|l| l.tls).expect("leaf tls");
+    assert!(t.verify_and_map && t.verify);
 }
 
 #[test]
