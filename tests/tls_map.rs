@@ -512,6 +512,12 @@ async fn gateways_pin_and_check_known_urls() {
         &[(DnType::CommonName, "x")],
         vec![dns("gw-c.example.com")],
     );
+    // Pinned, but naming no configured gateway's host.
+    let unnamed = pki.issue(
+        "unnamed",
+        &[(DnType::CommonName, "gw-b.example.com")],
+        vec![dns("gw-d.example.com")],
+    );
     let connect = "{\"verbose\":false,\"pedantic\":false,\"tls_required\":true,\
         \"name\":\"peer-gw\",\"gateway\":\"B\"}";
     for go in [false, true] {
@@ -522,8 +528,8 @@ async fn gateways_pin_and_check_known_urls() {
             tls_block(
                 &pki,
                 &format!(
-                    "verify_cert_and_check_known_urls: true, pinned_certs: [ \"{}\" ]",
-                    named.spki_sha256
+                    "verify_cert_and_check_known_urls: true, pinned_certs: [ \"{}\", \"{}\" ]",
+                    named.spki_sha256, unnamed.spki_sha256
                 )
             )
         );
@@ -543,6 +549,16 @@ async fn gateways_pin_and_check_known_urls() {
         let mut c = tls_to(addr, &pki, Some(&named), false).await.expect("tls");
         c.send(&format!("CONNECT {connect}\r\nPING\r\n")).await;
         assert_eq!(c.answer().await.as_deref(), Some("PONG"), "{who}");
+        // Pinned but not named: refused at CONNECT.
+        let mut c = tls_to(addr, &pki, Some(&unnamed), false)
+            .await
+            .expect("tls");
+        c.send(&format!("CONNECT {connect}\r\nPING\r\n")).await;
+        assert_eq!(
+            c.answer().await.as_deref(),
+            Some("-ERR 'Authorization Violation'"),
+            "{who}"
+        );
         // Not pinned: closed after the handshake.
         let mut c = tls_to(addr, &pki, Some(&stranger), false)
             .await
