@@ -688,3 +688,50 @@ async fn verify_and_map_on_the_leafnode_port_as_nats_server() {
         t.stop().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leaf_checks_its_hub_against_the_leafnodes_pinned_certs() {
+    // As nats-server: the leafnodes block's `pinned_certs` also applies to the hubs its
+    // remotes dial (the hub presents the node certificate).
+    let pki = Pki::new("pinleafremote");
+    let other = pki.issue("other", &[(DnType::CommonName, "other")], vec![]);
+    let remote_tls = format!(
+        "tls {{ cert_file: \"{}\", key_file: \"{}\", ca_file: \"{}\" }}",
+        pki.dir.join("cert.pem").display(),
+        pki.dir.join("key.pem").display(),
+        pki.dir.join("ca.pem").display()
+    );
+    for (pin, joins) in [
+        (pki.node_spki_sha256(), true),
+        (other.spki_sha256.clone(), false),
+    ] {
+        let lport = free_port();
+        let hub = Srv::natsd(&format!(
+            "leafnodes {{ listen: 127.0.0.1:{lport}, {} }}",
+            tls_block(&pki, "verify: true")
+        ))
+        .await;
+        let leaf = Srv::natsd(&format!(
+            "leafnodes {{ {}\n remotes [ {{ url: \"nats://127.0.0.1:{lport}\", {remote_tls} }} ] }}",
+            tls_block(&pki, &format!("pinned_certs: [ \"{pin}\" ]"))
+        ))
+        .await;
+        let leafs = || async {
+            let v = http_json(hub.http(), "/varz").await;
+            v["leafnodes"].as_u64().unwrap_or(0)
+        };
+        if joins {
+            common::wait_for("the leaf", || async { leafs().await > 0 }).await;
+        } else {
+            let ok = tokio::time::timeout(std::time::Duration::from_millis(1500), async {
+                while leafs().await == 0 {
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+            })
+            .await;
+            assert!(ok.is_err(), "a leaf connected to a hub it does not pin");
+        }
+        leaf.stop().await;
+        hub.stop().await;
+    }
+}
