@@ -281,6 +281,28 @@ pub fn known_url_peer<'a>(
     hit.is_some()
 }
 
+/// An accepted route's or gateway's certificate as nats-server's `isRouterAuthorized` /
+/// `isGatewayAuthorized` judge it when its block's tls has `verify_cert_and_check_known_urls`
+/// (a DNS name naming a host of `urls`) or `verify_and_map` (one of its names, as they are,
+/// is the block's `authorization` user: its password is not asked for). `None` when
+/// neither is on: the CONNECT's credentials decide.
+pub fn peer_cert_authorized<'a>(
+    t: Option<&TlsOpts>,
+    cert: Option<&cert::PeerCert>,
+    user: Option<&str>,
+    urls: impl IntoIterator<Item = &'a String>,
+) -> Option<bool> {
+    let t = t.filter(|t| t.verify_and_map || t.check_known_urls)?;
+    if t.check_known_urls && known_url_peer(cert, urls) {
+        return Some(true);
+    }
+    let mapped = t.verify_and_map
+        && cert
+            .zip(user)
+            .is_some_and(|(c, u)| c.names().iter().any(|n| n == u));
+    Some(mapped)
+}
+
 /// The SubjectPublicKeyInfo of a DER certificate.
 fn spki_of<'a>(c: &'a CertificateDer<'_>) -> Option<&'a [u8]> {
     cert::spki(c.as_ref()).ok()

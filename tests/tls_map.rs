@@ -473,26 +473,38 @@ async fn check_known_urls_on_routes_as_nats_server() {
             SanType::IpAddress([127, 0, 0, 1].into()),
         ],
     );
+    // The route URL is never dialled successfully: only its host matters. Credentials
+    // configured for routes are not asked for.
+    let block = format!(
+        "{}\n authorization {{ user: r, password: p }}\n \
+         routes: [ \"nats://node-b.example.com:1\", \"nats://127.0.0.1:1\" ]",
+        tls_block(&pki, "verify_cert_and_check_known_urls: true")
+    );
+    let cases = [
+        (&named, "PONG"),
+        (&wild, "PONG"),
+        // Neither an IP SAN nor the subject counts.
+        (&stranger, "-ERR 'Authorization Violation'"),
+    ];
+    route_answers(&pki, "knownurls", &block, &cases).await;
+}
+
+/// What a route port whose cluster block holds `block` answers a peer's CONNECT over TLS
+/// with each certificate, on natsd and on nats-server 2.15.1.
+async fn route_answers(pki: &Pki, name: &str, block: &str, cases: &[(&Issued, &str)]) {
     for go in [false, true] {
         let port = free_port();
-        // The route URL is never dialled successfully: only its host matters. Credentials
-        // configured for routes are not asked for.
-        let conf = format!(
-            "cluster {{ name: C, listen: 127.0.0.1:{port}, {}\n \
-             authorization {{ user: r, password: p }}\n \
-             routes: [ \"nats://node-b.example.com:1\", \"nats://127.0.0.1:1\" ] }}",
-            tls_block(&pki, "verify_cert_and_check_known_urls: true")
-        );
-        let t = Srv::start(go, &conf, "knownurls", ROUTE).await;
+        let conf = format!("cluster {{ name: C, listen: 127.0.0.1:{port}, {block} }}");
+        let t = Srv::start(go, &conf, name, ROUTE).await;
         let who = t.name();
-        for (cert, want) in [
-            (&named, "PONG"),
-            (&wild, "PONG"),
-            // Neither an IP SAN nor the subject counts.
-            (&stranger, "-ERR 'Authorization Violation'"),
-        ] {
-            let got = route_peer(port, &pki, cert, ROUTE_CONNECT).await;
-            assert_eq!(got.as_deref(), Some(want), "{who}: {}", cert.cert.display());
+        for (cert, want) in cases {
+            let got = route_peer(port, pki, cert, ROUTE_CONNECT).await;
+            assert_eq!(
+                got.as_deref(),
+                Some(*want),
+                "{who}: {}",
+                cert.cert.display()
+            );
         }
         t.stop().await;
     }
@@ -733,5 +745,81 @@ async fn a_leaf_checks_its_hub_against_the_leafnodes_pinned_certs() {
         }
         leaf.stop().await;
         hub.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_and_map_on_routes_as_nats_server() {
+    // The cluster's authorization user is the name the certificate must carry; its
+    // password is not asked for.
+    let pki = Pki::new("tlsmaproute");
+    let dns = |n: &str| SanType::DnsName(n.try_into().expect("dns"));
+    let named = pki.issue(
+        "named",
+        &[(DnType::CommonName, "x")],
+        vec![dns("route.example.com")],
+    );
+    let subject = pki.issue(
+        "subject",
+        &[(DnType::CommonName, "route.example.com")],
+        vec![],
+    );
+    let stranger = pki.issue(
+        "stranger",
+        &[(DnType::CommonName, "y")],
+        vec![dns("z.example.com")],
+    );
+    let block = format!(
+        "{}\n authorization {{ user: \"route.example.com\", password: secret }}",
+        tls_block(&pki, "verify_and_map: true")
+    );
+    let cases = [
+        (&named, "PONG"),
+        // The subject's string is `CN=route.example.com`: not the user's name.
+        (&subject, "-ERR 'Authorization Violation'"),
+        (&stranger, "-ERR 'Authorization Violation'"),
+    ];
+    route_answers(&pki, "tlsmaproute", &block, &cases).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_and_map_on_gateways_as_nats_server() {
+    let pki = Pki::new("tlsmapgw");
+    let dns = |n: &str| SanType::DnsName(n.try_into().expect("dns"));
+    let named = pki.issue(
+        "named",
+        &[(DnType::CommonName, "x")],
+        vec![dns("gw.example.com")],
+    );
+    let stranger = pki.issue(
+        "stranger",
+        &[(DnType::CommonName, "y")],
+        vec![dns("z.example.com")],
+    );
+    let connect = "{\"verbose\":false,\"pedantic\":false,\"tls_required\":true,\
+        \"name\":\"peer-gw\",\"gateway\":\"B\"}";
+    let gw = Wait {
+        gateway: true,
+        ..CLIENT
+    };
+    for go in [false, true] {
+        let port = free_port();
+        let conf = format!(
+            "gateway {{ name: A, listen: 127.0.0.1:{port}, {}\n \
+             authorization {{ user: \"gw.example.com\", password: secret }} }}",
+            tls_block(&pki, "verify_and_map: true")
+        );
+        let t = Srv::start(go, &conf, "tlsmapgw", gw).await;
+        let who = t.name();
+        let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+        for (cert, want) in [
+            (&named, "PONG"),
+            (&stranger, "-ERR 'Authorization Violation'"),
+        ] {
+            let mut c = tls_to(addr, &pki, Some(cert), false).await.expect("tls");
+            c.send(&format!("CONNECT {connect}\r\nPING\r\n")).await;
+            assert_eq!(c.answer().await.as_deref(), Some(want), "{who}");
+        }
+        t.stop().await;
     }
 }

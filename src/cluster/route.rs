@@ -441,10 +441,14 @@ impl Route {
 
     fn route_auth_ok(&self, ci: &RouteConnectInfo) -> bool {
         let o = &self.cl.opts;
-        if o.tls.as_ref().is_some_and(|t| t.check_known_urls) {
-            // nats-server: the certificate decides; CONNECT credentials are not looked at.
-            let cert = self.conn.meta().peer_cert.clone();
-            return crate::tls::known_url_peer(cert.as_deref(), &o.routes);
+        // nats-server: with mapping or known URLs, the certificate decides; CONNECT
+        // credentials are not looked at.
+        let cert = self.conn.meta().peer_cert.clone();
+        let user = o.username.as_deref();
+        if let Some(ok) =
+            crate::tls::peer_cert_authorized(o.tls.as_ref(), cert.as_deref(), user, &o.routes)
+        {
+            return ok;
         }
         let (t, u, p) = (
             o.token.as_deref(),

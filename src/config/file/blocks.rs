@@ -310,12 +310,11 @@ pub(super) fn tls_block_for(e: &Entry, ctx: TlsCtx) -> Result<crate::tls::TlsOpt
                     t.handshake_first = v;
                 }
             }
-            "verify_and_map" if !matches!(ctx, TlsCtx::Client | TlsCtx::Leaf) => {
+            "verify_and_map" if matches!(ctx, TlsCtx::LeafRemote | TlsCtx::GatewayRemote) => {
                 return Err(not_supported(
                     &te.key,
                     &te.key_pos,
-                    "certificate-to-user mapping outside the client and leafnode ports' tls \
-                     blocks",
+                    "verify_and_map in a remote's tls block",
                 ))
             }
             "verify_and_map" => {

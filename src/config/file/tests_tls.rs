@@ -92,7 +92,7 @@ fn bad_values_are_config_errors() {
     ))
     .expect_err("leafnodes");
     assert!(e.msg.contains("not supported in this context"), "{e}");
-    // verify_and_map is taken there; routes and gateways do not have it yet.
+    // verify_and_map is taken there too.
     let o = load_str(&format!(
         "leafnodes {{ port: -1, {} }}",
         f.block("verify_and_map: true")
@@ -114,6 +114,26 @@ fn routes_and_gateways_check_known_urls_and_pin() {
     ))
     .expect("load")
     .options;
+    let o2 = load_str(&format!(
+        "cluster {{ port: -1, {} }}",
+        f.block("verify_and_map: true")
+    ))
+    .expect("load")
+    .options;
+    assert!(o2
+        .cluster
+        .and_then(|c| c.tls)
+        .is_some_and(|t| t.verify_and_map));
+    // Not in a remote's block.
+    let e = load_str(&format!(
+        "gateway {{ name: A, port: -1, gateways [ {{ name: B, url: \"nats://h:1\", {} }} ] }}",
+        f.block("verify_and_map: true")
+    ))
+    .expect_err("remote");
+    assert!(
+        e.msg.contains("\"verify_and_map\" is not supported yet"),
+        "{e}"
+    );
     for t in [
         o.cluster.and_then(|c| c.tls).expect("cluster tls"),
         o.gateway.and_then(|g| g.tls).expect("gateway tls"),
