@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 pub mod callout;
+mod certmap;
 mod operator;
 pub mod responses;
 use operator::{jwt_user, operator_accounts, JwtAccount};
@@ -31,6 +32,8 @@ pub struct Credentials<'a> {
     pub host: Option<std::net::IpAddr>,
     /// A leafnode connection (connection type `LEAFNODE`), else a client (`STANDARD`).
     pub leaf: bool,
+    /// The certificate the client presented over TLS (`verify_and_map` finds the user in it).
+    pub cert: Option<&'a crate::tls::cert::PeerCert>,
 }
 
 impl Credentials<'_> {
@@ -242,6 +245,18 @@ struct UserEntry {
 }
 
 impl UserEntry {
+    /// The identity of this user, named `name`.
+    fn identity(&self, name: &str) -> Identity {
+        Identity {
+            user: name.to_string(),
+            account: self.account.clone(),
+            perms: self.perms.clone(),
+            expires: 0,
+            jwt_limits: None,
+            name_tag: String::new(),
+        }
+    }
+
     fn allows(&self, c: &Credentials<'_>) -> bool {
         self.types.is_empty() || self.types.iter().any(|t| t == c.connection_type())
     }
@@ -260,6 +275,12 @@ enum Mode {
 struct Rulebook {
     mode: Mode,
     no_auth_user: Option<String>,
+    /// The client port's `verify_and_map` with `users` configured: clients are the user
+    /// their certificate names.
+    map_clients: bool,
+    /// The same for leafnodes (`leafnodes { tls { verify_and_map } }`, the leafnodes block
+    /// without credentials of its own).
+    map_leafs: bool,
 }
 
 /// Decides whether CONNECT credentials are good and which account they open. The rules can be
@@ -427,14 +448,39 @@ impl Rulebook {
         } else {
             Mode::Open
         };
+        // As nats-server: mapping looks in the `users` list (not a lone `user`).
+        let users = o.operator.is_none()
+            && o.auth_token.is_none()
+            && o.username.is_none()
+            && !o.users.is_empty();
+        let leaf_maps = o.leafnodes.as_ref().is_some_and(|l| {
+            l.port.is_some()
+                && l.tls.as_ref().is_some_and(|t| t.verify_and_map)
+                && l.username.is_none()
+                && l.nkey.is_none()
+                && l.token.is_none()
+                && l.users.is_empty()
+        });
         Rulebook {
             mode,
             no_auth_user: o.no_auth_user.clone(),
+            map_clients: users && o.tls.as_ref().is_some_and(|t| t.verify_and_map),
+            map_leafs: users && leaf_maps,
         }
     }
 
     fn required(&self) -> bool {
         !matches!(self.mode, Mode::Open)
+    }
+
+    /// nats-server 2.15: a user without a password that a port's `verify_and_map` could
+    /// select is a certificate identity; a port that does not map (`leaf`: the leafnode
+    /// port, else the client port) does not let it in by name (the `no_auth_user` excepted).
+    fn cert_only(&self, name: &str, e: &UserEntry, leaf: bool) -> bool {
+        let allowed = |t: &str| e.types.is_empty() || e.types.iter().any(|x| x == t);
+        let mapped_elsewhere = (leaf && self.map_clients && allowed("STANDARD"))
+            || (!leaf && self.map_leafs && allowed("LEAFNODE"));
+        mapped_elsewhere && e.password.is_empty() && self.no_auth_user.as_deref() != Some(name)
     }
 
     fn authenticate(&self, c: Credentials<'_>) -> Option<Identity> {
@@ -474,14 +520,20 @@ impl Rulebook {
                     if !by_no_auth && !nonce_signed(key, c.nonce, c.sig) {
                         return None;
                     }
-                    return Some(Identity {
-                        user: key.to_string(),
-                        account: e.account.clone(),
-                        perms: e.perms.clone(),
-                        expires: 0,
-                        jwt_limits: None,
-                        name_tag: String::new(),
-                    });
+                    return Some(e.identity(key));
+                }
+                if (self.map_clients && !c.leaf) || (self.map_leafs && c.leaf) {
+                    let Some(cert) = c.cert else {
+                        tracing::debug!("User required in cert, no TLS connection state");
+                        return None;
+                    };
+                    let (name, e) = certmap::mapped_user(cert, users, &c)?;
+                    if let Some(u) = c.user {
+                        tracing::warn!(
+                            "User {u:?} found in connect proto, but user required from cert"
+                        );
+                    }
+                    return Some(e.identity(name));
                 }
                 let (name, pass) = match (c.user, c.token) {
                     (Some(u), _) if !u.is_empty() => (u, c.pass.unwrap_or("")),
@@ -490,17 +542,14 @@ impl Rulebook {
                 };
                 let e = users.get(name).filter(|e| e.allows(&c))?;
                 let by_no_auth = c.user.is_none_or(str::is_empty);
+                if self.cert_only(name, e, c.leaf) {
+                    tracing::debug!("User {name:?} requires a client certificate");
+                    return None;
+                }
                 if !by_no_auth && !secret_matches(&e.password, pass) {
                     return None;
                 }
-                Some(Identity {
-                    user: name.to_string(),
-                    account: e.account.clone(),
-                    perms: e.perms.clone(),
-                    expires: 0,
-                    jwt_limits: None,
-                    name_tag: String::new(),
-                })
+                Some(e.identity(name))
             }
         }
     }

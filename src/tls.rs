@@ -2,6 +2,10 @@
 //! curve_preferences }`) turned into rustls configurations, and nats-server's names for what a
 //! handshake negotiated. Pure setup: no sockets. Certificates and keys are PEM files.
 
+pub mod cert;
+pub mod dn;
+
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,6 +35,16 @@ pub struct TlsOpts {
     /// `Some(ZERO)`: always (`true`); `Some(d)`: if the client sends nothing within `d`,
     /// INFO goes out in the clear as usual (`"300ms"`, `"auto"` = 50 ms); `None`: off.
     pub handshake_first: Option<Duration>,
+    /// `verify_and_map`: the client's user is the one its certificate names (implies
+    /// `verify`).
+    pub verify_and_map: bool,
+    /// `pinned_certs`: lower-case hex SHA-256 of the peer certificates' SubjectPublicKeyInfo;
+    /// a peer whose key is not listed is refused after the handshake. `None`: no pinning (an
+    /// empty list is none, as nats-server).
+    pub pinned_certs: Option<BTreeSet<String>>,
+    /// `verify_cert_and_check_known_urls` (routes, gateways; implies `verify`): an accepted
+    /// peer's certificate must carry a DNS name matching the host of a configured URL.
+    pub check_known_urls: bool,
 }
 
 impl Default for TlsOpts {
@@ -45,6 +59,9 @@ impl Default for TlsOpts {
             cipher_suites: Vec::new(),
             curve_preferences: Vec::new(),
             handshake_first: None,
+            verify_and_map: false,
+            pinned_certs: None,
+            check_known_urls: false,
         }
     }
 }
@@ -183,6 +200,112 @@ pub fn negotiated(c: &rustls::CommonState) -> (String, String) {
         None => String::new(),
     };
     (version, suite)
+}
+
+/// A `pinned_certs` entry as nats-server takes it: 64 hex digits, kept in lower case.
+pub fn pinned_cert_key(entry: &str) -> Result<String, String> {
+    let e = entry.to_ascii_lowercase();
+    if e.len() == 64 && e.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Ok(e)
+    } else {
+        Err(format!(
+            "error parsing tls config, 'pinned_certs' key {e} does not look like hex-encoded \
+             sha256 of DER encoded SubjectPublicKeyInfo"
+        ))
+    }
+}
+
+/// nats-server's check after a handshake: with `pinned_certs`, the peer's first certificate's
+/// key must be listed (`certificate not pinned` otherwise; the reason goes to the debug log
+/// with `prefix`).
+pub fn check_pinned(
+    pinned: Option<&BTreeSet<String>>,
+    peer: Option<&[CertificateDer<'_>]>,
+    prefix: &str,
+) -> Result<(), String> {
+    let Some(pinned) = pinned else {
+        return Ok(());
+    };
+    let Some(first) = peer.and_then(|c| c.first()) else {
+        tracing::debug!(
+            "{prefix} - Failed pinned cert test as client did not provide a certificate"
+        );
+        return Err("certificate not pinned".into());
+    };
+    let d = ring::digest::digest(&ring::digest::SHA256, spki_of(first).unwrap_or_default());
+    let key = data_encoding::HEXLOWER.encode(d.as_ref());
+    if pinned.contains(&key) {
+        Ok(())
+    } else {
+        tracing::debug!("{prefix} - Failed pinned cert test for key id: {key}");
+        Err("certificate not pinned".into())
+    }
+}
+
+/// `verify_cert_and_check_known_urls` as nats-server checks an accepted route or gateway:
+/// one of the certificate's SAN DNS names (only those: not its IP addresses, emails or
+/// subject) matches the host of one of `urls` (its configured routes, or its gateways'
+/// URLs). Labels compare without case; a `*` left-most label matches any one label.
+pub fn known_url_peer<'a>(
+    cert: Option<&cert::PeerCert>,
+    urls: impl IntoIterator<Item = &'a String>,
+) -> bool {
+    let Some(cert) = cert else {
+        return false;
+    };
+    let hosts: Vec<String> = urls
+        .into_iter()
+        .filter_map(|u| crate::cluster::url::RouteUrl::parse(u).ok())
+        .map(|u| u.host.to_ascii_lowercase())
+        .collect();
+    let hit = cert.dns_names.iter().find(|name| {
+        let labels: Vec<String> = name
+            .to_ascii_lowercase()
+            .split('.')
+            .map(String::from)
+            .collect();
+        hosts.iter().any(|h| {
+            let host: Vec<&str> = h.split('.').collect();
+            host.len() == labels.len()
+                && labels
+                    .iter()
+                    .zip(&host)
+                    .enumerate()
+                    .all(|(i, (l, h))| (i == 0 && l == "*") || l == h)
+        })
+    });
+    match hit {
+        Some(name) => tracing::debug!("Using SAN found in cert for auth [{name:?}]"),
+        None => tracing::debug!("User in cert [{:?}], not found", cert.subject),
+    }
+    hit.is_some()
+}
+
+/// An accepted route's or gateway's certificate as nats-server's `isRouterAuthorized` /
+/// `isGatewayAuthorized` judge it when its block's tls has `verify_cert_and_check_known_urls`
+/// (a DNS name naming a host of `urls`) or `verify_and_map` (one of its names, as they are,
+/// is the block's `authorization` user: its password is not asked for). `None` when
+/// neither is on: the CONNECT's credentials decide.
+pub fn peer_cert_authorized<'a>(
+    t: Option<&TlsOpts>,
+    cert: Option<&cert::PeerCert>,
+    user: Option<&str>,
+    urls: impl IntoIterator<Item = &'a String>,
+) -> Option<bool> {
+    let t = t.filter(|t| t.verify_and_map || t.check_known_urls)?;
+    if t.check_known_urls && known_url_peer(cert, urls) {
+        return Some(true);
+    }
+    let mapped = t.verify_and_map
+        && cert
+            .zip(user)
+            .is_some_and(|(c, u)| c.names().iter().any(|n| n == u));
+    Some(mapped)
+}
+
+/// The SubjectPublicKeyInfo of a DER certificate.
+fn spki_of<'a>(c: &'a CertificateDer<'_>) -> Option<&'a [u8]> {
+    cert::spki(c.as_ref()).ok()
 }
 
 fn read(path: &PathBuf, what: &str) -> Result<Vec<u8>, String> {

@@ -616,8 +616,9 @@ async fn config_file_tls_https_and_dash_t_errors() {
                 pki.p("cert.pem"),
                 pki.p("key.pem")
             ),
-            ":4:3: ",
-            "\"verify_and_map\" is not supported yet",
+            // verify_and_map needs a CA, as verify does.
+            ":1:1: ",
+            "tls verify needs a ca_file",
         ),
         (
             format!(

@@ -370,10 +370,10 @@ fn malformed_files_report_positions() {
         ),
         (
             "gateway.conf",
-            "gateway {\n name: A\n tls {\n  pinned_certs: []\n }\n}\n",
+            "gateway {\n name: A\n tls {\n  pinned_certs: [ \"abc\" ]\n }\n}\n",
             4,
-            3,
-            "\"pinned_certs\" is not supported yet",
+            19,
+            "'pinned_certs' key abc does not look like hex-encoded sha256",
         ),
     ];
     for (name, text, line, col, msg) in cases {

@@ -25,7 +25,8 @@ impl Client {
             self.send_ok();
             return Flow::Continue;
         }
-        let creds = self.creds_of(&ci);
+        let cert = self.conn.meta().peer_cert.clone();
+        let creds = self.creds_of(&ci, cert.as_deref());
         let authed = self.srv.auth.authenticate(creds);
         // A user JWT in operator mode is its account's business, not the configured
         // service's (nats-server: the account JWT's own callout, not built yet).
@@ -49,8 +50,12 @@ impl Client {
         self.admit(&ci, id, true)
     }
 
-    /// The CONNECT's credentials, with this connection's nonce and address.
-    fn creds_of<'a>(&'a self, ci: &'a ConnectInfo) -> Credentials<'a> {
+    /// The CONNECT's credentials, with this connection's nonce, address and certificate.
+    fn creds_of<'a>(
+        &'a self,
+        ci: &'a ConnectInfo,
+        cert: Option<&'a crate::tls::cert::PeerCert>,
+    ) -> Credentials<'a> {
         Credentials {
             user: nonempty(&ci.user),
             pass: nonempty(&ci.pass),
@@ -61,12 +66,13 @@ impl Client {
             jwt: nonempty(&ci.jwt),
             host: Some(self.conn.addr.ip()),
             leaf: false,
+            cert,
         }
     }
 
     /// `-ERR 'Authorization Violation'` and close, logged as nats-server does.
     fn refuse(&mut self, ci: &ConnectInfo) -> Flow {
-        let creds = self.creds_of(ci);
+        let creds = self.creds_of(ci, None);
         // As nats-server 2.15: the failed connection keeps the user it claimed (an
         // nkey before a name), for `/connz?state=closed&auth=1`.
         let claimed = creds.nkey.or(creds.user);
@@ -132,7 +138,9 @@ impl Client {
         self.perms = id.perms;
         self.expires_at = crate::util::time::expiry_instant(id.expires);
         self.jwt_limits = id.jwt_limits;
-        self.creds = recheck.then(|| StoredCreds::new(&self.creds_of(ci)));
+        let cert = self.conn.meta().peer_cert.clone();
+        self.creds =
+            recheck.then(|| StoredCreds::new(&self.creds_of(ci, cert.as_deref()), cert.clone()));
         // The account's `limits { max_connections }`, counted across the cluster: this
         // server's clients and what the others last said (`sys/conns.rs`).
         let max_conns = self
@@ -230,7 +238,7 @@ impl Client {
         let Some(cfg) = self.opts.auth_callout.clone() else {
             return self.on_connect(json);
         };
-        let creds = self.creds_of(&ci);
+        let creds = self.creds_of(&ci, None);
         let user = crate::auth::callout::raw_user(&creds);
         let mut connect = serde_json::json!({"protocol": ci.protocol});
         for (k, v) in [
@@ -290,4 +298,49 @@ enum Pending {
     Fetch(String),
     /// The auth service's answer.
     Callout,
+}
+
+/// Credentials a client presented, owned (the signature and nonce too, so that a reload
+/// re-checks an nkey user without asking it again).
+pub(super) struct StoredCreds {
+    pub(super) user: Option<String>,
+    pass: Option<String>,
+    token: Option<String>,
+    nkey: Option<String>,
+    sig: Option<String>,
+    nonce: String,
+    pub(super) jwt: Option<String>,
+    host: Option<std::net::IpAddr>,
+    cert: Option<Arc<crate::tls::cert::PeerCert>>,
+}
+
+impl StoredCreds {
+    fn new(c: &Credentials<'_>, cert: Option<Arc<crate::tls::cert::PeerCert>>) -> Self {
+        StoredCreds {
+            user: c.user.map(str::to_string),
+            pass: c.pass.map(str::to_string),
+            token: c.token.map(str::to_string),
+            nkey: c.nkey.map(str::to_string),
+            sig: c.sig.map(str::to_string),
+            nonce: String::from_utf8_lossy(c.nonce).into_owned(),
+            jwt: c.jwt.map(str::to_string),
+            host: c.host,
+            cert,
+        }
+    }
+
+    pub(super) fn as_creds(&self) -> Credentials<'_> {
+        Credentials {
+            user: self.user.as_deref(),
+            pass: self.pass.as_deref(),
+            token: self.token.as_deref(),
+            nkey: self.nkey.as_deref(),
+            sig: self.sig.as_deref(),
+            nonce: self.nonce.as_bytes(),
+            jwt: self.jwt.as_deref(),
+            host: self.host,
+            leaf: false,
+            cert: self.cert.as_deref(),
+        }
+    }
 }

@@ -80,7 +80,7 @@ struct Client {
     /// The options in force for this connection (refreshed by a config reload).
     opts: Arc<crate::config::Options>,
     /// The CONNECT credentials, kept to re-check them when the config is reloaded.
-    creds: Option<StoredCreds>,
+    creds: Option<connect::StoredCreds>,
     conn: Arc<Conn>,
     acc: Arc<Account>,
     perms: Option<Arc<CompiledPerms>>,
@@ -129,48 +129,6 @@ struct Client {
     /// The `nonce` this client's INFO carried (empty: none was sent), which an nkey user
     /// signs in CONNECT.
     nonce: String,
-}
-
-/// Credentials a client presented, owned (the signature and nonce too, so that a reload
-/// re-checks an nkey user without asking it again).
-struct StoredCreds {
-    user: Option<String>,
-    pass: Option<String>,
-    token: Option<String>,
-    nkey: Option<String>,
-    sig: Option<String>,
-    nonce: String,
-    jwt: Option<String>,
-    host: Option<std::net::IpAddr>,
-}
-
-impl StoredCreds {
-    fn new(c: &Credentials<'_>) -> Self {
-        StoredCreds {
-            user: c.user.map(str::to_string),
-            pass: c.pass.map(str::to_string),
-            token: c.token.map(str::to_string),
-            nkey: c.nkey.map(str::to_string),
-            sig: c.sig.map(str::to_string),
-            nonce: String::from_utf8_lossy(c.nonce).into_owned(),
-            jwt: c.jwt.map(str::to_string),
-            host: c.host,
-        }
-    }
-
-    fn as_creds(&self) -> Credentials<'_> {
-        Credentials {
-            user: self.user.as_deref(),
-            pass: self.pass.as_deref(),
-            token: self.token.as_deref(),
-            nkey: self.nkey.as_deref(),
-            sig: self.sig.as_deref(),
-            nonce: self.nonce.as_bytes(),
-            jwt: self.jwt.as_deref(),
-            host: self.host,
-            leaf: false,
-        }
-    }
 }
 
 enum Flow {

@@ -157,6 +157,25 @@ pub(super) async fn serve_tls(
             return;
         }
     };
+    let peer = stream.get_ref().1.peer_certificates();
+    let pinned = opts_pinned(&c);
+    if let Err(e) = crate::tls::check_pinned(pinned, peer, &conn.log_prefix()) {
+        tracing::error!("{} - TLS handshake error: {e}", conn.log_prefix());
+        conn.close(CloseReason::TlsHandshakeError);
+        let _ = stream.shutdown().await;
+        c.finish();
+        return;
+    }
+    let peer_cert = match peer.and_then(|p| p.first()) {
+        None => None,
+        Some(der) => match crate::tls::cert::parse(der.as_ref()) {
+            Ok(pc) => Some(Arc::new(pc)),
+            Err(e) => {
+                tracing::debug!("{} - peer certificate: {e}", conn.log_prefix());
+                None
+            }
+        },
+    };
     let (version, suite) = crate::tls::negotiated(stream.get_ref().1);
     tracing::debug!("{} - TLS handshake complete", conn.log_prefix());
     tracing::debug!(
@@ -167,6 +186,7 @@ pub(super) async fn serve_tls(
         let mut m = conn.meta();
         m.tls_version = version;
         m.tls_cipher_suite = suite;
+        m.peer_cert = peer_cert;
     }
     if tls_first {
         // INFO now, as the first bytes inside TLS.
@@ -191,6 +211,11 @@ pub(super) async fn serve_tls(
     driver::read_loop(&mut c, rd).await;
     c.finish();
     let _ = writer.await;
+}
+
+/// The client port's `pinned_certs`.
+fn opts_pinned(c: &Client) -> Option<&std::collections::BTreeSet<String>> {
+    c.opts.tls.as_ref().and_then(|t| t.pinned_certs.as_ref())
 }
 
 /// Write lines before the handshake (there is no writer yet); a failed or late write closes

@@ -208,7 +208,15 @@ impl Route {
             None => Side::Accept(&tls.acceptor),
             Some(sol) => Side::Connect(&tls.connector, &sol.url.host),
         };
-        crate::conn::tls::handshake(stream, side, tls.timeout).await
+        let pinned = self
+            .cl
+            .opts
+            .tls
+            .as_ref()
+            .and_then(|t| t.pinned_certs.as_ref());
+        let s = crate::conn::tls::handshake(stream, side, tls.timeout, pinned).await?;
+        self.conn.meta().peer_cert = s.peer_cert();
+        Ok(s)
     }
 
     /// Our INFO line, with `compression` (nats-server 2.10+ writes every mode, `"not
@@ -433,6 +441,15 @@ impl Route {
 
     fn route_auth_ok(&self, ci: &RouteConnectInfo) -> bool {
         let o = &self.cl.opts;
+        // nats-server: with mapping or known URLs, the certificate decides; CONNECT
+        // credentials are not looked at.
+        let cert = self.conn.meta().peer_cert.clone();
+        let user = o.username.as_deref();
+        if let Some(ok) =
+            crate::tls::peer_cert_authorized(o.tls.as_ref(), cert.as_deref(), user, &o.routes)
+        {
+            return ok;
+        }
         let (t, u, p) = (
             o.token.as_deref(),
             o.username.as_deref(),

@@ -139,6 +139,8 @@ pub struct ConnMeta {
     /// TLS clients: nats-server's `tls_version` ("1.3") and `tls_cipher_suite` (Go's name).
     pub tls_version: String,
     pub tls_cipher_suite: String,
+    /// TLS clients: what their certificate says (`verify_and_map`).
+    pub peer_cert: Option<std::sync::Arc<crate::tls::cert::PeerCert>>,
     /// A client's permissions as `$SYS.REQ.USER.INFO` shows them (`None`: unrestricted).
     pub permissions: Option<std::sync::Arc<serde_json::Value>>,
     /// When its user JWT expires (unix seconds; 0: never).

@@ -59,20 +59,22 @@ pub enum Side<'a> {
     Connect(&'a TlsConnector, &'a str),
 }
 
-/// The TLS handshake on a new connection, bounded by `timeout` (at least 500 ms).
+/// The TLS handshake on a new connection, bounded by `timeout` (at least 500 ms); then, as
+/// nats-server, the peer's certificate against `pinned` (`pinned_certs`).
 pub async fn handshake(
     stream: TcpStream,
     side: Side<'_>,
     timeout: std::time::Duration,
+    pinned: Option<&std::collections::BTreeSet<String>>,
 ) -> Result<TlsStream, String> {
     let deadline = timeout.max(std::time::Duration::from_millis(500));
-    match side {
+    let s = match side {
         Side::Accept(a) => {
             let s = tokio::time::timeout(deadline, a.accept(stream))
                 .await
                 .map_err(|_| "timeout".to_string())?
                 .map_err(|e| e.to_string())?;
-            Ok(TlsStream::Server(Box::new(s)))
+            TlsStream::Server(Box::new(s))
         }
         Side::Connect(c, host) => {
             let name = crate::tls::server_name(host)?;
@@ -80,7 +82,35 @@ pub async fn handshake(
                 .await
                 .map_err(|_| "timeout".to_string())?
                 .map_err(|e| e.to_string())?;
-            Ok(TlsStream::Client(Box::new(s)))
+            TlsStream::Client(Box::new(s))
         }
+    };
+    let peer = s.common().peer_certificates();
+    let prefix = s.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+    crate::tls::check_pinned(pinned, peer, &prefix)?;
+    Ok(s)
+}
+
+impl TlsStream {
+    fn common(&self) -> &tokio_rustls::rustls::CommonState {
+        match self {
+            TlsStream::Server(s) => s.get_ref().1,
+            TlsStream::Client(s) => s.get_ref().1,
+        }
+    }
+
+    fn peer_addr(&self) -> Option<std::net::SocketAddr> {
+        match self {
+            TlsStream::Server(s) => s.get_ref().0.peer_addr().ok(),
+            TlsStream::Client(s) => s.get_ref().0.peer_addr().ok(),
+        }
+    }
+
+    /// What the peer's certificate says (`None`: it sent none, or it could not be read).
+    pub fn peer_cert(&self) -> Option<std::sync::Arc<crate::tls::cert::PeerCert>> {
+        let der = self.common().peer_certificates()?.first()?;
+        crate::tls::cert::parse(der.as_ref())
+            .ok()
+            .map(std::sync::Arc::new)
     }
 }

@@ -213,7 +213,15 @@ impl GwConn {
             (Some(sol), _, Some(c)) => Side::Connect(c, &sol.url.host),
             _ => return Err("no TLS configuration for this side".into()),
         };
-        crate::conn::tls::handshake(stream, side, timeout).await
+        let pinned = self
+            .gw
+            .opts
+            .tls
+            .as_ref()
+            .and_then(|t| t.pinned_certs.as_ref());
+        let s = crate::conn::tls::handshake(stream, side, timeout, pinned).await?;
+        self.conn.meta().peer_cert = s.peer_cert();
+        Ok(s)
     }
 
     fn send_opening(&mut self) {

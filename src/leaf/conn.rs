@@ -105,6 +105,9 @@ pub async fn run(
             return None;
         }
     };
+    if let Io::Tls(s) = &opened.io {
+        conn.meta().peer_cert = s.peer_cert();
+    }
     c.info_sent = opened.info_sent;
     c.pending_info = opened.hub_info;
     let cfg = c.srv.write_cfg(ConnKind::Leaf, c.srv.opts.write_deadline);

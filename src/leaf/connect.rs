@@ -57,6 +57,7 @@ pub(super) fn authenticate(
     ci: &LeafConnect,
     nonce: &[u8],
     host: IpAddr,
+    cert: Option<&crate::tls::cert::PeerCert>,
 ) -> Option<Identity> {
     let default = o
         .account
@@ -71,12 +72,34 @@ pub(super) fn authenticate(
         name_tag: String::new(),
     };
     if !o.users.is_empty() {
-        let u = o.users.iter().find(|u| u.user == ci.user)?;
+        let mapped = o.tls.as_ref().is_some_and(|t| t.verify_and_map);
+        let u = if mapped {
+            // nats-server: the certificate names one of these users (its names as they are;
+            // no DN matching here); the user's password, if any, is still checked.
+            let Some(cert) = cert else {
+                tracing::debug!("User required in cert, no TLS connection state");
+                return None;
+            };
+            let names = cert.names();
+            let u = names
+                .iter()
+                .find_map(|n| o.users.iter().find(|u| u.user == *n))?;
+            if !ci.user.is_empty() {
+                tracing::warn!(
+                    "User {:?} found in connect proto, but user required from cert",
+                    ci.user
+                );
+            }
+            u
+        } else {
+            o.users.iter().find(|u| u.user == ci.user)?
+        };
+        let presented = if mapped { &u.user } else { &ci.user };
         return crate::auth::peer_credentials_ok(
             None,
             Some(&u.user),
             Some(&u.password),
-            &ci.user,
+            presented,
             &ci.pass,
         )
         .then(|| bind(u.account.clone().unwrap_or(default)));
@@ -100,6 +123,7 @@ pub(super) fn authenticate(
             jwt: nonempty(&ci.jwt),
             host: Some(host),
             leaf: true,
+            cert,
         });
     }
     let presented = if ci.pass.is_empty() && !ci.auth_token.is_empty() {

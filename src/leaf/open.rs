@@ -8,6 +8,7 @@
 
 use crate::conn::tls::{handshake, Side, TlsStream};
 use crate::proto::info::ServerInfo;
+use std::collections::BTreeSet;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -25,6 +26,8 @@ pub struct HubTls {
     pub timeout: Duration,
     /// `handshake_first`: TLS before our INFO.
     pub first: bool,
+    /// The leafnodes block's `pinned_certs`.
+    pub pinned: Option<BTreeSet<String>>,
 }
 
 /// A remote's `tls {}`.
@@ -33,6 +36,8 @@ pub struct RemoteTls {
     pub timeout: Duration,
     /// `handshake_first`: TLS before the hub's INFO.
     pub first: bool,
+    /// The leafnodes block's `pinned_certs` (nats-server checks hubs against them too).
+    pub pinned: Option<BTreeSet<String>>,
 }
 
 impl HubTls {
@@ -41,6 +46,7 @@ impl HubTls {
             acceptor: TlsAcceptor::from(crate::tls::server_config(o)?),
             timeout: o.timeout,
             first: o.handshake_first.is_some(),
+            pinned: o.pinned_certs.clone(),
         })
     }
 }
@@ -55,11 +61,16 @@ impl std::fmt::Debug for RemoteTls {
 }
 
 impl RemoteTls {
-    pub fn new(o: &crate::tls::TlsOpts) -> Result<RemoteTls, String> {
+    /// `pinned`: the leafnodes block's `pinned_certs`.
+    pub fn new(
+        o: &crate::tls::TlsOpts,
+        pinned: Option<BTreeSet<String>>,
+    ) -> Result<RemoteTls, String> {
         Ok(RemoteTls {
             connector: TlsConnector::from(crate::tls::client_config(o)?),
             timeout: o.timeout,
             first: o.handshake_first.is_some(),
+            pinned,
         })
     }
 }
@@ -97,14 +108,27 @@ pub async fn accept(
             .await
             .map_err(|e| format!("writing INFO: {e}"))?;
     }
-    let s = handshake(stream, Side::Accept(&t.acceptor), t.timeout)
-        .await
-        .map_err(|e| format!("TLS handshake error: {e}"))?;
+    let s = handshake(
+        stream,
+        Side::Accept(&t.acceptor),
+        t.timeout,
+        t.pinned.as_ref(),
+    )
+    .await
+    .map_err(|e| format!("TLS handshake error: {e}"))?;
     Ok(Opened {
         io: Io::Tls(s),
         info_sent: !t.first,
         hub_info: None,
     })
+}
+
+/// Leaf side: the TLS handshake with the hub.
+async fn connect_tls(stream: TcpStream, t: &RemoteTls, host: &str) -> Result<TlsStream, String> {
+    let side = Side::Connect(&t.connector, host);
+    handshake(stream, side, t.timeout, t.pinned.as_ref())
+        .await
+        .map_err(|e| format!("TLS handshake error: {e}"))
 }
 
 /// Leaf side: the hub's INFO (unless TLS comes first), then TLS when either end wants it.
@@ -115,9 +139,7 @@ pub async fn dial(
     first_info: Duration,
 ) -> Result<Opened, String> {
     if let Some(t) = tls.filter(|t| t.first) {
-        let s = handshake(stream, Side::Connect(&t.connector, host), t.timeout)
-            .await
-            .map_err(|e| format!("TLS handshake error: {e}"))?;
+        let s = connect_tls(stream, t, host).await?;
         return Ok(Opened {
             io: Io::Tls(s),
             info_sent: false,
@@ -146,9 +168,7 @@ pub async fn dial(
             })
         }
     };
-    let s = handshake(stream, Side::Connect(&t.connector, host), t.timeout)
-        .await
-        .map_err(|e| format!("TLS handshake error: {e}"))?;
+    let s = connect_tls(stream, t, host).await?;
     Ok(Opened {
         io: Io::Tls(s),
         info_sent: false,

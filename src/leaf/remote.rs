@@ -161,7 +161,10 @@ pub async fn dial_loop(
     let tls = match opts
         .tls
         .as_ref()
-        .map(super::open::RemoteTls::new)
+        .map(|t| {
+            let pinned = lf.opts.tls.as_ref().and_then(|h| h.pinned_certs.clone());
+            super::open::RemoteTls::new(t, pinned)
+        })
         .transpose()
     {
         Ok(t) => t.map(Arc::new),

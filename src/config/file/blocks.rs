@@ -232,19 +232,32 @@ pub(super) fn jetstream_off(v: &Value) -> bool {
     }
 }
 
-/// A `tls {}` block: the client port's (`client`), the routes' or the gateways'. The certificate, key and CA
-/// files are loaded here, so `-t` reports a missing file or bad PEM at the block.
-pub(super) fn tls_block(e: &Entry, client: bool) -> Result<crate::tls::TlsOpts, ConfigError> {
-    tls_block_for(e, client, client)
+/// Which `tls {}` block: the options it takes differ.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum TlsCtx {
+    /// The client port's.
+    Client,
+    Cluster,
+    Gateway,
+    /// A `gateways [ { tls {} } ]` entry's.
+    GatewayRemote,
+    /// `leafnodes { tls {} }`.
+    Leaf,
+    /// A leafnode remote's.
+    LeafRemote,
 }
 
-/// A `tls {}` block; `client_port`: `insecure` is refused; `first`: `handshake_first` is kept
-/// (the client port and leafnodes use it).
-pub(super) fn tls_block_for(
-    e: &Entry,
-    client_port: bool,
-    first: bool,
-) -> Result<crate::tls::TlsOpts, ConfigError> {
+/// A `tls {}` block. The certificate, key and CA files are loaded here, so `-t` reports a
+/// missing file or bad PEM at the block.
+pub(super) fn tls_block(e: &Entry, ctx: TlsCtx) -> Result<crate::tls::TlsOpts, ConfigError> {
+    tls_block_for(e, ctx)
+}
+
+/// A `tls {}` block; on the client port `insecure` is refused; `handshake_first` is kept for
+/// the client port and leafnodes.
+pub(super) fn tls_block_for(e: &Entry, ctx: TlsCtx) -> Result<crate::tls::TlsOpts, ConfigError> {
+    let client_port = ctx == TlsCtx::Client;
+    let first = matches!(ctx, TlsCtx::Client | TlsCtx::Leaf | TlsCtx::LeafRemote);
     let client = client_port;
     let v = &e.value;
     let mut t = crate::tls::TlsOpts::default();
@@ -297,12 +310,57 @@ pub(super) fn tls_block_for(
                     t.handshake_first = v;
                 }
             }
-            "verify_and_map" | "verify_cert_and_check_known_urls" => {
+            "verify_and_map" if matches!(ctx, TlsCtx::LeafRemote | TlsCtx::GatewayRemote) => {
                 return Err(not_supported(
                     &te.key,
                     &te.key_pos,
-                    "certificate-to-user mapping",
+                    "verify_and_map in a remote's tls block",
                 ))
+            }
+            "verify_and_map" => {
+                t.verify_and_map = boolean(tk, tv)?;
+                t.verify |= t.verify_and_map;
+            }
+            "verify_cert_and_check_known_urls" => {
+                let on = boolean(tk, tv)?;
+                let peers = matches!(
+                    ctx,
+                    TlsCtx::Cluster | TlsCtx::Gateway | TlsCtx::GatewayRemote
+                );
+                if on && !peers {
+                    // nats-server's words for the client port and leafnodes.
+                    return Err(ConfigError::at(
+                        &te.key_pos,
+                        "verify_cert_and_check_known_urls not supported in this context",
+                    ));
+                }
+                t.check_known_urls = on;
+                t.verify |= on;
+            }
+            "pinned_certs" if ctx == TlsCtx::LeafRemote => {
+                return Err(not_supported(
+                    &te.key,
+                    &te.key_pos,
+                    "pinned_certs in a leafnode remote's tls block (nats-server applies the \
+                     leafnodes block's list to remotes)",
+                ))
+            }
+            "pinned_certs" => {
+                let Kind::Array(list) = &tv.kind else {
+                    return Err(ConfigError::at(
+                        &te.key_pos,
+                        "error parsing tls config, expected 'pinned_certs' to be a list of \
+                         hex-encoded sha256 of DER encoded SubjectPublicKeyInfo",
+                    ));
+                };
+                let mut set = std::collections::BTreeSet::new();
+                for c in list {
+                    let entry = string(tk, c)?;
+                    let key = crate::tls::pinned_cert_key(&entry)
+                        .map_err(|m| ConfigError::at(&c.pos, m))?;
+                    set.insert(key);
+                }
+                t.pinned_certs = (!set.is_empty()).then_some(set);
             }
             _ => return Err(not_supported(&te.key, &te.key_pos, "this TLS option")),
         }
@@ -418,7 +476,7 @@ pub(super) fn cluster(
                     }
                 }
             }
-            "tls" => c.tls = Some(tls_block(e, false)?),
+            "tls" => c.tls = Some(tls_block(e, TlsCtx::Cluster)?),
             "compression" => c.compression = compression(k, v, CompressionOpts::route_default())?,
             "permissions" => return Err(not_supported(&e.key, &e.key_pos, "route permissions")),
             "pool_size" => {
@@ -512,7 +570,7 @@ pub(super) fn gateway(
                     g.gateways.push(remote_gateway(map(k, item)?, &item.pos)?);
                 }
             }
-            "tls" => g.tls = Some(tls_block(e, false)?),
+            "tls" => g.tls = Some(tls_block(e, TlsCtx::Gateway)?),
             _ => return Err(refuse(e, k)),
         }
     }
@@ -542,7 +600,7 @@ fn remote_gateway(m: &Map, at: &Pos) -> Result<RemoteGatewayOpts, ConfigError> {
             "name" => r.name = string(k, v)?,
             "url" => r.urls.extend(gateway_url(k, v)?),
             "urls" => r.urls.extend(gateway_url(k, v)?),
-            "tls" => r.tls = Some(tls_block(e, false)?),
+            "tls" => r.tls = Some(tls_block(e, TlsCtx::GatewayRemote)?),
             _ => return Err(refuse(e, k)),
         }
     }

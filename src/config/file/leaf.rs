@@ -86,7 +86,7 @@ pub(super) fn leafnodes(m: &Map) -> Result<LeafOpts, ConfigError> {
             "compression" => {
                 l.compression = super::blocks::compression(k, v, CompressionOpts::leaf_default())?
             }
-            "tls" => l.tls = Some(tls_block_for(e, false, true)?),
+            "tls" => l.tls = Some(tls_block_for(e, super::blocks::TlsCtx::Leaf)?),
             "remotes" => {
                 for item in array(k, v)? {
                     l.remotes.push(remote(map(k, item)?, &item.pos)?);
@@ -257,7 +257,7 @@ fn remote(m: &Map, at: &Pos) -> Result<RemoteLeafOpts, ConfigError> {
                 };
             }
             "tls" => {
-                let t = tls_block_for(e, false, true)?;
+                let t = tls_block_for(e, super::blocks::TlsCtx::LeafRemote)?;
                 // Dialling needs a CA to verify the hub against (or `insecure`).
                 crate::tls::client_config(&t).map_err(|m| ConfigError::at(&e.key_pos, m))?;
                 r.tls = Some(t);

@@ -530,7 +530,7 @@ pub fn apply(
             // nats-server's top-level JetStream store directory: used by a `jetstream` block
             // or `-js` that names none.
             "store_dir" | "storedir" => store_dir = Some(PathBuf::from(string(k, v)?)),
-            "tls" => opts.tls = Some(tls_block(e, true)?),
+            "tls" => opts.tls = Some(tls_block(e, blocks::TlsCtx::Client)?),
             "allow_non_tls" => opts.allow_non_tls = boolean(k, v)?,
             "https" => opts.https_port = monitor_listen(k, v, &mut opts.http_host)?,
             "https_port" => opts.https_port = monitor_port(k, v)?,
@@ -590,5 +590,7 @@ fn monitor_port(k: &str, v: &Value) -> Result<Option<u16>, ConfigError> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_tls;
 #[cfg(test)]
 mod tests_users;

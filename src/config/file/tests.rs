@@ -119,22 +119,15 @@ fn keys_are_case_insensitive_and_unknown_keys_fail() {
 fn refused_capabilities_name_the_key() {
     for (src, key) in [
         (
-            "gateway { name: A, tls { cert_file: x, key_file: y, pinned_certs: [] } }",
-            "pinned_certs",
-        ),
-        (
             "leafnodes { remotes [ { url: \"nats://h:1\", hub: true } ] }",
             "hub",
         ),
         ("websocket { port: 8080 }", "websocket"),
         ("mqtt { port: 1883 }", "mqtt"),
         (
-            "cluster { tls { cert_file: x, key_file: y, pinned_certs: [] } }",
+            "leafnodes { remotes [ { url: \"nats://h:1\", tls { cert_file: x, key_file: y, \
+             pinned_certs: [] } } ] }",
             "pinned_certs",
-        ),
-        (
-            "tls { cert_file: x, key_file: y, verify_and_map: true }",
-            "verify_and_map",
         ),
     ] {
         let e = err(src);

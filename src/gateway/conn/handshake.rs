@@ -7,6 +7,16 @@ use super::*;
 impl GwConn {
     pub(super) fn auth_ok(&self, ci: &RouteConnectInfo) -> bool {
         let o = &self.gw.opts;
+        // nats-server: with mapping or known URLs, the certificate decides; CONNECT
+        // credentials are not looked at.
+        let cert = self.conn.meta().peer_cert.clone();
+        let urls = o.gateways.iter().flat_map(|g| &g.urls);
+        let user = o.username.as_deref();
+        if let Some(ok) =
+            crate::tls::peer_cert_authorized(o.tls.as_ref(), cert.as_deref(), user, urls)
+        {
+            return ok;
+        }
         let (t, u, p) = (
             o.token.as_deref(),
             o.username.as_deref(),

@@ -61,7 +61,9 @@ impl LeafConn {
         let host = self.conn.addr.ip();
         let auth = &self.srv.auth;
         let nonce = self.nonce.as_bytes();
-        let Some(who) = connect::authenticate(auth, &self.lf.opts, &ci, nonce, host) else {
+        let cert = self.conn.meta().peer_cert.clone();
+        let o = &self.lf.opts;
+        let Some(who) = connect::authenticate(auth, o, &ci, nonce, host, cert.as_deref()) else {
             tracing::error!(
                 "{} - Leafnode authentication error (user {:?})",
                 self.conn.log_prefix(),
