@@ -441,6 +441,7 @@ mod tests {
             jwt: None,
             host: None,
             leaf: false,
+            cert: None,
         };
         assert_eq!(raw_user(&c(Some("UK"), Some("n"), None)), "UK");
         assert_eq!(raw_user(&c(None, Some("n"), Some("t"))), "n");
