@@ -72,7 +72,8 @@ fn b64(s: &str) -> Result<Vec<u8>, String> {
         .map_err(|e| format!("not base64url: {e}"))
 }
 
-fn key_type(key: &str) -> Option<nkeys::KeyPairType> {
+/// The type of public nkey `key` (`None`: not a public nkey).
+pub fn key_type(key: &str) -> Option<nkeys::KeyPairType> {
     nkeys::KeyPair::from_public_key(key)
         .ok()
         .map(|k| k.key_pair_type())

@@ -247,9 +247,7 @@ fn response_user(
     let (sub, aud) = (field(&r, "sub"), field(&r, "aud"));
     let (user_jwt, error) = (field(&r["nats"], "jwt"), field(&r["nats"], "error"));
     let issuer_account = field(&r["nats"], "issuer_account");
-    let is = |k: &str, t: nkeys::KeyPairType| {
-        nkeys::KeyPair::from_public_key(k).is_ok_and(|p| p.key_pair_type() == t)
-    };
+    let is = |k: &str, t: nkeys::KeyPairType| jwt::key_type(k) == Some(t);
     let issue = if !is(&sub, nkeys::KeyPairType::User) {
         Some("Subject must be a user public key")
     } else if !is(&aud, nkeys::KeyPairType::Server) {

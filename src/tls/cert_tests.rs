@@ -1,3 +1,7 @@
+//! Tests of the peer-certificate reader: SANs, the subject as Go's string and as an LDAP DN,
+//! and the SPKI SHA-256 that `pinned_certs` compares, on certificates made with rcgen and on
+//! hand-built DER.
+
 use super::*;
 use rcgen::{CertificateParams, DnType, KeyPair, PublicKeyData, SanType};
 

@@ -12,7 +12,7 @@ pub(super) fn auth_callout(m: &Map, at: &Pos) -> Result<AuthCallout, ConfigError
         match k {
             "issuer" => {
                 c.issuer = string(k, v)?;
-                if !is_key(&c.issuer, nkeys::KeyPairType::Account) {
+                if !crate::jwt::store::is_account_key(&c.issuer) {
                     return Err(ConfigError::at(
                         &v.pos,
                         format!(
@@ -59,10 +59,6 @@ pub(super) fn auth_callout(m: &Map, at: &Pos) -> Result<AuthCallout, ConfigError
         ));
     }
     Ok(c)
-}
-
-fn is_key(key: &str, kind: nkeys::KeyPairType) -> bool {
-    nkeys::KeyPair::from_public_key(key).is_ok_and(|k| k.key_pair_type() == kind)
 }
 
 #[cfg(test)]
