@@ -330,6 +330,8 @@ struct Conn {
     since: Duration,
     /// Accepted: the server its CONNECT named, before its Hello.
     connecting: Option<Arc<str>>,
+    /// Closed by us: its dial's claim on the address is gone already.
+    released: bool,
 }
 
 struct Peer {
@@ -497,6 +499,7 @@ impl Mesh {
                         why: None,
                         since: Duration::ZERO,
                         connecting: None,
+                        released: false,
                     },
                 );
             }
@@ -709,6 +712,7 @@ impl Mesh {
                 why: None,
                 since: Duration::ZERO,
                 connecting: None,
+                released: false,
             },
         );
         if removed {
@@ -723,6 +727,12 @@ impl Mesh {
             }
             c.closing = true;
             c.why = Some(why);
+            // The address it dialled is free to be dialled again at once: its task may report
+            // its end after a redial is due.
+            if let Some(d) = c.dial.as_ref().filter(|d| d.claims_addr() && !c.released) {
+                self.dialing.remove(&d.addr);
+                c.released = true;
+            }
         }
         self.stats.closes += 1;
         out.push(Action::Close { conn, why });

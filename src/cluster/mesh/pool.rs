@@ -128,7 +128,7 @@ impl Mesh {
         let Some(c) = self.conns.remove(&conn) else {
             return;
         };
-        if let Some(d) = &c.dial {
+        if let Some(d) = c.dial.as_ref().filter(|_| !c.released) {
             self.dial_over(d);
         }
         let Some((id, slot)) = c.at else {

@@ -136,7 +136,10 @@ impl Mesh {
     }
 
     /// `Timer::Pinned`: dial the pinned-account slots of peer `id` still missing, at the
-    /// address its INFO gave.
+    /// address its INFO gave; and its pool too when it is nats-server and holds no pool
+    /// connection — it dials the pool only from a pool connection it dialled itself, never
+    /// from a pinned account's (after a reload that pooled the routes, that was all it
+    /// dialled).
     pub(super) fn dial_missing_pinned(&mut self, id: &Arc<str>, out: &mut Vec<Action>) {
         let Some(p) = self.peers.get(id) else {
             return;
@@ -145,10 +148,12 @@ impl Mesh {
             return;
         };
         let url = p.url.clone();
+        let pooled = |s: &Slot| matches!(s, Slot::Pool(_));
+        let no_pool = !p.natsd && !p.slots.keys().any(pooled) && !p.dialing.iter().any(pooled);
         let missing: Vec<Slot> = self
             .expected_slots(p)
             .into_iter()
-            .filter(|s| matches!(s, Slot::Account(_)))
+            .filter(|s| no_pool || matches!(s, Slot::Account(_)))
             .filter(|s| !p.slots.contains_key(s) && !p.dialing.contains(s))
             .collect();
         self.dial_slots(id, addr, &url, missing, out);

@@ -302,7 +302,10 @@ impl Sim {
                 self.closes += 1;
                 self.send(conn, None);
                 self.conns[k].open[e] = false;
-                self.push(self.now, n, gen, Kind::Ev(Event::Closed { conn }));
+                // The connection's task ends and reports it a little later (the mesh may
+                // handle timers meanwhile).
+                let d = self.delay();
+                self.push(self.now + d, n, gen, Kind::Ev(Event::Closed { conn }));
             }
             Action::SendGossip { to, about, mode } => {
                 let mut v = Vec::with_capacity(about.len());

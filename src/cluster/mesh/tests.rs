@@ -3,6 +3,7 @@
 use super::*;
 
 mod gossip;
+mod reload;
 mod storm;
 
 fn cfg(id: &str, pool: i32) -> Config {
