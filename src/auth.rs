@@ -378,6 +378,39 @@ impl Authenticator {
         }
     }
 
+    /// Operator mode: the auth callout of user JWT `token`'s account, unless `raw` is one
+    /// of its `auth_users` (`operator::callout`).
+    pub fn jwt_callout(&self, token: &str, raw: &str) -> Option<crate::config::AuthCallout> {
+        match &self.rules().mode {
+            Mode::Operator(accounts) => operator::callout(accounts, token, raw),
+            _ => None,
+        }
+    }
+
+    /// Operator mode: whether `account` has an auth callout; whether `key` may sign for it.
+    pub fn account_callout(&self, account: &str, key: Option<&str>) -> bool {
+        match (&self.rules().mode, key) {
+            (Mode::Operator(accounts), None) => operator::has_callout(accounts, account),
+            (Mode::Operator(accounts), Some(k)) => operator::is_issuer(accounts, account, k),
+            _ => false,
+        }
+    }
+
+    /// Operator mode: place a user JWT the auth service issued in `account`
+    /// (`operator::place`).
+    pub fn place_callout_user(
+        &self,
+        account: &str,
+        u: &mut crate::jwt::Claims,
+    ) -> Result<(), String> {
+        match &self.rules().mode {
+            Mode::Operator(accounts) => operator::place(accounts, account, u),
+            _ => Err(format!(
+                "no valid account {account:?}: not in operator mode"
+            )),
+        }
+    }
+
     /// The identity for these credentials, or `None` for an authorization violation.
     pub fn authenticate(&self, c: Credentials<'_>) -> Option<Identity> {
         self.rules().authenticate(c)

@@ -66,6 +66,34 @@ pub struct Claims {
     pub nats: Value,
 }
 
+/// The strings of a JSON array (none for anything else).
+pub(crate) fn string_list(v: &Value) -> Vec<String> {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+impl Claims {
+    /// Claims of `kind` with only a `nats` object, for unit tests of the claim helpers.
+    pub(crate) fn bare(kind: Kind, nats: Value) -> Claims {
+        Claims {
+            kind,
+            issuer: String::new(),
+            subject: String::new(),
+            name: String::new(),
+            expires: 0,
+            not_before: 0,
+            issued_at: 0,
+            nats,
+        }
+    }
+}
+
 fn b64(s: &str) -> Result<Vec<u8>, String> {
     data_encoding::BASE64URL_NOPAD
         .decode(s.as_bytes())
@@ -209,16 +237,7 @@ impl Claims {
     /// A user's `pub` or `sub` permission (`allow` and `deny` lists), `None` when empty.
     pub fn permission(&self, key: &str) -> Option<(Vec<String>, Vec<String>)> {
         let p = &self.nats[key];
-        let strings = |k: &str| -> Vec<String> {
-            p[k].as_array()
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|s| s.as_str().map(str::to_string))
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
-        let (allow, deny) = (strings("allow"), strings("deny"));
+        let (allow, deny) = (string_list(&p["allow"]), string_list(&p["deny"]));
         (!allow.is_empty() || !deny.is_empty()).then_some((allow, deny))
     }
 
@@ -234,7 +253,7 @@ impl Claims {
         };
         let fields: &[&'static str] = match self.kind {
             Kind::Operator | Kind::Activation => &[],
-            Kind::Account => &["authorization", "trace"],
+            Kind::Account => &["trace"],
             Kind::User => &["proxy_required"],
         };
         out.extend(fields.iter().copied().filter(|k| nonempty(k)));
@@ -426,6 +445,7 @@ pub fn unverified_claims(token: &str) -> Result<Value, String> {
     claims_json(body.trim_end_matches('='))
 }
 
+pub mod authorization;
 pub mod store;
 pub mod times;
 pub mod user;

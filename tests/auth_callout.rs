@@ -73,38 +73,8 @@ impl Service {
 
     /// Serve requests on `nc` (a user of AUTH) until it closes.
     async fn serve(self, nc: async_nats::Client, server_id: String) {
-        let mut sub = nc.subscribe("$SYS.REQ.USER.AUTH").await.expect("subscribe");
-        nc.flush().await.expect("flush");
-        tokio::spawn(async move {
-            while let Some(m) = sub.next().await {
-                let Some(reply) = m.reply.clone() else {
-                    continue;
-                };
-                let sealed_by = m
-                    .headers
-                    .as_ref()
-                    .and_then(|h| h.get("Nats-Server-Xkey"))
-                    .map(|v| v.to_string());
-                let token = match &sealed_by {
-                    Some(x) => {
-                        let from = XKey::from_public_key(x).expect("server xkey");
-                        let plain = self.xkey.open(&m.payload, &from).expect("decrypt");
-                        String::from_utf8(plain).expect("UTF-8")
-                    }
-                    None => String::from_utf8(m.payload.to_vec()).expect("UTF-8"),
-                };
-                let answer = self.answer(&token, &server_id);
-                let body = match &sealed_by {
-                    Some(x) => {
-                        let to = XKey::from_public_key(x).expect("server xkey");
-                        self.xkey.seal(answer.as_bytes(), &to).expect("seal")
-                    }
-                    None => answer.into_bytes(),
-                };
-                let _ = nc.publish(reply, body.into()).await;
-                let _ = nc.flush().await;
-            }
-        });
+        let xkey = self.xkey.clone();
+        common::callout::serve(nc, xkey, move |t| self.answer(t, &server_id)).await;
     }
 }
 
@@ -280,13 +250,12 @@ fn forged(req: &Value, issuer: &KeyPair, (user, server, signer): (bool, bool, bo
     encode(&resp, issuer).expect("jwt")
 }
 
-/// In operator mode a user JWT is checked against its account, not sent to a service the
-/// `authorization` block names (nats-server calls out for such users only when their
-/// account JWT asks for it).
-#[tokio::test]
-async fn operator_mode_users_are_not_sent_to_the_configured_service() {
+/// In operator mode the callout is an account JWT's (`tests/auth_callout_operator.rs`):
+/// an `authorization { auth_callout }` block beside `operator` is refused at startup, with
+/// nats-server's text.
+#[test]
+fn operator_mode_refuses_a_configured_callout() {
     let o = common::resolver::Op::new();
-    let a = KeyPair::new_account();
     let dir = common::binary::tmp_dir("callout", "operator");
     let svc = Service::new();
     let conf = o.conf(
@@ -296,12 +265,21 @@ async fn operator_mode_users_are_not_sent_to_the_configured_service() {
             svc.issuer.public_key()
         ),
     );
-    let t = Target::natsd(&conf).await;
-    let admin = o.admin(t.client()).await;
-    let token = o.account(&a, "A", json!({}));
-    common::resolver::json_request(&admin, "$SYS.REQ.CLAIMS.UPDATE", &token).await;
-    let user = common::resolver::served(t.client(), &a).await;
-    drop((user, admin));
-    t.stop().await;
+    let want = "operators do not allow authorization callouts to be configured directly";
+    let e = natsd::config::file::load_str(&conf).expect_err("refused");
+    assert!(e.to_string().contains(want), "natsd: {e}");
+    let go = format!("listen: 127.0.0.1:-1\n{conf}");
+    let path = common::binary::write_conf(&dir, "go.conf", &go);
+    let out = std::process::Command::new(common::natsserver::assert_installed_215())
+        .arg("-c")
+        .arg(&path)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run nats-server");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains(want),
+        "nats-server: {err}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -313,6 +313,23 @@ fn operator_config_is_checked_as_nats_server() {
         .contains("operators do not allow users to be configured directly"));
     assert!(err("accounts { X {} }\n")
         .contains("operators do not allow Accounts to be configured directly"));
+    // `default_sentinel` (tests/auth_callout_operator.rs uses one): a bearer user JWT, and
+    // only with operators.
+    let user = KeyPair::new_user();
+    let bearer = user_jwt(&user, &w.a, json!({"bearer_token": true}));
+    assert!(load(&format!("default_sentinel: \"{bearer}\"\n")).is_ok());
+    let plain = user_jwt(&user, &w.a, json!({}));
+    assert!(err(&format!("default_sentinel: \"{plain}\"\n"))
+        .contains("default sentinel must be a bearer token"));
+    assert!(err("default_sentinel: \"not a jwt\"\n").contains("default sentinel JWT not valid"));
+    let alone = natsd::config::file::load_str(&format!("default_sentinel: \"{bearer}\"\n"))
+        .expect_err("no operator");
+    assert!(
+        alone
+            .to_string()
+            .contains("default sentinel requires operators and accounts"),
+        "{alone}"
+    );
     // The URL resolver is read-only (tests/resolver_url.rs runs it).
     assert!(err("resolver: URL(http://127.0.0.1:1/jwt)\n")
         .contains("resolver preloads only available for writeable resolver types"));

@@ -1,6 +1,10 @@
-//! Auth callout in server-config mode (nats-server 2.10+, `auth_callout.go`): a client that
-//! is not one of the service's own `auth_users` is authorized by a service that answers
-//! `$SYS.REQ.USER.AUTH` in the callout account. The server sends an authorization request
+//! Auth callout (nats-server 2.10+, `auth_callout.go`): a client that is not one of the
+//! service's own `auth_users` is authorized by a service that answers `$SYS.REQ.USER.AUTH`
+//! in the callout account — the `authorization { auth_callout }` block's, or in operator
+//! mode the account of the client's user JWT when that account's JWT enables external
+//! authorization (the service's answers are then signed by the account or a signing key of
+//! it, and the user JWT it issues places the user in its issuer's account, which must be the
+//! callout account or one of its `allowed_accounts`). The server sends an authorization request
 //! JWT it signs with its own nkey (the server id); the service answers with an
 //! authorization response JWT carrying a user JWT (signed by the configured `issuer`), or an
 //! error. With `xkey` both travel sealed with the server's and the service's curve keys.
@@ -25,12 +29,12 @@ const AUDIENCE: &str = "nats-authorization-request";
 const XKEY_HEADER: &str = "Nats-Server-Xkey";
 
 /// The user a CONNECT names for the `auth_users` check (nats-server's `getRawAuthUser`):
-/// its nkey, else its user name, else `[REDACTED]` for a token.
-pub fn raw_user(c: &super::Credentials<'_>) -> String {
-    match (c.nkey, c.user, c.token) {
-        (Some(k), _, _) => k.to_string(),
-        (None, Some(u), _) => u.to_string(),
-        (None, None, Some(_)) => "[REDACTED]".into(),
+/// its nkey, else its user name, else the key of its user JWT when that JWT authenticated
+/// (`jwt_subject`), else `[REDACTED]` for a token.
+pub fn raw_user(c: &super::Credentials<'_>, jwt_subject: Option<&str>) -> String {
+    match (c.nkey.or(c.user).or(jwt_subject), c.token) {
+        (Some(u), _) => u.to_string(),
+        (None, Some(_)) => "[REDACTED]".into(),
         _ => String::new(),
     }
 }
@@ -162,9 +166,35 @@ async fn ask(
             acc.name
         )));
     };
-    let (user, aud) = response_user(srv, &acc.name, &answer, service_xkey.as_ref(), &user_nkey)
-        .map_err(|e| Refusal::Warn(title_case(&e)))?;
+    let operator = srv.opts.operator.is_some();
+    // In operator mode a plain answer is signed by the account or one of its signing keys.
+    let known =
+        |k: &str| !operator || k == acc.name || srv.auth.account_callout(&acc.name, Some(k));
+    let (user, aud) = response_user(
+        srv,
+        &acc.name,
+        &answer,
+        service_xkey.as_ref(),
+        &user_nkey,
+        known,
+    )
+    .map_err(|e| Refusal::Warn(title_case(&e)))?;
+    if operator {
+        // The account the user goes to may not be loaded yet: fetched as for a CONNECT.
+        let target = issuer_account(&user);
+        if srv.accounts.get(&target).is_none() && crate::sys::resolver::may_fetch(srv, &target) {
+            crate::sys::resolver::fetch(srv, &target).await;
+        }
+    }
     identity(srv, cfg, &acc.name, (user, aud), &client, &user_nkey).map_err(Refusal::Warn)
+}
+
+/// The account a user JWT names: its `issuer_account`, else its issuer.
+fn issuer_account(u: &jwt::Claims) -> String {
+    match u.str("issuer_account") {
+        "" => u.issuer.clone(),
+        a => a.to_string(),
+    }
 }
 
 /// The authorization request JWT, signed by the server's key.
@@ -226,6 +256,7 @@ fn response_user(
     answer: &[u8],
     service_xkey: Option<&nkeys::XKey>,
     user_nkey: &str,
+    known_signer: impl Fn(&str) -> bool,
 ) -> Result<(jwt::Claims, String), String> {
     if answer.is_empty() {
         return Err(format!(
@@ -233,7 +264,8 @@ fn response_user(
         ));
     }
     let mut msg = answer.to_vec();
-    if let Some(from) = service_xkey.filter(|_| !answer.starts_with(b"eyJ")) {
+    let sealed = service_xkey.is_some() && !answer.starts_with(b"eyJ");
+    if let Some(from) = service_xkey.filter(|_| sealed) {
         msg = srv.keys.xkp.open(answer, from).map_err(|e| {
             format!("error decrypting auth callout response on account {account:?}: {e}")
         })?;
@@ -274,6 +306,13 @@ fn response_user(
     }
     if !error.is_empty() {
         return Err(format!("auth callout service returned an error: {error}"));
+    }
+    let signer = match issuer_account.as_str() {
+        "" => field(&r, "iss"),
+        a => a.to_string(),
+    };
+    if !sealed && !known_signer(&signer) {
+        return Err("auth callout signing key is unknown".into());
     }
     let user = jwt::decode(&user_jwt, Kind::User)?;
     // Checked by `decode`; read again for the claim it does not keep.
@@ -338,22 +377,39 @@ fn identity(
             "Authorized user on account {account:?} using invalid connection type"
         ));
     }
-    if !u.str("issuer_account").is_empty() {
+    let operator = srv.opts.operator.is_some();
+    if !operator && !u.str("issuer_account").is_empty() {
         return Err(format!(
             "Error non operator mode account {account:?}: attempted to use issuer_account"
         ));
     }
-    if u.issuer != cfg.issuer {
+    let jwt_issuer = issuer_account(&u);
+    if jwt_issuer != cfg.issuer && !operator {
         return Err(format!(
             "Wrong issuer for auth callout response on account {account:?}, expected {:?} got {:?}",
-            cfg.issuer, u.issuer
+            cfg.issuer, jwt_issuer
         ));
     }
-    // Not in operator mode, the user JWT's audience places the user in an account.
+    let any =
+        matches!(cfg.allowed_accounts.as_slice(), [a] if a == jwt::authorization::ANY_ACCOUNT);
+    if jwt_issuer != cfg.issuer && !any && !cfg.allowed_accounts.contains(&jwt_issuer) {
+        return Err(format!(
+            "Account {:?} not permitted as valid account option for auth callout for account {account:?}",
+            u.issuer
+        ));
+    }
+    // In operator mode the user's issuer places it in an account; else its audience does.
+    let placement = if operator { jwt_issuer } else { placement };
     if srv.accounts.get(&placement).is_none() {
         return Err(format!(
             "No valid account {placement:?} for auth callout response on account {account:?}: account not found"
         ));
+    }
+    let mut u = u;
+    if operator {
+        srv.auth
+            .place_callout_user(&placement, &mut u)
+            .map_err(|e| title_case(&e))?;
     }
     Ok(Identity {
         user: if u.name.is_empty() {
@@ -441,10 +497,11 @@ mod tests {
             leaf: false,
             cert: None,
         };
-        assert_eq!(raw_user(&c(Some("UK"), Some("n"), None)), "UK");
-        assert_eq!(raw_user(&c(None, Some("n"), Some("t"))), "n");
-        assert_eq!(raw_user(&c(None, None, Some("t"))), "[REDACTED]");
-        assert_eq!(raw_user(&c(None, None, None)), "");
+        assert_eq!(raw_user(&c(Some("UK"), Some("n"), None), Some("UJ")), "UK");
+        assert_eq!(raw_user(&c(None, Some("n"), Some("t")), None), "n");
+        assert_eq!(raw_user(&c(None, None, Some("t")), Some("UJ")), "UJ");
+        assert_eq!(raw_user(&c(None, None, Some("t")), None), "[REDACTED]");
+        assert_eq!(raw_user(&c(None, None, None), None), "");
     }
 
     #[test]

@@ -20,6 +20,8 @@ pub(super) struct JwtAccount {
     /// Scoped signing keys and their templates.
     scoped_keys: Vec<(String, serde_json::Value)>,
     disallow_bearer: bool,
+    /// Its users are authorized by an auth callout service (the `authorization` claim).
+    ext: Option<jwt::authorization::ExternalAuth>,
     /// The account's claims (name, tags, revocations, expiry).
     claims: Claims,
 }
@@ -31,6 +33,7 @@ impl JwtAccount {
             signing_keys: c.signing_keys(),
             scoped_keys: c.scoped_keys(),
             disallow_bearer: c.nats["limits"]["disallow_bearer"].as_bool() == Some(true),
+            ext: c.external_auth().ok().flatten(),
             claims: c,
         }
     }
@@ -53,7 +56,7 @@ pub(super) fn operator_accounts(op: &crate::config::OperatorMode) -> HashMap<Str
         .iter()
         .filter_map(|(k, t)| {
             let c = decode(t, Kind::Account).ok()?;
-            if c.import_issues().is_some() {
+            if c.validation_issues().is_some() {
                 return None;
             }
             Some((k.clone(), JwtAccount::new(c, &trusted)))
@@ -162,6 +165,80 @@ pub(super) fn jwt_user(
         jwt_limits: Some(juser::own_limits(&u)),
         name_tag: u.name.clone(),
     })
+}
+
+/// The auth callout a CONNECT goes to in operator mode (nats-server's deferred check in
+/// `processClientOrLeafAuthentication`): its user JWT decodes, is current, and names an
+/// account whose JWT enables external authorization, and the user is not one of that
+/// account's `auth_users` (`raw`: nats-server's `getRawAuthUser`). Whether the JWT's own
+/// checks passed does not matter: the service decides.
+pub(super) fn callout(
+    accounts: &HashMap<String, JwtAccount>,
+    token: &str,
+    raw: &str,
+) -> Option<crate::config::AuthCallout> {
+    let u = jwt::decode(token, jwt::Kind::User).ok()?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    u.time_check(now).ok()?;
+    let name = match u.str("issuer_account") {
+        "" => u.issuer.as_str(),
+        a => a,
+    };
+    let ext = accounts.get(name)?.ext.as_ref()?;
+    if ext.auth_users.iter().any(|a| a == raw) {
+        return None;
+    }
+    Some(crate::config::AuthCallout {
+        issuer: name.to_string(),
+        auth_users: ext.auth_users.clone(),
+        account: name.to_string(),
+        xkey: ext.xkey.clone(),
+        allowed_accounts: ext.allowed_accounts.clone(),
+    })
+}
+
+/// Whether `account` enables external authorization (its own users then may not publish
+/// to the callout subject).
+pub(super) fn has_callout(accounts: &HashMap<String, JwtAccount>, account: &str) -> bool {
+    accounts.get(account).is_some_and(|a| a.ext.is_some())
+}
+
+/// Whether `key` is `account` itself or one of its signing keys (nats-server's `hasIssuer`).
+pub(super) fn is_issuer(accounts: &HashMap<String, JwtAccount>, account: &str, key: &str) -> bool {
+    accounts.get(account).is_some_and(|a| {
+        key == account
+            || a.signing_keys.iter().any(|k| k == key)
+            || a.scoped_keys.iter().any(|(k, _)| k == key)
+    })
+}
+
+/// A user JWT the auth service issued, placed in account `target` (nats-server's
+/// `assignAccountAndPermissions` in operator mode): its issuer must be the account or one
+/// of its signing keys; a scoped key's template replaces the user's permissions.
+pub(super) fn place(
+    accounts: &HashMap<String, JwtAccount>,
+    target: &str,
+    u: &mut Claims,
+) -> Result<(), String> {
+    let Some(acc) = accounts.get(target) else {
+        return Err(format!("no valid account {target:?}: account missing"));
+    };
+    let scope = acc.scoped_keys.iter().find(|(k, _)| *k == u.issuer);
+    if u.issuer != target && scope.is_none() && !acc.signing_keys.contains(&u.issuer) {
+        return Err(format!("user JWT issuer {:?} is not known", u.issuer));
+    }
+    if let Some((_, template)) = scope {
+        if !juser::has_empty_permissions(u) {
+            return Err(
+                "user JWT is not valid: scoped users require no permissions or limits set".into(),
+            );
+        }
+        juser::apply_scope(u, template, &acc.claims)
+            .map_err(|e| format!("user JWT generated invalid permissions: {e}"))?;
+    }
+    Ok(())
 }
 
 /// The user's `times` now, in its `times_location` (nats-server's `validateTimes`): the

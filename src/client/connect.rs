@@ -2,11 +2,12 @@
 
 use super::*;
 use crate::auth::nonempty;
+use crate::config::AuthCallout;
 
 impl Client {
     pub(super) fn on_connect(&mut self, json: &[u8]) -> Flow {
         // Bad JSON closes without an -ERR, as nats-server does; the reason goes to the log.
-        let ci = match ConnectInfo::from_json(json) {
+        let ci = match self.connect_info(json) {
             Ok(c) => c,
             Err(e) => {
                 tracing::error!("{} - {e}", self.conn.log_prefix());
@@ -28,16 +29,20 @@ impl Client {
         let cert = self.conn.meta().peer_cert.clone();
         let creds = self.creds_of(&ci, cert.as_deref());
         let authed = self.srv.auth.authenticate(creds);
-        // A user JWT in operator mode is its account's business, not the configured
-        // service's (nats-server: the account JWT's own callout, not built yet).
-        let jwt_user = creds.jwt.is_some() && self.opts.operator.is_some();
-        if let Some(cfg) = self.opts.auth_callout.as_ref().filter(|_| !jwt_user) {
-            let raw = crate::auth::callout::raw_user(&creds);
-            if !self.wait.called_out && crate::auth::callout::wanted(cfg, authed.as_ref(), &raw) {
-                // nats-server asks the auth service, then admits or refuses.
-                self.wait.pending = Some((json.to_vec(), Pending::Callout));
-                return Flow::Pause;
-            }
+        // A JWT user's name for the callout is its key once its JWT checked out.
+        let subject = authed.as_ref().filter(|_| creds.jwt.is_some());
+        let raw = crate::auth::callout::raw_user(&creds, subject.map(|i| i.user.as_str()));
+        // In operator mode the callout is the user JWT's account's, if its JWT has one.
+        let callout = match (&self.opts.auth_callout, creds.jwt) {
+            (Some(cfg), _) => Some(cfg.clone())
+                .filter(|cfg| crate::auth::callout::wanted(cfg, authed.as_ref(), &raw)),
+            (None, Some(token)) => self.srv.auth.jwt_callout(token, &raw),
+            (None, None) => None,
+        };
+        if let Some(cfg) = callout.filter(|_| !self.wait.called_out) {
+            // nats-server asks the auth service, then admits or refuses.
+            self.wait.pending = Some((json.to_vec(), Pending::Callout(Box::new((cfg, raw)))));
+            return Flow::Pause;
         }
         let Some(id) = authed else {
             if let Some(key) = self.fetchable(creds.jwt) {
@@ -48,6 +53,23 @@ impl Client {
             return self.refuse(&ci);
         };
         self.admit(&ci, id, true)
+    }
+
+    /// The CONNECT's options; in operator mode, a client without a user JWT presents the
+    /// `default_sentinel` (nats-server substitutes it before authenticating).
+    fn connect_info(&self, json: &[u8]) -> Result<ConnectInfo, serde_json::Error> {
+        let mut ci = ConnectInfo::from_json(json)?;
+        if let Some(s) = self
+            .opts
+            .operator
+            .as_ref()
+            .and_then(|o| o.default_sentinel.as_ref())
+        {
+            if ci.jwt.is_empty() {
+                ci.jwt = s.clone();
+            }
+        }
+        Ok(ci)
     }
 
     /// The CONNECT's credentials, with this connection's nonce, address and certificate.
@@ -100,12 +122,21 @@ impl Client {
     /// credentials are kept so a config reload checks them again (not for a user the auth
     /// service admitted, whom the configuration does not know).
     fn admit(&mut self, ci: &ConnectInfo, mut id: crate::auth::Identity, recheck: bool) -> Flow {
-        if let Some(cfg) = &self.opts.auth_callout {
-            if id.account == cfg.account {
-                // Nobody in the callout account may publish requests to the service.
-                let p = id.perms.as_deref().cloned().unwrap_or_default();
-                id.perms = Some(Arc::new(p.deny_publish(crate::auth::callout::SUBJECT)));
-            }
+        // Nobody in the callout account may publish requests to the service: the configured
+        // one's, the one that admitted this client, or (operator mode) the client's own
+        // account when its JWT enables a callout.
+        let callout_account = match (&self.opts.auth_callout, &self.wait.callout_account) {
+            (Some(cfg), _) => Some(cfg.account.as_str()),
+            (None, Some(a)) => Some(a.as_str()),
+            (None, None) => self
+                .srv
+                .auth
+                .account_callout(&id.account, None)
+                .then_some(id.account.as_str()),
+        };
+        if callout_account == Some(id.account.as_str()) {
+            let p = id.perms.as_deref().cloned().unwrap_or_default();
+            id.perms = Some(Arc::new(p.deny_publish(crate::auth::callout::SUBJECT)));
         }
         let Some(acc) = self.srv.accounts.get(&id.account) else {
             self.send_err(errs::AUTH_VIOLATION);
@@ -223,23 +254,19 @@ impl Client {
                 crate::sys::resolver::fetch(&self.srv, &key).await;
                 self.on_connect(&json)
             }
-            Pending::Callout => {
+            Pending::Callout(c) => {
                 self.wait.called_out = true;
-                self.called_out(&json).await
+                let (cfg, raw) = *c;
+                self.called_out(&json, cfg, raw).await
             }
         }
     }
 
     /// Ask the auth service about this CONNECT; admit the user its answer names.
-    async fn called_out(&mut self, json: &[u8]) -> Flow {
-        let Ok(ci) = ConnectInfo::from_json(json) else {
+    async fn called_out(&mut self, json: &[u8], cfg: AuthCallout, user: String) -> Flow {
+        let Ok(ci) = self.connect_info(json) else {
             return Flow::Close(CloseReason::ProtocolViolation);
         };
-        let Some(cfg) = self.opts.auth_callout.clone() else {
-            return self.on_connect(json);
-        };
-        let creds = self.creds_of(&ci, None);
-        let user = crate::auth::callout::raw_user(&creds);
         let mut connect = serde_json::json!({"protocol": ci.protocol});
         for (k, v) in [
             ("jwt", &ci.jwt),
@@ -270,7 +297,10 @@ impl Client {
         };
         let timeout = self.opts.auth_timeout;
         match crate::auth::callout::call(&self.srv, &cfg, request, timeout).await {
-            Ok(id) => self.admit(&ci, id, false),
+            Ok(id) => {
+                self.wait.callout_account = Some(cfg.account);
+                self.admit(&ci, id, false)
+            }
             Err(_) => self.refuse(&ci),
         }
     }
@@ -290,14 +320,16 @@ pub(super) struct Waiting {
     pending: Option<(Vec<u8>, Pending)>,
     fetched: bool,
     called_out: bool,
+    /// The account of the auth callout that admitted the client.
+    callout_account: Option<String>,
 }
 
 /// What a paused CONNECT waits for.
 enum Pending {
     /// Its account's JWT, fetched from the other servers.
     Fetch(String),
-    /// The auth service's answer.
-    Callout,
+    /// The auth service's answer: the callout asked, and the client's raw user name.
+    Callout(Box<(AuthCallout, String)>),
 }
 
 /// Credentials a client presented, owned (the signature and nonce too, so that a reload

@@ -87,6 +87,9 @@ pub struct OperatorMode {
     /// `resolver_preload`: account public key and its JWT. With the full resolver, the
     /// directory's JWTs are merged in at startup (the newer of the two wins).
     pub preload: Vec<(String, String)>,
+    /// `default_sentinel`: the user JWT of a client that presents none (a bearer token,
+    /// typically of an account whose JWT enables an auth callout).
+    pub default_sentinel: Option<String>,
 }
 
 /// An account resolver: `MEMORY`, the NATS-based `full` one with its directory, or

@@ -6,16 +6,10 @@ use crate::jwt::Kind;
 use serde_json::json;
 
 fn user(times: Value, location: &str) -> Claims {
-    Claims {
-        kind: Kind::User,
-        issuer: String::new(),
-        subject: String::new(),
-        name: String::new(),
-        expires: 0,
-        not_before: 0,
-        issued_at: 0,
-        nats: json!({"times": times, "times_location": location}),
-    }
+    Claims::bare(
+        Kind::User,
+        json!({"times": times, "times_location": location}),
+    )
 }
 
 fn range(start: &str, end: &str) -> Value {

@@ -128,7 +128,7 @@ fn update(srv: &Arc<ServerShared>, key: &str, token: &str) -> Result<&'static st
     if !trusted {
         return Err((ERR, "account JWT not signed by a trusted operator".into()));
     }
-    if let Some(why) = new.import_issues() {
+    if let Some(why) = new.validation_issues() {
         return Err((ERR, format!("validation errors: [{why}]")));
     }
     // The whole account follows the new JWT, live: limits, exports and imports, JetStream,

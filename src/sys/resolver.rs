@@ -303,7 +303,7 @@ pub async fn fetch(srv: &Arc<ServerShared>, key: &str) -> bool {
         let token = String::from_utf8_lossy(b).trim().to_string();
         jwt::decode(&token, Kind::Account)
             .ok()
-            .filter(|c| c.subject == key && c.import_issues().is_none())
+            .filter(|c| c.subject == key && c.validation_issues().is_none())
             .map(|_| token)
     };
     let subject = format!("$SYS.REQ.ACCOUNT.{key}.CLAIMS.LOOKUP");
@@ -368,7 +368,7 @@ fn update(ctx: &Ctx, req: Req) {
     if cache && ctx.res.store().get(key).is_none() {
         return respond(ctx, reply, key, "jwt update cache skipped", None);
     }
-    if let Some(why) = claim.import_issues() {
+    if let Some(why) = claim.validation_issues() {
         let e = format!("validation errors: [{why}]");
         return respond(ctx, reply, &claim.subject, invalid, Some(e));
     }

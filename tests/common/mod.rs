@@ -4,6 +4,7 @@
 
 pub mod auth;
 pub mod binary;
+pub mod callout;
 pub mod cluster;
 pub mod cutlink;
 pub mod gw;

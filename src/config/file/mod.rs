@@ -94,11 +94,9 @@ fn not_yet(key: &str) -> Option<&'static str> {
         "ocsp" | "ocsp_cache" => "OCSP stapling",
         "websocket" | "ws" => "WebSocket",
         "mqtt" => "MQTT",
-        "resolver_tls"
-        | "resolver_pinned_accounts"
-        | "trusted"
-        | "trusted_keys"
-        | "default_sentinel" => "this part of decentralized (JWT) auth",
+        "resolver_tls" | "resolver_pinned_accounts" | "trusted" | "trusted_keys" => {
+            "this part of decentralized (JWT) auth"
+        }
         "trace_verbose" | "trace_headers" => "this logging option",
         "prof_port" | "prof_block_rate" => "profiling",
         "no_sublist_cache" | "disable_sublist_cache" | "no_header_support" => "this option",

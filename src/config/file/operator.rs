@@ -45,6 +45,7 @@ pub(super) fn key(k: &str, e: &Entry, opts: &mut Options) -> Result<bool, Config
                 ))
             }
         },
+        "default_sentinel" => mode(opts).default_sentinel = Some(string(k, v)?),
         "resolver_preload" => {
             let Kind::Map(m) = &v.kind else {
                 return Err(ConfigError::at(
@@ -216,6 +217,9 @@ pub(super) fn settle(opts: &mut Options) -> Result<(), ConfigError> {
         return Ok(());
     };
     let whole = |m: String| ConfigError::at(&Pos::default(), m);
+    if let Some(sentinel) = &op.default_sentinel {
+        sentinel_check(&op.operators, sentinel).map_err(whole)?;
+    }
     if op.operators.is_empty() {
         return Err(not_supported(
             "resolver",
@@ -260,6 +264,11 @@ pub(super) fn settle(opts: &mut Options) -> Result<(), ConfigError> {
             "system_account in config and operator JWT must be identical".into(),
         ));
     }
+    if opts.auth_callout.is_some() {
+        return Err(whole(
+            "operators do not allow authorization callouts to be configured directly".into(),
+        ));
+    }
     let mut jwts = op.preload.clone();
     if let Resolver::Full(r) = resolver {
         // The directory's JWTs, and the preloads where they are newer (nats-server stores
@@ -289,6 +298,23 @@ pub(super) fn settle(opts: &mut Options) -> Result<(), ConfigError> {
     }
     let strict = op.resolver == Some(Resolver::Memory);
     derive(opts, &jwts, strict)
+}
+
+/// nats-server's checks of `default_sentinel` (`validateTrustedOperators`): operators are
+/// configured and it is a bearer user JWT (or, unchecked until used, one that looks scoped:
+/// an `issuer_account` and no permissions).
+fn sentinel_check(operators: &[String], sentinel: &str) -> Result<(), String> {
+    if operators.is_empty() {
+        return Err("default sentinel requires operators and accounts".into());
+    }
+    let u = jwt::decode(sentinel, JwtKind::User)
+        .map_err(|_| "default sentinel JWT not valid".to_string())?;
+    let bearer = u.nats["bearer_token"].as_bool() == Some(true);
+    let scoped = !u.str("issuer_account").is_empty() && jwt::user::has_empty_permissions(&u);
+    if !bearer && !scoped {
+        return Err("default sentinel must be a bearer token".into());
+    }
+    Ok(())
 }
 
 /// Make each account JWT an account of `opts` with its limits, subject mappings, exports
@@ -331,7 +357,7 @@ fn account(
                 c.subject
             )));
         }
-        if let Some(why) = c.import_issues() {
+        if let Some(why) = c.validation_issues() {
             // nats-server starts, but the account cannot be used.
             tracing::warn!("Account [{key}] has validation issues: {why}");
             return Ok(None);
