@@ -312,6 +312,11 @@ fn read(path: &PathBuf, what: &str) -> Result<Vec<u8>, String> {
     std::fs::read(path).map_err(|e| format!("error reading {what} {}: {e}", path.display()))
 }
 
+/// The DER certificates of a PEM file (a `ca_file`).
+pub fn der_certs(path: &PathBuf) -> Result<Vec<Vec<u8>>, String> {
+    Ok(certs(path)?.iter().map(|c| c.as_ref().to_vec()).collect())
+}
+
 fn certs(path: &PathBuf) -> Result<Vec<CertificateDer<'static>>, String> {
     let pem = read(path, "certificate file")?;
     let v: Result<Vec<_>, _> = CertificateDer::pem_slice_iter(&pem).collect();

@@ -283,3 +283,67 @@ fn operator_mode_refuses_a_configured_callout() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A TLS client on a port that verifies certificates: the request's `client_tls` carries the
+/// TLS version, the cipher suite and the chain the client's certificate was verified along
+/// (its certificate, then the CA), as PEM — the same on natsd as on nats-server.
+#[tokio::test]
+async fn the_request_carries_the_clients_tls_state_as_nats_server() {
+    use common::pki::Pki;
+    use std::sync::mpsc;
+    use tokio_rustls::rustls::pki_types::{pem::PemObject, CertificateDer};
+    let mut seen = Vec::new();
+    for go in [false, true] {
+        let pki = Pki::new("callout-tls");
+        let alice = pki.issue("alice", &[(rcgen::DnType::CommonName, "alice")], vec![]);
+        let svc = Service::new();
+        let conf = format!("{}\n{}\n", svc.conf(false), pki.go_block());
+        let t = if go {
+            Target::go(&conf, "callout-tls")
+        } else {
+            Target::natsd(&conf).await
+        };
+        let who = t.name();
+        let auth = pki.issue("auth", &[(rcgen::DnType::CommonName, "auth")], vec![]);
+        let nc = async_nats::ConnectOptions::with_user_and_password("auth".into(), "pwd".into())
+            .add_root_certificates(pki.dir.join("ca.pem"))
+            .add_client_certificate(auth.cert.clone(), auth.key.clone())
+            .require_tls(true)
+            .max_reconnects(Some(0))
+            .connect(format!("tls://localhost:{}", t.client().port()))
+            .await
+            .expect("the auth user connects over TLS");
+        let id = nc.server_info().server_id;
+        let (tx, rx) = mpsc::channel();
+        let tx = std::sync::Mutex::new(tx);
+        let xkey = svc.xkey.clone();
+        let answer = move |token: &str| {
+            let req = decode_generic(token).expect("request");
+            let _ = tx.lock().map(|t| t.send(req["nats"]["client_tls"].clone()));
+            svc.answer(token, &id)
+        };
+        common::callout::serve(nc.clone(), xkey, answer).await;
+        let mut c = common::tlsclient::tls_to(t.client(), &pki, Some(&alice), true)
+            .await
+            .expect("handshake");
+        c.send("CONNECT {\"verbose\":false,\"user\":\"alice\",\"pass\":\"secret\",\"protocol\":1}\r\nPING\r\n")
+            .await;
+        assert_eq!(c.answer().await.as_deref(), Some("PONG"), "{who}");
+        let tls = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("a request");
+        let der = |path: &std::path::Path| {
+            let pem = std::fs::read(path).expect("pem");
+            CertificateDer::from_pem_slice(&pem).expect("cert").to_vec()
+        };
+        let chain = [der(&alice.cert), der(&pki.dir.join("ca.pem"))];
+        let pems: Vec<String> = chain.iter().map(|d| natsd::tls::cert::pem(d)).collect();
+        assert_eq!(tls["version"], "1.3", "{who}: {tls}");
+        assert_eq!(tls["verified_chains"], json!([pems]), "{who}: {tls}");
+        assert!(tls.get("certs").is_none(), "{who}: {tls}");
+        seen.push(tls["cipher"].clone());
+        drop(nc);
+        t.stop().await;
+    }
+    assert_eq!(seen[0], seen[1], "the same cipher suite name");
+}

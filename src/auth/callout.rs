@@ -62,6 +62,40 @@ pub struct Client {
     pub connect: Value,
     /// This connection's nonce, sent when the CONNECT signed one.
     pub nonce: String,
+    /// `client_tls` for a TLS client ([`client_tls`]).
+    pub tls: Option<Value>,
+}
+
+/// A TLS client's `client_tls` (the jwt library's `ClientTLS`): the version and cipher suite
+/// as `/connz` names them, and the certificates it presented as PEM — as the chain they
+/// were verified along when the port verifies them (`verified_chains`: the presented ones,
+/// then the issuing CAs of `tls.ca_file`), else as presented (`certs`).
+pub fn client_tls(
+    version: &str,
+    cipher: &str,
+    chain: &[Vec<u8>],
+    tls: Option<&crate::tls::TlsOpts>,
+) -> Value {
+    use crate::tls::cert::{pem, verified_chain};
+    let mut v = json!({"version": version, "cipher": cipher});
+    if chain.is_empty() {
+        return v;
+    }
+    match tls.filter(|t| t.verify || t.verify_and_map) {
+        Some(t) => {
+            let cas = t
+                .ca_file
+                .as_ref()
+                .and_then(|f| crate::tls::der_certs(f).ok());
+            let full = verified_chain(chain, &cas.unwrap_or_default());
+            let pems: Vec<String> = full.iter().map(|c| pem(c)).collect();
+            v["verified_chains"] = json!([pems]);
+        }
+        None => {
+            v["certs"] = chain.iter().map(|c| pem(c)).collect::<Vec<_>>().into();
+        }
+    }
+    v
 }
 
 /// Ask the service and check its answer: the identity the user JWT in it gives, or the
@@ -230,20 +264,24 @@ fn request_jwt(
         }
     }
     let jti: [u8; 32] = rand::random();
+    let mut nats = json!({
+        "server_id": server,
+        "user_nkey": user_nkey,
+        "client_info": info,
+        "connect_opts": c.connect,
+        "type": "authorization_request",
+        "version": 2,
+    });
+    if let Some(t) = &c.tls {
+        nats["client_tls"] = t.clone();
+    }
     let claims = json!({
         "jti": data_encoding::BASE32_NOPAD.encode(&jti),
         "iat": now,
         "exp": now + timeout.as_secs().max(1),
         "sub": cfg.issuer,
         "aud": AUDIENCE,
-        "nats": {
-            "server_id": server,
-            "user_nkey": user_nkey,
-            "client_info": info,
-            "connect_opts": c.connect,
-            "type": "authorization_request",
-            "version": 2,
-        },
+        "nats": nats,
     });
     jwt::encode(&claims, &srv.keys.kp)
 }

@@ -283,7 +283,18 @@ impl Client {
                 connect[k] = v.as_str().into();
             }
         }
+        let tls = {
+            let m = self.conn.meta();
+            let chain = m.peer_chain.clone().unwrap_or_default();
+            (!m.tls_version.is_empty())
+                .then(|| (m.tls_version.clone(), m.tls_cipher_suite.clone(), chain))
+        };
+        let tls = tls.map(|(version, cipher, chain)| {
+            let opts = self.opts.tls.as_ref();
+            crate::auth::callout::client_tls(&version, &cipher, &chain, opts)
+        });
         let request = crate::auth::callout::Client {
+            tls,
             host: self.conn.addr.ip().to_string(),
             cid: self.conn.cid,
             user,

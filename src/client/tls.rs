@@ -176,6 +176,7 @@ pub(super) async fn serve_tls(
             }
         },
     };
+    let chain = peer.map(|p| Arc::new(p.iter().map(|c| c.as_ref().to_vec()).collect()));
     let (version, suite) = crate::tls::negotiated(stream.get_ref().1);
     tracing::debug!("{} - TLS handshake complete", conn.log_prefix());
     tracing::debug!(
@@ -187,6 +188,7 @@ pub(super) async fn serve_tls(
         m.tls_version = version;
         m.tls_cipher_suite = suite;
         m.peer_cert = peer_cert;
+        m.peer_chain = chain;
     }
     if tls_first {
         // INFO now, as the first bytes inside TLS.

@@ -141,6 +141,9 @@ pub struct ConnMeta {
     pub tls_cipher_suite: String,
     /// TLS clients: what their certificate says (`verify_and_map`).
     pub peer_cert: Option<std::sync::Arc<crate::tls::cert::PeerCert>>,
+    /// TLS clients: the DER certificates they presented, their own first (for the auth
+    /// callout's `client_tls`).
+    pub peer_chain: Option<std::sync::Arc<Vec<Vec<u8>>>>,
     /// A client's permissions as `$SYS.REQ.USER.INFO` shows them (`None`: unrestricted).
     pub permissions: Option<std::sync::Arc<serde_json::Value>>,
     /// When its user JWT expires (unix seconds; 0: never).

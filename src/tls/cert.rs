@@ -306,6 +306,47 @@ pub fn spki(der: &[u8]) -> Result<&[u8], String> {
     Ok(tbs_fields(der)?[5].raw)
 }
 
+/// The raw DER issuer and subject names of a DER certificate.
+pub fn issuer_and_subject(der: &[u8]) -> Result<(&[u8], &[u8]), String> {
+    let f = tbs_fields(der)?;
+    Ok((f[2].raw, f[4].raw))
+}
+
+/// A DER certificate as PEM, as Go's `pem.EncodeToMemory` writes it (64-column base64).
+pub fn pem(der: &[u8]) -> String {
+    let b64 = data_encoding::BASE64.encode(der);
+    let mut out = String::from("-----BEGIN CERTIFICATE-----\n");
+    for line in b64.as_bytes().chunks(64) {
+        out.push_str(&String::from_utf8_lossy(line));
+        out.push('\n');
+    }
+    out.push_str("-----END CERTIFICATE-----\n");
+    out
+}
+
+/// The chain a verified client certificate was checked along, as Go's `VerifiedChains[0]`:
+/// the certificates the client presented, then the CA certificates of `cas` that issued the
+/// last one, up to a self-signed root (or the first issuer not among them).
+pub fn verified_chain(presented: &[Vec<u8>], cas: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    let mut chain: Vec<Vec<u8>> = presented.to_vec();
+    while chain.len() < presented.len() + 8 {
+        let Some(Ok((issuer, subject))) = chain.last().map(|c| issuer_and_subject(c)) else {
+            break;
+        };
+        if issuer == subject {
+            break;
+        }
+        let next = cas.iter().find(|ca| {
+            issuer_and_subject(ca).is_ok_and(|(_, s)| s == issuer) && !chain.contains(ca)
+        });
+        match next {
+            Some(ca) => chain.push(ca.clone()),
+            None => break,
+        }
+    }
+    chain
+}
+
 /// Reads a DER certificate.
 pub fn parse(der: &[u8]) -> Result<PeerCert, String> {
     let fields = tbs_fields(der)?;

@@ -17,6 +17,7 @@ pub mod natsserver;
 pub mod pki;
 pub mod resolver;
 pub mod s2proxy;
+pub mod tlsclient;
 pub mod traffic;
 
 use natsd::{Options, Server};
