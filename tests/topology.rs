@@ -3,7 +3,9 @@
 //! message, `check` agrees, and SIGINT stops the launcher and every node; a fixed port already
 //! in use fails clearly; `check` against a cluster missing a node exits non-zero. A
 //! super-cluster file (3 clusters × 2 nodes, gateways) comes up, `check` verifies routes and
-//! gateways, a message crosses from cluster A to cluster C, and SIGINT stops all six nodes.
+//! gateways, a message crosses from cluster A to cluster C, and SIGINT stops all six nodes. A
+//! hub cluster with two leaves: both attach, a message crosses leaf to leaf, `check` verifies
+//! the leafnode connections on both ends.
 
 mod common;
 
@@ -237,6 +239,55 @@ impl Raw {
     }
 }
 
+/// A message published at client port `from` reaches a subscriber at client port `to` (`what`
+/// names the path for the failure message): until the interest has crossed routes, gateways
+/// or leafnodes, messages are dropped, so it publishes again.
+fn crosses(from: u16, to: u16, subject: &str, what: &str) {
+    let mut sub = Raw::connect(to);
+    sub.send(&format!("SUB {subject} 1\r\nPING\r\n"));
+    assert_eq!(sub.line(DEADLINE).as_deref(), Some("PONG"));
+    let mut publ = Raw::connect(from);
+    let end = Instant::now() + DEADLINE;
+    let got = loop {
+        publ.send(&format!("PUB {subject} 5\r\nhello\r\nPING\r\n"));
+        assert_eq!(publ.line(DEADLINE).as_deref(), Some("PONG"));
+        if let Some(l) = sub.line(Duration::from_millis(200)) {
+            break l;
+        }
+        assert!(Instant::now() < end, "no message crossed {what}");
+    };
+    assert_eq!(got, format!("MSG {subject} 1 5"));
+    assert_eq!(sub.line(DEADLINE).as_deref(), Some("hello"));
+}
+
+/// `natsd topology check FILE`: its exit code and stdout.
+fn check(file: &Path) -> (Option<i32>, String) {
+    let out = run(&["topology", "check", file.to_str().expect("utf-8")]);
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+impl Launcher {
+    /// SIGINT: the launcher exits 0, none of `ports` accepts any more, every node stopped.
+    fn stop_all(mut self, ports: &[u16]) {
+        let st = self.interrupt();
+        assert!(
+            st.success(),
+            "launcher exit {st}\nstderr:\n{}",
+            self.stderr()
+        );
+        for port in ports {
+            assert!(
+                refuses(*port),
+                "port {port} still accepts after the launcher exited"
+            );
+        }
+        self.wait_stderr("all nodes stopped");
+    }
+}
+
 fn refuses(port: u16) -> bool {
     TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(500)).is_err()
 }
@@ -263,6 +314,13 @@ fn bundled_files_parse() {
     assert_eq!(names, ["A", "B", "C"]);
     assert!(s.clusters.iter().all(|c| c.nodes.len() == 2));
     assert!(s.nodes().all(|(_, n)| n.fixed_ports(true).is_some()));
+    let h = Topology::load(&root.join("topology/hub-3-leaves-2.conf")).expect("hub file");
+    assert_eq!((h.node_count(), h.leaves.len()), (3, 2));
+    assert!(h.nodes().all(|(_, n)| n.leafnode.is_some()));
+    assert!(h
+        .leaves
+        .iter()
+        .all(|l| l.port.is_some() && l.http.is_some()));
 }
 
 #[test]
@@ -281,15 +339,15 @@ fn up_serves_a_mesh_check_agrees_and_sigint_stops_every_node() {
         );
     }
     // The check line runs as printed: the binary's own path, not a bare `natsd`.
-    let check = out
+    let line = out
         .iter()
         .find_map(|l| l.strip_prefix("check:"))
         .unwrap_or_else(|| panic!("no check line: {out:#?}"));
-    let words: Vec<&str> = check.split_whitespace().collect();
+    let words: Vec<&str> = line.split_whitespace().collect();
     let exe = std::fs::canonicalize(BIN).expect("natsd binary");
-    assert_eq!(std::fs::canonicalize(words[0]).ok(), Some(exe), "{check}");
+    assert_eq!(std::fs::canonicalize(words[0]).ok(), Some(exe), "{line}");
     let ran = run(&words[1..]);
-    assert!(ran.status.success(), "{check}: {ran:?}");
+    assert!(ran.status.success(), "{line}: {ran:?}");
     // Every node's log lines come out prefixed with its name.
     let end = Instant::now() + DEADLINE;
     while !["[n1] ", "[n2] ", "[n3] "]
@@ -301,44 +359,13 @@ fn up_serves_a_mesh_check_agrees_and_sigint_stops_every_node() {
     }
 
     // A subscriber on node 1, a publisher on node 3.
-    let mut sub = Raw::connect(nodes[0].0);
-    sub.send("SUB topo.test 1\r\nPING\r\n");
-    assert_eq!(sub.line(DEADLINE).as_deref(), Some("PONG"));
-    let mut publ = Raw::connect(nodes[2].0);
-    let end = Instant::now() + DEADLINE;
-    let got = loop {
-        // Until the interest has crossed the route, messages are dropped: publish again.
-        publ.send("PUB topo.test 5\r\nhello\r\nPING\r\n");
-        assert_eq!(publ.line(DEADLINE).as_deref(), Some("PONG"));
-        if let Some(l) = sub.line(Duration::from_millis(200)) {
-            break l;
-        }
-        assert!(
-            Instant::now() < end,
-            "no message crossed from node 3 to node 1"
-        );
-    };
-    assert_eq!(got, "MSG topo.test 1 5");
-    assert_eq!(sub.line(DEADLINE).as_deref(), Some("hello"));
-    drop(sub);
-    drop(publ);
+    crosses(nodes[2].0, nodes[0].0, "topo.test", "from node 3 to node 1");
 
-    let check = run(&["topology", "check", file.to_str().expect("utf-8")]);
-    let text = String::from_utf8_lossy(&check.stdout);
-    assert!(check.status.success(), "check failed:\n{text}");
+    let (code, text) = check(&file);
+    assert_eq!(code, Some(0), "check failed:\n{text}");
     assert!(text.contains("mesh matches"), "{text}");
-
-    let st = up.interrupt();
-    assert!(st.success(), "launcher exit {st}\nstderr:\n{}", up.stderr());
-    for (c, h, r) in &nodes {
-        for p in [c, h, r] {
-            assert!(
-                refuses(*p),
-                "port {p} still accepts after the launcher exited"
-            );
-        }
-    }
-    up.wait_stderr("all nodes stopped");
+    let ports: Vec<u16> = nodes.iter().flat_map(|(c, h, r)| [*c, *h, *r]).collect();
+    up.stop_all(&ports);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -394,46 +421,18 @@ fn up_serves_a_super_cluster_check_verifies_routes_and_gateways() {
     );
 
     // A subscriber in cluster C (second node), a publisher in cluster A (first node).
-    let mut sub = Raw::connect(node(5)[0]);
-    sub.send("SUB topo.gw 1\r\nPING\r\n");
-    assert_eq!(sub.line(DEADLINE).as_deref(), Some("PONG"));
-    let mut publ = Raw::connect(node(0)[0]);
-    let end = Instant::now() + DEADLINE;
-    let got = loop {
-        // Until the interest has crossed route and gateway, messages are dropped: again.
-        publ.send("PUB topo.gw 2\r\nhi\r\nPING\r\n");
-        assert_eq!(publ.line(DEADLINE).as_deref(), Some("PONG"));
-        if let Some(l) = sub.line(Duration::from_millis(200)) {
-            break l;
-        }
-        assert!(Instant::now() < end, "no message crossed from A to C");
-    };
-    assert_eq!(got, "MSG topo.gw 1 2");
-    assert_eq!(sub.line(DEADLINE).as_deref(), Some("hi"));
-    drop(sub);
-    drop(publ);
+    crosses(node(0)[0], node(5)[0], "topo.gw", "from A to C");
 
-    let check = run(&["topology", "check", file.to_str().expect("utf-8")]);
-    let text = String::from_utf8_lossy(&check.stdout);
-    assert!(check.status.success(), "check failed:\n{text}");
+    let (code, text) = check(&file);
+    assert_eq!(code, Some(0), "check failed:\n{text}");
     assert!(text.contains("mesh matches"), "{text}");
     assert!(text.contains("gateway A to B, C"), "{text}");
     assert!(text.contains("gateway C to A, B"), "{text}");
     // The A+B file does not match: each node has gateways to C, which the file lacks.
-    let check = run(&["topology", "check", ab.to_str().expect("utf-8")]);
-    let text = String::from_utf8_lossy(&check.stdout);
-    assert_eq!(check.status.code(), Some(1), "{text}");
+    let (code, text) = check(&ab);
+    assert_eq!(code, Some(1), "{text}");
     assert!(text.contains("extra outbound gateway to C"), "{text}");
-
-    let st = up.interrupt();
-    assert!(st.success(), "launcher exit {st}\nstderr:\n{}", up.stderr());
-    for port in &p {
-        assert!(
-            refuses(*port),
-            "port {port} still accepts after the launcher exited"
-        );
-    }
-    up.wait_stderr("all nodes stopped");
+    up.stop_all(&p);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -528,5 +527,61 @@ fn a_node_that_dies_early_stops_the_others() {
             assert!(refuses(*p), "port {p} accepts");
         }
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A hub cluster of two with two leaves (one fixed to each port list): `up` waits until both
+/// leaves are attached, a message goes from a leaf through the hub to the other leaf, `check`
+/// agrees and names each leaf's hub, a file without one leaf does not match, and SIGINT stops
+/// all four servers.
+#[test]
+fn up_attaches_leaves_to_their_hub_and_check_verifies_them() {
+    let _serial = serial();
+    let dir = tmp_dir("leaves");
+    let p = free_ports(12);
+    let text = |leaves: &str| {
+        format!(
+            "cluster: HUB\nnodes {{\n  h1 {{ port: {}, http: {}, route: {}, leafnode: {} }}\n  \
+             h2 {{ port: {}, http: {}, route: {}, leafnode: {} }}\n}}\nleaves {{\n{leaves}}}\n",
+            p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]
+        )
+    };
+    let both = format!(
+        "  l1 {{ port: {}, http: {} }}\n  l2 {{ port: {}, http: {}, hub: HUB }}\n",
+        p[8], p[9], p[10], p[11]
+    );
+    let file = dir.join("leaves.conf");
+    std::fs::write(&file, text(&both)).expect("write topology");
+    let one = dir.join("one-leaf.conf");
+    let l1 = format!("  l1 {{ port: {}, http: {} }}\n", p[8], p[9]);
+    std::fs::write(&one, text(&l1)).expect("write topology");
+    let mut up = Launcher::start(&file);
+    let out = up.wait_ready();
+    assert!(
+        out.iter()
+            .any(|l| l.starts_with("cluster ready: cluster HUB, 2 nodes and 2 leaves")),
+        "{out:#?}"
+    );
+    for (port, what) in [
+        (p[3], "leafnodes nats-leaf://127.0.0.1"),
+        (p[8], "leaf of HUB"),
+    ] {
+        assert!(
+            out.iter()
+                .any(|l| l.contains(&port.to_string()) && l.contains(what)),
+            "{port} {what}: {out:#?}"
+        );
+    }
+    // Leaf to leaf, through the hub.
+    crosses(p[8], p[10], "topo.leaf", "from l1 to l2");
+    let (code, text) = check(&file);
+    assert_eq!(code, Some(0), "check failed:\n{text}");
+    assert!(text.contains("ok: leaf of HUB"), "{text}");
+    assert!(text.contains("2 nodes and 2 leaves"), "{text}");
+    // The hub has a leaf the one-leaf file does not know.
+    let (code, text) = check(&one);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("\"l2\" (not one of its leaves)"), "{text}");
+    up.stop_all(&p);
     let _ = std::fs::remove_dir_all(&dir);
 }

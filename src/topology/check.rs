@@ -301,26 +301,30 @@ pub fn main(args: &[String]) -> ExitCode {
         }
     };
     let mut targets = Vec::new();
+    let servers = t.node_count() + t.leaves.len();
     if urls.is_empty() {
-        for (_, n) in t.nodes() {
-            let Some(http) = n.http else {
+        let fixed = t
+            .nodes()
+            .map(|(_, n)| (&n.name, n.http))
+            .chain(t.leaves.iter().map(|l| (&l.name, l.http)));
+        for (name, http) in fixed {
+            let Some(http) = http else {
                 eprintln!(
-                    "natsd topology: node {} has no fixed `http` port in {file}; give every \
-                     node's monitoring URL: natsd topology check {file} URL…",
-                    n.name
+                    "natsd topology: node {name} has no fixed `http` port in {file}; give every \
+                     node's monitoring URL: natsd topology check {file} URL…"
                 );
                 return ExitCode::from(2);
             };
             targets.push((HOST.to_string(), http));
         }
     } else {
-        if urls.len() != t.node_count() {
+        if urls.len() != servers {
             return usage_error(
                 CHECK_USAGE,
                 &format!(
-                    "{} monitoring URLs for {} nodes (one per node, in the file's order)",
+                    "{} monitoring URLs for {servers} nodes (one per node, then one per leaf, \
+                     in the file's order)",
                     urls.len(),
-                    t.node_count()
                 ),
             );
         }
@@ -331,7 +335,12 @@ pub fn main(args: &[String]) -> ExitCode {
             }
         }
     }
-    let width = t.nodes().map(|(_, n)| n.name.len()).max().unwrap_or(0);
+    let width = t
+        .nodes()
+        .map(|(_, n)| n.name.len())
+        .chain(t.leaves.iter().map(|l| l.name.len()))
+        .max()
+        .unwrap_or(0);
     let mut bad = 0;
     let mut views = Vec::new();
     for (i, ((_, n), (host, port))) in t.nodes().zip(&targets).enumerate() {
@@ -373,7 +382,30 @@ pub fn main(args: &[String]) -> ExitCode {
     } else {
         "full mesh"
     };
-    let inbound = inbound_problems(&t, &views);
+    let mut inbound = inbound_problems(&t, &views);
+    if !t.leaves.is_empty() {
+        let (hubs, leaves) = targets.split_at(t.node_count());
+        let leafy = super::leaves::problems(&t, hubs, leaves);
+        for (l, (host, port)) in t.leaves.iter().zip(leaves) {
+            let name = &l.name;
+            let url = format!("http://{host}:{port}");
+            let mine: Vec<&String> = leafy
+                .iter()
+                .filter(|p| p.starts_with(&format!("{name}: ")))
+                .collect();
+            if mine.is_empty() {
+                let hub = &t.clusters[l.hub].name;
+                println!("{name:width$}  {url}  ok: leaf of {hub}");
+            } else {
+                bad += 1;
+                for p in mine {
+                    println!("{name:width$}  {url}  {}", &p[name.len() + 2..]);
+                }
+            }
+        }
+        let cluster_wide = leafy.into_iter().filter(|p| p.starts_with("cluster "));
+        inbound.extend(cluster_wide);
+    }
     for line in &inbound {
         println!("{line}");
     }
@@ -382,16 +414,14 @@ pub fn main(args: &[String]) -> ExitCode {
     }
     if bad == 0 {
         println!(
-            "mesh matches {file}: {}, {} nodes, {shape}",
+            "mesh matches {file}: {}, {} nodes{}, {shape}",
             t.describe(),
-            t.node_count()
+            t.node_count(),
+            super::launch::leaves_text(&t)
         );
         ExitCode::SUCCESS
     } else {
-        println!(
-            "mesh does not match {file}: {bad} of {} nodes differ",
-            t.node_count()
-        );
+        println!("mesh does not match {file}: {bad} of {servers} nodes differ");
         ExitCode::from(1)
     }
 }

@@ -34,6 +34,8 @@ pub struct Topology {
     pub clusters: Vec<Cluster>,
     /// Written with `clusters { … }`: every node also gets a gateway to every other cluster.
     pub super_cluster: bool,
+    /// Servers attached to a cluster of the file over leafnode connections (`leaves.rs`).
+    pub leaves: Vec<super::leaves::Leaf>,
 }
 
 /// One cluster: its name and nodes.
@@ -54,6 +56,8 @@ pub struct Node {
     pub route: Option<u16>,
     /// The gateway port (super-clusters only).
     pub gateway: Option<u16>,
+    /// The leafnode port (files with leaves only).
+    pub leafnode: Option<u16>,
 }
 
 /// A node's ports once every one is known.
@@ -64,6 +68,8 @@ pub struct Ports {
     pub route: u16,
     /// The gateway port (super-clusters only).
     pub gateway: Option<u16>,
+    /// The leafnode port (files with leaves only).
+    pub leafnode: Option<u16>,
 }
 
 impl Ports {
@@ -93,6 +99,7 @@ impl Node {
             http: self.http?,
             route: self.route?,
             gateway: if gateway { Some(self.gateway?) } else { None },
+            leafnode: self.leafnode,
         })
     }
 
@@ -103,6 +110,7 @@ impl Node {
             ("monitoring port", self.http),
             ("route port", self.route),
             ("gateway port", self.gateway),
+            ("leafnode port", self.leafnode),
         ]
         .into_iter()
         .filter_map(|(what, p)| p.map(|p| (what, p)))
@@ -151,6 +159,7 @@ impl Topology {
         let mut cluster = None;
         let mut nodes_entry = None;
         let mut clusters_entry = None;
+        let mut leaves_entry = None;
         for e in &map.entries {
             if e.used_as_variable {
                 continue;
@@ -159,6 +168,7 @@ impl Topology {
                 "cluster" | "cluster_name" => cluster = Some((string(e)?, e)),
                 "nodes" => nodes_entry = Some(e),
                 "clusters" => clusters_entry = Some(e),
+                "leaves" | "leafs" => leaves_entry = Some(e),
                 "gateways" | "gateway" => {
                     return Err(ConfigError::at(
                         &e.key_pos,
@@ -174,7 +184,7 @@ impl Topology {
                         &e.key_pos,
                         format!(
                             "unknown field {:?} (a topology file has `cluster` and `nodes`, or \
-                             `clusters`)",
+                             `clusters`; and `leaves`)",
                             e.key
                         ),
                     ))
@@ -264,10 +274,7 @@ impl Topology {
                      `cluster: NAME` and `nodes { … }`)",
                 ));
             }
-            return Ok(Topology {
-                clusters,
-                super_cluster: true,
-            });
+            return with_leaves(clusters, true, leaves_entry, ports_seen, names_seen, file);
         }
         let Some((cluster, ce)) = cluster else {
             return Err(ConfigError::whole(
@@ -283,14 +290,45 @@ impl Topology {
             ));
         };
         let nodes = nodes_of(nodes_entry, false, &mut ports_seen, &mut names_seen)?;
-        Ok(Topology {
-            clusters: vec![Cluster {
-                name: cluster,
-                nodes,
-            }],
-            super_cluster: false,
-        })
+        let clusters = vec![Cluster {
+            name: cluster,
+            nodes,
+        }];
+        with_leaves(clusters, false, leaves_entry, ports_seen, names_seen, file)
     }
+}
+
+/// The topology with its `leaves` (if any); a `leafnode` port without leaves is refused.
+fn with_leaves(
+    clusters: Vec<Cluster>,
+    super_cluster: bool,
+    leaves_entry: Option<&Entry>,
+    mut ports_seen: HashMap<u16, String>,
+    mut names_seen: Vec<String>,
+    file: Option<&Path>,
+) -> Result<Topology, ConfigError> {
+    let leaves = match leaves_entry {
+        Some(e) => super::leaves::parse(e, &clusters, &mut ports_seen, &mut names_seen)?,
+        None => Vec::new(),
+    };
+    let stray = clusters
+        .iter()
+        .flat_map(|c| &c.nodes)
+        .find(|n| n.leafnode.is_some());
+    if let (Some(n), true) = (stray, leaves.is_empty()) {
+        return Err(ConfigError::whole(
+            file,
+            format!(
+                "node {:?} has a leafnode port: it needs `leaves {{ … }}` to attach",
+                n.name
+            ),
+        ));
+    }
+    Ok(Topology {
+        clusters,
+        super_cluster,
+        leaves,
+    })
 }
 
 fn check_cluster_name(name: &str, pos: &conf::Pos) -> Result<(), ConfigError> {
@@ -359,7 +397,7 @@ fn string(e: &Entry) -> Result<String, ConfigError> {
     }
 }
 
-fn port(e: &Entry) -> Result<Option<u16>, ConfigError> {
+pub(super) fn port(e: &Entry) -> Result<Option<u16>, ConfigError> {
     match &e.value.kind {
         Kind::Integer { value: 0, .. } => Ok(None),
         Kind::Integer { value, .. } if (1..=65535).contains(value) => Ok(Some(*value as u16)),
@@ -381,7 +419,8 @@ fn port(e: &Entry) -> Result<Option<u16>, ConfigError> {
     }
 }
 
-fn node(e: &Entry, gateway: bool) -> Result<Node, ConfigError> {
+/// A node's (or leaf's) name: letters, digits, `-`, `_`, `.` (it is the server name).
+pub(super) fn node_name(e: &Entry) -> Result<String, ConfigError> {
     let name = e.key.clone();
     if name.is_empty()
         || !name
@@ -393,12 +432,17 @@ fn node(e: &Entry, gateway: bool) -> Result<Node, ConfigError> {
             format!("bad node name {name:?} (letters, digits, '-', '_', '.')"),
         ));
     }
+    Ok(name)
+}
+
+fn node(e: &Entry, gateway: bool) -> Result<Node, ConfigError> {
     let mut n = Node {
-        name,
+        name: node_name(e)?,
         port: None,
         http: None,
         route: None,
         gateway: None,
+        leafnode: None,
     };
     let fields: &Map = match &e.value.kind {
         Kind::Map(m) => m,
@@ -422,6 +466,7 @@ fn node(e: &Entry, gateway: bool) -> Result<Node, ConfigError> {
             "http" | "monitor" => n.http = port(f)?,
             "route" | "cluster" => n.route = port(f)?,
             "gateway" if gateway => n.gateway = port(f)?,
+            "leafnode" | "leafnodes" | "leaf" => n.leafnode = port(f)?,
             "gateway" => {
                 return Err(ConfigError::at(
                     &f.key_pos,
@@ -435,7 +480,8 @@ fn node(e: &Entry, gateway: bool) -> Result<Node, ConfigError> {
                 return Err(ConfigError::at(
                     &f.key_pos,
                     format!(
-                        "node {:?}: unknown field {:?} (a node has `port`, `http`, `route`{})",
+                        "node {:?}: unknown field {:?} (a node has `port`, `http`, `route`, \
+                         `leafnode`{})",
                         e.key,
                         f.key,
                         if gateway { ", `gateway`" } else { "" }
@@ -470,6 +516,7 @@ mod tests {
                 http: 8222,
                 route: 6222,
                 gateway: None,
+                leafnode: None,
             })
         );
         assert_eq!(nodes[1].port, None);

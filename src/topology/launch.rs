@@ -9,6 +9,7 @@
 
 use super::check::{inbound_problems, node_problems};
 use super::file::{Ports, Topology, HOST};
+use super::leaves::{self, LeafPorts};
 use super::{usage_error, UP_USAGE};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
@@ -77,17 +78,21 @@ pub fn main(args: &[String]) -> ExitCode {
 }
 
 /// Fixed ports must be free now; the others are picked free (all listeners held until every
-/// port is chosen, so no two nodes get the same one). Gateway ports only in a super-cluster.
-pub fn assign_ports(t: &Topology) -> Result<Vec<Ports>, String> {
+/// port is chosen, so no two nodes get the same one). Gateway ports only in a super-cluster,
+/// leafnode ports only in a file with leaves. The nodes' ports, then the leaves'.
+pub fn assign_ports(t: &Topology) -> Result<(Vec<Ports>, Vec<LeafPorts>), String> {
     let mut held = Vec::new();
-    for (_, n) in t.nodes() {
-        for (what, p) in n.fixed() {
+    let fixed = t
+        .nodes()
+        .map(|(_, n)| (n.name.as_str(), n.fixed()))
+        .chain(t.leaves.iter().map(|l| (l.name.as_str(), l.fixed())));
+    for (name, ports) in fixed {
+        for (what, p) in ports {
             match TcpListener::bind((HOST, p)) {
                 Ok(l) => held.push(l),
                 Err(e) => {
                     return Err(format!(
-                        "port {p} (the {what} of node {}) is not free on {HOST}: {e}",
-                        n.name
+                        "port {p} (the {what} of node {name}) is not free on {HOST}: {e}"
                     ))
                 }
             }
@@ -116,9 +121,21 @@ pub fn assign_ports(t: &Topology) -> Result<Vec<Ports>, String> {
             } else {
                 None
             },
+            leafnode: if t.leaves.is_empty() {
+                None
+            } else {
+                Some(pick(n.leafnode)?)
+            },
         });
     }
-    Ok(out)
+    let mut leaves = Vec::new();
+    for l in &t.leaves {
+        leaves.push(LeafPorts {
+            client: pick(l.port)?,
+            http: pick(l.http)?,
+        });
+    }
+    Ok((out, leaves))
 }
 
 /// The `gateway {}` block of node `idx` in a super-cluster (None otherwise): its cluster's
@@ -173,15 +190,8 @@ pub fn node_args(
         a.push("-c".into());
         a.push(conf.display().to_string());
     }
+    a.extend(server_args(p.client, p.http, &node.name));
     a.extend([
-        "-a".into(),
-        HOST.into(),
-        "-p".into(),
-        p.client.to_string(),
-        "-m".into(),
-        p.http.to_string(),
-        "-n".into(),
-        node.name.clone(),
         "--cluster".into(),
         p.route_url(),
         "--cluster_name".into(),
@@ -197,29 +207,59 @@ pub fn node_args(
     a
 }
 
-/// The directory of the nodes' config files (super-clusters), removed when dropped.
+/// Every server's first flags: the host, its client and monitoring ports, its name.
+pub(super) fn server_args(client: u16, http: u16, name: &str) -> [String; 8] {
+    [
+        "-a".into(),
+        HOST.into(),
+        "-p".into(),
+        client.to_string(),
+        "-m".into(),
+        http.to_string(),
+        "-n".into(),
+        name.into(),
+    ]
+}
+
+/// The directory of the config files (super-clusters' `gateway {}` blocks, hubs'
+/// `leafnodes {}` listeners, the leaves' remotes), removed when dropped.
 struct ConfDir(Option<PathBuf>);
 
+/// Each node's config file (None: flags only), then each leaf's.
+type Confs = (Vec<Option<PathBuf>>, Vec<PathBuf>);
+
 impl ConfDir {
-    fn write(t: &Topology, ports: &[Ports]) -> Result<(ConfDir, Vec<Option<PathBuf>>), String> {
-        if !t.super_cluster {
-            return Ok((ConfDir(None), vec![None; t.node_count()]));
+    fn write(t: &Topology, ports: &[Ports]) -> Result<(ConfDir, Confs), String> {
+        if !t.super_cluster && t.leaves.is_empty() {
+            return Ok((ConfDir(None), (vec![None; t.node_count()], Vec::new())));
         }
         let dir = std::env::temp_dir().join(format!("natsd-topology-{}", std::process::id()));
         std::fs::create_dir_all(&dir)
             .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         let guard = ConfDir(Some(dir.clone()));
+        let write = |name: &str, text: String| -> Result<PathBuf, String> {
+            let f = dir.join(format!("{name}.conf"));
+            std::fs::write(&f, text).map_err(|e| format!("cannot write {}: {e}", f.display()))?;
+            Ok(f)
+        };
         let mut files = Vec::new();
         for (i, (_, n)) in t.nodes().enumerate() {
-            let Some(text) = gateway_conf(t, ports, i) else {
-                files.push(None);
-                continue;
-            };
-            let f = dir.join(format!("{}.conf", n.name));
-            std::fs::write(&f, text).map_err(|e| format!("cannot write {}: {e}", f.display()))?;
-            files.push(Some(f));
+            let mut text = gateway_conf(t, ports, i).unwrap_or_default();
+            if let Some(p) = ports[i].leafnode {
+                text.push_str(&leaves::hub_block(p));
+            }
+            files.push(if text.is_empty() {
+                None
+            } else {
+                Some(write(&n.name, text)?)
+            });
         }
-        Ok((guard, files))
+        let mut leaf_files = Vec::new();
+        for (i, l) in t.leaves.iter().enumerate() {
+            let text = leaves::leaf_conf(t, ports, i).unwrap_or_default();
+            leaf_files.push(write(&l.name, text)?);
+        }
+        Ok((guard, (files, leaf_files)))
     }
 }
 
@@ -345,28 +385,40 @@ fn pump(from: impl Read + Send + 'static, prefix: String, to_stderr: bool) -> Jo
     })
 }
 
+/// Every node's and leaf's name, in file order.
+fn names(t: &Topology) -> Vec<&str> {
+    t.nodes()
+        .map(|(_, n)| n.name.as_str())
+        .chain(t.leaves.iter().map(|l| l.name.as_str()))
+        .collect()
+}
+
 fn spawn(
     t: &Topology,
-    ports: &[Ports],
-    confs: &[Option<PathBuf>],
+    (ports, leaf_ports): (&[Ports], &[LeafPorts]),
+    (confs, leaf_confs): &Confs,
     extra: &[String],
     signals: &Receiver<&'static str>,
 ) -> Result<Nodes, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the natsd binary: {e}"))?;
-    let width = t.nodes().map(|(_, n)| n.name.len()).max().unwrap_or(0);
+    let width = names(t).iter().map(|n| n.len()).max().unwrap_or(0);
     let mut nodes = Nodes {
         names: Vec::new(),
         children: Vec::new(),
         pumps: Vec::new(),
     };
-    for (i, (_, n)) in t.nodes().enumerate() {
+    let count = t.node_count();
+    for (i, name) in names(t).into_iter().enumerate() {
         if signals.try_recv().is_ok() {
             nodes.stop();
             return Err("interrupted while starting the nodes".into());
         }
         let mut cmd = Command::new(&exe);
-        let conf = confs.get(i).and_then(|c| c.as_deref());
-        cmd.args(node_args(t, ports, i, conf, extra))
+        let args = match i.checked_sub(count) {
+            None => node_args(t, ports, i, confs.get(i).and_then(|c| c.as_deref()), extra),
+            Some(l) => leaves::leaf_args(t, leaf_ports, l, &leaf_confs[l], extra),
+        };
+        cmd.args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -378,25 +430,33 @@ fn spawn(
             Ok(c) => c,
             Err(e) => {
                 nodes.stop();
-                return Err(format!("cannot start node {}: {e}", n.name));
+                return Err(format!("cannot start node {name}: {e}"));
             }
         };
-        let prefix = format!("[{:width$}] ", n.name);
+        let prefix = format!("[{name:width$}] ");
         if let Some(out) = child.stdout.take() {
             nodes.pumps.push(pump(out, prefix.clone(), false));
         }
         if let Some(err) = child.stderr.take() {
             nodes.pumps.push(pump(err, prefix, true));
         }
-        nodes.names.push(n.name.clone());
+        nodes.names.push(name.to_string());
         nodes.children.push(child);
     }
     Ok(nodes)
 }
 
-/// Every node's mesh problems (empty: ready).
-fn mesh_problems(t: &Topology, ports: &[Ports]) -> Vec<String> {
+/// Every node's mesh problems, and every leaf's (empty: ready).
+fn mesh_problems(t: &Topology, ports: &[Ports], leaf_ports: &[LeafPorts]) -> Vec<String> {
     let mut out = Vec::new();
+    if !t.leaves.is_empty() {
+        let hubs: Vec<(String, u16)> = ports.iter().map(|p| (HOST.to_string(), p.http)).collect();
+        let leaves: Vec<(String, u16)> = leaf_ports
+            .iter()
+            .map(|p| (HOST.to_string(), p.http))
+            .collect();
+        out.extend(leaves::problems(t, &hubs, &leaves));
+    }
     let mut views = Vec::new();
     for (i, ((_, n), p)) in t.nodes().zip(ports).enumerate() {
         match node_problems(t, i, HOST, p.http) {
@@ -417,19 +477,25 @@ fn mesh_problems(t: &Topology, ports: &[Ports]) -> Vec<String> {
 }
 
 fn up(t: &Topology, file: &str, timeout: Duration, extra: &[String]) -> Result<(), String> {
-    let ports = assign_ports(t)?;
+    let (ports, leaf_ports) = assign_ports(t)?;
     let signals = signals()?;
     let (_conf_dir, confs) = ConfDir::write(t, &ports)?;
-    let mut nodes = spawn(t, &ports, &confs, extra, &signals)?;
+    let mut nodes = spawn(t, (&ports, &leaf_ports), &confs, extra, &signals)?;
     let count = t.node_count();
     eprintln!(
-        "natsd topology: started {count} node{} of {}, waiting for the full mesh{}",
+        "natsd topology: started {count} node{} of {}{}, waiting for the full mesh{}{}",
         if count == 1 { "" } else { "s" },
         t.describe(),
+        leaves_text(t),
         if t.super_cluster {
             "es and gateways"
         } else {
             ""
+        },
+        if t.leaves.is_empty() {
+            ""
+        } else {
+            " and leafnodes"
         }
     );
     // Wait for the mesh.
@@ -445,7 +511,7 @@ fn up(t: &Topology, file: &str, timeout: Duration, extra: &[String]) -> Result<(
                 "node {name} exited early ({st}); stopped the other nodes"
             ));
         }
-        let p = mesh_problems(t, &ports);
+        let p = mesh_problems(t, &ports, &leaf_ports);
         if p.is_empty() {
             break;
         }
@@ -459,21 +525,35 @@ fn up(t: &Topology, file: &str, timeout: Duration, extra: &[String]) -> Result<(
         }
         std::thread::sleep(POLL);
     }
-    let width = t.nodes().map(|(_, n)| n.name.len()).max().unwrap_or(0);
+    let width = names(t).iter().map(|n| n.len()).max().unwrap_or(0);
     for ((ci, n), p) in t.nodes().zip(&ports) {
         let gw = match p.gateway_url() {
             Some(g) => format!("  gateway {g} ({})", t.clusters[ci].name),
             None => String::new(),
         };
+        let leaf = match p.leafnode {
+            Some(l) => format!("  leafnodes nats-leaf://{HOST}:{l}"),
+            None => String::new(),
+        };
         println!(
-            "{:width$}  {}  monitoring {}  routes {}{gw}",
+            "{:width$}  {}  monitoring {}  routes {}{gw}{leaf}",
             n.name,
             p.client_url(),
             p.monitor_url(),
             p.route_url()
         );
     }
-    let all_fixed = t.nodes().all(|(_, n)| n.http.is_some());
+    for (l, p) in t.leaves.iter().zip(&leaf_ports) {
+        println!(
+            "{:width$}  {}  monitoring {}  leaf of {}",
+            l.name,
+            p.client_url(),
+            p.monitor_url(),
+            t.clusters[l.hub].name
+        );
+    }
+    let all_fixed =
+        t.nodes().all(|(_, n)| n.http.is_some()) && t.leaves.iter().all(|l| l.http.is_some());
     // The binary's own path, so the line runs as printed (after `cargo run` natsd is not on
     // PATH).
     let me = std::env::current_exe()
@@ -482,19 +562,33 @@ fn up(t: &Topology, file: &str, timeout: Duration, extra: &[String]) -> Result<(
     let check = if all_fixed {
         format!("{me} topology check {file}")
     } else {
-        let urls: Vec<String> = ports.iter().map(Ports::monitor_url).collect();
+        let urls: Vec<String> = ports
+            .iter()
+            .map(Ports::monitor_url)
+            .chain(leaf_ports.iter().map(LeafPorts::monitor_url))
+            .collect();
         format!("{me} topology check {file} {}", urls.join(" "))
     };
-    let clients: Vec<String> = ports.iter().map(Ports::client_url).collect();
+    let clients: Vec<String> = ports
+        .iter()
+        .map(Ports::client_url)
+        .chain(leaf_ports.iter().map(LeafPorts::client_url))
+        .collect();
     println!("clients: {}", clients.join(","));
     println!("check:   {check}");
     println!(
-        "cluster ready: {}, {count} nodes, {} (Ctrl-C stops every node)",
+        "cluster ready: {}, {count} nodes{}, {}{} (Ctrl-C stops every node)",
         t.describe(),
+        leaves_text(t),
         if t.super_cluster {
             "full meshes and gateways"
         } else {
             "full mesh"
+        },
+        if t.leaves.is_empty() {
+            ""
+        } else {
+            ", leaves attached"
         }
     );
     loop {
@@ -511,6 +605,15 @@ fn up(t: &Topology, file: &str, timeout: Duration, extra: &[String]) -> Result<(
             ));
         }
         std::thread::sleep(POLL);
+    }
+}
+
+/// ` and N leaves` (nothing without leaves).
+pub(super) fn leaves_text(t: &Topology) -> String {
+    match t.leaves.len() {
+        0 => String::new(),
+        1 => " and 1 leaf".into(),
+        n => format!(" and {n} leaves"),
     }
 }
 
@@ -591,12 +694,14 @@ mod tests {
                 http: 8222,
                 route: 6222,
                 gateway: None,
+                leafnode: None,
             },
             Ports {
                 client: 4223,
                 http: 8223,
                 route: 6223,
                 gateway: None,
+                leafnode: None,
             },
         ];
         assert_eq!(gateway_conf(&t, &ports, 0), None);
@@ -623,6 +728,7 @@ mod tests {
                 http: 8222 + i,
                 route: 6222 + i,
                 gateway: Some(7222 + i),
+                leafnode: None,
             })
             .collect();
         // b2 is seeded to b1, the first node of its own cluster.
@@ -644,14 +750,14 @@ mod tests {
         // The block is one natsd reads.
         let o = crate::config::file::load_str(&conf);
         assert!(o.is_ok(), "{conf}: {:?}", o.err());
-        let all = assign_ports(&t).expect("ports");
+        let (all, _) = assign_ports(&t).expect("ports");
         assert!(all.iter().all(|p| p.gateway.is_some()));
     }
 
     #[test]
     fn free_ports_are_distinct() {
         let t = Topology::parse("cluster: C\nnodes { a {}, b {}, c {} }").expect("parses");
-        let ports = assign_ports(&t).expect("ports");
+        let (ports, _) = assign_ports(&t).expect("ports");
         let mut all: Vec<u16> = ports
             .iter()
             .flat_map(|p| [p.client, p.http, p.route])

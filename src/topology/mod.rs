@@ -1,5 +1,5 @@
 //! `natsd topology up|check FILE`: a local cluster (or a super-cluster: several clusters joined
-//! by gateways) from a topology file. `up` starts every
+//! by gateways; either with leaves attached over leafnode connections) from a topology file. `up` starts every
 //! node on 127.0.0.1 as a child process of this binary, seeded to the first node, waits until
 //! each node's `/routez` shows a route to every other node, prints the URLs and runs until
 //! Ctrl-C/SIGTERM, then stops every node. `check` compares a running cluster's `/routez` with
@@ -8,6 +8,7 @@
 pub mod check;
 pub mod file;
 pub mod launch;
+pub mod leaves;
 
 pub use file::{Cluster, Node, Ports, Topology};
 
@@ -17,12 +18,13 @@ pub const USAGE: &str = "\
 usage: natsd topology up [--timeout SECS] FILE [-- NODE_FLAGS...]
        natsd topology check FILE [MONITOR_URL...]
 
-  up     start every node of FILE on 127.0.0.1, wait for the full mesh (and gateways),
+  up     start every node of FILE on 127.0.0.1, wait for the full mesh (and gateways, and
+         leaves attached),
          print the URLs, stop every node on Ctrl-C or SIGTERM (NODE_FLAGS, e.g. -D, go to
          every node)
-  check  compare each node's /routez (and /gatewayz in a super-cluster) with FILE
-         (monitoring URLs from the file's `http` ports, or given one per node in the file's
-         order); exit 1 when the mesh differs
+  check  compare each node's /routez (and /gatewayz in a super-cluster, /leafz with leaves)
+         with FILE (monitoring URLs from the file's `http` ports, or given one per node, then
+         one per leaf, in the file's order); exit 1 when the mesh differs
 
 exit status: 0 ok, 1 the cluster failed or differs, 2 a bad command line or file";
 
