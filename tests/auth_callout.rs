@@ -347,3 +347,68 @@ async fn the_request_carries_the_clients_tls_state_as_nats_server() {
     }
     assert_eq!(seen[0], seen[1], "the same cipher suite name");
 }
+
+/// A leaf logging in on the leafnode port (no credentials of the `leafnodes` block's own) is
+/// sent to the service too (`client_info.kind`: `Leafnode`): alice's leaf is bound to the
+/// account the service names, bob's is refused.
+#[tokio::test]
+async fn leaves_are_admitted_and_refused_by_the_service_as_on_nats_server() {
+    use std::sync::mpsc;
+    for go in [false, true] {
+        let svc = Service::new();
+        let port = common::free_port();
+        let conf = format!(
+            "{}\nleafnodes {{ listen: \"127.0.0.1:{port}\" }}\n",
+            svc.conf(false)
+        );
+        let t = if go {
+            Target::go(&conf, "callout-leaf")
+        } else {
+            Target::natsd(&conf).await
+        };
+        let who = t.name();
+        let (nc, id) = service_user(&t).await;
+        let (tx, rx) = mpsc::channel();
+        let tx = std::sync::Mutex::new(tx);
+        let xkey = svc.xkey.clone();
+        let answer = move |token: &str| {
+            let req = decode_generic(token).expect("request");
+            let _ = tx
+                .lock()
+                .map(|t| t.send(req["nats"]["client_info"]["kind"].clone()));
+            svc.answer(token, &id)
+        };
+        common::callout::serve(nc.clone(), xkey, answer).await;
+        let mut kept = Vec::new();
+        for (user, want) in [("alice", "PONG"), ("bob", "-ERR 'Authorization Violation'")] {
+            let mut raw = Raw::at_any(std::net::SocketAddr::from(([127, 0, 0, 1], port))).await;
+            let info = raw.line().await;
+            assert!(info.starts_with("INFO "), "{who}: {info}");
+            let c = json!({"name": format!("leaf-{user}"), "user": user, "pass": "secret"});
+            raw.send(&format!("CONNECT {c}\r\nPING\r\n")).await;
+            let mut got = String::new();
+            while let Some(l) = raw.try_line().await {
+                if l == "PONG" || l.starts_with("-ERR") {
+                    got = l;
+                    break;
+                }
+            }
+            assert_eq!(got, want, "{who}: {user}");
+            let kind = rx
+                .recv_timeout(std::time::Duration::from_secs(10))
+                .expect("a request");
+            assert_eq!(kind, "Leafnode", "{who}");
+            kept.push(raw);
+        }
+        let leafz = common::http_json(t.http(), "/leafz").await;
+        let accounts: Vec<&str> = leafz["leafs"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|l| l["account"].as_str())
+            .collect();
+        assert_eq!(accounts, ["APP"], "{who}: {leafz}");
+        drop(nc);
+        t.stop().await;
+    }
+}

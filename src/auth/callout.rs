@@ -15,7 +15,7 @@ use super::{operator, Identity};
 use crate::account::GLOBAL_ACCOUNT;
 use crate::config::AuthCallout;
 use crate::deliver::Msg;
-use crate::jwt::{self, Kind};
+use crate::jwt;
 use crate::server::ServerShared;
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
@@ -52,18 +52,50 @@ pub fn wanted(c: &AuthCallout, authed: Option<&Identity>, raw_user: &str) -> boo
     !c.auth_users.iter().any(|u| u == raw_user)
 }
 
+/// The kind of connection asking (`client_info.kind`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Client,
+    Leaf,
+}
+
 /// What the request says about the client (`client_info`, `connect_opts`).
 pub struct Client {
+    pub kind: Kind,
     pub host: String,
     pub cid: u64,
     pub user: String,
     pub name: String,
     /// The CONNECT's credentials and identification, as the jwt library's `ConnectOptions`.
     pub connect: Value,
-    /// This connection's nonce, sent when the CONNECT signed one.
+    /// This connection's nonce (sent when the CONNECT signed it: `connect_opts` has `sig`).
     pub nonce: String,
     /// `client_tls` for a TLS client ([`client_tls`]).
     pub tls: Option<Value>,
+}
+
+/// `connect_opts` (the jwt library's `ConnectOptions`) from a CONNECT (a client's or a
+/// leaf's): its credential and identification fields that are set, and `protocol` always.
+pub fn connect_opts(connect: &impl serde::Serialize) -> Value {
+    let c = serde_json::to_value(connect).unwrap_or_default();
+    let mut v = json!({"protocol": c["protocol"].as_i64().unwrap_or(0)});
+    let keys = [
+        "jwt",
+        "nkey",
+        "sig",
+        "auth_token",
+        "user",
+        "pass",
+        "name",
+        "lang",
+        "version",
+    ];
+    for k in keys {
+        if let Some(s) = c[k].as_str().filter(|s| !s.is_empty()) {
+            v[k] = s.into();
+        }
+    }
+    v
 }
 
 /// A TLS client's `client_tls` (the jwt library's `ClientTLS`): the version and cipher suite
@@ -257,10 +289,20 @@ fn request_jwt(
     if cfg.xkey.is_some() {
         server["xkey"] = srv.keys.xkp.public_key().into();
     }
-    let mut info = json!({"host": c.host, "id": c.cid, "kind": "Client", "type": "nats"});
-    for (k, v) in [("user", &c.user), ("name", &c.name), ("nonce", &c.nonce)] {
+    // nats-server's `kindString` and, for clients only, `clientTypeString`.
+    let mut info = match c.kind {
+        Kind::Client => json!({"host": c.host, "id": c.cid, "kind": "Client", "type": "nats"}),
+        Kind::Leaf => json!({"host": c.host, "id": c.cid, "kind": "Leafnode"}),
+    };
+    let signed = c.connect.get("sig").is_some();
+    let nonce = if signed { c.nonce.as_str() } else { "" };
+    for (k, v) in [
+        ("user", c.user.as_str()),
+        ("name", &c.name),
+        ("nonce", nonce),
+    ] {
         if !v.is_empty() {
-            info[k] = v.as_str().into();
+            info[k] = v.into();
         }
     }
     let jti: [u8; 32] = rand::random();
@@ -352,7 +394,7 @@ fn response_user(
     if !sealed && !known_signer(&signer) {
         return Err("auth callout signing key is unknown".into());
     }
-    let user = jwt::decode(&user_jwt, Kind::User)?;
+    let user = jwt::decode(&user_jwt, jwt::Kind::User)?;
     // Checked by `decode`; read again for the claim it does not keep.
     let aud = jwt::unverified_claims(&user_jwt)?["aud"]
         .as_str()
@@ -410,7 +452,11 @@ fn identity(
         jwt::times::Window::Until(end) if u.expires <= 0 || end < u.expires => end,
         _ => u.expires,
     };
-    if !jwt::user::connection_type_allowed(&u, "STANDARD") {
+    let conn_type = match client.kind {
+        Kind::Client => "STANDARD",
+        Kind::Leaf => "LEAFNODE",
+    };
+    if !jwt::user::connection_type_allowed(&u, conn_type) {
         return Err(format!(
             "Authorized user on account {account:?} using invalid connection type"
         ));

@@ -267,22 +267,7 @@ impl Client {
         let Ok(ci) = self.connect_info(json) else {
             return Flow::Close(CloseReason::ProtocolViolation);
         };
-        let mut connect = serde_json::json!({"protocol": ci.protocol});
-        for (k, v) in [
-            ("jwt", &ci.jwt),
-            ("nkey", &ci.nkey),
-            ("sig", &ci.sig),
-            ("auth_token", &ci.auth_token),
-            ("user", &ci.user),
-            ("pass", &ci.pass),
-            ("name", &ci.name),
-            ("lang", &ci.lang),
-            ("version", &ci.version),
-        ] {
-            if !v.is_empty() {
-                connect[k] = v.as_str().into();
-            }
-        }
+        let connect = crate::auth::callout::connect_opts(&ci);
         let tls = {
             let m = self.conn.meta();
             let chain = m.peer_chain.clone().unwrap_or_default();
@@ -294,17 +279,14 @@ impl Client {
             crate::auth::callout::client_tls(&version, &cipher, &chain, opts)
         });
         let request = crate::auth::callout::Client {
+            kind: crate::auth::callout::Kind::Client,
             tls,
             host: self.conn.addr.ip().to_string(),
             cid: self.conn.cid,
             user,
             name: ci.name.clone(),
             connect,
-            nonce: if ci.sig.is_empty() {
-                String::new()
-            } else {
-                self.nonce.clone()
-            },
+            nonce: self.nonce.clone(),
         };
         let timeout = self.opts.auth_timeout;
         match crate::auth::callout::call(&self.srv, &cfg, request, timeout).await {

@@ -78,6 +78,7 @@ pub async fn run(
         nonce: String::new(),
         expires: None,
         inbound: None,
+        callout: None,
         pending: None,
     };
     if c.solicit.is_none() {
@@ -169,6 +170,8 @@ struct LeafConn {
     inbound: Option<Arc<crate::auth::CompiledPerms>>,
     /// Leaf: CONNECT sent, waiting for the hub's `connect_info` INFO to register.
     pending: Option<Pending>,
+    /// Hub: a CONNECT the auth callout decides (`handshake::Callout`); the read loop waits.
+    callout: Option<Box<handshake::Callout>>,
 }
 
 fn sub_key(subject: &[u8], queue: Option<&[u8]>) -> Bytes {
@@ -545,6 +548,9 @@ impl Session for LeafConn {
 
     fn on_op(&mut self, op: Op<'_>, _parser: &mut Parser) -> Result<AfterOp, CloseReason> {
         self.handle(op)?;
+        if self.callout.is_some() {
+            return Ok(AfterOp::Pause);
+        }
         Ok(if std::mem::take(&mut self.switch_reader) {
             AfterOp::Compressed
         } else {
@@ -568,6 +574,13 @@ impl Session for LeafConn {
 
     async fn end_batch(&mut self) {
         self.fan.end_batch(&self.conn).await;
+    }
+
+    async fn resume(&mut self, _parser: &mut Parser) -> Result<(), CloseReason> {
+        match self.callout.take() {
+            Some(c) => self.called_out(*c).await,
+            None => Ok(()),
+        }
     }
 
     /// Server shutdown: every leaf connection closes (the shutdown waits for its task).

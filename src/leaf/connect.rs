@@ -45,6 +45,30 @@ pub(super) struct LeafConnect {
     pub compress_mode: String,
 }
 
+impl LeafConnect {
+    /// The CONNECT's credentials as a client's (a leaf logging in as a client does: the
+    /// connection type `LEAFNODE`), with our nonce, its address and certificate.
+    pub(super) fn creds<'a>(
+        &'a self,
+        nonce: &'a [u8],
+        host: IpAddr,
+        cert: Option<&'a crate::tls::cert::PeerCert>,
+    ) -> Credentials<'a> {
+        Credentials {
+            user: nonempty(&self.user),
+            pass: nonempty(&self.pass),
+            token: nonempty(&self.auth_token),
+            nkey: nonempty(&self.nkey),
+            sig: nonempty(&self.sig),
+            nonce,
+            jwt: nonempty(&self.jwt),
+            host: Some(host),
+            leaf: true,
+            cert,
+        }
+    }
+}
+
 /// The account a leaf CONNECT binds to, or None when its credentials are wrong. The
 /// `leafnodes { authorization }` block decides when it has credentials (users, a user and
 /// password, a token, or an `nkey` that must sign the nonce); without them a leaf
@@ -113,18 +137,7 @@ pub(super) fn authenticate(
         if !auth.required() {
             return Some(bind(default));
         }
-        return auth.authenticate(Credentials {
-            user: nonempty(&ci.user),
-            pass: nonempty(&ci.pass),
-            token: nonempty(&ci.auth_token),
-            nkey: nonempty(&ci.nkey),
-            sig: nonempty(&ci.sig),
-            nonce,
-            jwt: nonempty(&ci.jwt),
-            host: Some(host),
-            leaf: true,
-            cert,
-        });
+        return auth.authenticate(ci.creds(nonce, host, cert));
     }
     let presented = if ci.pass.is_empty() && !ci.auth_token.is_empty() {
         (ci.user.as_str(), ci.auth_token.as_str())

@@ -4,10 +4,19 @@
 //! accepted it. Compression is negotiated on the way.
 
 use super::*;
+use crate::auth::Identity;
+use crate::config::AuthCallout;
 use crate::proto::info::SubjectPermission as InfoPerm;
 
 /// One direction's permissions: the allow list (None: anything) and the deny list.
 type Side<'a> = (Option<&'a [String]>, &'a [String]);
+
+/// A leaf's CONNECT waiting for the auth callout: the callout, and the leaf's raw user.
+pub(super) struct Callout {
+    ci: LeafConnect,
+    cfg: AuthCallout,
+    raw: String,
+}
 
 /// A leaf that sent its CONNECT and waits for the hub's `connect_info` INFO.
 pub(super) struct Pending {
@@ -63,15 +72,86 @@ impl LeafConn {
         let nonce = self.nonce.as_bytes();
         let cert = self.conn.meta().peer_cert.clone();
         let o = &self.lf.opts;
-        let Some(who) = connect::authenticate(auth, o, &ci, nonce, host, cert.as_deref()) else {
-            tracing::error!(
-                "{} - Leafnode authentication error (user {:?})",
-                self.conn.log_prefix(),
-                ci.user
-            );
-            self.send_err("Authorization Violation");
-            return Err(CloseReason::AuthenticationViolation);
+        let who = connect::authenticate(auth, o, &ci, nonce, host, cert.as_deref());
+        if let Some((cfg, raw)) = self.callout_for(&ci, who.as_ref()) {
+            // nats-server asks the auth service (the read loop waits: `resume`).
+            self.callout = Some(Box::new(Callout { ci, cfg, raw }));
+            return Ok(());
+        }
+        let Some(who) = who else {
+            return self.refuse(&ci);
         };
+        self.connected(ci, who)
+    }
+
+    fn refuse(&self, ci: &LeafConnect) -> Result<(), CloseReason> {
+        tracing::error!(
+            "{} - Leafnode authentication error (user {:?})",
+            self.conn.log_prefix(),
+            ci.user
+        );
+        self.send_err("Authorization Violation");
+        Err(CloseReason::AuthenticationViolation)
+    }
+
+    /// The auth callout this leaf's CONNECT goes to (nats-server: a leaf that logs in as a
+    /// client does — the `leafnodes` block has no credentials of its own): the configured
+    /// one's, for every leaf but its `auth_users` (`allowed_accounts` does not apply to
+    /// leaves); in operator mode its user JWT's account's.
+    fn callout_for(
+        &self,
+        ci: &LeafConnect,
+        who: Option<&Identity>,
+    ) -> Option<(AuthCallout, String)> {
+        let o = &self.lf.opts;
+        let own =
+            !o.users.is_empty() || o.nkey.is_some() || o.token.is_some() || o.username.is_some();
+        if own || !self.srv.auth.required() {
+            return None;
+        }
+        let creds = ci.creds(self.nonce.as_bytes(), self.conn.addr.ip(), None);
+        let subject = who.filter(|_| creds.jwt.is_some()).map(|i| i.user.as_str());
+        let raw = crate::auth::callout::raw_user(&creds, subject);
+        let cfg = match (&self.srv.live_opts().auth_callout, creds.jwt) {
+            (Some(cfg), _) => Some(cfg.clone()).filter(|c| !c.auth_users.contains(&raw)),
+            (None, Some(token)) => self.srv.auth.jwt_callout(token, &raw),
+            (None, None) => None,
+        }?;
+        Some((cfg, raw))
+    }
+
+    /// Ask the auth service about the paused CONNECT; bind the leaf as its answer says.
+    pub(super) async fn called_out(&mut self, c: Callout) -> Result<(), CloseReason> {
+        let ci = c.ci;
+        let connect = crate::auth::callout::connect_opts(&ci);
+        let request = crate::auth::callout::Client {
+            kind: crate::auth::callout::Kind::Leaf,
+            host: self.conn.addr.ip().to_string(),
+            cid: self.conn.cid,
+            user: c.raw,
+            name: ci.name.clone(),
+            connect,
+            nonce: self.nonce.clone(),
+            tls: None,
+        };
+        let timeout = self.srv.live_opts().auth_timeout;
+        match crate::auth::callout::call(&self.srv, &c.cfg, request, timeout).await {
+            Ok(who) => self.connected(ci, who),
+            Err(_) => self.refuse(&ci),
+        }
+    }
+
+    /// The leaf's credentials are good: bind it to `who`'s account and register.
+    fn connected(&mut self, ci: LeafConnect, mut who: Identity) -> Result<(), CloseReason> {
+        // Nothing in an auth callout's account may publish requests to the service.
+        let in_callout = match &self.srv.live_opts().auth_callout {
+            Some(cfg) => cfg.account == who.account,
+            None => self.srv.auth.account_callout(&who.account, None),
+        };
+        if in_callout {
+            let p = who.perms.as_deref().cloned().unwrap_or_default();
+            who.perms = Some(Arc::new(p.deny_publish(crate::auth::callout::SUBJECT)));
+        }
         if who.perms.as_ref().is_some_and(|p| p.responses().is_some()) {
             // nats-server tracks the replies a leaf may send; natsd does not on leaf
             // connections yet: refused plainly rather than cut off at the first reply.
