@@ -310,12 +310,10 @@ pub(super) fn tls_block_for(e: &Entry, ctx: TlsCtx) -> Result<crate::tls::TlsOpt
                     t.handshake_first = v;
                 }
             }
+            // On a connection we dial there is no client certificate to map: nats-server
+            // parses it there and it changes nothing (its `verify` only matters to a server).
             "verify_and_map" if matches!(ctx, TlsCtx::LeafRemote | TlsCtx::GatewayRemote) => {
-                return Err(not_supported(
-                    &te.key,
-                    &te.key_pos,
-                    "verify_and_map in a remote's tls block",
-                ))
+                boolean(tk, tv)?;
             }
             "verify_and_map" => {
                 t.verify_and_map = boolean(tk, tv)?;
@@ -336,14 +334,6 @@ pub(super) fn tls_block_for(e: &Entry, ctx: TlsCtx) -> Result<crate::tls::TlsOpt
                 }
                 t.check_known_urls = on;
                 t.verify |= on;
-            }
-            "pinned_certs" if ctx == TlsCtx::LeafRemote => {
-                return Err(not_supported(
-                    &te.key,
-                    &te.key_pos,
-                    "pinned_certs in a leafnode remote's tls block (nats-server applies the \
-                     leafnodes block's list to remotes)",
-                ))
             }
             "pinned_certs" => {
                 let Kind::Array(list) = &tv.kind else {

@@ -124,11 +124,6 @@ fn refused_capabilities_name_the_key() {
         ),
         ("websocket { port: 8080 }", "websocket"),
         ("mqtt { port: 1883 }", "mqtt"),
-        (
-            "leafnodes { remotes [ { url: \"nats://h:1\", tls { cert_file: x, key_file: y, \
-             pinned_certs: [] } } ] }",
-            "pinned_certs",
-        ),
     ] {
         let e = err(src);
         assert!(

@@ -124,16 +124,35 @@ fn routes_and_gateways_check_known_urls_and_pin() {
         .cluster
         .and_then(|c| c.tls)
         .is_some_and(|t| t.verify_and_map));
-    // Not in a remote's block.
-    let e = load_str(&format!(
+    // In a remote's block (a connection we dial) it is read and changes nothing, as in
+    // nats-server: a config that reuses one tls block everywhere loads.
+    let o3 = load_str(&format!(
         "gateway {{ name: A, port: -1, gateways [ {{ name: B, url: \"nats://h:1\", {} }} ] }}",
         f.block("verify_and_map: true")
     ))
-    .expect_err("remote");
+    .expect("remote")
+    .options;
+    let remote = o3.gateway.map(|g| g.gateways[0].tls.clone());
     assert!(
-        e.msg.contains("\"verify_and_map\" is not supported yet"),
-        "{e}"
+        remote.is_some_and(|t| t.is_some_and(|t| !t.verify_and_map && !t.verify)),
+        "the remote's block keeps no mapping"
     );
+    let bad = load_str(&format!(
+        "leafnodes {{ remotes [ {{ url: \"nats://h:1\", {} }} ] }}",
+        f.block("verify_and_map: 3")
+    ));
+    assert!(bad.is_err(), "a bad value is still refused");
+    // A leaf remote's pinned_certs: checked, then unused (nats-server checks a hub against
+    // the leafnodes block's list).
+    let pin = format!("pinned_certs: [\"{}\"]", "ab".repeat(32));
+    let remote = |b: &str| {
+        load_str(&format!(
+            "leafnodes {{ remotes [ {{ url: \"nats://h:1\", {} }} ] }}",
+            f.block(b)
+        ))
+    };
+    assert!(remote(&pin).is_ok(), "{:?}", remote(&pin).err());
+    assert!(remote("pinned_certs: [\"not hex\"]").is_err());
     for t in [
         o.cluster.and_then(|c| c.tls).expect("cluster tls"),
         o.gateway.and_then(|g| g.tls).expect("gateway tls"),
