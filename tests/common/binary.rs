@@ -50,9 +50,13 @@ pub fn line_channel(r: impl Read + Send + 'static) -> Receiver<String> {
     rx
 }
 
-/// A directory `<temp>/natsd-<prefix>-<name>-<pid>`, emptied.
+/// A fresh directory `<temp>/natsd-<prefix>-<name>-<pid>-<n>` (n: this process's count of calls).
 pub fn tmp_dir(prefix: &str, name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("natsd-{prefix}-{name}-{}", std::process::id()));
+    // Unique per call: tests of one binary run in parallel and reuse names (two tests'
+    // nats-server "g0" once read each other's config file).
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let d = std::env::temp_dir().join(format!("natsd-{prefix}-{name}-{}-{n}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).expect("tmp dir");
     d
