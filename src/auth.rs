@@ -387,11 +387,18 @@ impl Authenticator {
         }
     }
 
-    /// Operator mode: whether `account` has an auth callout; whether `key` may sign for it.
-    pub fn account_callout(&self, account: &str, key: Option<&str>) -> bool {
-        match (&self.rules().mode, key) {
-            (Mode::Operator(accounts), None) => operator::has_callout(accounts, account),
-            (Mode::Operator(accounts), Some(k)) => operator::is_issuer(accounts, account, k),
+    /// Operator mode: whether `account`'s JWT enables an auth callout.
+    pub fn account_has_callout(&self, account: &str) -> bool {
+        match &self.rules().mode {
+            Mode::Operator(accounts) => operator::has_callout(accounts, account),
+            _ => false,
+        }
+    }
+
+    /// Operator mode: whether `key` is `account` or one of its signing keys.
+    pub fn signs_for(&self, account: &str, key: &str) -> bool {
+        match &self.rules().mode {
+            Mode::Operator(accounts) => operator::is_issuer(accounts, account, key),
             _ => false,
         }
     }

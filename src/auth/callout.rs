@@ -234,8 +234,7 @@ async fn ask(
     };
     let operator = srv.opts.operator.is_some();
     // In operator mode a plain answer is signed by the account or one of its signing keys.
-    let known =
-        |k: &str| !operator || k == acc.name || srv.auth.account_callout(&acc.name, Some(k));
+    let known = |k: &str| !operator || k == acc.name || srv.auth.signs_for(&acc.name, k);
     let (user, aud) = response_user(
         srv,
         &acc.name,

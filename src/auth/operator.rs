@@ -104,19 +104,10 @@ pub(super) fn jwt_user(
     if !acc.trusted {
         return Err("Account JWT not signed by trusted operator".into());
     }
-    let scope = acc.scoped_keys.iter().find(|(k, _)| *k == u.issuer);
-    if u.issuer != name && scope.is_none() && !acc.signing_keys.contains(&u.issuer) {
-        return Err("User JWT issuer is not known".into());
-    }
-    if let Some((_, template)) = scope {
-        if !juser::has_empty_permissions(&u) {
-            return Err(
-                "User JWT is not valid: scoped users require no permissions or limits set".into(),
-            );
-        }
-        juser::apply_scope(&mut u, template, &acc.claims)
-            .map_err(|e| format!("User JWT generated invalid permissions: {e}"))?;
-    }
+    signed_for(acc, &name, &mut u).map_err(|e| match e {
+        Unsigned::Issuer => "User JWT issuer is not known".to_string(),
+        Unsigned::Scope(why) => format!("User JWT {why}"),
+    })?;
     let acc_exp = acc.claims.expires;
     if acc_exp > 0 && now > acc_exp {
         return Err("Account JWT has expired".into());
@@ -225,18 +216,36 @@ pub(super) fn place(
     let Some(acc) = accounts.get(target) else {
         return Err(format!("no valid account {target:?}: account missing"));
     };
+    signed_for(acc, target, u).map_err(|e| match e {
+        Unsigned::Issuer => format!("user JWT issuer {:?} is not known", u.issuer),
+        Unsigned::Scope(why) => format!("user JWT {why}"),
+    })
+}
+
+/// Why a user JWT's issuer may not sign for an account.
+enum Unsigned {
+    /// Neither the account nor one of its signing keys.
+    Issuer,
+    /// A scoped key whose user is not valid (the reason, after "User JWT ").
+    Scope(String),
+}
+
+/// The user JWT's issuer is account `name` (`acc`) or one of its signing keys (nats-server's
+/// `hasIssuer`); a scoped key's user must carry no permissions or limits, and gets the
+/// template's.
+fn signed_for(acc: &JwtAccount, name: &str, u: &mut Claims) -> Result<(), Unsigned> {
     let scope = acc.scoped_keys.iter().find(|(k, _)| *k == u.issuer);
-    if u.issuer != target && scope.is_none() && !acc.signing_keys.contains(&u.issuer) {
-        return Err(format!("user JWT issuer {:?} is not known", u.issuer));
+    if u.issuer != name && scope.is_none() && !acc.signing_keys.contains(&u.issuer) {
+        return Err(Unsigned::Issuer);
     }
     if let Some((_, template)) = scope {
         if !juser::has_empty_permissions(u) {
-            return Err(
-                "user JWT is not valid: scoped users require no permissions or limits set".into(),
-            );
+            return Err(Unsigned::Scope(
+                "is not valid: scoped users require no permissions or limits set".into(),
+            ));
         }
         juser::apply_scope(u, template, &acc.claims)
-            .map_err(|e| format!("user JWT generated invalid permissions: {e}"))?;
+            .map_err(|e| Unsigned::Scope(format!("generated invalid permissions: {e}")))?;
     }
     Ok(())
 }

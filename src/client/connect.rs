@@ -131,7 +131,7 @@ impl Client {
             (None, None) => self
                 .srv
                 .auth
-                .account_callout(&id.account, None)
+                .account_has_callout(&id.account)
                 .then_some(id.account.as_str()),
         };
         if callout_account == Some(id.account.as_str()) {

@@ -146,7 +146,7 @@ impl LeafConn {
         // Nothing in an auth callout's account may publish requests to the service.
         let in_callout = match &self.srv.live_opts().auth_callout {
             Some(cfg) => cfg.account == who.account,
-            None => self.srv.auth.account_callout(&who.account, None),
+            None => self.srv.auth.account_has_callout(&who.account),
         };
         if in_callout {
             let p = who.perms.as_deref().cloned().unwrap_or_default();
