@@ -186,16 +186,38 @@ pub fn decode(token: &str, want: Kind) -> Result<Claims, String> {
     Ok(claims)
 }
 
+/// Now, in unix seconds (the clock claims are checked against).
+pub fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+/// A claim's `exp` passed, or its `nbf` not reached, at `now` (unix seconds; 0: not set) —
+/// the jwt library's `ClaimsData.Validate`.
+pub fn time_check(expires: i64, not_before: i64, now: i64) -> Result<(), &'static str> {
+    if expires > 0 && now > expires {
+        return Err("claim is expired");
+    }
+    if not_before > 0 && not_before > now {
+        return Err("claim is not yet valid");
+    }
+    Ok(())
+}
+
 impl Claims {
     /// `exp` passed, or `nbf` not reached, at `now` (unix seconds).
     pub fn time_check(&self, now: i64) -> Result<(), &'static str> {
-        if self.expires > 0 && now > self.expires {
-            return Err("claim is expired");
+        time_check(self.expires, self.not_before, now)
+    }
+
+    /// The account a user JWT names: its `issuer_account` (a signing key issued it), else
+    /// its issuer.
+    pub fn account(&self) -> &str {
+        match self.str("issuer_account") {
+            "" => &self.issuer,
+            a => a,
         }
-        if self.not_before > 0 && self.not_before > now {
-            return Err("claim is not yet valid");
-        }
-        Ok(())
     }
 
     /// The plain signing keys (strings); scoped ones (objects) are in [`Claims::scoped_keys`].

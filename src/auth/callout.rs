@@ -246,20 +246,12 @@ async fn ask(
     .map_err(|e| Refusal::Warn(title_case(&e)))?;
     if operator {
         // The account the user goes to may not be loaded yet: fetched as for a CONNECT.
-        let target = issuer_account(&user);
+        let target = user.account().to_string();
         if srv.accounts.get(&target).is_none() && crate::sys::resolver::may_fetch(srv, &target) {
             crate::sys::resolver::fetch(srv, &target).await;
         }
     }
     identity(srv, cfg, &acc.name, (user, aud), &client, &user_nkey).map_err(Refusal::Warn)
-}
-
-/// The account a user JWT names: its `issuer_account`, else its issuer.
-fn issuer_account(u: &jwt::Claims) -> String {
-    match u.str("issuer_account") {
-        "" => u.issuer.clone(),
-        a => a.to_string(),
-    }
 }
 
 /// The authorization request JWT, signed by the server's key.
@@ -404,20 +396,8 @@ fn response_user(
 
 /// A claim's `exp`/`nbf` against now (the jwt library's `ClaimsData.Validate`).
 fn time_issue(claims: &Value) -> Option<&'static str> {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64);
-    let (exp, nbf) = (
-        claims["exp"].as_i64().unwrap_or(0),
-        claims["nbf"].as_i64().unwrap_or(0),
-    );
-    if exp > 0 && now > exp {
-        Some("claim is expired")
-    } else if nbf > 0 && nbf > now {
-        Some("claim is not yet valid")
-    } else {
-        None
-    }
+    let field = |k: &str| claims[k].as_i64().unwrap_or(0);
+    jwt::time_check(field("exp"), field("nbf"), jwt::now()).err()
 }
 
 /// The user the answer names, checked as nats-server's `processReply` in config mode.
@@ -429,10 +409,7 @@ fn identity(
     client: &Client,
     user_nkey: &str,
 ) -> Result<Identity, String> {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64);
-    if let Err(e) = u.time_check(now) {
+    if let Err(e) = u.time_check(jwt::now()) {
         return Err(format!("Error validating user JWT: {e}"));
     }
     if u.subject != user_nkey {
@@ -466,7 +443,7 @@ fn identity(
             "Error non operator mode account {account:?}: attempted to use issuer_account"
         ));
     }
-    let jwt_issuer = issuer_account(&u);
+    let jwt_issuer = u.account().to_string();
     if jwt_issuer != cfg.issuer && !operator {
         return Err(format!(
             "Wrong issuer for auth callout response on account {account:?}, expected {:?} got {:?}",

@@ -69,12 +69,8 @@ pub(super) fn revoked(accounts: &HashMap<String, JwtAccount>, token: &str) -> bo
     let Ok(u) = jwt::decode(token, jwt::Kind::User) else {
         return false;
     };
-    let name = match u.str("issuer_account") {
-        "" => u.issuer.as_str(),
-        a => a,
-    };
     accounts
-        .get(name)
+        .get(u.account())
         .is_some_and(|a| juser::revoked(&a.claims, &u.subject, u.issued_at))
 }
 
@@ -87,17 +83,10 @@ pub(super) fn jwt_user(
     let token = c.jwt.ok_or("Authentication requires a user JWT")?;
     let mut u =
         jwt::decode(token, jwt::Kind::User).map_err(|e| format!("User JWT not valid: {e}"))?;
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64);
+    let now = jwt::now();
     u.time_check(now)
         .map_err(|e| format!("User JWT no longer valid: {e}"))?;
-    let issuer_account = u.str("issuer_account").to_string();
-    let name = if issuer_account.is_empty() {
-        u.issuer.clone()
-    } else {
-        issuer_account.clone()
-    };
+    let name = u.account().to_string();
     let acc = accounts
         .get(&name)
         .ok_or_else(|| format!("Account JWT lookup error: {name} not found"))?;
@@ -169,14 +158,8 @@ pub(super) fn callout(
     raw: &str,
 ) -> Option<crate::config::AuthCallout> {
     let u = jwt::decode(token, jwt::Kind::User).ok()?;
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64);
-    u.time_check(now).ok()?;
-    let name = match u.str("issuer_account") {
-        "" => u.issuer.as_str(),
-        a => a,
-    };
+    u.time_check(jwt::now()).ok()?;
+    let name = u.account();
     let ext = accounts.get(name)?.ext.as_ref()?;
     if ext.auth_users.iter().any(|a| a == raw) {
         return None;

@@ -235,10 +235,7 @@ impl Client {
             return None;
         }
         let u = crate::jwt::decode(jwt?, crate::jwt::Kind::User).ok()?;
-        let key = match u.str("issuer_account") {
-            "" => u.issuer.clone(),
-            a => a.to_string(),
-        };
+        let key = u.account().to_string();
         crate::sys::resolver::may_fetch(&self.srv, &key).then_some(key)
     }
 
