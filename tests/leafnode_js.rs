@@ -5,22 +5,11 @@
 
 mod common;
 
-use common::leaf::{go_server, hub_opts, leaf_opts, leaf_port, wait_links};
-use common::natsserver::{self, NatsServer};
-use common::{free_port, js_dir, start, Raw};
-use natsd::config::JetStreamOpts;
-use natsd::{Options, Server};
+use common::leaf::{go_hub_natsd_leaf, natsd_hub_go_leaf, natsd_js_pair};
 
-fn with_js(o: Options, test: &str, domain: &str) -> Options {
-    Options {
-        jetstream: Some(JetStreamOpts {
-            store_dir: Some(js_dir(&format!("leafjs-{test}-{domain}"))),
-            domain: Some(domain.to_string()),
-            ..Default::default()
-        }),
-        ..o
-    }
-}
+const SUITE: &str = "leafnode_js";
+use common::natsserver;
+use common::Raw;
 
 /// Request `subject` with `body` from `c` (inbox `_INBOX.<tag>`); returns every answer that
 /// came before a later request through the same link (`barrier`, a subject answered on the
@@ -112,42 +101,16 @@ async fn streams_stay_in_their_domain(h: &mut Raw, l: &mut Raw) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_sides_jetstream_answers_its_own_clients() {
-    let hub = start(with_js(hub_opts(Options::local()), "natsd", "hub")).await;
-    let url = format!("nats-leaf://127.0.0.1:{}", leaf_port(&hub));
-    let leaf = start(with_js(leaf_opts(Options::local(), &url), "natsd", "leaf")).await;
-    wait_links(&hub, 1).await;
-    wait_links(&leaf, 1).await;
+    let (hub, leaf, _) = natsd_js_pair(SUITE, "natsd").await;
     let mut h = Raw::client(&hub).await;
     let mut l = Raw::client(&leaf).await;
     streams_stay_in_their_domain(&mut h, &mut l).await;
 }
 
-fn go_js(bin: &str, test: &str, domain: &str, leaf: &str) -> NatsServer {
-    let dir = js_dir(&format!("leafjs-go-{test}"));
-    let conf = format!(
-        "listen: 127.0.0.1:-1\njetstream {{ store_dir: \"{}\", domain: {domain} }}\n{leaf}\n",
-        dir.display()
-    );
-    go_server(bin, "leafnode_js", test, &conf)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_natsd_leaf_of_a_nats_server_215_hub_keeps_its_jetstream_apart() {
     let bin = natsserver::assert_installed_215();
-    let port = free_port();
-    let go = go_js(
-        &bin,
-        "hub215",
-        "hub",
-        &format!("leafnodes {{ listen: \"127.0.0.1:{port}\" }}"),
-    );
-    let leaf = start(with_js(
-        leaf_opts(Options::local(), &format!("nats-leaf://127.0.0.1:{port}")),
-        "hub215",
-        "leaf",
-    ))
-    .await;
-    wait_links(&leaf, 1).await;
+    let (go, leaf) = go_hub_natsd_leaf(&bin, SUITE, "hub215").await;
     let mut h = Raw::client_at(go.client).await;
     let mut l = Raw::client(&leaf).await;
     streams_stay_in_their_domain(&mut h, &mut l).await;
@@ -156,17 +119,7 @@ async fn a_natsd_leaf_of_a_nats_server_215_hub_keeps_its_jetstream_apart() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_nats_server_215_leaf_of_a_natsd_hub_keeps_its_jetstream_apart() {
     let bin = natsserver::assert_installed_215();
-    let hub: Server = start(with_js(hub_opts(Options::local()), "leaf215", "hub")).await;
-    let go = go_js(
-        &bin,
-        "leaf215",
-        "leaf",
-        &format!(
-            "leafnodes {{ reconnect: 1, remotes [ {{ url: \"nats-leaf://127.0.0.1:{}\" }} ] }}",
-            leaf_port(&hub)
-        ),
-    );
-    wait_links(&hub, 1).await;
+    let (hub, go) = natsd_hub_go_leaf(&bin, SUITE, "leaf215").await;
     let mut h = Raw::client(&hub).await;
     let mut l = Raw::client_at(go.client).await;
     streams_stay_in_their_domain(&mut h, &mut l).await;

@@ -20,16 +20,10 @@ pub const REPLY_TTL: Duration = Duration::from_secs(120);
 const MAX_RECENT: usize = 8192;
 const MAX_REPLIES: usize = 65536;
 
-const ALPHABET: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
-
-/// First 6 bytes of SHA-256(`x`), each mapped to `0-9A-Za-z` (byte % 62), as nats-server's
-/// `getHashSize(x, 6)`.
+/// nats-server's `getHashSize(x, 6)` (`util::ids::hash_into`).
 pub fn hash6(x: &[u8]) -> [u8; 6] {
-    let d = ring::digest::digest(&ring::digest::SHA256, x);
     let mut out = [0u8; 6];
-    for (o, b) in out.iter_mut().zip(d.as_ref()) {
-        *o = ALPHABET[(*b as usize) % ALPHABET.len()];
-    }
+    crate::util::ids::hash_into(x, &mut out);
     out
 }
 

@@ -5,6 +5,7 @@
 mod admin;
 mod consumers;
 mod publish;
+mod refusals;
 pub mod replica;
 pub mod replica_snap;
 mod restores;
@@ -349,64 +350,6 @@ impl Engine {
             .extend(subscribe(srv, &acc, "$JS.API.>", None, h).map(|s| (acc, s)));
     }
 
-    fn not_enabled(srv: &Arc<ServerShared>, ev: &Event) {
-        let (Some(reply), Some(acc)) = (ev.reply.as_deref(), srv.accounts.get(&ev.acc)) else {
-            return;
-        };
-        let rest = ev.subject.strip_prefix("$JS.API.").unwrap_or("");
-        let t: Vec<&str> = rest.split('.').collect();
-        // The system account answers every other request as one type (2.15.1; 2.9.10 only
-        // answers INFO there).
-        let system = acc.name == srv.system_account_name();
-        let (ty, extra) = match t.as_slice() {
-            ["INFO"] => ("account_info_response", ""),
-            ["ACCOUNT", ..] => return, // a malformed purge: 2.15.1 is silent too
-            _ if system => ("system_response", ""),
-            ["STREAM", "CREATE", ..] => ("stream_create_response", ""),
-            ["STREAM", "UPDATE", ..] => ("stream_update_response", ""),
-            ["STREAM", "INFO", ..] => (
-                "stream_info_response",
-                "\"total\":0,\"offset\":0,\"limit\":0",
-            ),
-            ["STREAM", "DELETE", ..] => ("stream_delete_response", ""),
-            ["STREAM", "PURGE", ..] => ("stream_purge_response", "\"purged\":0"),
-            ["STREAM", "SNAPSHOT", ..] => ("stream_snapshot_response", ""),
-            ["STREAM", "RESTORE", ..] => ("stream_restore_response", "\"deliver_subject\":\"\""),
-            ["STREAM", "NAMES"] => (
-                "stream_names_response",
-                "\"total\":0,\"offset\":0,\"limit\":0,\"streams\":null",
-            ),
-            ["STREAM", "LIST"] => (
-                "stream_list_response",
-                "\"total\":0,\"offset\":0,\"limit\":0,\"streams\":null",
-            ),
-            ["STREAM", "TEMPLATE", "NAMES"] => (
-                "stream_template_names_response",
-                "\"total\":0,\"offset\":0,\"limit\":0,\"streams\":null",
-            ),
-            ["STREAM", "TEMPLATE", op @ ("CREATE" | "INFO" | "DELETE"), _] => match *op {
-                "CREATE" => ("stream_template_create_response", ""),
-                "INFO" => ("stream_template_info_response", ""),
-                _ => ("stream_template_delete_response", ""),
-            },
-            ["STREAM", "MSG", "GET", ..] => ("stream_msg_get_response", ""),
-            ["STREAM", "MSG", "DELETE", ..] => ("stream_msg_delete_response", ""),
-            ["CONSUMER", "CREATE", ..] | ["CONSUMER", "DURABLE", "CREATE", ..] => {
-                ("consumer_create_response", "")
-            }
-            ["CONSUMER", "INFO", ..] => ("consumer_info_response", ""),
-            ["CONSUMER", "DELETE", ..] => ("consumer_delete_response", ""),
-            ["CONSUMER", "NAMES", ..] => ("consumer_names_response", ""),
-            ["CONSUMER", "LIST", ..] => ("consumer_list_response", ""),
-            _ => return,
-        };
-        let e = ApiError::new(503, 10039, "JetStream not enabled for account");
-        let cx = Cx::new(srv, &acc);
-        let out = err_json(ty, &e, extra);
-        cx.send(reply, None, None, out.as_bytes());
-        advisory::api_audit(&cx, &ev.subject, &ev.payload, &out);
-    }
-
     /// Handle one event and send the acks it owes (flushing first).
     pub fn handle(&mut self, srv: &Arc<ServerShared>, ev: Event) {
         self.handle_queued(srv, ev);
@@ -472,6 +415,9 @@ impl Engine {
 
     /// Handle one event; acks of stored publishes wait for [`Engine::finish_batch`].
     pub fn handle_queued(&mut self, srv: &Arc<ServerShared>, mut ev: Event) {
+        if ev.ts.is_none() && ev.kind == EventKind::Api && self.api_level_refused(srv, &ev) {
+            return;
+        }
         if ev.ts.is_none() {
             if let Some(c) = self.cluster.clone() {
                 if c.intercept(self, srv, &mut ev) {
@@ -489,7 +435,7 @@ impl Engine {
         let usage = match ev.kind {
             EventKind::Publish(_) if self.config.limits_set => Some(self.usage_for_publish()),
             // Acks only take messages away: the bound stays an upper bound.
-            EventKind::Ack | EventKind::FlowControl => None,
+            EventKind::Ack | EventKind::FlowControl | EventKind::Sync(..) => None,
             // API requests (restores among them) count exactly and drop the bound.
             _ => {
                 self.usage_bound = None;
@@ -536,6 +482,11 @@ impl Engine {
                 }
             }
             EventKind::FlowControl => ja.flow_control(srv, &ev),
+            EventKind::Sync(stream, key) => {
+                let cx = Cx::new(srv, &ja.acc);
+                let key = (&**stream, &**key);
+                super::mirror::on_sync(&cx, &mut ja.streams, &mut ja.follows, &ja.limits, key, &ev);
+            }
             EventKind::NotEnabled | EventKind::Template(_) => {}
         }
     }
@@ -586,7 +537,7 @@ impl Engine {
             ja.tick_transfers(srv);
             let cx = Cx::new(srv, &ja.acc);
             // Mirrors and sources copy first: their consumers below get the copies now.
-            super::mirror::pump(&cx, &mut ja.streams, &mut ja.follows, &ja.limits);
+            super::mirror::pump(&cx, &self.tx, &mut ja.streams, &mut ja.follows, &ja.limits);
             for st in ja.streams.values_mut() {
                 if st.store.expire(now_ns) > 0 {
                     tracing::trace!("stream {:?}: aged messages removed", st.cfg.name);

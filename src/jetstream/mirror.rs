@@ -1,5 +1,6 @@
-//! Stream mirrors and sources on one server: nats-server 2.9's `mirror` and `sources` for
-//! origins in the same account (`external` origins — other accounts or domains — are refused).
+//! Stream mirrors and sources on one server: nats-server 2.9's `mirror` and `sources`.
+//! Origins in the same account and server are copied directly (below); `external` origins
+//! (another domain or account) through the origin's API, in [`remote`].
 //!
 //! A following stream copies its origins' messages on the engine's timer, up to [`BUDGET`]
 //! per origin per tick (nats-server's copies are asynchronous too). A mirror keeps the
@@ -16,6 +17,8 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use tokio::time::Instant;
 
+pub mod remote;
+
 /// Messages copied per origin per tick.
 const BUDGET: usize = 10_000;
 /// How far back a restart looks for a source's newest copied message.
@@ -30,6 +33,19 @@ pub struct Origin {
     pub start_seq: u64,
     pub start_time: Option<i64>,
     pub filter: Option<String>,
+    /// Another domain's or account's API (`None`: this server's stream of that name).
+    pub external: Option<remote::External>,
+}
+
+impl Origin {
+    /// The name its copies carry in `Nats-Stream-Source` (with a hash of the API prefix
+    /// for an external one, as nats-server's `iname`).
+    pub fn label(&self) -> String {
+        match &self.external {
+            Some(e) => remote::label(&self.name, e),
+            None => self.name.clone(),
+        }
+    }
 }
 
 /// One origin and how far the copy got.
@@ -40,25 +56,35 @@ pub struct Follow {
     /// When a message was last copied (the info's `active`).
     pub active: Option<Instant>,
     pub since: Instant,
+    /// An external origin's consumer, once asked for.
+    pub remote: Option<remote::Remote>,
+    /// An external origin: no new consumer is asked for before this.
+    pub retry_at: Option<Instant>,
 }
 
 /// What one stream follows: its mirror, or its sources.
 pub struct Follows {
     pub mirror: bool,
     pub list: Vec<Follow>,
+    /// External copies the store has not flushed yet (the timer flushes them).
+    pub unflushed: bool,
 }
 
 fn set(v: &Option<Value>) -> Option<&Value> {
     v.as_ref().filter(|v| !v.is_null())
 }
 
-fn origin(v: &Value) -> Result<Origin, ApiError> {
+fn origin(v: &Value, cfg: &StreamConfig) -> Result<Origin, ApiError> {
     let bad = || ApiError::stream_config("stream mirror and source entries must be objects");
     let o = v.as_object().ok_or_else(bad)?;
-    if o.get("external").is_some_and(|e| !e.is_null()) {
-        return Err(ApiError::stream_config(
-            "stream mirrors and sources from other accounts or domains (external) are not supported by natsd yet",
-        ));
+    let external = remote::External::parse(o);
+    if let Some(e) = &external {
+        remote::check(e, &cfg.subjects)?;
+        if cfg.num_replicas > 1 {
+            return Err(ApiError::stream_config(
+                "replicated mirrors and sources of another domain or account (external) are not supported by natsd yet",
+            ));
+        }
     }
     let name = o.get("name").and_then(Value::as_str).unwrap_or("");
     let start_time = match o.get("opt_start_time").and_then(Value::as_str) {
@@ -77,6 +103,7 @@ fn origin(v: &Value) -> Result<Origin, ApiError> {
             .and_then(Value::as_str)
             .filter(|f| !f.is_empty() && *f != ">")
             .map(str::to_string),
+        external,
     })
 }
 
@@ -102,8 +129,8 @@ pub fn parse(cfg: &StreamConfig) -> Result<Option<Follows>, ApiError> {
                 "stream mirrors can not also contain other sources",
             ));
         }
-        let o = origin(m)?;
-        if o.name == cfg.name {
+        let o = origin(m, cfg)?;
+        if o.name == cfg.name && o.external.is_none() {
             return Err(ApiError::stream_config("detected cycle"));
         }
         return Ok(Some(Follows::new(true, vec![o])));
@@ -116,8 +143,8 @@ pub fn parse(cfg: &StreamConfig) -> Result<Option<Follows>, ApiError> {
         .ok_or_else(|| ApiError::stream_config("stream sources must be a list"))?;
     let mut origins = Vec::with_capacity(list.len());
     for v in list {
-        let o = origin(v)?;
-        if o.name == cfg.name {
+        let o = origin(v, cfg)?;
+        if o.name == cfg.name && o.external.is_none() {
             return Err(ApiError::stream_config("detected cycle"));
         }
         origins.push(o);
@@ -145,6 +172,7 @@ impl Follows {
         let now = Instant::now();
         Follows {
             mirror,
+            unflushed: false,
             list: origins
                 .into_iter()
                 .map(|origin| Follow {
@@ -152,18 +180,22 @@ impl Follows {
                     next: 0,
                     active: None,
                     since: now,
+                    remote: None,
+                    retry_at: None,
                 })
                 .collect(),
         }
     }
 
     /// Keep the cursors of origins that stay (a sources update).
-    pub fn carry_over(&mut self, old: Follows) {
+    pub fn carry_over(&mut self, mut old: Follows) {
         for f in &mut self.list {
-            if let Some(o) = old.list.iter().find(|o| o.origin == f.origin) {
+            if let Some(o) = old.list.iter_mut().find(|o| o.origin == f.origin) {
                 f.next = o.next;
                 f.active = o.active;
                 f.since = o.since;
+                f.remote = o.remote.take();
+                f.retry_at = o.retry_at;
             }
         }
     }
@@ -181,6 +213,7 @@ impl Follows {
             return;
         }
         let floor = s.first_seq.max(s.last_seq.saturating_sub(RECOVER_SCAN));
+        let labels: Vec<String> = self.list.iter().map(|f| f.origin.label()).collect();
         let mut seq = s.last_seq;
         while seq >= floor && self.list.iter().any(|f| f.next == 0) {
             if let Ok(m) = st.store.load(seq) {
@@ -188,11 +221,12 @@ impl Follows {
                     .and_then(|v| v.rsplit_once(' '))
                     .and_then(|(n, q)| q.parse::<u64>().ok().map(|q| (n, q)));
                 if let Some((name, q)) = from {
-                    if let Some(f) = self
+                    let at = self
                         .list
-                        .iter_mut()
-                        .find(|f| f.next == 0 && f.origin.name == name)
-                    {
+                        .iter()
+                        .zip(&labels)
+                        .position(|(f, l)| f.next == 0 && l == name);
+                    if let Some(f) = at.map(|i| &mut self.list[i]) {
                         f.next = q + 1;
                     }
                 }
@@ -208,16 +242,20 @@ impl Follows {
     pub fn info_fields<'a>(&'a self, o: &mut Obj, streams: &BTreeMap<String, Stream>) {
         let now = Instant::now();
         let entry = |f: &'a Follow| -> SourceInfo<'a> {
-            let lag = streams.get(&f.origin.name).map_or(0, |s| {
-                let last = s.store.state().last_seq;
-                last.saturating_sub(f.next.max(1) - 1)
-            });
+            let lag = match (&f.origin.external, &f.remote) {
+                (Some(_), r) => r.as_ref().map_or(0, |r| r.lag),
+                (None, _) => streams.get(&f.origin.name).map_or(0, |s| {
+                    let last = s.store.state().last_seq;
+                    last.saturating_sub(f.next.max(1) - 1)
+                }),
+            };
             let active = now
                 .duration_since(f.active.unwrap_or(f.since))
                 .as_nanos()
                 .min(i64::MAX as u128) as i64;
             SourceInfo {
                 name: &f.origin.name,
+                external: f.origin.external.as_ref(),
                 lag,
                 active,
             }
@@ -237,17 +275,24 @@ impl Follows {
 #[derive(serde::Serialize)]
 struct SourceInfo<'a> {
     name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    external: Option<&'a remote::External>,
     lag: u64,
     /// Nanoseconds since the last copy (or since the stream was set up).
     active: i64,
 }
 
-/// nats-server echoes every mirror and source entry with its `name`, even an empty one.
+/// nats-server echoes every mirror and source entry with its `name`, even an empty one,
+/// and an `external` with both its prefixes.
 pub fn normalize(cfg: &mut StreamConfig) {
     let named = |v: &mut Value| {
         if let Some(o) = v.as_object_mut() {
             o.entry("name")
                 .or_insert_with(|| Value::String(String::new()));
+            if let Some(e) = o.get_mut("external").and_then(Value::as_object_mut) {
+                e.entry("deliver")
+                    .or_insert_with(|| Value::String(String::new()));
+            }
         }
     };
     if let Some(m) = cfg.mirror.as_mut() {
@@ -262,6 +307,7 @@ pub fn normalize(cfg: &mut StreamConfig) {
 /// whether anything was copied (their consumers then have work).
 pub fn pump(
     cx: &Cx<'_>,
+    tx: &super::Queue,
     streams: &mut BTreeMap<String, Stream>,
     follows: &mut BTreeMap<String, Follows>,
     limits: &super::limits::Limits,
@@ -272,7 +318,17 @@ pub fn pump(
         if streams.get(name).is_some_and(|s| s.replica.is_some()) {
             continue;
         }
+        if std::mem::take(&mut fl.unflushed) {
+            if let Some(Err(e)) = streams.get_mut(name).map(|st| st.store.flush()) {
+                tracing::error!("JetStream: stream {name:?} flush: {e}");
+            }
+            copied = true;
+        }
         for f in &mut fl.list {
+            if f.origin.external.is_some() {
+                remote::tick(cx, tx, name, fl.mirror, f);
+                continue;
+            }
             let Some(origin) = streams.get(&f.origin.name) else {
                 continue; // not there (yet): nats-server waits for it too
             };
@@ -325,6 +381,36 @@ pub fn pump(
         }
     }
     copied
+}
+
+/// A message for one of stream `name`'s external origins ([`remote::on_event`]): whether
+/// it was copied (the stream's consumers then have work).
+pub fn on_sync(
+    cx: &Cx<'_>,
+    streams: &mut BTreeMap<String, Stream>,
+    follows: &mut BTreeMap<String, Follows>,
+    limits: &super::limits::Limits,
+    (name, key): (&str, &str),
+    ev: &super::Event,
+) -> bool {
+    let room = super::limits::room(limits, streams, name, 0, &mut Default::default());
+    let (Some(fl), Some(st)) = (follows.get_mut(name), streams.get_mut(name)) else {
+        return false;
+    };
+    for f in &mut fl.list {
+        match remote::on_event(cx, st, fl.mirror, f, key, ev, room) {
+            remote::Outcome::NotOurs => continue,
+            remote::Outcome::Nothing => return false,
+            remote::Outcome::Copied => {
+                for r in st.take_republished() {
+                    cx.send(&r.subject, None, Some(&r.header), &r.payload);
+                }
+                fl.unflushed = true;
+                return true;
+            }
+        }
+    }
+    false
 }
 
 /// Copies one origin message into `st`: a mirror keeps its sequence and timestamp, a

@@ -139,6 +139,9 @@ pub enum EventKind {
     NotEnabled,
     /// A message on the subjects of stream template `.0`.
     Template(Arc<str>),
+    /// For stream `.0` from an external origin, on its subscription to `.1` (a deliver
+    /// subject or a create answer's inbox): `mirror::remote`.
+    Sync(Arc<str>, Arc<str>),
 }
 
 /// The bounded way into the JetStream task, and the way around it: a publish or an ack

@@ -24,6 +24,23 @@ pub fn alnum(n: usize) -> String {
         .collect()
 }
 
+/// nats-server's `getHashSize(x, out.len())` into `out`: the first bytes of SHA-256(`x`),
+/// each mapped to `0-9A-Za-z` (byte % 62). At most 32 bytes are filled.
+pub fn hash_into(x: &[u8], out: &mut [u8]) {
+    const DIGITS: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    let d = ring::digest::digest(&ring::digest::SHA256, x);
+    for (o, b) in out.iter_mut().zip(d.as_ref()) {
+        *o = DIGITS[(*b as usize) % DIGITS.len()];
+    }
+}
+
+/// [`hash_into`] as a string of `n` characters.
+pub fn hash_str(x: &[u8], n: usize) -> String {
+    let mut out = vec![0u8; n.min(32)];
+    hash_into(x, &mut out);
+    out.into_iter().map(char::from).collect()
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

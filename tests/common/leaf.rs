@@ -114,3 +114,88 @@ pub fn go_server(bin: &str, suite: &str, test: &str, conf: &str) -> super::natss
         },
     )
 }
+
+/// `o` with JetStream in domain `domain`, stored in a fresh directory named after `suite`
+/// and `test`.
+#[allow(dead_code)]
+pub fn with_js(suite: &str, o: Options, test: &str, domain: &str) -> Options {
+    Options {
+        jetstream: Some(natsd::config::JetStreamOpts {
+            store_dir: Some(super::js_dir(&format!("{suite}-{test}-{domain}"))),
+            domain: Some(domain.to_string()),
+            ..Default::default()
+        }),
+        ..o
+    }
+}
+
+/// nats-server `bin` with JetStream in domain `domain` and the `leafnodes` block `leaf`.
+#[allow(dead_code)]
+pub fn go_js(
+    bin: &str,
+    suite: &str,
+    test: &str,
+    domain: &str,
+    leaf: &str,
+) -> super::natsserver::NatsServer {
+    let dir = super::js_dir(&format!("{suite}-go-{test}"));
+    let conf = format!(
+        "listen: 127.0.0.1:-1\njetstream {{ store_dir: \"{}\", domain: {domain} }}\n{leaf}\n",
+        dir.display()
+    );
+    go_server(bin, suite, test, &conf)
+}
+
+/// A nats-server `bin` hub (JetStream domain `hub`) and a natsd leaf of it (domain `leaf`),
+/// linked.
+#[allow(dead_code)]
+pub async fn go_hub_natsd_leaf(
+    bin: &str,
+    suite: &str,
+    test: &str,
+) -> (super::natsserver::NatsServer, Server) {
+    let port = super::free_port();
+    let listen = format!("leafnodes {{ listen: \"127.0.0.1:{port}\" }}");
+    let go = go_js(bin, suite, test, "hub", &listen);
+    let url = format!("nats-leaf://127.0.0.1:{port}");
+    let leaf = super::start(with_js(
+        suite,
+        leaf_opts(Options::local(), &url),
+        test,
+        "leaf",
+    ))
+    .await;
+    wait_links(&leaf, 1).await;
+    (go, leaf)
+}
+
+/// A natsd hub (JetStream domain `hub`) and a nats-server `bin` leaf of it (domain `leaf`),
+/// linked.
+#[allow(dead_code)]
+pub async fn natsd_hub_go_leaf(
+    bin: &str,
+    suite: &str,
+    test: &str,
+) -> (Server, super::natsserver::NatsServer) {
+    let hub = super::start(with_js(suite, hub_opts(Options::local()), test, "hub")).await;
+    let remote = format!(
+        "leafnodes {{ reconnect: 1, remotes [ {{ url: \"nats-leaf://127.0.0.1:{}\" }} ] }}",
+        leaf_port(&hub)
+    );
+    let go = go_js(bin, suite, test, "leaf", &remote);
+    wait_links(&hub, 1).await;
+    (hub, go)
+}
+
+/// A natsd hub (JetStream domain `hub`) and a natsd leaf of it (domain `leaf`), linked; the
+/// leaf's options come back too (a restart on the same store).
+#[allow(dead_code)]
+pub async fn natsd_js_pair(suite: &str, test: &str) -> (Server, Server, Options) {
+    let hub = super::start(with_js(suite, hub_opts(Options::local()), test, "hub")).await;
+    let url = format!("nats-leaf://127.0.0.1:{}", leaf_port(&hub));
+    let leaf_o = with_js(suite, leaf_opts(Options::local(), &url), test, "leaf");
+    let leaf = super::start(leaf_o.clone()).await;
+    wait_links(&hub, 1).await;
+    wait_links(&leaf, 1).await;
+    (hub, leaf, leaf_o)
+}

@@ -375,7 +375,10 @@ impl JsCluster {
             }
             EventKind::Api => self.api(engine, srv, ev),
             EventKind::NotEnabled => !self.is_meta_leader(),
-            EventKind::Ack | EventKind::FlowControl | EventKind::Template(_) => false,
+            EventKind::Ack
+            | EventKind::FlowControl
+            | EventKind::Template(_)
+            | EventKind::Sync(..) => false,
         }
     }
 
