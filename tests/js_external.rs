@@ -128,6 +128,11 @@ async fn mirror_and_source_through_the_hub_domain(
     })
     .await;
     info_until(leaf, "S", "5 sourced messages", |v| messages(v) == 5).await;
+    // The hub's consumers for the copies are direct ones: not listed, not counted.
+    let v = js_api(hub, "$JS.API.STREAM.INFO.O", "").await;
+    assert_eq!(v["state"]["consumer_count"], 0, "{v}");
+    let v = js_api(hub, "$JS.API.CONSUMER.NAMES.O", "").await;
+    assert_eq!(v["total"], 0, "{v}");
     // The mirror keeps the origin's sequences, subjects and timestamps.
     let (o, m) = (get(hub, "O", 4).await, get(leaf, "M", 4).await);
     assert_eq!(

@@ -589,7 +589,7 @@ impl Engine {
             for s in ja.streams.values() {
                 let st = s.store.state();
                 t.streams += 1;
-                t.consumers += s.consumers.len();
+                t.consumers += s.consumer_count();
                 t.messages += st.msgs;
                 t.bytes += st.bytes;
                 let reserved = s.cfg.max_bytes.max(0) as u64;

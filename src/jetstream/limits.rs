@@ -419,7 +419,7 @@ impl JsAccount {
         let (mut mem, mut file, mut consumers) = (0u64, 0u64, 0usize);
         for s in self.streams.values() {
             let b = s.store.state().bytes;
-            consumers += s.consumers.len();
+            consumers += s.consumer_count();
             match s.cfg.storage {
                 Storage::Memory => mem += b,
                 Storage::File => file += b,

@@ -288,7 +288,7 @@ pub fn jsz(js: &JetStream, server_id: &str, leader: &str, q: &JszQuery) -> Jsz {
                         last_ts: time_str(st.last_ts),
                         num_subjects: st.num_subjects,
                         num_deleted: st.num_deleted,
-                        consumer_count: s.consumers.len(),
+                        consumer_count: s.consumer_count(),
                     },
                     consumer_detail: consumers,
                 });

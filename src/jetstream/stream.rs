@@ -376,6 +376,17 @@ pub enum Stored {
 }
 
 impl Stream {
+    /// The consumers a listing shows: all but the direct ones (a mirror's or source's
+    /// elsewhere), as nats-server.
+    pub fn listed_consumers(&self) -> impl Iterator<Item = &super::consumer::Consumer> {
+        self.consumers.values().filter(|c| !c.cfg.direct)
+    }
+
+    /// How many consumers info and limits count: the listed ones.
+    pub fn consumer_count(&self) -> usize {
+        self.listed_consumers().count()
+    }
+
     /// A stream over `store`, without subscriptions, consumers or remembered message ids.
     pub fn new(
         cfg: StreamConfig,
@@ -662,7 +673,7 @@ impl Stream {
                 o.field("deleted", &self.deleted_seqs(&st));
             }
         }
-        o.field("consumer_count", &self.consumers.len());
+        o.field("consumer_count", &self.consumer_count());
         o.done()
     }
 

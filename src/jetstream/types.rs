@@ -288,6 +288,10 @@ pub struct ConsumerConfig {
     pub num_replicas: i64,
     #[serde(default, deserialize_with = "nd", skip_serializing_if = "is_false")]
     pub mem_storage: bool,
+    /// A server's own consumer for a mirror or source elsewhere (nats-server's `direct`):
+    /// not listed and not counted.
+    #[serde(default, deserialize_with = "nd", skip_serializing_if = "is_false")]
+    pub direct: bool,
 }
 
 /// An API error as nats-server writes it: HTTP-like `code`, JetStream `err_code`, text.

@@ -148,7 +148,7 @@ impl JsAccount {
         // The stream's own limit, or the account's (per stream, as nats-server 2.9).
         let most =
             crate::jetstream::limits::consumers_per_stream(&self.limits, st.cfg.max_consumers);
-        if most > 0 && st.consumers.len() as i64 >= most {
+        if most > 0 && !cfg.direct && st.consumer_count() as i64 >= most {
             return Err(e(ApiError::new(
                 400,
                 10026,
@@ -239,9 +239,9 @@ impl JsAccount {
             .get(s)
             .ok_or((ApiError::stream_not_found(), t))?;
         let limit = if names { NAMES_LIMIT } else { LIST_LIMIT };
-        let page = st.consumers.values().skip(req.offset).take(limit);
+        let page = st.listed_consumers().skip(req.offset).take(limit);
         let mut o = Obj::typed(t);
-        o.field("total", &st.consumers.len())
+        o.field("total", &st.consumer_count())
             .field("offset", &req.offset)
             .field("limit", &limit);
         if names {
