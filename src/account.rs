@@ -2,7 +2,7 @@
 //! one account never see another's messages. `$G` is the default account, `$SYS` the system
 //! account. Also the `Subscription` type the sublist holds.
 
-use crate::conn::Conn;
+use crate::conn::{Conn, ConnKind};
 use crate::sublist::{SubEntry, Sublist};
 use bytes::Bytes;
 use std::collections::HashMap;
@@ -55,6 +55,27 @@ impl Subscription {
             handler: None,
             traced: false,
         }
+    }
+
+    /// Interest a route learned on behalf of leaf cluster `origin` (`LS+ <origin> …`): the
+    /// origin is kept in `sid`, which a route's interest has no other use for.
+    pub fn remote_from(
+        conn: Arc<Conn>,
+        subject: Bytes,
+        queue: Option<Bytes>,
+        weight: u32,
+        origin: Bytes,
+    ) -> Self {
+        Subscription {
+            sid: origin,
+            ..Subscription::remote(conn, subject, queue, weight)
+        }
+    }
+
+    /// The leaf cluster a route's interest is on behalf of (see [`Subscription::remote_from`]).
+    #[inline]
+    pub fn leaf_origin(&self) -> Option<&[u8]> {
+        (self.conn.kind == ConnKind::Route && !self.sid.is_empty()).then_some(&self.sid[..])
     }
 
     /// Count one delivery. Returns (deliver?, last?): `last` means the max was just reached

@@ -79,6 +79,10 @@ pub struct Fanout {
     /// The subject routes, leaves and gateways get instead of the message's: a JetStream
     /// delivery's deliver subject or pull request inbox (see `matched.rs`).
     route_subject: Option<Bytes>,
+    /// The leaf cluster the next published message comes from (a leaf connection's, or an
+    /// `LMSG <origin>` from a route): it never goes to a leaf of that cluster, and goes to
+    /// routes as `LMSG <origin>`. Taken by [`Fanout::publish`].
+    pub leaf_origin: Option<crate::util::small::SmallBytes>,
     /// This batch's inbound and outbound counts, published once per batch.
     pub in_msgs: u64,
     pub in_bytes: u64,
@@ -163,6 +167,7 @@ impl Fanout {
             rng: LazyRng(None),
             route_reply: None,
             route_subject: None,
+            leaf_origin: None,
             in_msgs: 0,
             in_bytes: 0,
             out_msgs: 0,
@@ -350,6 +355,8 @@ impl Fanout {
         // What goes beyond this server (taken here: a handler's nested publish starts clean).
         let remote_subject = self.route_subject.take();
         let remote_reply = self.route_reply.take();
+        let leaf_origin = self.leaf_origin.take();
+        let lo = leaf_origin.as_deref();
         let from_route = origin == Origin::Route;
         let (own_cid, echo) = match origin {
             Origin::Client { cid, echo } => (cid, echo),
@@ -380,7 +387,7 @@ impl Fanout {
                     }
                 }
                 ConnKind::Leaf => {
-                    if self.leaf_ok(&s.conn, m.subject, from_route, from_leaf) {
+                    if self.leaf_ok(&s.conn, m.subject, (from_route, from_leaf, lo)) {
                         self.route_target(&s.conn);
                     }
                 }
@@ -439,7 +446,8 @@ impl Fanout {
                         break;
                     }
                     ConnKind::Leaf => {
-                        if leaf.is_none() && self.leaf_ok(&s.conn, m.subject, from_route, from_leaf)
+                        if leaf.is_none()
+                            && self.leaf_ok(&s.conn, m.subject, (from_route, from_leaf, lo))
                         {
                             leaf = Some(&s.conn);
                         }
@@ -463,7 +471,9 @@ impl Fanout {
             ..*m
         };
         if !self.routes.is_empty() {
-            let n = self.send_to_routes(acc.name.as_bytes(), &rm);
+            // A leaf's message keeps its cluster to routes that take it.
+            let lo = lo.filter(|_| from_leaf != u64::MAX);
+            let n = self.send_to_routes(acc.name.as_bytes(), &rm, lo);
             if n > 0 {
                 acc.kinds.routes_out.add(n, n * m.size() as u64);
             }
@@ -487,12 +497,18 @@ impl Fanout {
         delivered
     }
 
-    /// Whether a message may go to leafnode connection `conn`: not the one it came from
-    /// (`from_leaf`), and from a route only to a leaf we are the hub of.
-    /// May a message on `subject` go to leaf connection `conn`: not back where it came from,
-    /// not from a route to our hub, not on a subject its permissions deny.
-    fn leaf_ok(&self, conn: &Conn, subject: &[u8], from_route: bool, from_leaf: u64) -> bool {
-        let back = conn.cid == from_leaf || (from_route && conn.spoke.load(Relaxed));
+    /// May a message on `subject` go to leaf connection `conn`: not back where it came from
+    /// (the leaf `from_leaf`, or any leaf of its origin cluster `lo`), not from a route to
+    /// our hub, not on a subject its permissions deny.
+    fn leaf_ok(
+        &self,
+        conn: &Conn,
+        subject: &[u8],
+        (from_route, from_leaf, lo): (bool, u64, Option<&[u8]>),
+    ) -> bool {
+        let back = conn.cid == from_leaf
+            || (from_route && conn.spoke.load(Relaxed))
+            || lo.is_some_and(|o| conn.leaf_cluster().is_some_and(|c| c[..] == *o));
         !self.local_only && !back && !conn.is_closed() && conn.leaf_may_send(subject)
     }
 
@@ -559,7 +575,7 @@ impl Fanout {
     }
 
     /// One RMSG/HMSG per target route, with the queue groups it was chosen for.
-    fn send_to_routes(&mut self, account: &[u8], m: &Msg<'_>) -> u64 {
+    fn send_to_routes(&mut self, account: &[u8], m: &Msg<'_>, origin: Option<&[u8]>) -> u64 {
         let mut routes = std::mem::take(&mut self.routes);
         let mut sent = 0;
         let reply = m.reply;
@@ -578,6 +594,8 @@ impl Fanout {
             }
             let header = header.filter(|_| conn.headers.load(Relaxed));
             let leaf = conn.kind == ConnKind::Leaf;
+            // To a route peer that takes it: `LMSG <origin> …` (nats-server's lnoc form).
+            let origin = origin.filter(|_| !leaf && conn.lnoc.load(Relaxed));
             let account: &[u8] = if leaf || conn.no_account.load(Relaxed) {
                 b""
             } else {
@@ -585,18 +603,20 @@ impl Fanout {
             };
             let qrefs: Vec<&[u8]> = queues.iter().map(|q| &q[..]).collect();
             let need = 64
+                + origin.map_or(0, <[u8]>::len)
                 + account.len()
                 + m.subject.len()
                 + reply.map_or(0, <[u8]>::len)
                 + qrefs.iter().map(|q| q.len() + 1).sum::<usize>()
                 + header.map_or(0, <[u8]>::len)
                 + m.payload.len();
-            let ok = self.push(&conn, need, |b| {
-                if leaf {
-                    encode::write_lmsg(b, m.subject, reply, &qrefs, header, m.payload)
-                } else {
-                    encode::write_rmsg(b, account, m.subject, reply, &qrefs, header, m.payload)
+            let ok = self.push(&conn, need, |b| match origin {
+                _ if leaf => encode::write_lmsg(b, m.subject, reply, &qrefs, header, m.payload),
+                Some(o) => {
+                    let (s, p) = (m.subject, m.payload);
+                    encode::write_rmsg_from_leaf(b, o, account, s, reply, &qrefs, header, p)
                 }
+                None => encode::write_rmsg(b, account, m.subject, reply, &qrefs, header, m.payload),
             });
             if ok {
                 let size = (header.map_or(0, <[u8]>::len) + m.payload.len()) as u64;

@@ -33,13 +33,44 @@ pub fn change(queue: bool, before: u32, after: u32) -> Change {
     }
 }
 
-fn encode_change(buf: &mut BytesMut, acc: &[u8], subject: &[u8], queue: Option<&[u8]>, c: &Change) {
-    match c {
-        Change::None => {}
-        Change::Plus(w) => {
-            encode::write_rs_plus(buf, acc, subject, queue.zip(*w));
+/// What a route peer takes of a leaf's origin cluster: `LS+ <origin>` (`lnoc`), and the
+/// origin in `LS-` too (`lnocu`); without `lnoc`, plain `RS+`/`RS-`.
+#[derive(Clone, Copy, Default)]
+pub struct PeerForms {
+    pub lnoc: bool,
+    pub lnocu: bool,
+}
+
+impl PeerForms {
+    pub fn of(conn: &crate::conn::Conn) -> PeerForms {
+        use std::sync::atomic::Ordering::Relaxed;
+        PeerForms {
+            lnoc: conn.lnoc.load(Relaxed),
+            lnocu: conn.lnocu.load(Relaxed),
         }
-        Change::Minus => encode::write_rs_minus(buf, acc, subject, queue),
+    }
+}
+
+/// One interest line: `RS±`, or for a leaf cluster's interest (`origin`) to a peer that takes
+/// it, `LS+ <origin> …` / `LS- [<origin>] …` (nats-server's `addRouteSubOrUnsubProtoToBuf`).
+fn encode_change(
+    buf: &mut BytesMut,
+    (origin, peer): (Option<&[u8]>, PeerForms),
+    acc: &[u8],
+    subject: &[u8],
+    queue: Option<&[u8]>,
+    c: &Change,
+) {
+    let origin = origin.filter(|_| peer.lnoc);
+    match (c, origin) {
+        (Change::None, _) => {}
+        (Change::Plus(w), None) => encode::write_rs_plus(buf, acc, subject, queue.zip(*w)),
+        (Change::Plus(w), Some(o)) => encode::write_ls_plus(buf, o, acc, subject, queue.zip(*w)),
+        (Change::Minus, None) => encode::write_rs_minus(buf, acc, subject, queue),
+        (Change::Minus, Some(o)) => {
+            let o = peer.lnocu.then_some(o);
+            encode::write_ls_minus(buf, o, acc, subject, queue)
+        }
     }
 }
 
@@ -48,23 +79,30 @@ impl Cluster {
     /// account's interest lock is held while the line is queued on the routes, so a route's
     /// dump and these updates never cross. Routes whose writer must be woken are added to
     /// `kicks` (the caller wakes them after its read batch: one write for many SUBs).
+    /// `origin`: the leaf cluster the interest comes from (a leaf connection that named its
+    /// cluster), `None` for this server's own.
     pub fn interest_changed(
         &self,
         acc: &Account,
-        subject: &Bytes,
-        queue: Option<&Bytes>,
+        (subject, queue): (&Bytes, Option<&Bytes>),
         delta: i32,
+        origin: Option<&[u8]>,
         kicks: &mut Vec<std::sync::Arc<crate::conn::Conn>>,
     ) {
         let mut rm = acc.route_interest.lock().unwrap_or_else(|e| e.into_inner());
-        let (before, after) = rm.add(subject, queue.map(|q| &q[..]), delta);
+        let (before, after) = rm.add(origin, subject, queue.map(|q| &q[..]), delta);
         let c = change(queue.is_some(), before, after);
         if c == Change::None {
             return;
         }
-        let need = 24 + acc.name.len() + subject.len() + queue.map_or(0, |q| q.len());
-        self.broadcast_account_with(&acc.name, need, kicks, |b, name| {
-            encode_change(b, name, subject, queue.map(|q| &q[..]), &c)
+        let need = 24
+            + acc.name.len()
+            + subject.len()
+            + queue.map_or(0, |q| q.len())
+            + origin.map_or(0, <[u8]>::len);
+        self.broadcast_account_with(&acc.name, need, kicks, |b, name, conn| {
+            let forms = (origin, PeerForms::of(conn));
+            encode_change(b, forms, name, subject, queue.map(|q| &q[..]), &c)
         });
     }
 
@@ -86,13 +124,14 @@ impl Cluster {
                 continue;
             }
             let mut buf = BytesMut::with_capacity(rm.len() * 32);
-            for (subject, queue, n) in rm.iter() {
+            let peer = PeerForms::of(&to.conn);
+            for (origin, subject, queue, n) in rm.iter() {
                 let c = if queue.is_some() {
                     Change::Plus(Some(n))
                 } else {
                     Change::Plus(None)
                 };
-                encode_change(&mut buf, name, subject, queue, &c);
+                encode_change(&mut buf, (origin, peer), name, subject, queue, &c);
             }
             to.conn
                 .out
@@ -130,8 +169,20 @@ impl crate::server::ServerShared {
         delta: i32,
         kicks: &mut Vec<std::sync::Arc<crate::conn::Conn>>,
     ) {
+        self.interest_to_routes_from(acc, (subject, queue), delta, None, kicks);
+    }
+
+    /// [`Self::interest_to_routes`] for interest of leaf cluster `origin` (`None`: our own).
+    pub fn interest_to_routes_from(
+        &self,
+        acc: &Account,
+        (subject, queue): (&Bytes, Option<&Bytes>),
+        delta: i32,
+        origin: Option<&[u8]>,
+        kicks: &mut Vec<std::sync::Arc<crate::conn::Conn>>,
+    ) {
         if let Some(cl) = &self.cluster {
-            cl.interest_changed(acc, subject, queue, delta, kicks);
+            cl.interest_changed(acc, (subject, queue), delta, origin, kicks);
         }
         if let Some(gw) = &self.gateway {
             gw.local_interest_changed(&acc.name, subject, queue, delta);
@@ -164,20 +215,20 @@ mod tests {
     #[test]
     fn counts_by_subject_and_queue() {
         let mut rm = RouteInterest::default();
-        assert_eq!(rm.add(b"foo", None, 1), (0, 1));
-        assert_eq!(rm.add(b"foo", None, 1), (1, 2));
-        assert_eq!(rm.add(b"foo", Some(b"q"), 1), (0, 1));
+        assert_eq!(rm.add(None, b"foo", None, 1), (0, 1));
+        assert_eq!(rm.add(None, b"foo", None, 1), (1, 2));
+        assert_eq!(rm.add(None, b"foo", Some(b"q"), 1), (0, 1));
         assert_eq!(
-            rm.add(b"foo.bar.baz.a.long.subject.beyond", Some(b"q"), 1),
+            rm.add(None, b"foo.bar.baz.a.long.subject.beyond", Some(b"q"), 1),
             (0, 1)
         );
         assert_eq!(rm.len(), 3);
-        assert_eq!(rm.add(b"foo", None, -1), (2, 1));
-        assert_eq!(rm.add(b"foo", None, -1), (1, 0));
-        assert_eq!(rm.add(b"foo", None, -1), (0, 0));
+        assert_eq!(rm.add(None, b"foo", None, -1), (2, 1));
+        assert_eq!(rm.add(None, b"foo", None, -1), (1, 0));
+        assert_eq!(rm.add(None, b"foo", None, -1), (0, 0));
         let mut all: Vec<_> = rm
             .iter()
-            .map(|(s, q, n)| (s.to_vec(), q.map(<[u8]>::to_vec), n))
+            .map(|(_, s, q, n)| (s.to_vec(), q.map(<[u8]>::to_vec), n))
             .collect();
         all.sort();
         assert_eq!(
@@ -192,23 +243,74 @@ mod tests {
             ]
         );
         for i in 0..1000 {
-            rm.add(format!("s.{i}").as_bytes(), None, 1);
+            rm.add(None, format!("s.{i}").as_bytes(), None, 1);
         }
         for i in 0..1000 {
-            rm.add(format!("s.{i}").as_bytes(), None, -1);
+            rm.add(None, format!("s.{i}").as_bytes(), None, -1);
         }
         assert_eq!(rm.len(), 2);
     }
 
     #[test]
+    fn a_leaf_clusters_interest_is_counted_apart() {
+        let mut rm = RouteInterest::default();
+        assert_eq!(rm.add(None, b"foo", None, 1), (0, 1));
+        // The same subject from leaf cluster LC: its own count, its own LS+.
+        assert_eq!(rm.add(Some(b"LC"), b"foo", None, 1), (0, 1));
+        assert_eq!(rm.add(Some(b"LC"), b"foo", None, 1), (1, 2));
+        assert_eq!(rm.len(), 2);
+        assert_eq!(rm.add(Some(b"LC"), b"foo", None, -2), (2, 0));
+        assert_eq!(rm.add(Some(b"XX"), b"foo", None, -1), (0, 0));
+        let all: Vec<_> = rm
+            .iter()
+            .map(|(o, s, _, n)| (o.is_some(), s.to_vec(), n))
+            .collect();
+        assert_eq!(all, vec![(false, b"foo".to_vec(), 1)]);
+    }
+
+    #[test]
     fn lines() {
         let mut b = BytesMut::new();
-        encode_change(&mut b, b"$G", b"bar", Some(b"q1"), &Change::Plus(Some(2)));
-        encode_change(&mut b, b"$G", b"bar", Some(b"q1"), &Change::Minus);
-        encode_change(&mut b, b"$G", b"foo", None, &Change::Plus(None));
+        let own = (None, PeerForms::default());
+        encode_change(
+            &mut b,
+            own,
+            b"$G",
+            b"bar",
+            Some(b"q1"),
+            &Change::Plus(Some(2)),
+        );
+        encode_change(&mut b, own, b"$G", b"bar", Some(b"q1"), &Change::Minus);
+        encode_change(&mut b, own, b"$G", b"foo", None, &Change::Plus(None));
         assert_eq!(
             &b[..],
             b"RS+ $G bar q1 2\r\nRS- $G bar q1\r\nRS+ $G foo\r\n"
+        );
+        // A leaf cluster's interest: with its origin to peers that take it.
+        let all = PeerForms {
+            lnoc: true,
+            lnocu: true,
+        };
+        let no_u = PeerForms {
+            lnoc: true,
+            lnocu: false,
+        };
+        let lc: Option<&[u8]> = Some(b"LC");
+        let mut b = BytesMut::new();
+        encode_change(&mut b, (lc, all), b"$G", b"foo", None, &Change::Plus(None));
+        encode_change(&mut b, (lc, all), b"$G", b"foo", Some(b"q"), &Change::Minus);
+        encode_change(&mut b, (lc, no_u), b"$G", b"foo", None, &Change::Minus);
+        encode_change(
+            &mut b,
+            (lc, PeerForms::default()),
+            b"$G",
+            b"foo",
+            None,
+            &Change::Plus(None),
+        );
+        assert_eq!(
+            &b[..],
+            &b"LS+ LC $G foo\r\nLS- LC $G foo q\r\nLS- $G foo\r\nRS+ $G foo\r\n"[..]
         );
     }
 }

@@ -447,7 +447,7 @@ impl Cluster {
         account: &str,
         need: usize,
         kicks: &mut Vec<Arc<Conn>>,
-        f: impl Fn(&mut bytes::BytesMut, &[u8]),
+        f: impl Fn(&mut bytes::BytesMut, &[u8], &Conn),
     ) {
         let reg = lock(&self.routes);
         for p in reg.values() {
@@ -459,7 +459,10 @@ impl Cluster {
             } else {
                 account.as_bytes()
             };
-            if let crate::conn::Push::Ok { kick: true, .. } = r.conn.out.push(need, |b| f(b, acc)) {
+            let conn = &r.conn;
+            if let crate::conn::Push::Ok { kick: true, .. } =
+                conn.out.push(need, |b| f(b, acc, conn))
+            {
                 kicks.push(r.conn.clone());
             }
         }

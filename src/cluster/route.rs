@@ -339,28 +339,36 @@ impl Route {
                 account,
                 subject,
                 queue,
+            } => {
+                self.remote_plus(account, subject, queue, None);
+                Ok(())
             }
-            | Op::LsPlus {
+            Op::LsPlus {
+                origin,
                 account,
                 subject,
                 queue,
-                ..
             } => {
-                self.remote_plus(account, subject, queue);
+                let origin = Some(origin).filter(|o| !o.is_empty());
+                self.remote_plus(account, subject, queue, origin);
                 Ok(())
             }
             Op::RsMinus {
                 account,
                 subject,
                 queue,
+            } => {
+                self.remote_minus(account, subject, queue, None);
+                Ok(())
             }
-            | Op::LsMinus {
+            Op::LsMinus {
+                origin,
                 account,
                 subject,
                 queue,
-                ..
             } => {
-                self.remote_minus(account, subject, queue);
+                let origin = origin.filter(|o| !o.is_empty());
+                self.remote_minus(account, subject, queue, Some(origin));
                 Ok(())
             }
             Op::Rmsg(m) => {
@@ -631,6 +639,8 @@ impl Route {
         }
         crate::trace::set_peer(&self.conn, &info.server_name, info.proto);
         let peer_lnocu = info.lnocu;
+        self.conn.lnoc.store(info.lnoc, Relaxed);
+        self.conn.lnocu.store(info.lnoc && info.lnocu, Relaxed);
         let entry = Arc::new(RouteEntry {
             conn: self.conn.clone(),
             remote_id: info.server_id.clone(),

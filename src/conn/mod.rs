@@ -8,6 +8,7 @@ pub mod sids;
 pub mod tls;
 pub mod writer;
 
+use bytes::Bytes;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -183,6 +184,14 @@ pub struct Conn {
     /// is never sent over it (a remote's `deny_exports`, a leaf's CONNECT `deny_pub`),
     /// `subscribe` denies interest never told to it (a remote's `deny_imports`).
     pub leaf_perms: OnceLock<Arc<crate::auth::CompiledPerms>>,
+    /// A leafnode connection's remote cluster (the leaf's CONNECT `cluster`; a hub's INFO
+    /// `cluster` when we dialled it), set before it registers: interest and messages that
+    /// came from that cluster are never handed back to it (nats-server's `remoteCluster`).
+    pub leaf_cluster: OnceLock<Bytes>,
+    /// A route peer that takes a leaf's origin cluster (INFO `lnoc`: `LS+ <origin> …`,
+    /// `LMSG <origin> …`) and, with `lnocu`, in `LS-` too. Set before it registers.
+    pub lnoc: AtomicBool,
+    pub lnocu: AtomicBool,
     close_reason: OnceLock<CloseReason>,
     closing: CancellationToken,
 }
@@ -194,6 +203,12 @@ pub fn unix_nanos(t: SystemTime) -> u64 {
 }
 
 impl Conn {
+    /// A leafnode connection's remote cluster, when it named one.
+    #[inline]
+    pub fn leaf_cluster(&self) -> Option<&Bytes> {
+        self.leaf_cluster.get().filter(|c| !c.is_empty())
+    }
+
     /// A leaf connection's publish permission: may a message on `subject` go over it?
     pub fn leaf_may_send(&self, subject: &[u8]) -> bool {
         self.leaf_perms.get().is_none_or(|p| p.can_publish(subject))
@@ -218,6 +233,9 @@ impl Conn {
             trace_peer: OnceLock::new(),
             responses: OnceLock::new(),
             leaf_perms: OnceLock::new(),
+            leaf_cluster: OnceLock::new(),
+            lnoc: AtomicBool::new(false),
+            lnocu: AtomicBool::new(false),
             close_reason: OnceLock::new(),
             closing: CancellationToken::new(),
         }

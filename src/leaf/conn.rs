@@ -388,8 +388,10 @@ impl LeafConn {
             let s = Bytes::copy_from_slice(subject);
             let q = queue.map(Bytes::copy_from_slice);
             let mut kicks = Vec::new();
+            // A leaf that named its cluster: that cluster's interest (`LS+ <origin>`).
+            let origin = self.conn.leaf_cluster().map(|c| &c[..]);
             self.srv
-                .interest_to_routes(acc, &s, q.as_ref(), delta, &mut kicks);
+                .interest_to_routes_from(acc, (&s, q.as_ref()), delta, origin, &mut kicks);
             for c in kicks {
                 c.out.kick();
             }
@@ -450,6 +452,10 @@ impl LeafConn {
             cid: self.conn.cid,
             spoke: self.spoke(),
         };
+        self.fan.leaf_origin = self
+            .conn
+            .leaf_cluster()
+            .map(|c| crate::util::small::SmallBytes::new(c));
         self.fan.publish_remote(acc, &msg, origin, Some(&m.queues));
         crate::trace::finish(&mut self.fan);
         self.fan.retire_in(acc, 0);

@@ -101,13 +101,30 @@ impl Link {
         })
     }
 
+    /// Whether entry `e` is interest of leaf cluster `cluster` (the link's own): a route's on
+    /// its behalf, or another leaf connection of that cluster's. Never told back to it
+    /// (nats-server's `updateLeafNodes` origin check).
+    fn from_cluster(e: &SubRef, cluster: Option<&bytes::Bytes>) -> bool {
+        let Some(c) = cluster else {
+            return false;
+        };
+        match e.conn.kind {
+            ConnKind::Route => e.leaf_origin() == Some(&c[..]),
+            ConnKind::Leaf => e.conn.leaf_cluster() == Some(c),
+            _ => false,
+        }
+    }
+
     /// What the peer should be told of `subject` / `queue` now: 1 or 0 for a plain subject,
     /// the summed weight of the members it hears for a queue.
     fn recount(&self, subject: &[u8], queue: Option<&[u8]>, lds: &str) -> u32 {
         if !super::perms::may_tell(&self.conn, subject) {
             return 0;
         }
-        let heard = |e: &SubRef| Self::src_of(e).is_some_and(|s| self.hears(s));
+        let own = self.conn.leaf_cluster();
+        let heard = |e: &SubRef| {
+            Self::src_of(e).is_some_and(|s| self.hears(s)) && !Self::from_cluster(e, own)
+        };
         let n = match queue {
             None => self.acc.sublist.fold_exact(subject, None, 0u32, |n, e| {
                 if n == 0 && heard(e) {
@@ -165,8 +182,10 @@ impl Link {
     pub fn dump(&self, lds: &str) {
         let mut smap = self.smap.lock().unwrap_or_else(|e| e.into_inner());
         smap.clear();
+        let own = self.conn.leaf_cluster();
         self.acc.sublist.for_each(|subject, queue, e| {
             if Self::src_of(e).is_some_and(|s| self.hears(s))
+                && !Self::from_cluster(e, own)
                 && super::perms::may_tell(&self.conn, subject)
             {
                 let n = smap.entry(key(subject, queue)).or_insert(0);

@@ -172,7 +172,35 @@ pub fn write_rmsg(
     payload: &[u8],
 ) {
     routed_msg(
-        buf, b"RMSG", account, subject, reply, queues, header, payload,
+        buf, b"RMSG", None, account, subject, reply, queues, header, payload,
+    );
+}
+
+/// A leaf's message to a route peer that advertised `lnoc`, with the origin cluster of the
+/// leaf it came from: `LMSG <origin> <acc> <subj> [reply forms] <hdr> <total>` — always
+/// `LMSG`, always with a header size (0 without a header), as nats-server's
+/// `msgHeaderForRouteOrLeaf`.
+#[allow(clippy::too_many_arguments)]
+pub fn write_rmsg_from_leaf(
+    buf: &mut BytesMut,
+    origin: &[u8],
+    account: &[u8],
+    subject: &[u8],
+    reply: Option<&[u8]>,
+    queues: &[&[u8]],
+    header: Option<&[u8]>,
+    payload: &[u8],
+) {
+    routed_msg(
+        buf,
+        b"LMSG",
+        Some(origin),
+        account,
+        subject,
+        reply,
+        queues,
+        header,
+        payload,
     );
 }
 
@@ -186,13 +214,16 @@ pub fn write_lmsg(
     header: Option<&[u8]>,
     payload: &[u8],
 ) {
-    routed_msg(buf, b"LMSG", b"", subject, reply, queues, header, payload);
+    routed_msg(
+        buf, b"LMSG", None, b"", subject, reply, queues, header, payload,
+    );
 }
 
 #[allow(clippy::too_many_arguments)]
 fn routed_msg(
     buf: &mut BytesMut,
     verb: &[u8],
+    origin: Option<&[u8]>,
     account: &[u8],
     subject: &[u8],
     reply: Option<&[u8]>,
@@ -203,8 +234,15 @@ fn routed_msg(
     let r = reply.map_or(0, <[u8]>::len);
     let h = header.map_or(0, <[u8]>::len);
     let q: usize = queues.iter().map(|q| q.len() + 1).sum();
-    buf.reserve(SLACK + account.len() + subject.len() + r + q + h + payload.len());
-    buf.put_slice(if header.is_some() { b"HMSG" } else { verb });
+    let o = origin.map_or(0, <[u8]>::len);
+    buf.reserve(SLACK + o + account.len() + subject.len() + r + q + h + payload.len());
+    match origin {
+        Some(o) => {
+            buf.put_slice(verb);
+            word(buf, o);
+        }
+        None => buf.put_slice(if header.is_some() { b"HMSG" } else { verb }),
+    }
     // An empty account: a pinned-account route, where nats-server 2.10+ leaves it out.
     if !account.is_empty() {
         word(buf, account);
@@ -226,7 +264,11 @@ fn routed_msg(
             word(buf, q);
         }
     }
-    sizes(buf, header.map(<[u8]>::len), payload.len());
+    let hsize = match origin {
+        Some(_) => Some(h),
+        None => header.map(<[u8]>::len),
+    };
+    sizes(buf, hsize, payload.len());
     if let Some(h) = header {
         buf.put_slice(h);
     }
@@ -293,6 +335,23 @@ fn queue_weight(buf: &mut BytesMut, queue: Option<(&[u8], u32)>) {
         word(buf, q);
         buf.put_u8(b' ');
         write_u64(buf, u64::from(w));
+    }
+    buf.put_slice(CRLF);
+}
+
+/// `LS- [<origin>] <acc> <subj>[ <queue>]\r\n` (a leaf cluster's interest gone; the origin
+/// only to a peer that advertised `lnocu`).
+pub fn write_ls_minus(
+    buf: &mut BytesMut,
+    origin: Option<&[u8]>,
+    account: &[u8],
+    subject: &[u8],
+    queue: Option<&[u8]>,
+) {
+    interest(buf, b"LS-", origin, account, subject);
+    if let Some(q) = queue {
+        buf.reserve(q.len() + 3);
+        word(buf, q);
     }
     buf.put_slice(CRLF);
 }
@@ -590,6 +649,21 @@ mod tests {
                             queues: m.queues,
                             header: hdr,
                             payload,
+                        };
+                        assert_eq!(m, want);
+                        // From a leaf of cluster LC, to a peer that takes the origin.
+                        let mut b = BytesMut::new();
+                        write_rmsg_from_leaf(
+                            &mut b, b"LC", b"$G", b"foo", reply, queues, hdr, payload,
+                        );
+                        assert!(b.starts_with(b"LMSG LC $G foo "), "{b:?}");
+                        let Op::Rmsg(m) = one(Kind::Route, &b) else {
+                            panic!("not lmsg")
+                        };
+                        let want = RoutedMsg {
+                            origin: Some(b"LC"),
+                            queues: m.queues,
+                            ..want
                         };
                         assert_eq!(m, want);
                     }

@@ -10,41 +10,94 @@ type FastSet<K> = hashbrown::HashSet<K, foldhash::fast::RandomState>;
 /// The interest one route connection learned in one account.
 pub(super) struct RemoteAcc {
     acc: Arc<Account>,
-    /// The sublist entry of every plain interest of this connection in the account: delivery
-    /// to a route needs only its connection, so one entry serves all its subjects (each trie
-    /// leaf holds it at most once), and a subject costs its trie leaf and its place in `plain`.
-    plain_sub: Arc<Subscription>,
-    /// Subjects of plain interest.
-    plain: FastSet<SmallBytes>,
-    /// Queue interest by `subject queue`, each with its own entry (it carries the weight).
+    /// The peer's own plain interest (`RS+`).
+    own: PlainSet,
+    /// Plain interest on behalf of each leaf cluster (`LS+ <origin>`), kept apart as
+    /// nats-server keys it apart: the same subject may come both ways.
+    leaf: Vec<(Bytes, PlainSet)>,
+    /// Queue interest by `subject queue` (or `subject queue origin`), each with its own
+    /// entry (it carries the weight).
     queues: FastMap<Bytes, Arc<Subscription>>,
+}
+
+/// Plain interest of one origin: the sublist entry that stands for every subject of it
+/// (delivery to a route needs only its connection, so one entry serves all its subjects,
+/// each trie leaf holding it at most once), and the subjects.
+struct PlainSet {
+    sub: Arc<Subscription>,
+    subjects: FastSet<SmallBytes>,
+}
+
+impl PlainSet {
+    fn new(sub: Subscription) -> Self {
+        PlainSet {
+            sub: Arc::new(sub),
+            subjects: FastSet::default(),
+        }
+    }
+
+    /// True if new.
+    fn plus(&mut self, acc: &Account, subject: &[u8]) -> Result<bool, SublistError> {
+        if self.subjects.contains(subject) {
+            return Ok(false);
+        }
+        // The sublist validates the subject.
+        acc.sublist
+            .insert(subject, None, SubRef(self.sub.clone()))?;
+        self.subjects.insert(SmallBytes::new(subject));
+        Ok(true)
+    }
+
+    /// True if it was known.
+    fn minus(&mut self, acc: &Account, subject: &[u8]) -> bool {
+        if !self.subjects.remove(subject) {
+            return false;
+        }
+        if self.subjects.capacity() > 4 * self.subjects.len() + 64 {
+            self.subjects.shrink_to_fit();
+        }
+        let _ = acc.sublist.remove(subject, None, &SubRef(self.sub.clone()));
+        true
+    }
 }
 
 impl RemoteAcc {
     fn new(acc: Arc<Account>, conn: &Arc<Conn>) -> Self {
         RemoteAcc {
             acc,
-            plain_sub: Arc::new(Subscription::remote(conn.clone(), Bytes::new(), None, 1)),
-            plain: FastSet::default(),
+            own: PlainSet::new(Subscription::remote(conn.clone(), Bytes::new(), None, 1)),
+            leaf: Vec::new(),
             queues: FastMap::default(),
         }
     }
 
-    /// RS+ without a queue: true if new.
-    fn plus(&mut self, subject: &[u8]) -> Result<bool, SublistError> {
-        if self.plain.contains(subject) {
-            return Ok(false);
-        }
-        // The sublist validates the subject.
-        let e = SubRef(self.plain_sub.clone());
-        self.acc.sublist.insert(subject, None, e)?;
-        self.plain.insert(SmallBytes::new(subject));
-        Ok(true)
+    /// RS+ / LS+ without a queue: true if new.
+    fn plus(&mut self, origin: Option<&[u8]>, subject: &[u8]) -> Result<bool, SublistError> {
+        let Some(o) = origin else {
+            return self.own.plus(&self.acc, subject);
+        };
+        let i = match self.leaf.iter().position(|(k, _)| k[..] == *o) {
+            Some(i) => i,
+            None => {
+                let o = Bytes::copy_from_slice(o);
+                let sub = Subscription::remote_from(self.conn(), Bytes::new(), None, 1, o.clone());
+                self.leaf.push((o, PlainSet::new(sub)));
+                self.leaf.len() - 1
+            }
+        };
+        self.leaf[i].1.plus(&self.acc, subject)
     }
 
-    /// RS+ with a queue and weight: true if new (a known one with another weight is replaced).
-    fn plus_queue(&mut self, subject: &[u8], q: &[u8], weight: u32) -> Result<bool, SublistError> {
-        let key = queue_key(subject, q);
+    /// RS+ / LS+ with a queue and weight: true if new (a known one with another weight is
+    /// replaced).
+    fn plus_queue(
+        &mut self,
+        origin: Option<&[u8]>,
+        subject: &[u8],
+        q: &[u8],
+        weight: u32,
+    ) -> Result<bool, SublistError> {
+        let key = queue_key(subject, q, origin);
         let mut is_new = true;
         if let Some(old) = self.queues.get(&key) {
             if old.weight == weight {
@@ -57,9 +110,19 @@ impl RemoteAcc {
             self.queues.remove(&key);
             is_new = false;
         }
-        // Subject and queue are slices of the key (`subj queue`): one allocation.
-        let (subj, queue) = (key.slice(..subject.len()), key.slice(subject.len() + 1..));
-        let sub = Arc::new(Subscription::remote(self.conn(), subj, Some(queue), weight));
+        // Subject and queue are slices of the key (`subj queue [origin]`): one allocation.
+        let (subj, queue) = (
+            key.slice(..subject.len()),
+            key.slice(subject.len() + 1..subject.len() + 1 + q.len()),
+        );
+        let sub = match origin {
+            None => Subscription::remote(self.conn(), subj, Some(queue), weight),
+            Some(_) => {
+                let o = key.slice(subject.len() + q.len() + 2..);
+                Subscription::remote_from(self.conn(), subj, Some(queue), weight, o)
+            }
+        };
+        let sub = Arc::new(sub);
         match self
             .acc
             .sublist
@@ -74,25 +137,50 @@ impl RemoteAcc {
     }
 
     fn conn(&self) -> Arc<Conn> {
-        self.plain_sub.conn.clone()
+        self.own.sub.conn.clone()
     }
 
-    /// RS-: true if it was known.
-    fn minus(&mut self, subject: &[u8], queue: Option<&[u8]>) -> bool {
+    /// RS- / LS-: true if it was known. `origin`: `LS- <origin>` (`Some(None)`: an `LS-`
+    /// without one, from a peer without `lnocu`: whichever leaf cluster had it).
+    fn minus(
+        &mut self,
+        origin: Option<Option<&[u8]>>,
+        subject: &[u8],
+        queue: Option<&[u8]>,
+    ) -> bool {
+        let origin = match origin {
+            None => None,
+            Some(Some(o)) => Some(o.to_vec()),
+            Some(None) => match queue {
+                None => self
+                    .leaf
+                    .iter()
+                    .find(|(_, p)| p.subjects.contains(subject))
+                    .map(|(o, _)| o.to_vec()),
+                Some(q) => self
+                    .queues
+                    .values()
+                    .filter(|s| s.subject[..] == *subject && s.queue.as_deref() == Some(q))
+                    .find_map(|s| s.leaf_origin().map(<[u8]>::to_vec)),
+            },
+        };
         match queue {
-            None => {
-                if !self.plain.remove(subject) {
-                    return false;
+            None => match origin {
+                None => self.own.minus(&self.acc, subject),
+                Some(o) => {
+                    let Some(i) = self.leaf.iter().position(|(k, _)| k[..] == o[..]) else {
+                        return false;
+                    };
+                    let known = self.leaf[i].1.minus(&self.acc, subject);
+                    if self.leaf[i].1.subjects.is_empty() {
+                        self.leaf.swap_remove(i);
+                    }
+                    known
                 }
-                if self.plain.capacity() > 4 * self.plain.len() + 64 {
-                    self.plain.shrink_to_fit();
-                }
-                let e = SubRef(self.plain_sub.clone());
-                let _ = self.acc.sublist.remove(subject, None, &e);
-                true
-            }
+            },
             Some(q) => {
-                let Some(sub) = self.queues.remove(&queue_key(subject, q)) else {
+                let key = queue_key(subject, q, origin.as_deref());
+                let Some(sub) = self.queues.remove(&key) else {
                     return false;
                 };
                 let _ = self.acc.sublist.remove(subject, Some(q), &SubRef(sub));
@@ -104,11 +192,14 @@ impl RemoteAcc {
     /// Remove everything from the sublist, calling `gone(subject, queue)` for each; returns
     /// how many.
     fn clear(self, mut gone: impl FnMut(&[u8], Option<&[u8]>)) -> usize {
-        let n = self.plain.len() + self.queues.len();
-        let e = SubRef(self.plain_sub.clone());
-        for s in &self.plain {
-            let _ = self.acc.sublist.remove(s, None, &e);
-            gone(s, None);
+        let mut n = self.queues.len();
+        for p in std::iter::once(&self.own).chain(self.leaf.iter().map(|(_, p)| p)) {
+            n += p.subjects.len();
+            let e = SubRef(p.sub.clone());
+            for s in &p.subjects {
+                let _ = self.acc.sublist.remove(s, None, &e);
+                gone(s, None);
+            }
         }
         for sub in self.queues.values() {
             let q = sub.queue.as_deref();
@@ -122,12 +213,18 @@ impl RemoteAcc {
     }
 }
 
-/// `subject queue`: how queue interest is keyed.
-fn queue_key(subject: &[u8], queue: &[u8]) -> Bytes {
-    let mut k = BytesMut::with_capacity(subject.len() + 1 + queue.len());
+/// `subject queue`, or `subject queue origin` for a leaf cluster's: how queue interest is
+/// keyed.
+fn queue_key(subject: &[u8], queue: &[u8], origin: Option<&[u8]>) -> Bytes {
+    let o = origin.map_or(0, |o| o.len() + 1);
+    let mut k = BytesMut::with_capacity(subject.len() + 1 + queue.len() + o);
     k.extend_from_slice(subject);
     k.extend_from_slice(b" ");
     k.extend_from_slice(queue);
+    if let Some(o) = origin {
+        k.extend_from_slice(b" ");
+        k.extend_from_slice(o);
+    }
     k.freeze()
 }
 
@@ -160,11 +257,13 @@ impl Route {
         Some(self.srv.accounts.add(name))
     }
 
+    /// `origin`: the leaf cluster of an `LS+` (`None`: `RS+`, the peer's own).
     pub(super) fn remote_plus(
         &mut self,
         account: &[u8],
         subject: &[u8],
         queue: Option<(&[u8], u32)>,
+        origin: Option<&[u8]>,
     ) {
         let Some(entry) = self.entry.clone() else {
             return;
@@ -185,8 +284,8 @@ impl Route {
             return;
         };
         let added = match queue {
-            None => ra.plus(subject),
-            Some((q, w)) => ra.plus_queue(subject, q, w.max(1)),
+            None => ra.plus(origin, subject),
+            Some((q, w)) => ra.plus_queue(origin, subject, q, w.max(1)),
         };
         match added {
             Ok(true) => {
@@ -211,9 +310,16 @@ impl Route {
         entry.num_subs.store(self.remote_count, Relaxed);
     }
 
-    pub(super) fn remote_minus(&mut self, account: &[u8], subject: &[u8], queue: Option<&[u8]>) {
+    /// `origin`: `None` for `RS-`, `Some` for `LS-` (with its origin when the peer sends it).
+    pub(super) fn remote_minus(
+        &mut self,
+        account: &[u8],
+        subject: &[u8],
+        queue: Option<&[u8]>,
+        origin: Option<Option<&[u8]>>,
+    ) {
         if let Some(ra) = self.remote.get_mut(account) {
-            if ra.minus(subject, queue) {
+            if ra.minus(origin, subject, queue) {
                 self.remote_count -= 1;
                 if let Some(lf) = &self.srv.leafnodes {
                     lf.interest_changed(&ra.acc, subject, queue, -1, crate::leaf::Src::Route);
@@ -294,6 +400,8 @@ impl Route {
         else {
             return;
         };
+        // A leaf's message the peer forwards (`LMSG <origin>`): not back to that cluster.
+        self.fan.leaf_origin = m.origin.filter(|o| !o.is_empty()).map(SmallBytes::new);
         self.fan
             .publish_remote(&acc, &msg, Origin::Route, Some(&m.queues));
         crate::trace::finish(&mut self.fan);

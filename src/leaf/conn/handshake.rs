@@ -202,6 +202,10 @@ impl LeafConn {
             );
         }
         self.set_meta(&ci.name, &ci.version, &ci.user, &acc);
+        let _ = self
+            .conn
+            .leaf_cluster
+            .set(bytes::Bytes::from(ci.cluster.clone()));
         tracing::info!(
             "{} - Leafnode connection created for account: {} (server {:?})",
             self.conn.log_prefix(),
@@ -361,6 +365,10 @@ impl LeafConn {
             &p.domain,
         );
         self.set_meta(&p.name, &p.version, "", &p.acc);
+        let _ = self
+            .conn
+            .leaf_cluster
+            .set(bytes::Bytes::from(info.cluster.clone()));
         tracing::info!(
             "{} - Leafnode connection created for account: {} (hub {:?})",
             self.conn.log_prefix(),
