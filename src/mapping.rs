@@ -250,6 +250,29 @@ impl AccountMappings {
     }
 }
 
+impl AccountMappings {
+    /// Every mapping's source subject (what a hub tells its leaves it takes: nats-server
+    /// puts them in each leaf's subject map, `forceAddToSmap`).
+    pub fn sources(&self) -> Vec<String> {
+        self.current()
+            .map(|l| l.list.iter().map(|m| m.src.clone()).collect())
+            .unwrap_or_default()
+    }
+
+    /// Whether `subject` is a mapping's source, exactly.
+    pub fn is_source(&self, subject: &[u8]) -> bool {
+        self.current()
+            .is_some_and(|l| l.list.iter().any(|m| m.src.as_bytes() == subject))
+    }
+
+    fn current(&self) -> Option<Arc<Mappings>> {
+        if !self.any.load(Relaxed) {
+            return None;
+        }
+        self.list.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
 /// Give every account of the server its configured mappings (none for the others).
 pub fn install(accounts: &crate::account::Accounts, opts: &crate::config::Options) {
     for acc in accounts.all() {

@@ -246,3 +246,77 @@ async fn an_account_jwts_mappings_apply_as_on_nats_server_215() {
         t.stop().await;
     }
 }
+
+/// A leaf's client publishes `foo` until the hub's subscriber on `bar` (the hub maps `foo` to
+/// `bar`) gets it: the hub told its leaf of the mapping source, which nothing subscribes to
+/// (nats-server's `forceAddToSmap`).
+async fn a_leaf_publish_on_a_hub_mapping_source_is_mapped(hub: SocketAddr, leaf: SocketAddr) {
+    let mut sub = Raw::client_at(hub).await;
+    sub.send("SUB bar 1\r\n").await;
+    sub.flush().await;
+    let mut publ = Raw::client_at(leaf).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        publ.send("PUB foo 2\r\nhi\r\n").await;
+        publ.flush().await;
+        if sub.sync().await.contains("MSG bar 1 2") {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the leaf never sent the hub's mapping source"
+        );
+    }
+}
+
+const HUB_MAPPING: &str = "mappings { foo: bar }\nleafnodes { listen: \"127.0.0.1:-1\" }";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leaf_sends_what_the_natsd_hub_maps() {
+    let hub = start(conf_opts(HUB_MAPPING)).await;
+    let url = format!("nats-leaf://127.0.0.1:{}", common::leaf::leaf_port(&hub));
+    let leaf = start(common::leaf::leaf_opts(natsd::Options::local(), &url)).await;
+    common::leaf::wait_links(&leaf, 1).await;
+    a_leaf_publish_on_a_hub_mapping_source_is_mapped(hub.client_addr(), leaf.client_addr()).await;
+    // A nats-server 2.15.1 leaf of the natsd hub likewise.
+    let bin = assert_installed_215();
+    let conf = format!(
+        "listen: 127.0.0.1:-1\nleafnodes {{ reconnect: 1, remotes [ {{ url: \"{url}\" }} ] }}\n"
+    );
+    let go = go_server(&bin, "mappings", "leaf215", &conf);
+    common::leaf::wait_links(&hub, 2).await;
+    a_leaf_publish_on_a_hub_mapping_source_is_mapped(hub.client_addr(), go.client).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_tells_the_leaves_of_new_and_gone_mapping_sources() {
+    let hub = start(conf_opts("leafnodes { listen: \"127.0.0.1:-1\" }")).await;
+    let url = format!("nats-leaf://127.0.0.1:{}", common::leaf::leaf_port(&hub));
+    let leaf = start(common::leaf::leaf_opts(natsd::Options::local(), &url)).await;
+    common::leaf::wait_links(&leaf, 1).await;
+    let told = |yes: bool| {
+        let ok = common::leaf::leaf_entries(&leaf, "$G", "foo") == usize::from(yes);
+        async move { ok }
+    };
+    assert!(told(false).await, "no mapping yet: nothing told");
+    let mut new = (*hub.options()).clone();
+    new.account_mappings = conf_opts("mappings { foo: bar }").account_mappings;
+    hub.reload(new.clone()).expect("reloaded");
+    common::wait_for("the new mapping source told to the leaf", || told(true)).await;
+    a_leaf_publish_on_a_hub_mapping_source_is_mapped(hub.client_addr(), leaf.client_addr()).await;
+    new.account_mappings.clear();
+    hub.reload(new).expect("reloaded");
+    common::wait_for("the gone mapping source taken back", || told(false)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_natsd_leaf_sends_what_a_nats_server_215_hub_maps() {
+    let bin = assert_installed_215();
+    let port = common::free_port();
+    let conf = format!("listen: 127.0.0.1:-1\nmappings {{ foo: bar }}\nleafnodes {{ listen: \"127.0.0.1:{port}\" }}\n");
+    let go = go_server(&bin, "mappings", "hub215", &conf);
+    let url = format!("nats-leaf://127.0.0.1:{port}");
+    let leaf = start(common::leaf::leaf_opts(natsd::Options::local(), &url)).await;
+    common::leaf::wait_links(&leaf, 1).await;
+    a_leaf_publish_on_a_hub_mapping_source_is_mapped(go.client, leaf.client_addr()).await;
+}

@@ -141,8 +141,9 @@ impl Link {
                 }
             }),
         };
-        // Our loop detection subject stays told whatever else subscribes to it.
-        if queue.is_none() && subject == lds.as_bytes() {
+        // Our loop detection subject and the mapping sources stay told whatever else
+        // subscribes to them.
+        if queue.is_none() && (subject == lds.as_bytes() || self.acc.mappings.is_source(subject)) {
             return 1;
         }
         n
@@ -195,6 +196,13 @@ impl Link {
                 };
             }
         });
+        // The account's mapping sources: the peer sends us what it publishes there even
+        // without a subscriber on the source itself (nats-server's `forceAddToSmap`).
+        for src in self.acc.mappings.sources() {
+            if super::perms::may_tell(&self.conn, src.as_bytes()) {
+                smap.entry(src.into_bytes()).or_insert(1);
+            }
+        }
         smap.insert(lds.as_bytes().to_vec(), 1);
         let mut b = BytesMut::with_capacity(smap.len() * 32);
         for (k, n) in smap.iter() {
@@ -224,6 +232,18 @@ impl Leafnodes {
         for l in links.iter() {
             if l.acc.name == acc.name && l.hears(src) {
                 l.update(subject, queue, delta, &self.lds);
+            }
+        }
+    }
+
+    /// `acc`'s mappings changed (a reload): tell its links of the sources that came, take
+    /// back those that went (`subjects`: both), as nats-server's `forceAddToSmap` /
+    /// `forceRemoveFromSmap`.
+    pub fn mappings_changed(&self, acc: &Account, subjects: &[String]) {
+        let links = self.links.read().unwrap_or_else(|e| e.into_inner());
+        for l in links.iter().filter(|l| l.acc.name == acc.name) {
+            for s in subjects {
+                l.update(s.as_bytes(), None, 0, &self.lds);
             }
         }
     }

@@ -108,6 +108,37 @@ impl ServerShared {
     }
 }
 
+impl ServerShared {
+    /// Install the mappings of `o` in every account (a reload, an account JWT update), and
+    /// tell the leaves which mapping sources came and went.
+    pub fn install_mappings(&self, o: &crate::config::Options) {
+        let before: Vec<(Arc<Account>, Vec<String>)> = match &self.leafnodes {
+            Some(_) => self
+                .accounts
+                .all()
+                .into_iter()
+                .map(|a| {
+                    let s = a.mappings.sources();
+                    (a, s)
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        crate::mapping::install(&self.accounts, o);
+        let Some(lf) = &self.leafnodes else {
+            return;
+        };
+        for (acc, mut subjects) in before {
+            subjects.extend(acc.mappings.sources());
+            subjects.sort();
+            subjects.dedup();
+            if !subjects.is_empty() {
+                lf.mappings_changed(&acc, &subjects);
+            }
+        }
+    }
+}
+
 /// Set up every account's exports and imports at startup: the configured ones (checked
 /// first) plus the system account's services every account imports (`sys/account.rs`).
 pub(super) fn install_links(srv: &Arc<ServerShared>) -> Result<(), String> {

@@ -82,7 +82,7 @@ impl ServerShared {
         self.apply_account_update(opts);
         let new = self.live_opts();
         if mappings {
-            crate::mapping::install(&self.accounts, &new);
+            self.install_mappings(&new);
         }
         let js_changed = js_accounts || js_limits || !added.is_empty();
         if let Some(js) = self.jetstream.get().filter(|_| js_changed) {

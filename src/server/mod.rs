@@ -193,7 +193,7 @@ impl ServerShared {
             self.auth.replace(&new);
         }
         if new.account_mappings != old.account_mappings {
-            crate::mapping::install(&self.accounts, &new);
+            self.install_mappings(&new);
         }
         if let Some(js) = js {
             let mut e = js.engine();
