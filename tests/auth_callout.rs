@@ -284,6 +284,29 @@ fn operator_mode_refuses_a_configured_callout() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The next request's `client_tls` from `rx`, checked: TLS 1.3 and the chain `cert` was
+/// verified along (it, then the test CA), as PEM.
+fn verified_tls(
+    rx: &std::sync::mpsc::Receiver<serde_json::Value>,
+    pki: &common::pki::Pki,
+    cert: &common::pki::Issued,
+    who: &str,
+) -> serde_json::Value {
+    use tokio_rustls::rustls::pki_types::{pem::PemObject, CertificateDer};
+    let tls = rx
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("a request");
+    let der = |path: &std::path::Path| {
+        let pem = std::fs::read(path).expect("pem");
+        CertificateDer::from_pem_slice(&pem).expect("cert").to_vec()
+    };
+    let chain = [der(&cert.cert), der(&pki.dir.join("ca.pem"))];
+    let pems: Vec<String> = chain.iter().map(|d| natsd::tls::cert::pem(d)).collect();
+    assert_eq!(tls["version"], "1.3", "{who}: {tls}");
+    assert_eq!(tls["verified_chains"], json!([pems]), "{who}: {tls}");
+    tls
+}
+
 /// A TLS client on a port that verifies certificates: the request's `client_tls` carries the
 /// TLS version, the cipher suite and the chain the client's certificate was verified along
 /// (its certificate, then the CA), as PEM — the same on natsd as on nats-server.
@@ -291,7 +314,6 @@ fn operator_mode_refuses_a_configured_callout() {
 async fn the_request_carries_the_clients_tls_state_as_nats_server() {
     use common::pki::Pki;
     use std::sync::mpsc;
-    use tokio_rustls::rustls::pki_types::{pem::PemObject, CertificateDer};
     let mut seen = Vec::new();
     for go in [false, true] {
         let pki = Pki::new("callout-tls");
@@ -329,18 +351,77 @@ async fn the_request_carries_the_clients_tls_state_as_nats_server() {
         c.send("CONNECT {\"verbose\":false,\"user\":\"alice\",\"pass\":\"secret\",\"protocol\":1}\r\nPING\r\n")
             .await;
         assert_eq!(c.answer().await.as_deref(), Some("PONG"), "{who}");
-        let tls = rx
-            .recv_timeout(std::time::Duration::from_secs(10))
-            .expect("a request");
-        let der = |path: &std::path::Path| {
-            let pem = std::fs::read(path).expect("pem");
-            CertificateDer::from_pem_slice(&pem).expect("cert").to_vec()
-        };
-        let chain = [der(&alice.cert), der(&pki.dir.join("ca.pem"))];
-        let pems: Vec<String> = chain.iter().map(|d| natsd::tls::cert::pem(d)).collect();
-        assert_eq!(tls["version"], "1.3", "{who}: {tls}");
-        assert_eq!(tls["verified_chains"], json!([pems]), "{who}: {tls}");
+        let tls = verified_tls(&rx, &pki, &alice, who);
         assert!(tls.get("certs").is_none(), "{who}: {tls}");
+        seen.push(tls["cipher"].clone());
+        drop(nc);
+        t.stop().await;
+    }
+    assert_eq!(seen[0], seen[1], "the same cipher suite name");
+}
+
+/// Serve `svc`'s answers on `nc` (of server `id`), sending what `pick` takes from each
+/// request's `nats` object to the receiver returned.
+async fn serve_and_watch(
+    svc: Service,
+    nc: &async_nats::Client,
+    id: String,
+    pick: fn(&serde_json::Value) -> serde_json::Value,
+) -> std::sync::mpsc::Receiver<serde_json::Value> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let tx = std::sync::Mutex::new(tx);
+    let xkey = svc.xkey.clone();
+    let answer = move |token: &str| {
+        let req = decode_generic(token).expect("request");
+        let _ = tx.lock().map(|t| t.send(pick(&req["nats"])));
+        svc.answer(token, &id)
+    };
+    common::callout::serve(nc.clone(), xkey, answer).await;
+    rx
+}
+
+/// A leaf over TLS on a leafnode port that verifies certificates: the request's `client_tls`
+/// carries the session as for a client (version, cipher suite, the verified chain) — the
+/// same on natsd as on nats-server.
+#[tokio::test]
+async fn a_tls_leafs_request_carries_its_tls_state_as_nats_server() {
+    use common::pki::Pki;
+    let mut seen = Vec::new();
+    for go in [false, true] {
+        let pki = Pki::new("callout-leaf-tls");
+        let alice = pki.issue("alice", &[(rcgen::DnType::CommonName, "alice")], vec![]);
+        let svc = Service::new();
+        let port = common::free_port();
+        let conf = format!(
+            "{}\nleafnodes {{ listen: \"127.0.0.1:{port}\", {} }}\n",
+            svc.conf(false),
+            pki.go_block()
+        );
+        let t = if go {
+            Target::go(&conf, "callout-leaf-tls")
+        } else {
+            Target::natsd(&conf).await
+        };
+        let who = t.name();
+        let (nc, id) = service_user(&t).await;
+        let rx = serve_and_watch(svc, &nc, id, |n| n["client_tls"].clone()).await;
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        let mut c = common::tlsclient::tls_to(addr, &pki, Some(&alice), true)
+            .await
+            .expect("handshake");
+        c.send(
+            "CONNECT {\"name\":\"leaf-alice\",\"user\":\"alice\",\"pass\":\"secret\"}\r\nPING\r\n",
+        )
+        .await;
+        let mut got = String::new();
+        while let Some(l) = c.line().await {
+            if l == "PONG" || l.starts_with("-ERR") {
+                got = l;
+                break;
+            }
+        }
+        assert_eq!(got, "PONG", "{who}");
+        let tls = verified_tls(&rx, &pki, &alice, who);
         seen.push(tls["cipher"].clone());
         drop(nc);
         t.stop().await;
@@ -353,7 +434,6 @@ async fn the_request_carries_the_clients_tls_state_as_nats_server() {
 /// account the service names, bob's is refused.
 #[tokio::test]
 async fn leaves_are_admitted_and_refused_by_the_service_as_on_nats_server() {
-    use std::sync::mpsc;
     for go in [false, true] {
         let svc = Service::new();
         let port = common::free_port();
@@ -368,17 +448,7 @@ async fn leaves_are_admitted_and_refused_by_the_service_as_on_nats_server() {
         };
         let who = t.name();
         let (nc, id) = service_user(&t).await;
-        let (tx, rx) = mpsc::channel();
-        let tx = std::sync::Mutex::new(tx);
-        let xkey = svc.xkey.clone();
-        let answer = move |token: &str| {
-            let req = decode_generic(token).expect("request");
-            let _ = tx
-                .lock()
-                .map(|t| t.send(req["nats"]["client_info"]["kind"].clone()));
-            svc.answer(token, &id)
-        };
-        common::callout::serve(nc.clone(), xkey, answer).await;
+        let rx = serve_and_watch(svc, &nc, id, |n| n["client_info"]["kind"].clone()).await;
         let mut kept = Vec::new();
         for (user, want) in [("alice", "PONG"), ("bob", "-ERR 'Authorization Violation'")] {
             let mut raw = Raw::at_any(std::net::SocketAddr::from(([127, 0, 0, 1], port))).await;

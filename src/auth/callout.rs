@@ -130,6 +130,20 @@ pub fn client_tls(
     v
 }
 
+/// `client_tls` for connection `conn` when it is over TLS (its meta has the session: see
+/// `TlsStream::record`), checked against its port's `tls` block.
+pub fn tls_of(conn: &crate::conn::Conn, tls: Option<&crate::tls::TlsOpts>) -> Option<Value> {
+    let (version, cipher, chain) = {
+        let m = conn.meta();
+        if m.tls_version.is_empty() {
+            return None;
+        }
+        let chain = m.peer_chain.clone().unwrap_or_default();
+        (m.tls_version.clone(), m.tls_cipher_suite.clone(), chain)
+    };
+    Some(client_tls(&version, &cipher, &chain, tls))
+}
+
 /// Ask the service and check its answer: the identity the user JWT in it gives, or the
 /// reason (already logged) the client is refused.
 pub async fn call(

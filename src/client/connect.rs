@@ -265,16 +265,7 @@ impl Client {
             return Flow::Close(CloseReason::ProtocolViolation);
         };
         let connect = crate::auth::callout::connect_opts(&ci);
-        let tls = {
-            let m = self.conn.meta();
-            let chain = m.peer_chain.clone().unwrap_or_default();
-            (!m.tls_version.is_empty())
-                .then(|| (m.tls_version.clone(), m.tls_cipher_suite.clone(), chain))
-        };
-        let tls = tls.map(|(version, cipher, chain)| {
-            let opts = self.opts.tls.as_ref();
-            crate::auth::callout::client_tls(&version, &cipher, &chain, opts)
-        });
+        let tls = crate::auth::callout::tls_of(&self.conn, self.opts.tls.as_ref());
         let request = crate::auth::callout::Client {
             kind: crate::auth::callout::Kind::Client,
             tls,

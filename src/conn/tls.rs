@@ -106,6 +106,22 @@ impl TlsStream {
         }
     }
 
+    /// Record the session in `conn`'s meta as a client's is recorded: TLS version, cipher
+    /// suite, the peer's certificate and the chain it presented (`/connz`, auth callout's
+    /// `client_tls`).
+    pub fn record(&self, conn: &crate::conn::Conn) {
+        let c = self.common();
+        let (version, suite) = crate::tls::negotiated(c);
+        let chain = c
+            .peer_certificates()
+            .map(|p| std::sync::Arc::new(p.iter().map(|c| c.as_ref().to_vec()).collect()));
+        let mut m = conn.meta();
+        m.tls_version = version;
+        m.tls_cipher_suite = suite;
+        m.peer_cert = self.peer_cert();
+        m.peer_chain = chain;
+    }
+
     /// What the peer's certificate says (`None`: it sent none, or it could not be read).
     pub fn peer_cert(&self) -> Option<std::sync::Arc<crate::tls::cert::PeerCert>> {
         let der = self.common().peer_certificates()?.first()?;

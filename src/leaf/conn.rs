@@ -107,7 +107,7 @@ pub async fn run(
         }
     };
     if let Io::Tls(s) = &opened.io {
-        conn.meta().peer_cert = s.peer_cert();
+        s.record(&conn);
     }
     c.info_sent = opened.info_sent;
     c.pending_info = opened.hub_info;

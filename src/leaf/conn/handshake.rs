@@ -132,7 +132,7 @@ impl LeafConn {
             name: ci.name.clone(),
             connect,
             nonce: self.nonce.clone(),
-            tls: None,
+            tls: crate::auth::callout::tls_of(&self.conn, self.lf.opts.tls.as_ref()),
         };
         let timeout = self.srv.live_opts().auth_timeout;
         match crate::auth::callout::call(&self.srv, &c.cfg, request, timeout).await {
