@@ -202,6 +202,23 @@ pub fn negotiated(c: &rustls::CommonState) -> (String, String) {
     (version, suite)
 }
 
+/// The `pinned_certs` of the block that governs connections of `kind` (the `cluster`,
+/// `gateway` or `leafnodes` block's `tls`) in options `o` — the live ones, which a reload
+/// may change.
+pub fn live_pins(
+    o: &crate::config::Options,
+    kind: crate::conn::ConnKind,
+) -> Option<BTreeSet<String>> {
+    use crate::conn::ConnKind;
+    let tls = match kind {
+        ConnKind::Route => o.cluster.as_ref().and_then(|c| c.tls.as_ref()),
+        ConnKind::Gateway => o.gateway.as_ref().and_then(|g| g.tls.as_ref()),
+        ConnKind::Leaf => o.leafnodes.as_ref().and_then(|l| l.tls.as_ref()),
+        _ => o.tls.as_ref(),
+    };
+    tls.and_then(|t| t.pinned_certs.clone())
+}
+
 /// A `pinned_certs` entry as nats-server takes it: 64 hex digits, kept in lower case.
 pub fn pinned_cert_key(entry: &str) -> Result<String, String> {
     let e = entry.to_ascii_lowercase();

@@ -208,13 +208,9 @@ impl Route {
             None => Side::Accept(&tls.acceptor),
             Some(sol) => Side::Connect(&tls.connector, &sol.url.host),
         };
-        let pinned = self
-            .cl
-            .opts
-            .tls
-            .as_ref()
-            .and_then(|t| t.pinned_certs.as_ref());
-        let s = crate::conn::tls::handshake(stream, side, tls.timeout, pinned).await?;
+        // As they are now: a reload may change them.
+        let pinned = crate::tls::live_pins(&self.srv.live_opts(), crate::conn::ConnKind::Route);
+        let s = crate::conn::tls::handshake(stream, side, tls.timeout, pinned.as_ref()).await?;
         self.conn.meta().peer_cert = s.peer_cert();
         Ok(s)
     }

@@ -16,7 +16,7 @@ mod cluster;
 use super::{Options, User};
 use crate::util::time::go_duration;
 use cluster::{cluster_diff, cluster_settings_diff};
-pub use cluster::{effective_pinned, ClusterChange};
+pub use cluster::{effective_pinned, ClusterChange, PinsChange};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -40,6 +40,9 @@ pub struct Plan {
     pub js_accounts: bool,
     /// Route pool size, pinned accounts or route compression changed (`Reloaded: cluster`).
     pub cluster: Option<ClusterChange>,
+    /// The `pinned_certs` of the cluster or gateway `tls` block changed: their connected
+    /// peers are checked again.
+    pub pins: PinsChange,
 }
 
 impl Plan {
@@ -213,9 +216,22 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
             opt_str(http_base_path),
         ));
     }
-    if gateway != &old.gateway {
+    // The gateway block reloads only its `pinned_certs` (as nats-server: the peers connected
+    // are checked against the new set).
+    let gw_unpinned = |g: &Option<crate::config::GatewayOpts>| {
+        g.clone().map(|mut g| {
+            g.tls = g.tls.map(|mut t| {
+                t.pinned_certs = None;
+                t
+            });
+            g
+        })
+    };
+    if gw_unpinned(gateway) != gw_unpinned(&old.gateway) {
         return Err("config reload not supported for Gateway".into());
     }
+    // nats-server 2.15.1 refuses even a `pinned_certs` change here (`config reload not
+    // supported for LeafNode: field "TLSPinnedCerts"`), though its re-check covers leaves.
     if leafnodes != &old.leafnodes {
         return Err("config reload not supported for LeafNode".into());
     }
@@ -383,9 +399,14 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
         || password != &old.password
         || auth_token != &old.auth_token
         || no_auth_user != &old.no_auth_user;
+    plan.pins = PinsChange::of(old, new);
     let ch = &mut plan.changed;
-    if cluster_change.is_some() {
+    // nats-server names a change of the cluster's pins `cluster` too.
+    if cluster_change.is_some() || plan.pins.routes {
         ch.push("cluster".into());
+    }
+    if plan.pins.gateways {
+        ch.push("gateway tls pinned_certs".into());
     }
     if !routes_added.is_empty() || !routes_removed.is_empty() {
         ch.push("cluster routes".into());

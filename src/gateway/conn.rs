@@ -213,13 +213,9 @@ impl GwConn {
             (Some(sol), _, Some(c)) => Side::Connect(c, &sol.url.host),
             _ => return Err("no TLS configuration for this side".into()),
         };
-        let pinned = self
-            .gw
-            .opts
-            .tls
-            .as_ref()
-            .and_then(|t| t.pinned_certs.as_ref());
-        let s = crate::conn::tls::handshake(stream, side, timeout, pinned).await?;
+        // As they are now: a reload may change them.
+        let pinned = crate::tls::live_pins(&self.srv.live_opts(), crate::conn::ConnKind::Gateway);
+        let s = crate::conn::tls::handshake(stream, side, timeout, pinned.as_ref()).await?;
         self.conn.meta().peer_cert = s.peer_cert();
         Ok(s)
     }

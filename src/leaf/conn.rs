@@ -85,13 +85,16 @@ pub async fn run(
         c.nonce = crate::util::ids::nonce();
     }
     // TLS (and the INFO that goes before it) ahead of the driver.
+    // The leafnodes block's `pinned_certs` as they are now (a reload may change them).
+    let pinned = crate::tls::live_pins(&c.srv.live_opts(), ConnKind::Leaf);
     let opened = match &c.solicit {
         None => {
             let info = c.hub_info();
-            super::open::accept(stream, c.lf.hub_tls.get(), &info).await
+            super::open::accept(stream, c.lf.hub_tls.get(), &info, pinned.as_ref()).await
         }
         Some(sol) => {
-            super::open::dial(stream, sol.tls.as_deref(), &sol.url.host, sol.first_info).await
+            let to = (sol.url.host.as_str(), pinned.as_ref());
+            super::open::dial(stream, sol.tls.as_deref(), to, sol.first_info).await
         }
     };
     let opened = match opened {

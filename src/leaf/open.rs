@@ -26,8 +26,6 @@ pub struct HubTls {
     pub timeout: Duration,
     /// `handshake_first`: TLS before our INFO.
     pub first: bool,
-    /// The leafnodes block's `pinned_certs`.
-    pub pinned: Option<BTreeSet<String>>,
 }
 
 /// A remote's `tls {}`.
@@ -36,8 +34,6 @@ pub struct RemoteTls {
     pub timeout: Duration,
     /// `handshake_first`: TLS before the hub's INFO.
     pub first: bool,
-    /// The leafnodes block's `pinned_certs` (nats-server checks hubs against them too).
-    pub pinned: Option<BTreeSet<String>>,
 }
 
 impl HubTls {
@@ -46,7 +42,6 @@ impl HubTls {
             acceptor: TlsAcceptor::from(crate::tls::server_config(o)?),
             timeout: o.timeout,
             first: o.handshake_first.is_some(),
-            pinned: o.pinned_certs.clone(),
         })
     }
 }
@@ -61,16 +56,11 @@ impl std::fmt::Debug for RemoteTls {
 }
 
 impl RemoteTls {
-    /// `pinned`: the leafnodes block's `pinned_certs`.
-    pub fn new(
-        o: &crate::tls::TlsOpts,
-        pinned: Option<BTreeSet<String>>,
-    ) -> Result<RemoteTls, String> {
+    pub fn new(o: &crate::tls::TlsOpts) -> Result<RemoteTls, String> {
         Ok(RemoteTls {
             connector: TlsConnector::from(crate::tls::client_config(o)?),
             timeout: o.timeout,
             first: o.handshake_first.is_some(),
-            pinned,
         })
     }
 }
@@ -94,6 +84,7 @@ pub async fn accept(
     mut stream: TcpStream,
     tls: Option<&HubTls>,
     info: &[u8],
+    pinned: Option<&BTreeSet<String>>,
 ) -> Result<Opened, String> {
     let Some(t) = tls else {
         return Ok(Opened {
@@ -108,14 +99,9 @@ pub async fn accept(
             .await
             .map_err(|e| format!("writing INFO: {e}"))?;
     }
-    let s = handshake(
-        stream,
-        Side::Accept(&t.acceptor),
-        t.timeout,
-        t.pinned.as_ref(),
-    )
-    .await
-    .map_err(|e| format!("TLS handshake error: {e}"))?;
+    let s = handshake(stream, Side::Accept(&t.acceptor), t.timeout, pinned)
+        .await
+        .map_err(|e| format!("TLS handshake error: {e}"))?;
     Ok(Opened {
         io: Io::Tls(s),
         info_sent: !t.first,
@@ -124,22 +110,28 @@ pub async fn accept(
 }
 
 /// Leaf side: the TLS handshake with the hub.
-async fn connect_tls(stream: TcpStream, t: &RemoteTls, host: &str) -> Result<TlsStream, String> {
+async fn connect_tls(
+    stream: TcpStream,
+    t: &RemoteTls,
+    host: &str,
+    pinned: Option<&BTreeSet<String>>,
+) -> Result<TlsStream, String> {
     let side = Side::Connect(&t.connector, host);
-    handshake(stream, side, t.timeout, t.pinned.as_ref())
+    handshake(stream, side, t.timeout, pinned)
         .await
         .map_err(|e| format!("TLS handshake error: {e}"))
 }
 
 /// Leaf side: the hub's INFO (unless TLS comes first), then TLS when either end wants it.
+/// `pinned`: the leafnodes block's `pinned_certs` (nats-server checks hubs against them too).
 pub async fn dial(
     mut stream: TcpStream,
     tls: Option<&RemoteTls>,
-    host: &str,
+    (host, pinned): (&str, Option<&BTreeSet<String>>),
     first_info: Duration,
 ) -> Result<Opened, String> {
     if let Some(t) = tls.filter(|t| t.first) {
-        let s = connect_tls(stream, t, host).await?;
+        let s = connect_tls(stream, t, host, pinned).await?;
         return Ok(Opened {
             io: Io::Tls(s),
             info_sent: false,
@@ -168,7 +160,7 @@ pub async fn dial(
             })
         }
     };
-    let s = connect_tls(stream, t, host).await?;
+    let s = connect_tls(stream, t, host, pinned).await?;
     Ok(Opened {
         io: Io::Tls(s),
         info_sent: false,

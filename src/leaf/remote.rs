@@ -161,10 +161,7 @@ pub async fn dial_loop(
     let tls = match opts
         .tls
         .as_ref()
-        .map(|t| {
-            let pinned = lf.opts.tls.as_ref().and_then(|h| h.pinned_certs.clone());
-            super::open::RemoteTls::new(t, pinned)
-        })
+        .map(super::open::RemoteTls::new)
         .transpose()
     {
         Ok(t) => t.map(Arc::new),

@@ -8,6 +8,7 @@ mod info;
 mod jwt_accounts;
 mod lame_duck;
 pub mod listen;
+mod pins;
 pub mod ports_file;
 
 use crate::account::Accounts;
@@ -194,6 +195,9 @@ impl ServerShared {
         }
         if new.account_mappings != old.account_mappings {
             self.install_mappings(&new);
+        }
+        if plan.pins.any() {
+            self.recheck_pins(plan.pins, &new);
         }
         if let Some(js) = js {
             let mut e = js.engine();

@@ -159,7 +159,7 @@ pub(super) fn cluster_diff(
     if write_deadline != &old.write_deadline || write_timeout != &old.write_timeout {
         return Err("config reload not supported for cluster write_deadline/write_timeout".into());
     }
-    if tls != &old.tls {
+    if differs_beyond_pins(tls, &old.tls) {
         return Err("config reload not supported for cluster tls".into());
     }
     let mut added = Vec::new();
@@ -300,5 +300,43 @@ mod tests {
         assert!(diff(&old, &opts(n))
             .unwrap_err()
             .contains("cluster connect_backoff"));
+    }
+}
+
+/// Whether two `tls` blocks differ in more than `pinned_certs`, which a reload may change
+/// (nats-server re-checks the connected peers: `recheckPinnedCerts`).
+pub fn differs_beyond_pins(
+    a: &Option<crate::tls::TlsOpts>,
+    b: &Option<crate::tls::TlsOpts>,
+) -> bool {
+    let strip = |t: &Option<crate::tls::TlsOpts>| {
+        t.clone().map(|mut t| {
+            t.pinned_certs = None;
+            t
+        })
+    };
+    strip(a) != strip(b)
+}
+
+/// Which blocks' `pinned_certs` a reload changes: the cluster's, the gateway's (the
+/// leafnodes block's cannot change on a reload, as in nats-server 2.15.1).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct PinsChange {
+    pub routes: bool,
+    pub gateways: bool,
+}
+
+impl PinsChange {
+    pub fn of(old: &crate::config::Options, new: &crate::config::Options) -> PinsChange {
+        use crate::conn::ConnKind;
+        let differ = |k| crate::tls::live_pins(old, k) != crate::tls::live_pins(new, k);
+        PinsChange {
+            routes: differ(ConnKind::Route),
+            gateways: differ(ConnKind::Gateway),
+        }
+    }
+
+    pub fn any(&self) -> bool {
+        self.routes || self.gateways
     }
 }
