@@ -100,8 +100,9 @@ async fn a_url_nobody_answers_stops_the_server_at_startup() {
         .err()
         .expect("refused");
     assert!(
-        e.to_string()
-            .starts_with(&format!("could not fetch <{url:?}>: ")),
+        e.to_string().starts_with(&format!(
+            "could not fetch <{url:?}>: Get {url:?}: dial tcp "
+        )),
         "{e}"
     );
 }
