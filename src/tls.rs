@@ -4,6 +4,7 @@
 
 pub mod cert;
 pub mod dn;
+pub mod system_roots;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -388,8 +389,20 @@ pub fn server_config(o: &TlsOpts) -> Result<Arc<rustls::ServerConfig>, String> {
     Ok(Arc::new(cfg))
 }
 
-/// Configuration for dialling TLS connections; presents our certificate to the peer.
+/// Configuration for dialling TLS connections (routes, gateways, leafnode remotes);
+/// presents our certificate to the peer. natsd verifies these peers against a `ca_file`.
 pub fn client_config(o: &TlsOpts) -> Result<Arc<rustls::ClientConfig>, String> {
+    if !o.insecure && o.ca_file.is_none() {
+        return Err("tls needs a ca_file to verify servers against (or insecure: true)".into());
+    }
+    dial_config(o)
+}
+
+/// A dialler's configuration as Go's from nats-server's `GenTLSConfig`: the server is
+/// verified against `ca_file`, or without one against the system's trust store
+/// (`tls/system_roots.rs`), or not at all with `insecure`; our certificate is presented when the block
+/// names one (the URL resolver's `resolver_tls`).
+pub fn dial_config(o: &TlsOpts) -> Result<Arc<rustls::ClientConfig>, String> {
     let builder = rustls::ClientConfig::builder_with_provider(provider_for(o)?)
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?;
@@ -398,21 +411,76 @@ pub fn client_config(o: &TlsOpts) -> Result<Arc<rustls::ClientConfig>, String> {
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(NoVerify(provider())))
     } else {
-        let ca = o
-            .ca_file
-            .as_ref()
-            .ok_or("tls needs a ca_file to verify servers against (or insecure: true)")?;
-        builder.with_root_certificates(roots(ca)?)
+        let trusted = match &o.ca_file {
+            Some(ca) => roots(ca)?,
+            None => system_roots::load()?,
+        };
+        builder.with_root_certificates(trusted)
     };
-    let cfg = builder
-        .with_client_auth_cert(certs(&o.cert_file)?, key(&o.key_file)?)
-        .map_err(|e| format!("tls certificate/key: {e}"))?;
+    let cfg = if o.cert_file.as_os_str().is_empty() && o.key_file.as_os_str().is_empty() {
+        builder.with_no_client_auth()
+    } else {
+        builder
+            .with_client_auth_cert(certs(&o.cert_file)?, key(&o.key_file)?)
+            .map_err(|e| format!("tls certificate/key: {e}"))?
+    };
     Ok(Arc::new(cfg))
 }
 
 /// The name to verify a dialled server as: its IP address or DNS name.
 pub fn server_name(host: &str) -> Result<ServerName<'static>, String> {
     ServerName::try_from(host.to_string()).map_err(|e| format!("bad TLS server name {host:?}: {e}"))
+}
+
+/// Go's words (`crypto/tls`, `crypto/x509`) for a TLS exchange that failed as a client: what
+/// nats-server's HTTP client reports (after `Get "url": `). Other errors as they are.
+pub fn go_client_error(e: &std::io::Error) -> String {
+    use rustls::{AlertDescription as A, CertificateError as C, Error as E};
+    let Some(r) = e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) else {
+        return e.to_string();
+    };
+    match r {
+        E::InvalidCertificate(c) => {
+            let why = match c {
+                // A bad signature: an issuer of the same name that did not sign it (Go adds
+                // "possibly because of … while trying to verify candidate authority …").
+                C::UnknownIssuer | C::BadSignature => {
+                    "certificate signed by unknown authority".to_string()
+                }
+                C::NotValidForName | C::NotValidForNameContext { .. } => {
+                    "certificate is not valid for the server's name".to_string()
+                }
+                C::Expired
+                | C::ExpiredContext { .. }
+                | C::NotValidYet
+                | C::NotValidYetContext { .. } => {
+                    "certificate has expired or is not yet valid".to_string()
+                }
+                other => format!("{other:?}"),
+            };
+            format!("tls: failed to verify certificate: x509: {why}")
+        }
+        E::AlertReceived(a) => {
+            let name = match a {
+                A::UnknownCA => "unknown certificate authority".to_string(),
+                A::ProtocolVersion => "protocol version not supported".to_string(),
+                A::CertificateExpired => "expired certificate".to_string(),
+                // `CertificateRequired` -> `certificate required`, as Go names the rest.
+                other => {
+                    let mut n = String::new();
+                    for ch in format!("{other:?}").chars() {
+                        if ch.is_ascii_uppercase() && !n.is_empty() {
+                            n.push(' ');
+                        }
+                        n.push(ch.to_ascii_lowercase());
+                    }
+                    n
+                }
+            };
+            format!("remote error: tls: {name}")
+        }
+        other => format!("tls: {other}"),
+    }
 }
 
 /// `insecure: true`: accept any server certificate (signatures are still checked).

@@ -6,81 +6,12 @@
 
 mod common;
 
+use common::accounts_web::AccountServer;
 use common::auth::Target;
 use common::resolver::{client, json_request, Op};
 use futures::StreamExt;
 use nkeys::KeyPair;
 use serde_json::json;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-/// An HTTP account server: `GET <path><key>` answers the JWT, or 404.
-struct AccountServer {
-    addr: std::net::SocketAddr,
-    jwts: Arc<Mutex<HashMap<String, String>>>,
-    gets: Arc<Mutex<Vec<String>>>,
-}
-
-impl AccountServer {
-    async fn start() -> AccountServer {
-        let l = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let addr = l.local_addr().expect("addr");
-        let jwts: Arc<Mutex<HashMap<String, String>>> = Arc::default();
-        let gets: Arc<Mutex<Vec<String>>> = Arc::default();
-        let (j, g) = (jwts.clone(), gets.clone());
-        tokio::spawn(async move {
-            while let Ok((mut s, _)) = l.accept().await {
-                let (j, g) = (j.clone(), g.clone());
-                tokio::spawn(async move {
-                    let mut buf = Vec::new();
-                    let mut chunk = [0u8; 4096];
-                    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-                        match s.read(&mut chunk).await {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                        }
-                    }
-                    let head = String::from_utf8_lossy(&buf).into_owned();
-                    let path = head.split(' ').nth(1).unwrap_or("").to_string();
-                    let key = path.rsplit('/').next().unwrap_or("").to_string();
-                    g.lock().expect("gets").push(path);
-                    let jwt = j.lock().expect("jwts").get(&key).cloned();
-                    let resp = match jwt {
-                        // The base URL itself (nats-server asks it when it starts).
-                        None if key.is_empty() => {
-                            "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n".to_string()
-                        }
-                        Some(t) => format!(
-                            "HTTP/1.1 200 OK\r\nContent-Type: application/jwt\r\n\
-                             Content-Length: {}\r\n\r\n{t}",
-                            t.len()
-                        ),
-                        None => "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n".into(),
-                    };
-                    let _ = s.write_all(resp.as_bytes()).await;
-                });
-            }
-        });
-        AccountServer { addr, jwts, gets }
-    }
-
-    fn serve(&self, acc: &KeyPair, jwt: &str) {
-        let mut j = self.jwts.lock().expect("jwts");
-        j.insert(acc.public_key(), jwt.to_string());
-    }
-
-    fn fetched(&self, acc: &KeyPair) -> bool {
-        let key = acc.public_key();
-        self.gets
-            .lock()
-            .expect("gets")
-            .iter()
-            .any(|p| p.ends_with(&key))
-    }
-}
 
 // Multi-threaded: the account server keeps answering while nats-server starts (it fetches
 // the base URL and the system account before it is ready).
@@ -100,22 +31,9 @@ async fn accounts_are_fetched_from_the_url_as_nats_server_does() {
         web.serve(&o.sys, &o.account(&o.sys, "SYS", json!({})));
         web.serve(&a, &o.account(&a, "A", exports.clone()));
         web.serve(&b, &o.account(&b, "B", imports.clone()));
-        let dir = common::binary::tmp_dir("resolver", if go { "url-go" } else { "url-natsd" });
-        let conf = o.conf(&dir, "").replace(
-            &format!(
-                "resolver {{ type: full, dir: \"{}\", allow_delete: true, interval: \"1s\" }}",
-                dir.display()
-            ),
-            &format!("resolver: URL(\"http://{}/jwt/v1/accounts/\")", web.addr),
-        );
         // The URL resolver is read-only: no preloads (nats-server refuses them), the
         // system account comes from the URL too.
-        let conf: String = conf
-            .lines()
-            .filter(|l| !l.starts_with("resolver_preload"))
-            .map(|l| format!("{l}\n"))
-            .collect();
-        assert!(conf.contains("URL(") && !conf.contains("preload"), "{conf}");
+        let conf = o.url_conf(&web.url(), "");
         let t = if go {
             Target::go(&conf, "resolver-url")
         } else {
@@ -166,7 +84,6 @@ async fn accounts_are_fetched_from_the_url_as_nats_server_does() {
         .await;
         drop((ac, bc, admin));
         t.stop().await;
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }
 
@@ -175,24 +92,17 @@ async fn accounts_are_fetched_from_the_url_as_nats_server_does() {
 #[tokio::test]
 async fn a_url_nobody_answers_stops_the_server_at_startup() {
     let o = Op::new();
-    let dir = common::binary::tmp_dir("resolver", "url-nobody");
     let port = common::free_port();
-    let conf: String = o
-        .conf(&dir, "")
-        .lines()
-        .filter(|l| !l.starts_with("resolver"))
-        .map(|l| format!("{l}\n"))
-        .collect::<String>()
-        + &format!("resolver: URL(\"http://127.0.0.1:{port}/jwt/v1/accounts/\")\n");
+    let url = format!("http://127.0.0.1:{port}/jwt/v1/accounts/");
+    let conf = o.url_conf(&url, "");
     let e = natsd::Server::start(common::conf_opts(&conf))
         .await
         .err()
         .expect("refused");
     assert!(
         e.to_string().starts_with(&format!(
-            "could not fetch <\"http://127.0.0.1:{port}/jwt/v1/accounts/\">: "
+            "could not fetch <{url:?}>: Get {url:?}: dial tcp "
         )),
         "{e}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }

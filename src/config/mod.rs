@@ -390,6 +390,9 @@ pub struct Options {
     /// Client port TLS (top-level `tls {}`, `--tls*` flags): INFO in the clear, then the
     /// client's handshake, as nats-server 2.9.
     pub tls: Option<crate::tls::TlsOpts>,
+    /// `resolver_tls {}`: how the URL resolver's HTTPS client verifies the account server
+    /// (`ca_file`, or the system's roots; `insecure`) and the certificate it presents.
+    pub resolver_tls: Option<crate::tls::TlsOpts>,
     /// `allow_non_tls`: with `tls`, clients may also stay in plaintext (INFO `tls_available`).
     pub allow_non_tls: bool,
     /// HTTPS monitoring port (`https_port`, `https: host:port`, `-ms`): `Some(0)` picks a free
@@ -576,6 +579,7 @@ impl Default for Options {
             system_account: crate::account::SYSTEM_ACCOUNT.into(),
             no_system_account: false,
             tls: None,
+            resolver_tls: None,
             allow_non_tls: false,
             https_port: None,
             jetstream: None,

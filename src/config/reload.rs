@@ -135,6 +135,7 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
         system_account,
         no_system_account,
         tls,
+        resolver_tls,
         allow_non_tls,
         https_port,
         jetstream,
@@ -175,6 +176,14 @@ pub fn diff(old: &Options, new: &Options) -> Result<Plan, String> {
         return Err(
             "config reload not supported for operator mode: the operators, resolver and \
              preloaded account JWTs are read at startup (restart the server to change them)"
+                .into(),
+        );
+    }
+    if resolver_tls != &old.resolver_tls {
+        // nats-server swaps its resolver's TLS client on a reload; natsd builds it once.
+        return Err(
+            "config reload not supported for resolver_tls: the URL resolver's TLS client is \
+             built at startup (restart the server to change it)"
                 .into(),
         );
     }
@@ -636,6 +645,14 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e, "config reload not supported for Port: old=4222, new=1");
+        let e = diff(
+            &old,
+            &Options {
+                resolver_tls: Some(crate::tls::TlsOpts::default()),
+                ..Options::default()
+            },
+        );
+        assert!(e.is_err_and(|e| e.contains("not supported for resolver_tls")));
         // The first refused field in nats-server's order wins (ServerName before Port).
         let e = diff(
             &old,

@@ -406,7 +406,7 @@ impl Server {
     pub async fn start(opts: Options) -> io::Result<Server> {
         opts.validate()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-        crate::sys::url_resolver::check_base(&opts)
+        let url_resolver = crate::sys::url_resolver::start(&opts)
             .await
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         // With gateways, the cluster name is the gateway name (the options keep what the
@@ -475,7 +475,7 @@ impl Server {
             shutdown_started: AtomicBool::new(false),
             sys: OnceLock::new(),
             resolver: OnceLock::new(),
-            url_resolver: OnceLock::new(),
+            url_resolver: url_resolver.map(OnceLock::from).unwrap_or_default(),
             jetstream: OnceLock::new(),
             id,
             keys,

@@ -25,9 +25,8 @@ pub fn start(srv: &Arc<ServerShared>, sys: &Arc<Sys>, subs: &mut Vec<Arc<Subscri
     let resolver = srv.opts.operator.as_ref().and_then(|o| o.resolver.as_ref());
     match resolver {
         Some(crate::config::Resolver::Memory) => {}
-        Some(crate::config::Resolver::Url(base)) => {
-            let res = Arc::new(super::url_resolver::UrlResolver::new(base));
-            let _ = srv.url_resolver.set(res);
+        // Built (and its server asked) as the server started.
+        Some(crate::config::Resolver::Url(_)) => {
             // The system account's JWT, as nats-server looks it up when it starts.
             let (srv2, key) = (srv.clone(), srv.opts.system_account.clone());
             srv.tasks.spawn(async move {

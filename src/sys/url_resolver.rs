@@ -1,5 +1,7 @@
 //! The URL account resolver (`resolver: URL("http://host:port/jwt/v1/accounts/")`), as
-//! nats-server's `URLAccResolver`: an account JWT is fetched over HTTP from the base URL +
+//! nats-server's `URLAccResolver`: an account JWT is fetched over HTTP (or HTTPS: the server
+//! verified as `resolver_tls` says, else against the system's trust store, and our
+//! certificate presented when it names one) from the base URL +
 //! the account key when a user of an unknown account connects (a 200's body is the JWT;
 //! anything else, or nothing within the fetch timeout, refuses the user). A fetched account
 //! joins the preloaded ones; the accounts it imports from are fetched with it, as
@@ -20,30 +22,51 @@ const MAX_FETCHED: usize = 64;
 /// The running URL resolver.
 pub struct UrlResolver {
     base: String,
+    /// For an `https` base: the client side of `resolver_tls` (Go's HTTP client with
+    /// nats-server's `AccountResolverTLSConfig`).
+    tls: Option<tokio_rustls::TlsConnector>,
     /// One fetch at a time: each applies every known account JWT plus what it fetched.
     pub(crate) busy: tokio::sync::Mutex<()>,
 }
 
 impl UrlResolver {
-    pub fn new(base: &str) -> Self {
-        UrlResolver {
+    /// The resolver for `base`; an `https` base gets its TLS client from `tls` (the
+    /// `resolver_tls` block; none: the system's roots, no client certificate).
+    pub fn new(base: &str, tls: Option<&crate::tls::TlsOpts>) -> Result<Self, String> {
+        let tls = match crate::util::http_get::Target::parse(base) {
+            Some(t) if t.tls => {
+                let o = tls.cloned().unwrap_or_default();
+                let cfg = crate::tls::dial_config(&o)?;
+                Some(tokio_rustls::TlsConnector::from(cfg))
+            }
+            _ => None,
+        };
+        Ok(UrlResolver {
             base: base.to_string(),
+            tls,
             busy: tokio::sync::Mutex::new(()),
-        }
+        })
+    }
+
+    /// GET `url`: the body of a 200, or the error after nats-server's `could not fetch`.
+    async fn get(&self, url: &str) -> Result<Vec<u8>, String> {
+        crate::util::http_get::get(url, self.tls.as_ref(), TIMEOUT)
+            .await
+            .map_err(|e| format!("could not fetch <{url:?}>: {e}"))
     }
 }
 
-/// nats-server's check at startup that the URL resolver's server answers: the base URL
-/// itself must get a 200, or the server does not start.
-pub async fn check_base(opts: &crate::config::Options) -> Result<(), String> {
+/// The URL resolver `opts` configure, after nats-server's check at startup that its server
+/// answers: the base URL itself must get a 200, or the server does not start.
+pub async fn start(opts: &crate::config::Options) -> Result<Option<Arc<UrlResolver>>, String> {
     let base = match opts.operator.as_ref().and_then(|o| o.resolver.as_ref()) {
         Some(crate::config::Resolver::Url(b)) => b,
-        _ => return Ok(()),
+        _ => return Ok(None),
     };
-    crate::util::http_get::get(base, TIMEOUT)
-        .await
-        .map(|_| ())
-        .map_err(|e| format!("could not fetch <{base:?}>: {e}"))
+    let res = UrlResolver::new(base, opts.resolver_tls.as_ref())
+        .map_err(|e| format!("could not fetch <{base:?}>: {e}"))?;
+    res.get(base).await?;
+    Ok(Some(Arc::new(res)))
 }
 
 /// The account JWTs the server runs now, by key.
@@ -79,10 +102,10 @@ pub async fn fetch(srv: &Arc<ServerShared>, key: &str) -> bool {
             continue;
         }
         let url = format!("{}{k}", res.base);
-        let token = match crate::util::http_get::get(&url, TIMEOUT).await {
+        let token = match res.get(&url).await {
             Ok(body) => String::from_utf8_lossy(&body).trim().to_string(),
             Err(e) => {
-                tracing::error!("could not fetch <{url:?}>: {e}");
+                tracing::error!("{e}");
                 if k == key {
                     return false;
                 }

@@ -1,26 +1,34 @@
-//! A minimal HTTP/1.1 GET over plain TCP, for the URL account resolver (nats-server's
-//! `URLAccResolver` fetches `base + account key` and takes a 200's body as the JWT). One
-//! request per connection (`Connection: close`); bodies by `Content-Length`, chunked, or to
-//! the end; everything bounded by `MAX` bytes and the caller's deadline.
+//! A minimal HTTP/1.1 GET over TCP or TLS (`http://`, `https://`), for the URL account
+//! resolver (nats-server's `URLAccResolver` fetches `base + account key` and takes a 200's
+//! body as the JWT). One request per connection (`Connection: close`); bodies by
+//! `Content-Length`, chunked, or to the end; everything bounded by `MAX` bytes and the
+//! caller's deadline. The same exchange runs over either stream.
 
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio_rustls::TlsConnector;
 
 /// The most a response (head and body) may take.
 pub const MAX: usize = 1 << 20;
 
-/// Where a `http://host[:port]/path` URL points.
+/// Where a `http[s]://host[:port]/path` URL points.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Target {
+    /// `https`: the exchange runs over TLS.
+    pub tls: bool,
     pub host: String,
     pub port: u16,
     pub path: String,
 }
 
 impl Target {
-    /// `None` unless the URL is `http://` with a host (and, if given, a valid port).
+    /// `None` unless the URL is `http://` or `https://` with a host (and, if given, a valid
+    /// port; else 80 or 443).
     pub fn parse(url: &str) -> Option<Target> {
-        let rest = url.strip_prefix("http://")?;
+        let (tls, rest) = match url.strip_prefix("https://") {
+            Some(rest) => (true, rest),
+            None => (false, url.strip_prefix("http://")?),
+        };
         let (auth, path) = match rest.find('/') {
             Some(i) => (&rest[..i], &rest[i..]),
             None => (rest, "/"),
@@ -30,13 +38,14 @@ impl Target {
         }
         let (host, port) = match auth.rsplit_once(':') {
             Some((h, p)) if !h.ends_with(']') || h.starts_with('[') => (h, p.parse().ok()?),
-            _ => (auth, 80),
+            _ => (auth, if tls { 443 } else { 80 }),
         };
         let host = host.trim_start_matches('[').trim_end_matches(']');
         if host.is_empty() || path.contains(char::is_whitespace) {
             return None;
         }
         Some(Target {
+            tls,
             host: host.to_string(),
             port,
             path: path.to_string(),
@@ -44,19 +53,46 @@ impl Target {
     }
 }
 
-/// GET `url`: the body of a 200 answer; otherwise what went wrong, as nats-server words
-/// it after `could not fetch <url>: ` (the status line's code and text, or the error).
-pub async fn get(url: &str, timeout: Duration) -> Result<Vec<u8>, String> {
-    tokio::time::timeout(timeout, get_inner(url))
-        .await
-        .unwrap_or_else(|_| Err("timeout awaiting response headers".into()))
+/// GET `url` (`https` through `tls`, which verifies the server): the body of a 200 answer;
+/// otherwise what went wrong, as nats-server words it after `could not fetch <url>: ` (the
+/// status line's code and text, or `Get "url": ` and Go's words for the error).
+pub async fn get(
+    url: &str,
+    tls: Option<&TlsConnector>,
+    timeout: Duration,
+) -> Result<Vec<u8>, String> {
+    let t = Target::parse(url).ok_or_else(|| format!("not an http:// or https:// URL: {url:?}"))?;
+    let fetched = tokio::time::timeout(timeout, fetch(&t, tls)).await;
+    let fetched = fetched.unwrap_or_else(|_| {
+        Err("context deadline exceeded (Client.Timeout exceeded while awaiting headers)".into())
+    });
+    parse_response(&fetched.map_err(|e| format!("Get {url:?}: {e}"))?)
 }
 
-async fn get_inner(url: &str) -> Result<Vec<u8>, String> {
-    let t = Target::parse(url).ok_or("not an http:// URL")?;
-    let mut s = tokio::net::TcpStream::connect((t.host.as_str(), t.port))
+/// The whole response to a GET of `t`.
+async fn fetch(t: &Target, tls: Option<&TlsConnector>) -> Result<Vec<u8>, String> {
+    let s = tokio::net::TcpStream::connect((t.host.as_str(), t.port))
         .await
         .map_err(|e| format!("dial tcp {}:{}: {e}", t.host, t.port))?;
+    if !t.tls {
+        return exchange(s, t).await.map_err(|e| e.to_string());
+    }
+    let tls = tls.ok_or("https needs a TLS configuration")?;
+    let name = crate::tls::server_name(&t.host)?;
+    let s = tls
+        .connect(name, s)
+        .await
+        .map_err(|e| crate::tls::go_client_error(&e))?;
+    exchange(s, t)
+        .await
+        .map_err(|e| crate::tls::go_client_error(&e))
+}
+
+/// Send the request for `t` on `s` and read the response until the server closes.
+async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
+    mut s: S,
+    t: &Target,
+) -> std::io::Result<Vec<u8>> {
     let host = if t.host.contains(':') {
         format!("[{}]:{}", t.host, t.port)
     } else {
@@ -66,22 +102,27 @@ async fn get_inner(url: &str) -> Result<Vec<u8>, String> {
         "GET {} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: natsd\r\nAccept: */*\r\nConnection: close\r\n\r\n",
         t.path
     );
-    s.write_all(req.as_bytes())
-        .await
-        .map_err(|e| e.to_string())?;
+    s.write_all(req.as_bytes()).await?;
+    s.flush().await?;
     let mut buf = Vec::new();
     let mut chunk = [0u8; 8192];
     loop {
-        let n = s.read(&mut chunk).await.map_err(|e| e.to_string())?;
+        let n = match s.read(&mut chunk).await {
+            Ok(n) => n,
+            // A TLS server that closes without close_notify: Go reads that as the end too.
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !buf.is_empty() => 0,
+            Err(e) => return Err(e),
+        };
         if n == 0 {
-            break;
+            return Ok(buf);
         }
         if buf.len() + n > MAX {
-            return Err(format!("response larger than {MAX} bytes"));
+            return Err(std::io::Error::other(format!(
+                "response larger than {MAX} bytes"
+            )));
         }
         buf.extend_from_slice(&chunk[..n]);
     }
-    parse_response(&buf)
 }
 
 /// A whole response: the body of a 200, else the status (`404 Not Found`).
@@ -165,8 +206,11 @@ mod tests {
             Target::parse("http://h").map(|t| (t.port, t.path)),
             Some((80, "/".into()))
         );
+        let t = Target::parse("https://127.0.0.1/jwt/").expect("url");
+        assert_eq!((t.tls, t.port, t.path.as_str()), (true, 443, "/jwt/"));
+        assert!(!Target::parse("http://h:1/").expect("url").tls);
         for bad in [
-            "https://h/",
+            "ftp://h/",
             "h:1/",
             "http:///x",
             "http://h:x/",

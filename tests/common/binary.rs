@@ -15,7 +15,30 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_natsd");
 /// Run `bin args…` to completion, killing it and panicking if it takes longer than `within`
 /// (polled every `poll`).
 pub fn run_within(bin: &str, args: &[&str], within: Duration, poll: Duration) -> Output {
-    let mut child = Command::new(bin)
+    run_within_env(bin, args, &[], within, poll)
+}
+
+/// A command for `bin` with environment variables set (`Some`) or removed (`None`).
+pub fn command_env(bin: &str, env: &[(&str, Option<&str>)]) -> Command {
+    let mut cmd = Command::new(bin);
+    for (k, v) in env {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    cmd
+}
+
+/// `run_within` with environment variables set or removed (`command_env`).
+pub fn run_within_env(
+    bin: &str,
+    args: &[&str],
+    env: &[(&str, Option<&str>)],
+    within: Duration,
+    poll: Duration,
+) -> Output {
+    let mut child = command_env(bin, env)
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -2,6 +2,7 @@
 //! with deadlines, a tiny HTTP GET, and `wait_for` instead of sleeps.
 #![allow(dead_code)]
 
+pub mod accounts_web;
 pub mod auth;
 pub mod binary;
 pub mod callout;

@@ -8,7 +8,7 @@ use super::DEADLINE;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::mpsc;
 use std::time::Instant;
 
@@ -135,7 +135,17 @@ pub fn launch(args: &[String], wait: Wait) -> NatsServer {
 
 /// `launch` with another nats-server binary (e.g. `assert_installed_215()`).
 pub fn launch_bin(bin: &str, args: &[String], wait: Wait) -> NatsServer {
-    let mut child = Command::new(bin)
+    launch_bin_env(bin, args, &[], wait)
+}
+
+/// `launch_bin` with environment variables set (`Some`) or removed (`None`).
+pub fn launch_bin_env(
+    bin: &str,
+    args: &[String],
+    env: &[(&str, Option<&str>)],
+    wait: Wait,
+) -> NatsServer {
+    let mut child = super::binary::command_env(bin, env)
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())

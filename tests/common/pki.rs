@@ -3,8 +3,9 @@
 
 use natsd::tls::TlsOpts;
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+use rcgen::{DistinguishedName, DnType};
 #[allow(unused_imports)]
-use rcgen::{DistinguishedName, DnType, PublicKeyData, SanType};
+use rcgen::{PublicKeyData, SanType};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
@@ -26,6 +27,10 @@ impl Pki {
         std::fs::create_dir_all(&dir).expect("tmp dir");
         let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("ca params");
         ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        // A name of its own: two CAs of one name make a verifier try the wrong one's key.
+        let mut ca_name = DistinguishedName::new();
+        ca_name.push(DnType::CommonName, format!("natsd test CA {tag}"));
+        ca_params.distinguished_name = ca_name;
         let ca =
             CertifiedIssuer::self_signed(ca_params, KeyPair::generate().expect("key")).expect("ca");
         let params = CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])

@@ -38,12 +38,26 @@ impl Op {
         encode(&c, &self.op).expect("account JWT")
     }
 
+    fn operator_jwt(&self) -> String {
+        let opc = json!({"sub": self.op.public_key(), "name": "O", "nats": {"type": "operator",
+            "version": 2, "system_account": self.sys.public_key()}});
+        encode(&opc, &self.op).expect("operator JWT")
+    }
+
+    /// Operator mode with the URL resolver at `url` (it serves the system account too; the
+    /// resolver is read-only, no preloads); `extra` is appended.
+    pub fn url_conf(&self, url: &str, extra: &str) -> String {
+        format!(
+            "operator: \"{}\"\nsystem_account: {}\nresolver: URL(\"{url}\")\n{extra}\n",
+            self.operator_jwt(),
+            self.sys.public_key()
+        )
+    }
+
     /// Operator mode with the full resolver in `dir` (deletes allowed, packs compared every
     /// second) and the system account preloaded; `extra` is appended.
     pub fn conf(&self, dir: &Path, extra: &str) -> String {
-        let opc = json!({"sub": self.op.public_key(), "name": "O", "nats": {"type": "operator",
-            "version": 2, "system_account": self.sys.public_key()}});
-        let op_jwt = encode(&opc, &self.op).expect("operator JWT");
+        let op_jwt = self.operator_jwt();
         format!(
             "operator: \"{op_jwt}\"\nsystem_account: {sys}\n\
              resolver {{ type: full, dir: \"{dir}\", allow_delete: true, interval: \"1s\" }}\n\

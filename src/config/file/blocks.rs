@@ -245,6 +245,9 @@ pub(crate) enum TlsCtx {
     Leaf,
     /// A leafnode remote's.
     LeafRemote,
+    /// `resolver_tls {}`: the URL resolver's HTTPS client (Go's `tls.Config` as a client:
+    /// no certificate needed, no `ca_file` means the system's roots).
+    Resolver,
 }
 
 /// A `tls {}` block. The certificate, key and CA files are loaded here, so `-t` reports a
@@ -276,7 +279,7 @@ pub(super) fn tls_block_for(e: &Entry, ctx: TlsCtx) -> Result<crate::tls::TlsOpt
                 have_key = true;
             }
             "ca_file" => t.ca_file = Some(string(tk, tv)?.into()),
-            "verify" => t.verify = boolean(tk, tv)?,
+            "verify" => t.verify = tls_bool(tk, te)?,
             // On the client port nats-server accepts and ignores it (it only matters when
             // dialling); natsd says so rather than pretend.
             "insecure" if client => {
@@ -286,7 +289,7 @@ pub(super) fn tls_block_for(e: &Entry, ctx: TlsCtx) -> Result<crate::tls::TlsOpt
                      it; it only skips verification when dialling routes)",
                 ))
             }
-            "insecure" => t.insecure = boolean(tk, tv)?,
+            "insecure" => t.insecure = tls_bool(tk, te)?,
             "timeout" => t.timeout = seconds(tk, tv)?,
             "cipher_suites" => {
                 for c in array(tk, tv)? {
@@ -312,15 +315,20 @@ pub(super) fn tls_block_for(e: &Entry, ctx: TlsCtx) -> Result<crate::tls::TlsOpt
             }
             // On a connection we dial there is no client certificate to map: nats-server
             // parses it there and it changes nothing (its `verify` only matters to a server).
-            "verify_and_map" if matches!(ctx, TlsCtx::LeafRemote | TlsCtx::GatewayRemote) => {
-                boolean(tk, tv)?;
+            "verify_and_map"
+                if matches!(
+                    ctx,
+                    TlsCtx::LeafRemote | TlsCtx::GatewayRemote | TlsCtx::Resolver
+                ) =>
+            {
+                tls_bool(tk, te)?;
             }
             "verify_and_map" => {
-                t.verify_and_map = boolean(tk, tv)?;
+                t.verify_and_map = tls_bool(tk, te)?;
                 t.verify |= t.verify_and_map;
             }
             "verify_cert_and_check_known_urls" => {
-                let on = boolean(tk, tv)?;
+                let on = tls_bool(tk, te)?;
                 let peers = matches!(
                     ctx,
                     TlsCtx::Cluster | TlsCtx::Gateway | TlsCtx::GatewayRemote
@@ -355,6 +363,9 @@ pub(super) fn tls_block_for(e: &Entry, ctx: TlsCtx) -> Result<crate::tls::TlsOpt
             _ => return Err(not_supported(&te.key, &te.key_pos, "this TLS option")),
         }
     }
+    if ctx == TlsCtx::Resolver {
+        return resolver_tls(e, t, have_cert, have_key);
+    }
     if !have_cert || !have_key {
         return Err(ConfigError::at(
             &v.pos,
@@ -364,6 +375,44 @@ pub(super) fn tls_block_for(e: &Entry, ctx: TlsCtx) -> Result<crate::tls::TlsOpt
     // Load the files now: a missing file or bad PEM is an error at the block (nats-server:
     // `file:2:1: error parsing X509 certificate/key pair: …`).
     crate::tls::server_config(&t).map_err(|m| ConfigError::at(&e.key_pos, m))?;
+    Ok(t)
+}
+
+/// A boolean of a `tls {}` block; nats-server's text, at the key, for anything else.
+fn tls_bool(key: &str, e: &Entry) -> Result<bool, ConfigError> {
+    match e.value.kind {
+        Kind::Bool(b) => Ok(b),
+        _ => Err(ConfigError::at(
+            &e.key_pos,
+            format!("error parsing tls config, expected '{key}' to be a boolean"),
+        )),
+    }
+}
+
+/// The end of a `resolver_tls {}` block, as nats-server's `GenTLSConfig` checks it: a
+/// certificate needs its key and the other way round (its texts, at the block); the files
+/// are loaded now. The system's roots (no `ca_file`) are read when the server starts.
+fn resolver_tls(
+    e: &Entry,
+    t: crate::tls::TlsOpts,
+    have_cert: bool,
+    have_key: bool,
+) -> Result<crate::tls::TlsOpts, ConfigError> {
+    let missing = match (have_cert, have_key) {
+        (true, false) => Some("key_file"),
+        (false, true) => Some("cert_file"),
+        _ => None,
+    };
+    if let Some(m) = missing {
+        let text = format!("missing '{m}' in TLS configuration");
+        return Err(ConfigError::at(&e.key_pos, text));
+    }
+    // Load the certificate, key and CA files only (`insecure` skips the system's roots).
+    let files = crate::tls::TlsOpts {
+        insecure: t.insecure || t.ca_file.is_none(),
+        ..t.clone()
+    };
+    crate::tls::dial_config(&files).map_err(|m| ConfigError::at(&e.key_pos, m))?;
     Ok(t)
 }
 

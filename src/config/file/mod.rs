@@ -94,7 +94,7 @@ fn not_yet(key: &str) -> Option<&'static str> {
         "ocsp" | "ocsp_cache" => "OCSP stapling",
         "websocket" | "ws" => "WebSocket",
         "mqtt" => "MQTT",
-        "resolver_tls" | "resolver_pinned_accounts" | "trusted" | "trusted_keys" => {
+        "resolver_pinned_accounts" | "trusted" | "trusted_keys" => {
             "this part of decentralized (JWT) auth"
         }
         "trace_verbose" | "trace_headers" => "this logging option",
@@ -529,6 +529,7 @@ pub fn apply(
             // or `-js` that names none.
             "store_dir" | "storedir" => store_dir = Some(PathBuf::from(string(k, v)?)),
             "tls" => opts.tls = Some(tls_block(e, blocks::TlsCtx::Client)?),
+            "resolver_tls" => opts.resolver_tls = Some(tls_block(e, blocks::TlsCtx::Resolver)?),
             "allow_non_tls" => opts.allow_non_tls = boolean(k, v)?,
             "https" => opts.https_port = monitor_listen(k, v, &mut opts.http_host)?,
             "https_port" => opts.https_port = monitor_port(k, v)?,

@@ -167,8 +167,8 @@ fn resolver_block(e: &Entry, m: &Map) -> Result<Resolver, ConfigError> {
     }
 }
 
-/// `URL("http://host:port/path/")` (quotes optional, as nats-server's pattern): the base
-/// URL, ending in `/`. Only `http` is fetched; an `https` base is refused for now.
+/// `URL("http://host:port/path/")` or `URL("https://…")` (quotes optional, as nats-server's
+/// pattern): the base URL, ending in `/`. An `https` base is fetched with `resolver_tls`.
 fn url_resolver(s: &str) -> Result<String, String> {
     let inner = s.trim()[3..].trim();
     let url = inner
@@ -176,13 +176,6 @@ fn url_resolver(s: &str) -> Result<String, String> {
         .and_then(|r| r.strip_suffix(')'))
         .map(|u| u.trim().trim_matches('"').trim())
         .unwrap_or("");
-    if url.starts_with("https://") {
-        return Err(format!(
-            "resolver URL({url:?}) is not supported yet: natsd {} fetches account JWTs over \
-             http only",
-            crate::config::NATSD_VERSION
-        ));
-    }
     if crate::util::http_get::Target::parse(url).is_none() {
         return Err(format!("error parsing account resolver url [{url:?}]"));
     }
@@ -512,8 +505,8 @@ mod tests {
         ] {
             assert_eq!(url_of(r).as_deref(), Ok(want), "{r}");
         }
-        let e = url_of("\"URL(https://h/jwt/v1/accounts/)\"").unwrap_err();
-        assert!(e.contains("is not supported yet"), "{e}");
+        let https = url_of("\"URL(https://h/jwt/v1/accounts)\"");
+        assert_eq!(https.as_deref(), Ok("https://h/jwt/v1/accounts/"));
         let e = url_of("\"URL(ftp://h/)\"").unwrap_err();
         assert!(e.contains("error parsing account resolver url"), "{e}");
     }
@@ -572,5 +565,63 @@ mod tests {
             let e = block(b).map(|_| ()).unwrap_err().to_string();
             assert!(e.contains(want), "{b}: {e}");
         }
+    }
+
+    #[test]
+    fn resolver_tls_blocks_are_checked_as_nats_server_checks_them() {
+        let dir = std::env::temp_dir().join(format!("natsd-resolver-tls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let key = rcgen::KeyPair::generate().expect("key");
+        let params = rcgen::CertificateParams::new(vec!["localhost".into()]).expect("params");
+        let cert = params.self_signed(&key).expect("cert");
+        let (c, k) = (dir.join("c.pem"), dir.join("k.pem"));
+        std::fs::write(&c, cert.pem()).expect("write");
+        std::fs::write(&k, key.serialize_pem()).expect("write");
+        let (c, k) = (c.display().to_string(), k.display().to_string());
+        let with = |b: &str| load_str(&conf("\"URL(https://h/)\"", &format!("resolver_tls {b}")));
+        let ok = with(&format!(
+            "{{ cert_file: \"{c}\", key_file: \"{k}\", ca_file: \"{c}\", verify: true, \
+             timeout: 5, pinned_certs: [], handshake_first: true }}"
+        ))
+        .expect("a full block");
+        let t = ok.options.resolver_tls.expect("resolver_tls");
+        assert_eq!((t.ca_file, t.insecure), (Some(c.clone().into()), false));
+        let none = with("{ }").expect("an empty block").options.resolver_tls;
+        assert_eq!(none, Some(crate::tls::TlsOpts::default()));
+        assert!(
+            with("{ insecure: true }")
+                .expect("insecure")
+                .options
+                .resolver_tls
+                .expect("tls")
+                .insecure
+        );
+        for (b, want) in [
+            (
+                format!("{{ cert_file: \"{c}\" }}"),
+                "missing 'key_file' in TLS configuration",
+            ),
+            (
+                format!("{{ key_file: \"{k}\" }}"),
+                "missing 'cert_file' in TLS configuration",
+            ),
+            (
+                "{ verify_cert_and_check_known_urls: true }".to_string(),
+                "verify_cert_and_check_known_urls not supported in this context",
+            ),
+            (
+                "{ ca_file: \"/nonexistent/ca.pem\" }".to_string(),
+                "/nonexistent/ca.pem",
+            ),
+            (
+                "{ insecure: 1 }".to_string(),
+                "error parsing tls config, expected 'insecure' to be a boolean",
+            ),
+            (format!("{{ ca_file: \"{k}\" }}"), "no certificate found"),
+        ] {
+            let e = with(&b).map(|_| ()).unwrap_err().to_string();
+            assert!(e.contains(want), "{b}: {e}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
