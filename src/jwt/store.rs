@@ -152,7 +152,14 @@ impl DirStore {
             return Err("invalid JWT".into());
         }
         match self.jwts.get(key) {
-            Some(old) if old == token => return Ok(false),
+            Some(old) if old == token => {
+                // nats-server's expiring store tracks the write all the same: the JWT
+                // becomes the most recent and its `ttl` starts again.
+                if self.evict {
+                    self.stamp(key);
+                }
+                return Ok(false);
+            }
             None if self.limit > 0 && self.jwts.len() >= self.limit && !self.evict => {
                 return Err("jwt store is full".into())
             }
@@ -167,10 +174,15 @@ impl DirStore {
         }
         std::fs::write(self.path(key), token).map_err(|e| format!("{key}: {e}"))?;
         self.jwts.insert(key.to_string(), token.to_string());
+        self.stamp(key);
+        Ok(true)
+    }
+
+    /// `key` becomes the most recently stored, its `ttl` starting now.
+    fn stamp(&mut self, key: &str) {
         self.next += 1;
         let stamp = (self.next, std::time::Instant::now());
         self.stamps.insert(key.to_string(), stamp);
-        Ok(true)
     }
 
     /// Store `token` unless what is stored is the same JWT (`jti`) or was issued later, as

@@ -139,6 +139,13 @@ fn a_cache_store_evicts_the_least_recently_stored_beyond_its_limit() {
     assert_eq!(keys.len(), 2);
     assert!(s.get(&b.public_key()).is_none(), "B was evicted");
     assert!(!dir.join(format!("{}{EXTENSION}", b.public_key())).exists());
+    // The same JWT stored again changes nothing but makes it the most recent: A (stored
+    // before C) stays when B comes back and C goes.
+    let a2 = account(&a, &op, 2, "a2");
+    assert_eq!(s.save(&a.public_key(), &a2), Ok(false));
+    assert_eq!(s.save(&b.public_key(), &account(&b, &op, 1, "b")), Ok(true));
+    assert!(s.get(&c.public_key()).is_none(), "C was the least recent");
+    assert!(s.get(&a.public_key()).is_some(), "A was stored again");
     // Without eviction a full store refuses.
     let dir2 = temp_dir("full");
     let mut f = DirStore::open(&dir2, Delete::No, 1).expect("open");
