@@ -103,6 +103,9 @@ pub struct RemoteLeafOpts {
     pub disabled: bool,
     /// `ignore_discovered_servers`: never dial the hub cluster's `leafnode_urls`, only ours.
     pub ignore_discovered: bool,
+    /// `hub: true`: we dial, but act as the hub of this connection (the server we dial is
+    /// our spoke; CONNECT says `"hub": true`).
+    pub hub: bool,
 }
 
 /// A remote's own credentials, beyond the URL's user and password.

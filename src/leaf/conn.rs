@@ -51,7 +51,10 @@ pub async fn run(
         addr,
         srv.opts.max_pending.max(64 * 1024 * 1024),
     ));
-    conn.spoke.store(solicit.is_some(), Relaxed);
+    // Our role: a leaf (spoke) of what we dial unless the remote says `hub: true`; a hub of
+    // what dials us unless its CONNECT says it is the hub (set then).
+    conn.spoke
+        .store(solicit.as_ref().is_some_and(|s| !s.hub), Relaxed);
     let comp = match &solicit {
         Some(sol) => RouteCompression::new(sol.compression.clone(), true),
         None => RouteCompression::new(lf.opts.compression.clone(), false),
@@ -201,7 +204,13 @@ impl LeafConn {
         self.send(format!("-ERR '{text}'\r\n").as_bytes());
     }
 
+    /// Our role on this connection: the hub's leaf (usually: we dialled it).
     fn spoke(&self) -> bool {
+        self.conn.spoke.load(Relaxed)
+    }
+
+    /// We dialled it (the handshake's direction, whatever the roles).
+    fn solicited(&self) -> bool {
         self.solicit.is_some()
     }
 
@@ -272,7 +281,7 @@ impl LeafConn {
             }
             _ if !registered => {
                 // As nats-server: interest or messages before CONNECT.
-                if !self.spoke() {
+                if !self.solicited() {
                     self.send_err("Authorization Violation");
                 }
                 self.violation("interest or message before the handshake")
@@ -303,7 +312,7 @@ impl LeafConn {
         }
         if super::perms::refuses_interest(&self.conn, subject) {
             let subject = String::from_utf8_lossy(subject);
-            if self.spoke() {
+            if self.solicited() {
                 // Our own deny_exports: never sent, so the hub's interest is moot.
                 tracing::debug!(
                     "{} - Permissions Violation for Subscription to {subject:?}",
@@ -435,7 +444,7 @@ impl LeafConn {
         };
         self.fan.in_msgs += 1;
         self.fan.in_bytes += msg.size() as u64;
-        if self.spoke() && !perms::may_receive(&self.conn, subject) {
+        if self.solicited() && !perms::may_receive(&self.conn, subject) {
             // Our deny_imports (the hub was told, but an older one may not honour it).
             tracing::debug!(
                 "{} - Not permitted to receive {:?} from the hub",
@@ -495,7 +504,7 @@ impl Session for LeafConn {
     }
 
     fn start(&mut self) -> bool {
-        if !self.spoke() && !self.info_sent {
+        if !self.solicited() && !self.info_sent {
             let info = self.hub_info();
             self.send(&info);
         }
@@ -527,7 +536,7 @@ impl Session for LeafConn {
 
     fn on_handshake_timeout(&mut self) -> CloseReason {
         tracing::error!("{} - Leafnode handshake timeout", self.conn.log_prefix());
-        if !self.spoke() {
+        if !self.solicited() {
             self.send_err("Authentication Timeout");
         }
         CloseReason::AuthenticationTimeout
@@ -573,7 +582,7 @@ impl Session for LeafConn {
             self.conn.log_prefix(),
             driver::snippet(rest)
         );
-        if self.link.is_none() && !self.spoke() {
+        if self.link.is_none() && !self.solicited() {
             self.send_err("Authorization Violation");
             CloseReason::AuthenticationViolation
         } else {

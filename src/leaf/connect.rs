@@ -33,6 +33,8 @@ pub(super) struct LeafConnect {
     pub cluster: String,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub remote_account: String,
+    /// The dialler acts as the hub of this connection (a remote's `hub: true`).
+    #[serde(rename = "is_hub", skip_serializing_if = "std::ops::Not::not")]
     pub hub: bool,
     /// A leaf's `deny_imports`: the hub must not send it these.
     #[serde(skip_serializing_if = "Vec::is_empty")]

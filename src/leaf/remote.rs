@@ -91,6 +91,8 @@ pub struct Solicit {
     pub creds: crate::config::leaf::RemoteCreds,
     /// How long to wait for the hub's first INFO (`first_info_timeout`).
     pub first_info: Duration,
+    /// `hub: true`: we act as the hub of the connection we dial.
+    pub hub: bool,
 }
 
 /// `host:port` addresses a remote learned from its hub's INFO `leafnode_urls`.
@@ -234,6 +236,7 @@ pub async fn dial_loop(
                         .clone()
                         .unwrap_or_else(crate::compress::CompressionOpts::leaf_default),
                     first_info,
+                    hub: opts.hub,
                 };
                 match attempt(&srv, &lf, sol, dial_timeout).await {
                     Outcome::Wait(d) => d,

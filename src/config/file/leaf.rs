@@ -24,7 +24,6 @@ fn leaf_not_yet(key: &str) -> Option<&'static str> {
         | "websocket_compression"
         | "ws_no_masking"
         | "websocket_no_masking" => "WebSocket leafnode remotes",
-        "hub" => "hub-role remotes",
         "isolate_leafnode_interest" | "isolate" | "request_isolation" => {
             "leafnode interest isolation"
         }
@@ -232,6 +231,7 @@ fn remote(m: &Map, at: &Pos) -> Result<RemoteLeafOpts, ConfigError> {
             "first_info_timeout" => r.first_info_timeout = Some(seconds(k, v)?),
             "disabled" => r.disabled = boolean(k, v)?,
             "ignore_discovered_servers" => r.ignore_discovered = boolean(k, v)?,
+            "hub" => r.hub = boolean(k, v)?,
             "username" => r.username = Some(string(k, v)?),
             "password" => r.password = Some(string(k, v)?),
             "creds" | "credentials" | "nkey" | "seed" => {

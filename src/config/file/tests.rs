@@ -118,10 +118,6 @@ fn keys_are_case_insensitive_and_unknown_keys_fail() {
 #[test]
 fn refused_capabilities_name_the_key() {
     for (src, key) in [
-        (
-            "leafnodes { remotes [ { url: \"nats://h:1\", hub: true } ] }",
-            "hub",
-        ),
         ("websocket { port: 8080 }", "websocket"),
         ("mqtt { port: 1883 }", "mqtt"),
     ] {
@@ -765,7 +761,7 @@ fn leafnode_remote_connection_options() {
   dial_timeout: "3s"
   remotes [
     { url: "nats://h:1", dont_randomize: true, dial_timeout: 5, first_info_timeout: "1.5s",
-      disabled: true, ignore_discovered_servers: true }
+      disabled: true, ignore_discovered_servers: true, hub: true }
     { urls: ["nats://h:2", "nats://h:3"] }
   ]
 }"#,
@@ -774,7 +770,8 @@ fn leafnode_remote_connection_options() {
     let l = o.leafnodes.expect("leafnodes");
     assert_eq!(l.dial_timeout, Some(Duration::from_secs(3)));
     let (a, b) = (&l.remotes[0], &l.remotes[1]);
-    assert!(a.no_randomize && a.disabled && a.ignore_discovered);
+    assert!(a.no_randomize && a.disabled && a.ignore_discovered && a.hub);
+    assert!(!b.hub);
     assert_eq!(a.dial_timeout, Some(Duration::from_secs(5)));
     assert_eq!(a.first_info_timeout, Some(Duration::from_millis(1500)));
     assert!(!b.no_randomize && !b.disabled && !b.ignore_discovered);

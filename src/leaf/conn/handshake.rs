@@ -50,7 +50,7 @@ fn permission(rules: (Option<&[Bytes]>, &[Bytes])) -> Option<InfoPerm> {
 impl LeafConn {
     /// Hub side: authenticate, bind the account, register.
     pub(super) fn on_connect(&mut self, json: &[u8]) -> Result<(), CloseReason> {
-        if self.spoke() {
+        if self.solicited() {
             return self.violation("CONNECT on a leafnode connection we dialled");
         }
         if self.link.is_some() {
@@ -202,6 +202,8 @@ impl LeafConn {
             );
         }
         self.set_meta(&ci.name, &ci.version, &ci.user, &acc);
+        // A leaf that declares itself the hub of this connection: we are its spoke.
+        self.conn.spoke.store(ci.hub, Relaxed);
         let _ = self
             .conn
             .leaf_cluster
@@ -309,6 +311,7 @@ impl LeafConn {
                 .as_ref()
                 .map(|c| c.name().to_string())
                 .unwrap_or_default(),
+            hub: sol.hub,
             ..Default::default()
         };
         let mut ci = ci;
@@ -406,7 +409,7 @@ impl LeafConn {
                 let mut ours = self.lf.hub_info(&self.srv, Some(self.conn.cid));
                 ours.compression = info_mode.as_str().to_string();
                 ours.nonce.clone_from(&self.nonce);
-                if self.spoke() {
+                if self.solicited() {
                     ours.nonce.clear();
                 }
                 let mut b = BytesMut::new();
