@@ -1,5 +1,5 @@
 //! Fuzz the protocol parser (`natsd::proto::parser`): arbitrary bytes, split at arbitrary
-//! points, for client and route connections, with default or tiny limits. Asserts that it
+//! points, for client, route and leafnode connections, with default or tiny limits. Asserts that it
 //! never panics, always makes progress (an op consumes at least one byte; the number of calls
 //! is bounded by ops + chunks), and that the ops and the error are the same however the
 //! stream was split (compared with parsing it in one piece).
@@ -17,11 +17,12 @@ fuzz_target!(|data: &[u8]| {
     let [mode, seed, rest @ ..] = data else {
         return;
     };
-    let kind = if mode & 1 == 0 {
-        Kind::Client
-    } else {
-        Kind::Route
-    };
+    // Bit 0: a route (bit 2: it takes `LS- <origin>`); else bit 2: a leafnode connection.
     let lnocu = mode & 4 != 0;
+    let kind = match (mode & 1 != 0, lnocu) {
+        (true, _) => Kind::Route,
+        (false, true) => Kind::Leaf,
+        (false, false) => Kind::Client,
+    };
     parser_drive::split_and_whole(kind, parser_drive::limits(*mode, *seed), lnocu, *seed, rest);
 });
