@@ -1064,3 +1064,24 @@ async fn silent_connection_times_out_during_handshake() {
     still_serves_clients(&srv).await;
     srv.shutdown().await;
 }
+
+/// A peer's interest on behalf of a leaf cluster (`LS+ <origin>`) is kept apart from its own
+/// (`RS+`): the same subject may come both ways, and each goes on its own. A peer without
+/// `lnocu` (2.9.10) takes its leaf interest back with `LS-` and no origin.
+#[tokio::test]
+async fn leaf_cluster_interest_from_a_peer_is_kept_apart_from_its_own() {
+    let srv = node(copts()).await;
+    let (mut p, _) = Peer::join(&srv, "lsplus", true).await;
+    p.send("LS+ LC $G foo\r\nRS+ $G foo\r\nLS+ LC $G bar q 2\r\n")
+        .await;
+    wait_interest(&srv, "foo", true).await;
+    wait_interest(&srv, "bar", true).await;
+    // The leaf cluster's `foo` goes; the peer's own stays.
+    p.send("LS- $G foo\r\n").await;
+    p.sync().await;
+    assert!(common::leaf::has_interest(&srv, "$G", "foo"));
+    p.send("RS- $G foo\r\nLS- $G bar q\r\n").await;
+    wait_interest(&srv, "foo", false).await;
+    wait_interest(&srv, "bar", false).await;
+    srv.shutdown().await;
+}

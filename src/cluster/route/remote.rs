@@ -18,6 +18,9 @@ pub(super) struct RemoteAcc {
     /// Queue interest by `subject queue` (or `subject queue origin`), each with its own
     /// entry (it carries the weight).
     queues: FastMap<Bytes, Arc<Subscription>>,
+    /// The leaf clusters queue interest came for (an `LS-` without its origin is looked up
+    /// under each).
+    queue_origins: Vec<Bytes>,
 }
 
 /// Plain interest of one origin: the sublist entry that stands for every subject of it
@@ -68,6 +71,7 @@ impl RemoteAcc {
             own: PlainSet::new(Subscription::remote(conn.clone(), Bytes::new(), None, 1)),
             leaf: Vec::new(),
             queues: FastMap::default(),
+            queue_origins: Vec::new(),
         }
     }
 
@@ -117,7 +121,10 @@ impl RemoteAcc {
         );
         let sub = match origin {
             None => Subscription::remote(self.conn(), subj, Some(queue), weight),
-            Some(_) => {
+            Some(o) => {
+                if !self.queue_origins.iter().any(|k| k[..] == *o) {
+                    self.queue_origins.push(Bytes::copy_from_slice(o));
+                }
                 let o = key.slice(subject.len() + q.len() + 2..);
                 Subscription::remote_from(self.conn(), subj, Some(queue), weight, o)
             }
@@ -158,10 +165,10 @@ impl RemoteAcc {
                     .find(|(_, p)| p.subjects.contains(subject))
                     .map(|(o, _)| o.to_vec()),
                 Some(q) => self
-                    .queues
-                    .values()
-                    .filter(|s| s.subject[..] == *subject && s.queue.as_deref() == Some(q))
-                    .find_map(|s| s.leaf_origin().map(<[u8]>::to_vec)),
+                    .queue_origins
+                    .iter()
+                    .find(|o| self.queues.contains_key(&queue_key(subject, q, Some(o))))
+                    .map(|o| o.to_vec()),
             },
         };
         match queue {

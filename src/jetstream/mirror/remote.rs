@@ -137,6 +137,8 @@ pub struct Remote {
     contact: Instant,
     /// The origin's pending count at the last delivery (the info's `lag`).
     pub lag: u64,
+    /// The origin as a source's copies name it (`Origin::label`), made once.
+    label: String,
 }
 
 impl Drop for Remote {
@@ -264,6 +266,7 @@ fn start(
         dseq: 1,
         contact: now,
         lag: 0,
+        label: o.label(),
     };
     // Nobody took the request (the leaf link is not up yet): ask again after the retry
     // threshold rather than waiting out the answer.
@@ -287,7 +290,15 @@ pub fn on_event(
     let stream = st.cfg.name.clone();
     if key == r.reply {
         let v: Value = serde_json::from_slice(&ev.payload).unwrap_or(Value::Null);
-        if let Some(e) = v.get("error").filter(|e| !e.is_null()) {
+        let err = match v.get("error").filter(|e| !e.is_null()) {
+            Some(e) => Some(e.to_string()),
+            None if v.get("config").is_none() => Some(format!(
+                "not a consumer: {:?}",
+                String::from_utf8_lossy(&ev.payload[..ev.payload.len().min(128)])
+            )),
+            None => None,
+        };
+        if let Some(e) = err {
             tracing::warn!(
                 "JetStream error response for create {} consumer of stream {stream:?}: {e}",
                 kind(mirror)
@@ -347,8 +358,7 @@ pub fn on_event(
         header: ev.header.clone(),
         data: ev.payload.clone(),
     };
-    let label = f.origin.label();
-    if !copy(st, mirror, &label, m, now_nanos(), room) {
+    if !copy(st, mirror, &r.label, m, now_nanos(), room) {
         tracing::debug!("JetStream: stream {stream:?} waits: account over its limit");
         f.remote = None;
         return Outcome::Nothing;
