@@ -298,13 +298,11 @@ fn every_leafnodes_key_works_or_is_refused_by_name() {
         }
     }
     assert!(unknown.is_empty(), "{unknown:#?}");
-    let e = load_str("leafnodes { remotes [ { url: \"nats://h:1\", hub: true } ] }\n")
-        .expect_err("refused");
-    assert!(
-        e.to_string().contains("\"hub\" is not supported yet")
-            && e.to_string().contains("hub-role remotes"),
-        "{e}"
-    );
+    // Hub-role remotes are taken (tests/leafnode_hub_role.rs).
+    let o = load_str("leafnodes { remotes [ { url: \"nats://h:1\", hub: true } ] }\n")
+        .expect("hub-role remote")
+        .options;
+    assert!(o.leafnodes.is_some_and(|l| l.remotes[0].hub));
     let o = load_str(
         "leafnodes { listen: \"127.0.0.1:-1\", authorization { users [ {user: a, password: b, \
          account: A} ] }, remotes [ { urls: [\"nats-leaf://u:p@h:7\"], account: A } ] }\n\

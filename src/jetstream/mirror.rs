@@ -60,6 +60,8 @@ pub struct Follow {
     pub remote: Option<remote::Remote>,
     /// An external origin: no new consumer is asked for before this.
     pub retry_at: Option<Instant>,
+    /// An external origin: attempts that failed in a row (error answers, silence).
+    pub fails: u32,
 }
 
 /// What one stream follows: its mirror, or its sources.
@@ -182,6 +184,7 @@ impl Follows {
                     since: now,
                     remote: None,
                     retry_at: None,
+                    fails: 0,
                 })
                 .collect(),
         }
@@ -196,6 +199,7 @@ impl Follows {
                 f.since = o.since;
                 f.remote = o.remote.take();
                 f.retry_at = o.retry_at;
+                f.fails = o.fails;
             }
         }
     }

@@ -9,9 +9,10 @@
 //!   a 1 s idle heartbeat, a 10 s inactive threshold, starting after what it already holds;
 //! - each delivery's `$JS.ACK.…` reply names the origin sequence, the delivery sequence, the
 //!   timestamp and the origin's pending count (the info's `lag`);
-//! - a flow-control request is answered at once; a delivery or heartbeat that shows a gap,
-//!   an error answer, or 10 s without contact drops the consumer and asks for a new one
-//!   (at most every 2 s) from the next sequence it lacks.
+//! - a flow-control request is answered at once; a delivery or heartbeat that shows a gap
+//!   drops the consumer and asks for a new one from the next sequence it lacks (at most every
+//!   2 s); an error answer or 10 s without contact does the same after a back-off of 10 s per
+//!   failure in a row, at most 2 minutes, as nats-server.
 //!
 //! It all runs on the JetStream task: deliveries and answers arrive as
 //! [`EventKind::Sync`] events and the engine's timer drives the retries.
@@ -35,6 +36,23 @@ const HEARTBEAT: Duration = Duration::from_secs(1);
 const STALL: Duration = Duration::from_secs(10);
 /// At most one create request per origin in this time (`sourceConsumerRetryThreshold`).
 const RETRY: Duration = Duration::from_secs(2);
+
+/// How long to wait after `fails` failed attempts in a row (nats-server's
+/// `calculateRetryBackoff`: 5 s × 2 per failure, at most 2 minutes).
+fn backoff(fails: u32) -> Duration {
+    let most = Duration::from_secs(120);
+    Duration::from_secs(10)
+        .checked_mul(fails)
+        .map_or(most, |d| d.clamp(RETRY, most))
+}
+
+/// An attempt failed (an error answer, no answer, silence): drop the consumer; the next
+/// attempt waits longer.
+fn failed(f: &mut Follow) {
+    f.fails = f.fails.saturating_add(1);
+    f.remote = None;
+    f.retry_at = Some(Instant::now() + backoff(f.fails));
+}
 
 /// Where an external origin's JetStream API is and where its deliveries go.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
@@ -179,7 +197,7 @@ pub fn tick(cx: &Cx<'_>, tx: &Queue, stream: &str, mirror: bool, f: &mut Follow)
             f.origin.name,
             ext.api
         );
-        f.remote = None;
+        failed(f);
     }
     if f.retry_at.is_some_and(|t| now < t) {
         return;
@@ -303,9 +321,13 @@ pub fn on_event(
                 "JetStream error response for create {} consumer of stream {stream:?}: {e}",
                 kind(mirror)
             );
-            f.remote = None;
+            failed(f);
             return Outcome::Nothing;
         }
+        f.fails = 0;
+        let Some(r) = f.remote.as_mut() else {
+            return Outcome::Nothing;
+        };
         r.created = true;
         r.contact = Instant::now();
         return Outcome::Nothing;
@@ -427,6 +449,16 @@ mod tests {
         assert_eq!(ack_reply(v2).map(|a| a.sseq), Some(7));
         assert_eq!(ack_reply("$JS.ACK.O.C.1.x.3.4.5"), None);
         assert_eq!(ack_reply("_INBOX.x"), None);
+    }
+
+    #[test]
+    fn retries_back_off_as_nats_server() {
+        let s = Duration::from_secs;
+        assert_eq!(backoff(0), s(2));
+        assert_eq!(backoff(1), s(10));
+        assert_eq!(backoff(3), s(30));
+        assert_eq!(backoff(12), s(120));
+        assert_eq!(backoff(u32::MAX), s(120));
     }
 
     #[test]
