@@ -333,7 +333,9 @@ fn operator_config_is_checked_as_nats_server() {
     // The URL resolver is read-only (tests/resolver_url.rs runs it).
     assert!(err("resolver: URL(http://127.0.0.1:1/jwt)\n")
         .contains("resolver preloads only available for writeable resolver types"));
-    assert!(err("resolver: URL(https://127.0.0.1:1/jwt)\n").contains("is not supported yet"));
+    // Over https too (tests/resolver_url_tls.rs runs it).
+    assert!(err("resolver: URL(https://127.0.0.1:1/jwt)\n")
+        .contains("resolver preloads only available for writeable resolver types"));
     // The directory resolvers' block, with nats-server's texts (`opts.go`).
     let block = |b: &str| {
         let conf = w
