@@ -540,10 +540,10 @@ async fn account_limits_over_the_server_refuse_to_start() {
     let mut two = o.clone();
     two.jetstream_limits.insert(
         "U".into(),
-        natsd::config::JsAccountLimits {
+        natsd::config::JsLimits::Flat(natsd::config::JsAccountLimits {
             max_memory: 60 * 1024,
             ..Default::default()
-        },
+        }),
     );
     let e = Server::start(two).await.err().expect("refused");
     assert!(

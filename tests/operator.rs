@@ -413,10 +413,6 @@ fn operator_config_is_checked_as_nats_server() {
                 "type": "stream", "local_subject": "x.$1"}]}),
             "local_subject",
         ),
-        (
-            json!({"limits": {"tiered_limits": {"R1": {"mem_storage": -1, "disk_storage": -1}}}}),
-            "tiered_limits",
-        ),
     ] {
         let mut c = json!({"sub": x.public_key(), "nats": {"type": "account", "version": 2}});
         if let (Some(n), Value::Object(e)) = (c["nats"].as_object_mut(), nats) {

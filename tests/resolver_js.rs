@@ -32,17 +32,12 @@ async fn a_pushed_account_gets_jetstream_with_its_jwt_limits_as_nats_server() {
     let o = Op::new();
     let (a, plain) = (KeyPair::new_account(), KeyPair::new_account());
     for go in [false, true] {
-        let (t, dir, admin) = o
-            .start(go, "js", "jetstream { store_dir: \"{dir}.js\" }")
-            .await;
-        let who = t.name();
-        for (acc, token) in [
+        let tokens = [
             (&a, o.account(&a, "A", js_limits())),
             (&plain, o.account(&plain, "P", json!({}))),
-        ] {
-            let answer = json_request(&admin, "$SYS.REQ.CLAIMS.UPDATE", &token).await;
-            assert_eq!(answer["data"], jwt_updated(acc), "{who}: {answer}");
-        }
+        ];
+        let (t, dir, admin) = o.start_js(go, "js", &tokens).await;
+        let who = t.name();
         let nc = client(t.client(), &KeyPair::new_user(), &a)
             .await
             .expect("A");
@@ -83,8 +78,7 @@ async fn a_pushed_account_gets_jetstream_with_its_jwt_limits_as_nats_server() {
         assert_eq!(off["error"]["err_code"], 10039, "{who}: {off}");
         drop((nc, pc, admin));
         t.stop().await;
-        let _ = std::fs::remove_dir_all(&dir);
-        let _ = std::fs::remove_dir_all(format!("{}.js", dir.display()));
+        common::resolver::remove_js(&dir);
     }
 }
 
@@ -93,16 +87,7 @@ async fn a_three_node_cluster_with_the_full_resolver_replicates_a_pushed_account
     let o = Op::new();
     let a = KeyPair::new_account();
     let root = tmp_dir("resolver", "js-cluster");
-    let js = jsc::cluster_with("resolver-js-cluster", 3, |name, opts| {
-        let conf = o.conf(&root.join(name), "");
-        let base = opts.clone();
-        *opts = common::conf_opts(&conf);
-        opts.server_name = base.server_name;
-        opts.cluster = base.cluster;
-        opts.http_port = base.http_port;
-        opts.jetstream = base.jetstream;
-    })
-    .await;
+    let js = o.js_cluster("resolver-js-cluster", &root).await;
     let admin = o.admin(js.servers[0].client_addr()).await;
     let answer = json_request(
         &admin,
@@ -127,14 +112,9 @@ async fn a_three_node_cluster_with_the_full_resolver_replicates_a_pushed_account
     jsc::publish_acked(&ctx, "R", 1, 20).await;
     let key = a.public_key();
     wait_for("every node to hold the 20 messages", || async {
-        js.servers.iter().all(|s| {
-            let Some(j) = s.shared().jetstream.get().cloned() else {
-                return false;
-            };
-            let e = j.engine();
-            let st = e.accounts.get(&key).and_then(|ja| ja.streams.get("R"));
-            st.is_some_and(|st| st.store.state().msgs == 20)
-        })
+        jsc::copies_in(&js, &key, "R")
+            .iter()
+            .all(|c| c.is_some_and(|(msgs, _)| msgs == 20))
     })
     .await;
     let info = jsc::api(&nc, "$JS.API.STREAM.INFO.R", "").await;

@@ -405,7 +405,7 @@ pub struct Options {
     pub jetstream_accounts: Vec<String>,
     /// The limits of the accounts in `jetstream_accounts` (from their `jetstream { … }` map;
     /// an account missing here is unlimited).
-    pub jetstream_limits: BTreeMap<String, JsAccountLimits>,
+    pub jetstream_limits: BTreeMap<String, JsLimits>,
     /// Accounts' message trace destinations (`msg_trace`/`trace_dest`, nats-server 2.11+):
     /// where a message with a sampled W3C `traceparent` is traced.
     pub account_msg_trace: BTreeMap<String, AccountMsgTrace>,
@@ -486,6 +486,22 @@ impl Default for JsAccountLimits {
             store_max_stream_bytes: -1,
             max_bytes_required: false,
         }
+    }
+}
+
+/// An account's JetStream limits: one set for all its streams (an account's `jetstream {}`,
+/// an account JWT's flat limits), or an account JWT's `tiered_limits`, one set per tier
+/// ("R1", "R3", …: the streams and consumers of that many replicas). With tiers, an asset
+/// whose tier is missing is refused (10120). See `jetstream/limits.rs`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum JsLimits {
+    Flat(JsAccountLimits),
+    Tiered(BTreeMap<String, JsAccountLimits>),
+}
+
+impl Default for JsLimits {
+    fn default() -> Self {
+        JsLimits::Flat(JsAccountLimits::default())
     }
 }
 

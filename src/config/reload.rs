@@ -512,10 +512,10 @@ mod tests {
         let mut new = old.clone();
         new.jetstream_limits.insert(
             "A".into(),
-            crate::config::JsAccountLimits {
+            crate::config::JsLimits::Flat(crate::config::JsAccountLimits {
                 max_streams: 2,
                 ..Default::default()
-            },
+            }),
         );
         let p = diff(&old, &new).expect("plan");
         assert!(p.js_limits);

@@ -51,7 +51,7 @@ pub struct JsAccount {
     /// Streams that mirror or source others (by name), with their copy cursors.
     pub follows: BTreeMap<String, super::mirror::Follows>,
     /// The account's JetStream limits (see `limits.rs`).
-    pub limits: super::limits::Limits,
+    pub limits: super::limits::AccountLimits,
     /// Snapshots being sent and restores being received.
     transfers: snapshots::Transfers,
     /// For the account's byte limits on publishes (`limits::room`).
@@ -75,6 +75,9 @@ pub struct Engine {
     usage_bound: Option<(u64, u64)>,
     /// Clustered JetStream (a `cluster {}` block): decides which node answers what.
     pub cluster: Option<Arc<super::cluster::JsCluster>>,
+    /// For the meta leader's answer to `$JS.API.INFO`: the account's streams assigned to
+    /// other nodes (set by the cluster right before the engine answers).
+    pub elsewhere: Vec<super::limits::Assigned>,
 }
 
 /// The server's `jetstream { limits {} }` (none when JetStream came from `-js`).
@@ -209,6 +212,7 @@ impl Engine {
             pending_acks: Vec::new(),
             usage_bound: None,
             cluster: None,
+            elsewhere: Vec::new(),
         }
     }
 
@@ -255,7 +259,7 @@ impl Engine {
                 .opts
                 .jetstream_limits
                 .get(&acc.name)
-                .copied()
+                .cloned()
                 .unwrap_or_default(),
             transfers: Default::default(),
             usage_bound: Default::default(),
@@ -452,6 +456,7 @@ impl Engine {
             tx: &self.tx,
             usage,
             reserved,
+            elsewhere: &self.elsewhere,
         };
         let Some(ja) = self.accounts.get_mut(&*ev.acc) else {
             return;
@@ -617,6 +622,8 @@ pub struct Globals<'a> {
     pub usage: Option<(u64, u64)>,
     /// (memory, file) reserved by every account's streams (API requests only).
     pub reserved: (i64, i64),
+    /// See [`Engine::elsewhere`].
+    pub elsewhere: &'a [super::limits::Assigned],
 }
 
 /// Interest and work-queue retention: remove the messages every interested consumer is

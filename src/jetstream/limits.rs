@@ -11,6 +11,10 @@
 //! `max_memory_store`/`max_file_store`; publishes against the account's *usage* (the bytes
 //! its stores hold). Usage is never counted apart: it is the sum of the stores' own byte
 //! counts, so purges, deletes, age limits and restarts are followed by construction.
+//! Tiered limits (an account JWT's `tiered_limits`, nats-server 2.7+): an asset of R
+//! replicas is held to tier "R<R>" alone — its streams counted, reserved and used apart
+//! from the other tiers', with the tier's bytes meaning one replica's worth (flat limits
+//! count every replica) — and refused (10120) when the account has no such tier.
 //! Does not know about subscriptions, the event queue or the wire.
 
 use super::engine::{Engine, Globals, JsAccount};
@@ -18,9 +22,13 @@ use super::stream::Stream;
 use super::types::*;
 use super::JsConfig;
 pub use crate::config::JsAccountLimits as Limits;
+pub use crate::config::JsLimits as AccountLimits;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
+
+mod info;
+pub use info::Assigned;
 
 /// How often the "limits exceeded" warning may repeat for one account.
 const WARN_EVERY: Duration = Duration::from_secs(10);
@@ -41,6 +49,78 @@ fn too_many_consumers() -> ApiError {
     ApiError::new(400, 10026, "maximum consumers limit reached")
 }
 
+/// The answer when an account with tiered limits has none for an asset's replica count.
+pub fn no_limits() -> ApiError {
+    ApiError::new(
+        400,
+        10120,
+        "no JetStream default or applicable tiered limit present",
+    )
+}
+
+/// The limits that hold an asset (nats-server's `selectLimits`).
+#[derive(Clone, Copy, Debug)]
+pub struct Selected<'a> {
+    pub limits: &'a Limits,
+    /// With tiered limits, the tier: the replica count whose assets share these limits.
+    pub tier: Option<i64>,
+}
+
+impl Selected<'_> {
+    /// Whether an asset of `replicas` counts against these limits.
+    fn holds(&self, replicas: i64) -> bool {
+        self.tier.is_none_or(|t| t == replicas.max(1))
+    }
+
+    /// How many times an asset of `replicas` counts its bytes: flat limits count every
+    /// replica, a tier's limits one.
+    fn scale(&self, replicas: i64) -> i64 {
+        if self.tier.is_some() {
+            1
+        } else {
+            replicas.max(1)
+        }
+    }
+}
+
+/// A tier's replica count: "R3" is 3 (as nats-server's `tierName` writes it).
+fn tier_replicas(name: &str) -> Option<i64> {
+    let digits = name.strip_prefix('R')?;
+    if digits.starts_with(['0', '+', '-']) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+impl AccountLimits {
+    /// The limits for an asset of `replicas` (0 is 1): the flat ones, or its tier's.
+    pub fn select(&self, replicas: i64) -> Result<Selected<'_>, ApiError> {
+        match self {
+            AccountLimits::Flat(limits) => Ok(Selected { limits, tier: None }),
+            AccountLimits::Tiered(tiers) => {
+                let r = replicas.max(1);
+                tiers
+                    .iter()
+                    .find(|(name, _)| tier_replicas(name) == Some(r))
+                    .map(|(_, limits)| Selected {
+                        limits,
+                        tier: Some(r),
+                    })
+                    .ok_or_else(no_limits)
+            }
+        }
+    }
+
+    /// Every set of limits (one, or one per tier).
+    pub fn each(&self) -> impl Iterator<Item = &Limits> {
+        let (flat, tiers) = match self {
+            AccountLimits::Flat(l) => (Some(l), None),
+            AccountLimits::Tiered(t) => (None, Some(t.values())),
+        };
+        flat.into_iter().chain(tiers.into_iter().flatten())
+    }
+}
+
 /// The account's byte limit for a storage type (-1: none).
 fn max_bytes(l: &Limits, storage: Storage) -> i64 {
     match storage {
@@ -57,11 +137,18 @@ fn max_stream_bytes(l: &Limits, storage: Storage) -> i64 {
     }
 }
 
-/// What the account's streams of `storage` other than `name` reserve: their `max_bytes`.
-fn reserved(streams: &BTreeMap<String, Stream>, storage: Storage, name: &str) -> i64 {
+/// What the account's streams of `storage` other than `name` (within `sel`'s tier)
+/// reserve: their `max_bytes`.
+fn reserved(
+    sel: Selected<'_>,
+    streams: &BTreeMap<String, Stream>,
+    storage: Storage,
+    name: &str,
+) -> i64 {
     streams
         .values()
         .filter(|s| s.cfg.storage == storage && s.cfg.name != name && s.cfg.max_bytes > 0)
+        .filter(|s| sel.holds(s.cfg.num_replicas))
         .map(|s| s.cfg.max_bytes)
         .sum()
 }
@@ -111,36 +198,45 @@ fn count_and_consumers(
 /// nats-server): the number of streams (an identical re-create counts too), the stream's
 /// `max_consumers` against the account's, and its `max_bytes` against what is left.
 pub fn check_create(
-    l: &Limits,
+    sel: Selected<'_>,
     streams: &BTreeMap<String, Stream>,
     cfg: &StreamConfig,
     server: (i64, i64),
 ) -> Result<(), ApiError> {
-    count_and_consumers(l, Some(streams.len()), cfg)?;
-    let r = reserved(streams, cfg.storage, &cfg.name);
-    check_bytes(l, cfg.storage, r, cfg.max_bytes, server)
+    let count = streams
+        .values()
+        .filter(|s| sel.holds(s.cfg.num_replicas))
+        .count();
+    count_and_consumers(sel.limits, Some(count), cfg)?;
+    let r = reserved(sel, streams, cfg.storage, &cfg.name);
+    check_bytes(sel.limits, cfg.storage, r, cfg.max_bytes, server)
 }
 
-/// A stream create or scale-up in a JetStream cluster, on the meta leader (nats-server's
-/// `jsClusteredStreamLimitsCheck`, untiered limits): `others` are the account's other
-/// assigned streams as (storage, `max_bytes`, replicas). A replicated stream reserves its
-/// `max_bytes` once per replica, as in 2.15.
+/// A stream create or scale in a JetStream cluster, on the meta leader (nats-server's
+/// `jsClusteredStreamLimitsCheck`): `others` are the account's other assigned streams as
+/// (storage, `max_bytes`, replicas). Under flat limits a replicated stream reserves its
+/// `max_bytes` once per replica, as in 2.15; a tier counts only its own streams, once.
 pub fn check_clustered(
-    l: &Limits,
+    limits: &AccountLimits,
     others: &[(Storage, i64, i64)],
     cfg: &StreamConfig,
     creating: bool,
 ) -> Result<(), ApiError> {
-    count_and_consumers(l, creating.then_some(others.len()), cfg)?;
-    let reserved = others
+    let sel = limits.select(cfg.num_replicas)?;
+    let tier: Vec<_> = others.iter().filter(|(_, _, r)| sel.holds(*r)).collect();
+    count_and_consumers(sel.limits, creating.then_some(tier.len()), cfg)?;
+    let reserved = tier
         .iter()
         .filter(|(s, mb, _)| *s == cfg.storage && *mb > 0)
         .fold(0i64, |a, (_, mb, r)| {
-            a.saturating_add(mb.saturating_mul((*r).max(1)))
+            a.saturating_add(mb.saturating_mul(sel.scale(*r)))
         });
-    let add = cfg.max_bytes.max(1).saturating_mul(cfg.num_replicas.max(1));
-    check_bytes(l, cfg.storage, reserved, add, (0, i64::MAX))?;
-    check_config(l, cfg)
+    let add = cfg
+        .max_bytes
+        .max(1)
+        .saturating_mul(sel.scale(cfg.num_replicas));
+    check_bytes(sel.limits, cfg.storage, reserved, add, (0, i64::MAX))?;
+    check_config(sel.limits, cfg)
 }
 
 /// With the configuration checks (create and update): `max_bytes_required` and the largest
@@ -168,18 +264,45 @@ pub fn check_config(l: &Limits, cfg: &StreamConfig) -> Result<(), ApiError> {
 /// top of what the others and the stream's old `max_bytes` reserve (nats-server's
 /// `configUpdateCheck`).
 pub fn check_update(
-    l: &Limits,
+    sel: Selected<'_>,
     streams: &BTreeMap<String, Stream>,
     old: &StreamConfig,
     new: &StreamConfig,
     server: (i64, i64),
 ) -> Result<(), ApiError> {
+    let l = sel.limits;
     if new.max_consumers > 0 && l.max_consumers > 0 && new.max_consumers > l.max_consumers {
         return Err(too_many_consumers());
     }
     let grow = new.max_bytes.saturating_sub(old.max_bytes).max(0);
-    let r = reserved(streams, new.storage, &new.name).saturating_add(old.max_bytes);
+    let r = reserved(sel, streams, new.storage, &new.name).saturating_add(old.max_bytes);
     check_bytes(l, new.storage, r, grow, server)
+}
+
+/// The limits of a stream update: its new replica count's, else its old one's (as
+/// nats-server's `update`).
+pub fn select_update<'a>(
+    limits: &'a AccountLimits,
+    old: &StreamConfig,
+    new: &StreamConfig,
+) -> Result<Selected<'a>, ApiError> {
+    limits
+        .select(new.num_replicas)
+        .or_else(|_| limits.select(old.num_replicas))
+}
+
+/// The limits of a consumer: its own replica count's, else its stream's.
+pub fn select_consumer<'a>(
+    limits: &'a AccountLimits,
+    cfg: &ConsumerConfig,
+    stream: &StreamConfig,
+) -> Result<Selected<'a>, ApiError> {
+    let replicas = if cfg.num_replicas > 0 {
+        cfg.num_replicas
+    } else {
+        stream.num_replicas
+    };
+    limits.select(replicas)
 }
 
 /// A consumer without `max_ack_pending` (acked) gets the account's when it is below the
@@ -214,51 +337,94 @@ pub fn consumers_per_stream(l: &Limits, stream_max: i64) -> i64 {
 /// Room for a publish into stream `name`: the bytes it may hold before the account is over
 /// its limit for the stream's storage (the account's memory/storage limit and, as
 /// nats-server 2.9.10 also compares the account's total with it, `*_max_stream_bytes`),
-/// given what the account's other streams hold. `None`: no check needed — no such limit (an
-/// account without byte limits pays one check per publish, nothing summed), or `bound` (an
-/// upper bound of what the account holds in that storage, see [`UsageBound`]) shows that
-/// `size` more bytes stay within it.
+/// given what the account's other streams hold. Flat limits count every replica of a
+/// stream (nats-server sums the usage its replicas report); a tier counts its own streams,
+/// one replica each. `Ok(None)`: no check needed — no such limit (an account without byte
+/// limits pays one check per publish, nothing summed), or `bound` (an upper bound of what
+/// the account holds in that storage, see [`UsageBound`]) shows that `size` more bytes stay
+/// within it. An error: the stream's tier has no limits (any more).
 pub fn room(
-    l: &Limits,
+    limits: &AccountLimits,
     streams: &BTreeMap<String, Stream>,
     name: &str,
     size: u64,
     bound: &mut UsageBound,
-) -> Option<i64> {
-    if l.max_memory < 0
-        && l.max_store < 0
-        && l.memory_max_stream_bytes <= 0
-        && l.store_max_stream_bytes <= 0
-    {
-        return None;
+) -> Result<Option<i64>, ApiError> {
+    if let AccountLimits::Flat(l) = limits {
+        if l.max_memory < 0
+            && l.max_store < 0
+            && l.memory_max_stream_bytes <= 0
+            && l.store_max_stream_bytes <= 0
+        {
+            return Ok(None);
+        }
     }
-    let storage = streams.get(name)?.cfg.storage;
+    let Some(st) = streams.get(name) else {
+        return Ok(None);
+    };
+    let sel = limits.select(st.cfg.num_replicas)?;
+    let l = sel.limits;
+    let storage = st.cfg.storage;
     let per_stream = max_stream_bytes(l, storage);
     let max = max_bytes(l, storage);
     let limit = match (max >= 0, per_stream > 0) {
-        (false, false) => return None,
+        (false, false) => return Ok(None),
         (true, false) => max,
         (false, true) => per_stream,
         (true, true) => max.min(per_stream),
     };
-    let size = size + MSG_OVERHEAD;
+    let scale = |s: &Stream| sel.scale(s.cfg.num_replicas).unsigned_abs();
+    let own_scale = scale(st);
+    let size = (size + MSG_OVERHEAD) * own_scale;
+    // The bound covers every tier: an upper bound of any one's usage too.
     let slot = &mut bound.0[storage as usize];
     if let Some(b) = *slot {
         if i64::try_from(b + size).is_ok_and(|after| after <= limit) {
             *slot = Some(b + size);
-            return None;
+            return Ok(None);
         }
     }
-    let (mut total, mut own) = (0u64, 0u64);
+    let (mut total, mut tier, mut own) = (0u64, 0u64, 0u64);
     for s in streams.values().filter(|s| s.cfg.storage == storage) {
-        let b = s.store.state().bytes;
+        let b = s.store.state().bytes * scale(s);
         total += b;
+        if sel.holds(s.cfg.num_replicas) {
+            tier += b;
+        }
         if s.cfg.name == name {
             own = b;
         }
     }
     *slot = Some(total + size);
-    Some(limit.saturating_sub(i64::try_from(total - own).unwrap_or(i64::MAX)))
+    let others = i64::try_from(tier - own).unwrap_or(i64::MAX);
+    // In one replica's bytes, as the stream's store counts them.
+    Ok(Some(
+        limit.saturating_sub(others) / i64::try_from(own_scale).unwrap_or(1),
+    ))
+}
+
+/// A publish into a replicated stream, checked by the stream's leader before it is proposed
+/// (nats-server's `processClusteredInboundMsg`): the error when the stream's tier has no
+/// limits, or when storing it would take the account over them.
+pub fn refuse_replicated(ja: &JsAccount, stream: &str, ev: &super::Event) -> Option<ApiError> {
+    let room = match room(
+        &ja.limits,
+        &ja.streams,
+        stream,
+        0,
+        &mut UsageBound::default(),
+    ) {
+        Ok(None) => return None,
+        Ok(Some(room)) => room,
+        Err(e) => return Some(e),
+    };
+    let st = ja.streams.get(stream)?;
+    let hdr = ev.header.as_deref().filter(|h| !h.is_empty());
+    if copy_fits(st, Some(room), &ev.subject, hdr, &ev.payload) {
+        return None;
+    }
+    warn_exceeded(&ja.acc.name);
+    Some(account_exceeded())
 }
 
 /// What a store counts for a message beyond its subject, header and payload is less than this
@@ -406,52 +572,10 @@ impl Engine {
 
     /// New limits for the JetStream accounts (a config reload); an account missing from
     /// `by_account` is unlimited.
-    pub fn set_limits(&mut self, by_account: &BTreeMap<String, Limits>) {
+    pub fn set_limits(&mut self, by_account: &BTreeMap<String, AccountLimits>) {
         for (name, ja) in &mut self.accounts {
-            ja.limits = by_account.get(name).copied().unwrap_or_default();
+            ja.limits = by_account.get(name).cloned().unwrap_or_default();
         }
-    }
-}
-
-impl JsAccount {
-    /// `$JS.API.INFO`: usage, the limits (-1 unlimited), the API counters.
-    pub(super) fn account_info(&self, g: &Globals<'_>) -> String {
-        let (mut mem, mut file, mut consumers) = (0u64, 0u64, 0usize);
-        for s in self.streams.values() {
-            let b = s.store.state().bytes;
-            consumers += s.consumer_count();
-            match s.cfg.storage {
-                Storage::Memory => mem += b,
-                Storage::File => file += b,
-            }
-        }
-        let l = &self.limits;
-        let mut limits = Obj::new();
-        limits
-            .field("max_memory", &l.max_memory)
-            .field("max_storage", &l.max_store)
-            .field("max_streams", &l.max_streams)
-            .field("max_consumers", &l.max_consumers)
-            .field("max_ack_pending", &l.max_ack_pending)
-            .field("memory_max_stream_bytes", &l.memory_max_stream_bytes)
-            .field("storage_max_stream_bytes", &l.store_max_stream_bytes)
-            .field("max_bytes_required", &l.max_bytes_required);
-        let mut api = Obj::new();
-        api.field("total", &self.api_total)
-            .field("errors", &self.api_errors);
-        let mut o = Obj::typed("account_info_response");
-        o.field("memory", &mem)
-            .field("storage", &file)
-            .field("reserved_memory", &0)
-            .field("reserved_storage", &0)
-            .field("streams", &self.streams.len())
-            .field("consumers", &consumers)
-            .raw("limits", &limits.done());
-        if let Some(d) = &g.config.domain {
-            o.field("domain", d);
-        }
-        o.raw("api", &api.done());
-        o.done()
     }
 }
 

@@ -314,7 +314,7 @@ pub fn pump(
     tx: &super::Queue,
     streams: &mut BTreeMap<String, Stream>,
     follows: &mut BTreeMap<String, Follows>,
-    limits: &super::limits::Limits,
+    limits: &super::limits::AccountLimits,
 ) -> bool {
     let mut copied = false;
     for (name, fl) in follows.iter_mut() {
@@ -358,7 +358,9 @@ pub fn pump(
             if batch.is_empty() {
                 continue;
             }
-            let room = super::limits::room(limits, streams, name, 0, &mut Default::default());
+            // No limits for the stream's tier (any more): it waits as one over its limit.
+            let room = super::limits::room(limits, streams, name, 0, &mut Default::default())
+                .unwrap_or(Some(0));
             let Some(st) = streams.get_mut(name) else {
                 break;
             };
@@ -393,11 +395,13 @@ pub fn on_sync(
     cx: &Cx<'_>,
     streams: &mut BTreeMap<String, Stream>,
     follows: &mut BTreeMap<String, Follows>,
-    limits: &super::limits::Limits,
+    limits: &super::limits::AccountLimits,
     (name, key): (&str, &str),
     ev: &super::Event,
 ) -> bool {
-    let room = super::limits::room(limits, streams, name, 0, &mut Default::default());
+    // No limits for the stream's tier (any more): it waits as one over its limit.
+    let room =
+        super::limits::room(limits, streams, name, 0, &mut Default::default()).unwrap_or(Some(0));
     let (Some(fl), Some(st)) = (follows.get_mut(name), streams.get_mut(name)) else {
         return false;
     };

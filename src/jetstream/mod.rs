@@ -276,7 +276,8 @@ impl JetStream {
         let accounts = js_accounts(srv);
         let limits = accounts
             .iter()
-            .filter_map(|a| srv.opts.jetstream_limits.get(&a.name));
+            .filter_map(|a| srv.opts.jetstream_limits.get(&a.name))
+            .flat_map(crate::config::JsLimits::each);
         limits::check_sufficient(&config, limits).map_err(|e| {
             format!(
                 "Can't start JetStream: Error enabling jetstream on configured accounts: {} ({})",

@@ -293,13 +293,21 @@ pub fn jsz(js: &JetStream, server_id: &str, leader: &str, q: &JszQuery) -> Jsz {
                     consumer_detail: consumers,
                 });
             }
+            // nats-server shows the flat limits here; with tiers, none.
+            let (rmem, rfile) = match &ja.limits {
+                super::limits::AccountLimits::Flat(l) => (
+                    super::limits::as_reserved(l.max_memory),
+                    super::limits::as_reserved(l.max_store),
+                ),
+                super::limits::AccountLimits::Tiered(_) => (0, 0),
+            };
             details.push(AccountDetail {
                 name: name.clone(),
                 id: name.clone(),
                 memory: mem,
                 storage: file,
-                reserved_memory: super::limits::as_reserved(ja.limits.max_memory),
-                reserved_storage: super::limits::as_reserved(ja.limits.max_store),
+                reserved_memory: rmem,
+                reserved_storage: rfile,
                 accounts: 0,
                 ha_assets: 0,
                 api: Api {

@@ -67,7 +67,10 @@ impl ServerShared {
         let js_accounts = opts.jetstream_accounts != live.jetstream_accounts;
         let js_limits = opts.jetstream_limits != live.jetstream_limits;
         if let Some(js) = self.jetstream.get().filter(|_| js_accounts || js_limits) {
-            let limits = opts.jetstream_limits.values();
+            let limits = opts
+                .jetstream_limits
+                .values()
+                .flat_map(crate::config::JsLimits::each);
             if let Err(e) = crate::jetstream::limits::check_sufficient(&js.config, limits) {
                 // nats-server logs it and leaves the account without JetStream.
                 tracing::error!(

@@ -168,7 +168,10 @@ impl ServerShared {
             .get()
             .filter(|_| plan.js_limits || plan.js_accounts);
         if let Some(js) = js {
-            let limits = new.jetstream_limits.values();
+            let limits = new
+                .jetstream_limits
+                .values()
+                .flat_map(crate::config::JsLimits::each);
             crate::jetstream::limits::check_sufficient(&js.config, limits).map_err(|e| {
                 format!(
                     "config reload not supported for JetStream account limits: {} ({})",

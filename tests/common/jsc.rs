@@ -76,12 +76,17 @@ pub async fn once_with(nc: &async_nats::Client, subject: &str, body: &str) -> Va
 
 /// Every node's engine copy of `stream`: its (messages, last sequence), if it has one.
 pub fn copies(js: &Js, stream: &str) -> Vec<Option<(u64, u64)>> {
+    copies_in(js, "$G", stream)
+}
+
+/// [`copies`] of a stream of `account`.
+pub fn copies_in(js: &Js, account: &str, stream: &str) -> Vec<Option<(u64, u64)>> {
     js.servers
         .iter()
         .map(|s| {
             let j = s.shared().jetstream.get()?.clone();
             let e = j.engine();
-            let st = e.accounts.get("$G")?.streams.get(stream)?;
+            let st = e.accounts.get(account)?.streams.get(stream)?;
             let state = st.store.state();
             Some((state.msgs, state.last_seq))
         })

@@ -89,6 +89,39 @@ impl Op {
         (t, dir, admin)
     }
 
+    /// [`Op::start`] with JetStream (stored in `<dir>.js`; [`remove_js`] removes both) and
+    /// the account JWTs `tokens` pushed.
+    pub async fn start_js(
+        &self,
+        go: bool,
+        tag: &str,
+        tokens: &[(&KeyPair, String)],
+    ) -> (Target, std::path::PathBuf, async_nats::Client) {
+        let (t, dir, admin) = self
+            .start(go, tag, "jetstream { store_dir: \"{dir}.js\" }")
+            .await;
+        for (acc, token) in tokens {
+            let answer = json_request(&admin, "$SYS.REQ.CLAIMS.UPDATE", token).await;
+            assert_eq!(answer["data"], jwt_updated(acc), "{}: {answer}", t.name());
+        }
+        (t, dir, admin)
+    }
+
+    /// A three-node natsd JetStream cluster (`jsc::cluster_with`), each node in operator
+    /// mode with the full resolver in `root/<node name>`.
+    pub async fn js_cluster(&self, name: &str, root: &Path) -> super::jsc::Js {
+        super::jsc::cluster_with(name, 3, |node, opts| {
+            let conf = self.conf(&root.join(node), "");
+            let base = opts.clone();
+            *opts = super::conf_opts(&conf);
+            opts.server_name = base.server_name;
+            opts.cluster = base.cluster;
+            opts.http_port = base.http_port;
+            opts.jetstream = base.jetstream;
+        })
+        .await
+    }
+
     pub async fn admin(&self, addr: SocketAddr) -> async_nats::Client {
         client(addr, &self.admin, &self.sys)
             .await
@@ -232,4 +265,10 @@ pub fn cluster_conf(port: u16, routes: &[u16]) -> String {
         "server_name: s{port}\ncluster {{ name: C, listen: \"127.0.0.1:{port}\", routes: [{}] }}",
         routes.join(", ")
     )
+}
+
+/// Removes the directories of [`Op::start_js`].
+pub fn remove_js(dir: &Path) {
+    let _ = std::fs::remove_dir_all(dir);
+    let _ = std::fs::remove_dir_all(format!("{}.js", dir.display()));
 }

@@ -299,6 +299,7 @@ pub(super) fn accounts(
                 "jetstream" => {
                     if let Some(l) = account_jetstream(&ae.value)? {
                         opts.jetstream_accounts.push(name.clone());
+                        let l = crate::config::JsLimits::Flat(l);
                         opts.jetstream_limits.insert(name.clone(), l);
                     }
                 }

@@ -382,7 +382,7 @@ fn account(
                 max_leafnodes: n("leaf"),
             },
         );
-        if let Some(js) = jwt_jetstream(&c, key)? {
+        if let Some(js) = jwt_jetstream(&c) {
             if !opts.jetstream_accounts.contains(key) {
                 opts.jetstream_accounts.push(key.clone());
             }
@@ -405,41 +405,49 @@ fn account(
 }
 
 /// An account JWT's JetStream limits, as nats-server reads them (`accounts.go`
-/// `updateAccountClaimsWithRefresh`): JetStream is on when `mem_storage` or `disk_storage`
-/// is not 0 (-1: unlimited); `streams`/`consumer` as given; the per-stream byte limits and
-/// `max_ack_pending` unlimited unless positive. Tiered limits (`tiered_limits`) are not
-/// built yet and are refused by name.
-fn jwt_jetstream(
-    c: &jwt::Claims,
-    key: &str,
-) -> Result<Option<crate::config::JsAccountLimits>, ConfigError> {
+/// `updateAccountClaimsWithRefresh`, the jwt library's `IsJSEnabled`): JetStream is on when
+/// `mem_storage` or `disk_storage` is not 0 (-1: unlimited) — those of the flat limits, or
+/// with `tiered_limits`, of any tier; flat limits that are set win over tiers. `streams`/
+/// `consumer` as given; the per-stream byte limits and `max_ack_pending` unlimited unless
+/// positive.
+fn jwt_jetstream(c: &jwt::Claims) -> Option<crate::config::JsLimits> {
+    use crate::config::JsLimits;
     let l = &c.nats["limits"];
-    let n = |f: &str| l[f].as_i64().unwrap_or(0);
-    let (mem, disk) = (n("mem_storage"), n("disk_storage"));
-    if mem == 0 && disk == 0 {
-        if l["tiered_limits"]
-            .as_object()
-            .is_some_and(|t| !t.is_empty())
-        {
-            return Err(not_supported(
-                &format!("limits.tiered_limits (account {key})"),
-                &Pos::default(),
-                "JetStream tiered limits in an account JWT",
-            ));
-        }
-        return Ok(None);
+    let on = |l: &serde_json::Value| {
+        let n = |f: &str| l[f].as_i64().unwrap_or(0);
+        n("mem_storage") != 0 || n("disk_storage") != 0
+    };
+    let tiers = l["tiered_limits"].as_object().filter(|t| !t.is_empty());
+    let enabled = match tiers {
+        Some(t) => t.values().any(on),
+        None => on(l),
+    };
+    if !enabled {
+        return None;
     }
+    if on(l) {
+        return Some(JsLimits::Flat(jwt_limits(l)));
+    }
+    let tiers = tiers.into_iter().flatten();
+    Some(JsLimits::Tiered(
+        tiers.map(|(k, v)| (k.clone(), jwt_limits(v))).collect(),
+    ))
+}
+
+/// One set of an account JWT's JetStream limits (the flat ones, or a tier's).
+fn jwt_limits(l: &serde_json::Value) -> crate::config::JsAccountLimits {
+    let n = |f: &str| l[f].as_i64().unwrap_or(0);
     let unlimited = |v: i64| if v > 0 { v } else { -1 };
-    Ok(Some(crate::config::JsAccountLimits {
-        max_memory: mem,
-        max_store: disk,
+    crate::config::JsAccountLimits {
+        max_memory: n("mem_storage"),
+        max_store: n("disk_storage"),
         max_streams: n("streams"),
         max_consumers: n("consumer"),
         max_ack_pending: unlimited(n("max_ack_pending")),
         memory_max_stream_bytes: unlimited(n("mem_max_stream_bytes")),
         store_max_stream_bytes: unlimited(n("disk_max_stream_bytes")),
         max_bytes_required: l["max_bytes_required"].as_bool() == Some(true),
-    }))
+    }
 }
 
 /// An account JWT's `mappings`: `{ "src": [ { "subject", "weight", "cluster" } ] }`.

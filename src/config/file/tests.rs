@@ -192,7 +192,11 @@ fn account_jetstream_limits_as_nats_server() {
     )
     .options;
     assert_eq!(o.jetstream_accounts, ["A", "B", "D"]);
-    let a = o.jetstream_limits["A"];
+    let flat = |acc: &str| match &o.jetstream_limits[acc] {
+        crate::config::JsLimits::Flat(l) => *l,
+        t => panic!("{acc}: {t:?}"),
+    };
+    let a = flat("A");
     assert_eq!(a.max_memory, 64 << 20);
     assert_eq!(a.max_store, 1_000_000_000);
     assert_eq!(
@@ -202,18 +206,9 @@ fn account_jetstream_limits_as_nats_server() {
     assert_eq!(a.memory_max_stream_bytes, 1000);
     assert_eq!(a.store_max_stream_bytes, 2048);
     assert!(a.max_bytes_required);
-    assert_eq!(
-        o.jetstream_limits["B"],
-        crate::config::JsAccountLimits::default()
-    );
-    assert_eq!(o.jetstream_limits["B"].max_memory, -1);
-    assert_eq!(
-        (
-            o.jetstream_limits["D"].max_store,
-            o.jetstream_limits["D"].max_memory
-        ),
-        (5, 6)
-    );
+    assert_eq!(flat("B"), crate::config::JsAccountLimits::default());
+    assert_eq!(flat("B").max_memory, -1);
+    assert_eq!((flat("D").max_store, flat("D").max_memory), (5, 6));
     assert!(!o.jetstream_limits.contains_key("C"));
     let bad = |v: &str| err(&format!("accounts {{ A {{ jetstream {v} }} }}")).msg;
     assert_eq!(

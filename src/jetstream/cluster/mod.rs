@@ -364,7 +364,7 @@ impl JsCluster {
             return true;
         }
         match ev.kind.clone() {
-            EventKind::Publish(stream) => self.forward_publish(engine, ev, &stream),
+            EventKind::Publish(stream) => self.forward_publish(engine, srv, ev, &stream),
             _ if ev.subject == "$JS.API.META.LEADER.STEPDOWN" => {
                 self.meta_stepdown(srv, ev);
                 true
@@ -385,7 +385,13 @@ impl JsCluster {
     /// A client's publish into a replicated stream: the leader queues it for its
     /// proposer; anyone else drops it (only the leader subscribes, but a subscription can
     /// outlive the leadership by a moment).
-    fn forward_publish(&self, engine: &Engine, ev: &mut Event, stream: &str) -> bool {
+    fn forward_publish(
+        &self,
+        engine: &Engine,
+        srv: &Arc<ServerShared>,
+        ev: &mut Event,
+        stream: &str,
+    ) -> bool {
         // The tick's view of the leadership (`Engine::set_replica`, every 100 ms): reading
         // the group's metrics here would clone them for every message.
         let leads = match engine
@@ -398,6 +404,22 @@ impl JsCluster {
             _ => return false,
         };
         if !leads {
+            return true;
+        }
+        // The account's limits, before the proposal (nats-server's
+        // `processClusteredInboundMsg`): refused, it never reaches the log.
+        let refused = engine
+            .accounts
+            .get(&*ev.acc)
+            .and_then(|ja| super::limits::refuse_replicated(ja, stream, ev));
+        if let Some(e) = refused {
+            if let Some(reply) = &ev.reply {
+                let mut o = crate::jetstream::types::Obj::new();
+                o.field("error", &e)
+                    .field("stream", stream)
+                    .field("seq", &0);
+                requests::send(srv, &ev.acc, reply, &o.done());
+            }
             return true;
         }
         let key = (ev.acc.to_string(), stream.to_string());

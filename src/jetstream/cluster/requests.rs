@@ -81,6 +81,26 @@ impl JsCluster {
         let meta_leader = self.is_meta_leader();
         let acc = &*ev.acc;
         match t.as_slice() {
+            // The meta leader's engine answers, counting the streams assigned elsewhere too.
+            ["INFO"] if meta_leader => {
+                let ms = crate::jetstream::cluster::lock(&self.meta_state);
+                let held = engine.accounts.get(acc).map(|ja| &ja.streams);
+                // `limit_view` with no name left out walks `account_streams` in its order.
+                engine.elsewhere = ms
+                    .limit_view(acc, "")
+                    .into_iter()
+                    .zip(ms.account_streams(acc))
+                    .filter(|(_, sa)| held.is_none_or(|h| !h.contains_key(&sa.name)))
+                    .map(
+                        |((storage, max_bytes, replicas), _)| crate::jetstream::limits::Assigned {
+                            storage,
+                            max_bytes,
+                            replicas,
+                        },
+                    )
+                    .collect();
+                return false;
+            }
             ["STREAM", "CREATE", s] => {
                 if meta_leader {
                     self.create_stream(engine, srv, ev, s, None);

@@ -146,7 +146,14 @@ impl JsCluster {
             return fail(e);
         }
         let n = cfg.num_replicas.max(1) as usize;
-        if n > sa.peers.len() {
+        // Growing reserves more; with tiers, any new replica count moves to another tier.
+        let tiered = engine.accounts.get(&sa.account).is_some_and(|ja| {
+            matches!(
+                ja.limits,
+                crate::jetstream::limits::AccountLimits::Tiered(_)
+            )
+        });
+        if n > sa.peers.len() || tiered {
             let limited = engine.accounts.get(&sa.account).map(|ja| {
                 let others = lock(&self.meta_state).limit_view(&sa.account, &sa.name);
                 crate::jetstream::limits::check_clustered(&ja.limits, &others, &cfg, false)

@@ -82,11 +82,9 @@ impl JsAccount {
             .get_mut(stream_name)
             .ok_or(e(ApiError::stream_not_found()))?;
         let server = srv_js_limits(cx.srv);
-        crate::jetstream::limits::default_ack_pending(
-            &self.limits,
-            server.max_ack_pending,
-            &mut cfg,
-        );
+        let sel =
+            crate::jetstream::limits::select_consumer(&self.limits, &cfg, &st.cfg).map_err(e)?;
+        crate::jetstream::limits::default_ack_pending(sel.limits, server.max_ack_pending, &mut cfg);
         consumer::apply_server_limits(&mut cfg, &server);
         consumer::apply_defaults(&mut cfg, !durable);
         if let Some(c) = st.consumers.get(&name) {
@@ -103,7 +101,7 @@ impl JsAccount {
             }
         }
         consumer::check_server_limits(&cfg, &server).map_err(e)?;
-        consumer::check(&cfg, &st.cfg, self.limits.max_ack_pending).map_err(e)?;
+        consumer::check(&cfg, &st.cfg, sel.limits.max_ack_pending).map_err(e)?;
         if st.cfg.retention == Retention::Workqueue {
             for (n, c) in &st.consumers {
                 if *n == name {
@@ -146,8 +144,7 @@ impl JsAccount {
             return Ok(c.info_json(st, Some(T), Some(cx)));
         }
         // The stream's own limit, or the account's (per stream, as nats-server 2.9).
-        let most =
-            crate::jetstream::limits::consumers_per_stream(&self.limits, st.cfg.max_consumers);
+        let most = crate::jetstream::limits::consumers_per_stream(sel.limits, st.cfg.max_consumers);
         if most > 0 && !cfg.direct && st.consumer_count() as i64 >= most {
             return Err(e(ApiError::new(
                 400,

@@ -46,7 +46,9 @@ impl JsAccount {
         });
         let res = if over {
             Err(ApiError::new(503, 10023, "insufficient resources"))
-        } else if let Some(room) = room {
+        } else if let Err(e) = room {
+            Err(e)
+        } else if let Ok(Some(room)) = room {
             // Over the account's limit once stored: taken back (nats-server 2.9.10).
             let prev_id = st.last_msg_id.clone();
             let hdr = ev.header.clone();

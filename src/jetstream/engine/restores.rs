@@ -356,18 +356,16 @@ impl JsAccount {
             ));
         }
         // natsd's rule: a restore counts against the account's limits as a stream create.
-        limits::check_create(
-            &self.limits,
-            &self.streams,
-            &cfg,
-            g.server_bytes(cfg.storage),
-        )?;
-        limits::check_config(&self.limits, &cfg)?;
+        let sel = self.limits.select(cfg.num_replicas)?;
+        limits::check_create(sel, &self.streams, &cfg, g.server_bytes(cfg.storage))?;
+        limits::check_config(sel.limits, &cfg)?;
         let (Some(head), Some(staged)) = (r.head.take(), r.store.take()) else {
             return Err(restore_failed("snapshot without a head record"));
         };
         for c in &r.consumers {
-            consumer::check(&c.config, &cfg, self.limits.max_ack_pending).map_err(|e| {
+            let ack_pending = limits::select_consumer(&self.limits, &c.config, &cfg)
+                .map_or(-1, |s| s.limits.max_ack_pending);
+            consumer::check(&c.config, &cfg, ack_pending).map_err(|e| {
                 restore_failed(format!(
                     "error restoring consumer [{:?}]: {}",
                     c.name, e.description

@@ -59,10 +59,11 @@ impl JsAccount {
         // As nats-server: the account's stream count and reservations come before the
         // configuration checks, its per-stream limits with them.
         let server = g.server_bytes(cfg.storage);
-        limits::check_create(&self.limits, &self.streams, &cfg, server).map_err(e)?;
+        let sel = self.limits.select(cfg.num_replicas).map_err(e)?;
+        limits::check_create(sel, &self.streams, &cfg, server).map_err(e)?;
         stream::check(&cfg, srv.opts.max_payload, srv.opts.cluster.is_some()).map_err(e)?;
         stream::check_duplicates(&cfg, srv_js_limits(srv).duplicate_window).map_err(e)?;
-        limits::check_config(&self.limits, &cfg).map_err(e)?;
+        limits::check_config(sel.limits, &cfg).map_err(e)?;
         if let Some(s) = self.streams.get(name) {
             if s.cfg == cfg {
                 let mut o = Obj::typed(T);
@@ -146,7 +147,10 @@ impl JsAccount {
         stream::apply_defaults(&mut cfg);
         stream::check(&cfg, srv.opts.max_payload, srv.opts.cluster.is_some()).map_err(e)?;
         stream::check_duplicates(&cfg, srv_js_limits(srv).duplicate_window).map_err(e)?;
-        limits::check_config(&self.limits, &cfg).map_err(e)?;
+        if let Some(old) = self.streams.get(name) {
+            let sel = limits::select_update(&self.limits, &old.cfg, &cfg).map_err(e)?;
+            limits::check_config(sel.limits, &cfg).map_err(e)?;
+        }
         if self.overlapping(&cfg) {
             return Err(e(ApiError::new(
                 400,
@@ -161,7 +165,8 @@ impl JsAccount {
         stream::check_update(old, &cfg).map_err(e)?;
         crate::jetstream::mirror::check_update(old, &cfg).map_err(e)?;
         let server = g.server_bytes(cfg.storage);
-        limits::check_update(&self.limits, &self.streams, old, &cfg, server).map_err(e)?;
+        let sel = limits::select_update(&self.limits, old, &cfg).map_err(e)?;
+        limits::check_update(sel, &self.streams, old, &cfg, server).map_err(e)?;
         let Some(st) = self.streams.get_mut(name) else {
             return Err(e(ApiError::stream_not_found()));
         };

@@ -97,6 +97,7 @@ impl Engine {
             tx: &self.tx,
             usage,
             reserved: self.reserved(),
+            elsewhere: &[],
         };
         let Some(ja) = self.accounts.get_mut(&*ev.acc) else {
             return;
