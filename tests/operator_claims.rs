@@ -42,10 +42,15 @@ impl Op {
     }
 
     fn conf(&self, accounts: &[(&KeyPair, String)]) -> String {
+        self.conf_with_sys(json!({}), accounts)
+    }
+
+    /// [`Op::conf`] with the `extra` fields in the system account's claims.
+    fn conf_with_sys(&self, extra: Value, accounts: &[(&KeyPair, String)]) -> String {
         let opc = json!({"sub": self.op.public_key(), "name": "O", "nats": {"type": "operator",
             "version": 2, "system_account": self.sys.public_key()}});
         let op_jwt = encode(&opc, &self.op).expect("operator JWT");
-        let sys_jwt = self.account(&self.sys, json!({}));
+        let sys_jwt = self.account(&self.sys, extra);
         let preload: String = accounts
             .iter()
             .map(|(k, t)| format!("  {}: \"{t}\"\n", k.public_key()))
@@ -548,6 +553,99 @@ async fn account_jwt_exports_and_imports_as_nats_server() {
             .map(|(a, b)| (a.to_string(), b.to_string()))
             .collect();
         assert_eq!(got, want, "{who}");
+        t.stop().await;
+    }
+}
+
+/// Exports with `account_token_position`: open to every account, each only for the
+/// subjects that carry its own key at that token (an import of another account's subjects
+/// is not added). The system account has the two such exports nsc writes for it (both
+/// servers start with them).
+#[tokio::test]
+async fn exports_keyed_by_the_importing_account_as_nats_server() {
+    let o = Op::new();
+    let (x, y, z) = (
+        KeyPair::new_account(),
+        KeyPair::new_account(),
+        KeyPair::new_account(),
+    );
+    let (xk, yk, zk) = (x.public_key(), y.public_key(), z.public_key());
+    let x_jwt = o.account(
+        &x,
+        json!({"exports": [
+            {"name": "ev", "subject": "events.*.>", "type": "stream", "account_token_position": 2},
+            {"name": "ask", "subject": "svc.*.ask", "type": "service", "account_token_position": 2},
+        ]}),
+    );
+    let import = |subject: String, kind: &str| json!({"name": subject.clone(), "subject": subject, "account": xk.clone(), "type": kind});
+    let y_jwt = o.account(
+        &y,
+        json!({"imports": [
+            import(format!("events.{yk}.>"), "stream"),
+            import(format!("events.{zk}.>"), "stream"),
+            import(format!("svc.{yk}.ask"), "service"),
+        ]}),
+    );
+    let z_jwt = o.account(
+        &z,
+        json!({"imports": [import(format!("svc.{yk}.ask"), "service")]}),
+    );
+    // nsc's system account exports.
+    let sys = json!({"exports": [
+        {"name": "account-monitoring-streams", "subject": "$SYS.ACCOUNT.*.>",
+            "type": "stream", "account_token_position": 3},
+        {"name": "account-monitoring-services", "subject": "$SYS.REQ.ACCOUNT.*.*",
+            "type": "service", "response_type": "Stream", "account_token_position": 4},
+    ]});
+    // A position that is not a `*` token makes the account invalid: its users are refused.
+    let w = KeyPair::new_account();
+    let w_jwt = o.account(
+        &w,
+        json!({"exports": [{"name": "bad", "subject": "open.>", "type": "stream",
+            "account_token_position": 1}]}),
+    );
+    let accounts = [(&x, x_jwt), (&y, y_jwt), (&z, z_jwt), (&w, w_jwt)];
+    let conf = o.conf_with_sys(sys, &accounts);
+    for t in [Target::natsd(&conf).await, Target::go(&conf, "keyed")] {
+        let who = t.name();
+        let user = |acc: &KeyPair| {
+            let u = KeyPair::new_user();
+            (user_jwt(&u, acc, json!({})), u)
+        };
+        let ((xj, xu), (yj, yu), (zj, zu)) = (user(&x), user(&y), user(&z));
+        let (wj, wu) = user(&w);
+        assert!(!admitted(&t, &wj, &wu, "W").await, "{who}: invalid account");
+        let mut xc = logged_in(&t, &xj, &xu).await;
+        let mut yc = logged_in(&t, &yj, &yu).await;
+        let mut zc = logged_in(&t, &zj, &zu).await;
+        assert!(answers(&mut xc, "SUB svc.*.ask 1\r\n").await.is_empty());
+        let ysubs = "SUB events.> 1\r\nSUB _INBOX.y 3\r\n";
+        assert!(answers(&mut yc, ysubs).await.is_empty());
+        assert!(answers(&mut zc, "SUB _INBOX.z 1\r\n").await.is_empty());
+        // Y gets its own events, not Z's.
+        xc.send(&format!(
+            "PUB events.{zk}.1 1\r\nz\r\nPUB events.{yk}.1 1\r\ny\r\n"
+        ))
+        .await;
+        assert_eq!(
+            yc.next_non_ping().await,
+            format!("MSG events.{yk}.1 1 1"),
+            "{who}"
+        );
+        assert_eq!(yc.line().await, "y");
+        // Z's import of Y's service subject was not added: only Y's requests reach X.
+        zc.send(&format!("PUB svc.{yk}.ask _INBOX.z 1\r\nz\r\n"))
+            .await;
+        yc.send(&format!("PUB svc.{yk}.ask _INBOX.y 1\r\ny\r\n"))
+            .await;
+        let l = xc.next_non_ping().await;
+        let parts: Vec<&str> = l.split(' ').collect();
+        let ["MSG" | "HMSG", subject, .., total] = parts[..] else {
+            panic!("{who}: {l}");
+        };
+        assert_eq!(subject, format!("svc.{yk}.ask"), "{who}");
+        let body = xc.payload(total.parse().expect("size")).await;
+        assert_eq!(body.last(), Some(&b'y'), "{who}: {l}");
         t.stop().await;
     }
 }

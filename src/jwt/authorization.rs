@@ -70,9 +70,39 @@ impl Claims {
     }
 
     /// What makes nats-server refuse an account JWT although it decodes: its imports'
-    /// issues, or its `authorization` claim's.
+    /// issues, its exports', or its `authorization` claim's.
     pub fn validation_issues(&self) -> Option<String> {
-        self.import_issues().or_else(|| self.external_auth().err())
+        self.import_issues()
+            .or_else(|| self.export_issues())
+            .or_else(|| self.external_auth().err())
+    }
+
+    /// An export's `account_token_position` as the jwt library validates it
+    /// (`Export.Validate`): only on a wildcard subject, within it, and on a `*` token.
+    fn export_issues(&self) -> Option<String> {
+        let exports = self.nats["exports"].as_array()?;
+        exports.iter().find_map(|e| {
+            let pos = e["account_token_position"].as_u64().filter(|p| *p > 0)?;
+            let subject = e["subject"].as_str().unwrap_or("");
+            let tokens: Vec<&str> = subject.split('.').collect();
+            let at = usize::try_from(pos - 1).ok().and_then(|i| tokens.get(i));
+            if !tokens.iter().any(|t| *t == "*" || *t == ">") {
+                Some(format!(
+                    "Account Token Position can only be used with wildcard subjects: {subject}"
+                ))
+            } else if at.is_none() {
+                Some(format!(
+                    "Account Token Position {pos} exceeds length of subject '{subject}'"
+                ))
+            } else if at != Some(&"*") {
+                Some(format!(
+                    "Account Token Position {pos} matches '{}' but must match a * in: {subject}",
+                    at.unwrap_or(&"")
+                ))
+            } else {
+                None
+            }
+        })
     }
 }
 

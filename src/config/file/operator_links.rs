@@ -3,7 +3,9 @@
 //! export is open only to the accounts whose import carries a valid activation token (an
 //! `activation` JWT issued by the exporter, or by one of its signing keys naming it, for the
 //! importing account, of the import's type and covering its subject, not expired, not
-//! revoked by the export's `revocations`). An import nats-server would not add (unknown
+//! revoked by the export's `revocations`). An export with `account_token_position` N (its
+//! subject's token N is `*`; nsc writes two on every system account) is open to each account
+//! only for subjects whose token N is that account's key. An import nats-server would not add (unknown
 //! account, not authorized, bad subjects) is dropped, as nats-server only logs it. What
 //! natsd does not build yet is refused by name.
 
@@ -38,20 +40,30 @@ struct JwtExport {
     export: Export,
     token_req: bool,
     revocations: Json,
+    /// `account_token_position`: the subject token (from 1) an importer's key must fill.
+    token_pos: usize,
 }
 
 fn export(e: &Json, account: &str) -> Result<Option<JwtExport>, ConfigError> {
-    for (field, what) in [
-        ("service_latency", "exports[].service_latency"),
-        ("account_token_position", "exports[].account_token_position"),
-    ] {
-        if !matches!(e[field], Json::Null | Json::Bool(false)) && e[field] != 0 {
-            return Err(refuse(what, account));
-        }
+    if !matches!(e["service_latency"], Json::Null | Json::Bool(false)) {
+        return Err(refuse("exports[].service_latency", account));
     }
     let Some(k) = kind(&e["type"]) else {
         return Ok(None);
     };
+    let token_pos = e["account_token_position"]
+        .as_u64()
+        .and_then(|p| usize::try_from(p).ok())
+        .unwrap_or(0);
+    // nats-server's `setExportAuth`: the position must hold a `*`, else the export is
+    // not added (logged).
+    if token_pos > 0 && s(e, "subject").split('.').nth(token_pos - 1) != Some("*") {
+        tracing::debug!(
+            "account {account}: export {:?}: account_token_position {token_pos} is not a `*` (dropped)",
+            s(e, "subject")
+        );
+        return Ok(None);
+    }
     let response_type = match s(e, "response_type") {
         "Stream" => ResponseType::Stream,
         "Chunked" => ResponseType::Chunked,
@@ -72,6 +84,7 @@ fn export(e: &Json, account: &str) -> Result<Option<JwtExport>, ConfigError> {
         },
         token_req: e["token_req"].as_bool() == Some(true),
         revocations: e["revocations"].clone(),
+        token_pos,
     }))
 }
 
@@ -179,6 +192,27 @@ pub(super) fn links(claims: &[(String, Claims)], now: i64) -> Result<Links, Conf
             let Some(ec) = claims.iter().find(|(n, _)| n == exporter).map(|(_, c)| c) else {
                 continue;
             };
+            // An export keyed by the importer's account (`account_token_position`): open
+            // to it for its own subjects; an import of someone else's is not added.
+            let keyed: Vec<&mut JwtExport> = list
+                .iter_mut()
+                .filter(|e| e.token_pos > 0 && e.export.kind == im.kind)
+                .filter(|e| {
+                    crate::subject::subset_match(im.subject.as_bytes(), e.export.subject.as_bytes())
+                })
+                .collect();
+            if !keyed.is_empty() {
+                let own = |e: &JwtExport| im.subject.split('.').nth(e.token_pos - 1) == Some(name);
+                if !keyed.iter().all(|e| own(e)) {
+                    continue;
+                }
+                for e in keyed {
+                    e.export
+                        .accounts
+                        .get_or_insert_with(Vec::new)
+                        .push(name.clone());
+                }
+            }
             // A private export this import holds a valid token for opens to it.
             let token = s(i, "token");
             for e in list
@@ -206,8 +240,8 @@ pub(super) fn links(claims: &[(String, Claims)], now: i64) -> Result<Links, Conf
         let list: Vec<Export> = list
             .into_iter()
             .map(|mut e| {
-                if e.token_req {
-                    // Nobody with a token: open to no one.
+                if e.token_req || e.token_pos > 0 {
+                    // Nobody with a token (or with its key in place): open to no one.
                     e.export.accounts.get_or_insert_with(Vec::new);
                 }
                 e.export
