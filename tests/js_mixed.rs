@@ -162,7 +162,25 @@ async fn through(at: (std::net::SocketAddr, std::net::SocketAddr), g2: &NatsServ
         .await
         .expect("create consumer through natsd");
     let mut got = Vec::new();
-    let mut msgs = c.fetch().max_messages(20).messages().await.expect("fetch");
+    // Retried while the consumer's interest reaches this node: until then the pull request
+    // has no responders (seen with nats-server 2.15.1 nodes alone, as for the publishes).
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    let (mut msgs, first) = loop {
+        let mut msgs = c.fetch().max_messages(20).messages().await.expect("fetch");
+        let first = tokio::time::timeout(DEADLINE, msgs.next())
+            .await
+            .expect("fetch stalled")
+            .expect("fetch ended early");
+        match first {
+            Ok(m) => break (msgs, m),
+            Err(e) => {
+                assert!(tokio::time::Instant::now() < deadline, "fetch: {e:?}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    got.push(String::from_utf8_lossy(&first.payload).into_owned());
+    first.ack().await.expect("ack");
     while got.len() < 20 {
         let m = tokio::time::timeout(DEADLINE, msgs.next())
             .await
