@@ -661,6 +661,27 @@ mod tests {
     }
 
     #[test]
+    fn tiers_by_replica_count() {
+        assert_eq!(tier_replicas("R3"), Some(3));
+        assert_eq!(tier_replicas("R12"), Some(12));
+        for bad in ["R03", "R", "R+3", "3", "r3", "R3x"] {
+            assert_eq!(tier_replicas(bad), None, "{bad}");
+        }
+        let tiered = AccountLimits::Tiered(BTreeMap::from([("R1".to_string(), lim())]));
+        let r1 = tiered.select(0).expect("R0 is R1");
+        assert_eq!((r1.tier, r1.limits.max_streams), (Some(1), 3));
+        assert!(r1.holds(1) && !r1.holds(3));
+        assert_eq!(r1.scale(3), 1);
+        let e = tiered.select(3).expect_err("no R3 tier");
+        assert_eq!((e.code, e.err_code), (400, 10120));
+        let flat = AccountLimits::Flat(lim());
+        let any = flat.select(5).expect("flat");
+        assert!(any.tier.is_none() && any.holds(5));
+        assert_eq!(any.scale(3), 3);
+        assert_eq!(tiered.each().count() + flat.each().count(), 2);
+    }
+
+    #[test]
     fn start_up_fits_the_server() {
         let config = JsConfig {
             store_dir: std::path::PathBuf::from("/nonexistent"),
