@@ -202,6 +202,8 @@ pub fn seqs_last_ts(rec: &[u8]) -> i64 {
     }
 }
 
+use std::sync::OnceLock;
+
 const POLY: u32 = 0x82F6_3B78;
 
 const fn make_table() -> [[u32; 256]; 8] {
@@ -247,7 +249,42 @@ pub fn crc32c(data: &[u8]) -> u32 {
     crc32c_table(data)
 }
 
-/// CRC-32C with the SSE 4.2 `crc32` instruction, 8 bytes at a time.
+/// Bytes per lane of [`crc32c_sse42`]'s three interleaved CRCs.
+const LANE: usize = 256;
+
+/// Tables that advance a CRC register over `LANE` (`[0]`) and `2 * LANE` (`[1]`) zero
+/// bytes: the register is linear in its bits, so four byte-indexed tables cover it.
+fn shift_tables() -> &'static [[[u32; 256]; 4]; 2] {
+    static T: OnceLock<Box<[[[u32; 256]; 4]; 2]>> = OnceLock::new();
+    T.get_or_init(|| {
+        let mut t = Box::new([[[0u32; 256]; 4]; 2]);
+        for (which, tables) in t.iter_mut().enumerate() {
+            let zeros = LANE * (which + 1);
+            for (k, table) in tables.iter_mut().enumerate() {
+                for (b, slot) in table.iter_mut().enumerate() {
+                    let mut c = (b as u32) << (8 * k);
+                    for _ in 0..zeros {
+                        c = TABLE[0][(c & 0xff) as usize] ^ (c >> 8);
+                    }
+                    *slot = c;
+                }
+            }
+        }
+        t
+    })
+}
+
+fn shift(t: &[[u32; 256]; 4], c: u32) -> u32 {
+    t[0][(c & 0xff) as usize]
+        ^ t[1][((c >> 8) & 0xff) as usize]
+        ^ t[2][((c >> 16) & 0xff) as usize]
+        ^ t[3][(c >> 24) as usize]
+}
+
+/// CRC-32C with the SSE 4.2 `crc32` instruction, 8 bytes at a time. Blocks of three
+/// [`LANE`]s run as three independent CRCs (the instruction's latency is three times its
+/// throughput), then joined: a register run over `B` after `A` is `A`'s shifted over
+/// `len(B)` zero bytes, XOR `B`'s from zero.
 ///
 /// # Safety
 /// The CPU must support SSE 4.2.
@@ -255,8 +292,31 @@ pub fn crc32c(data: &[u8]) -> u32 {
 #[target_feature(enable = "sse4.2")]
 unsafe fn crc32c_sse42(data: &[u8]) -> u32 {
     use std::arch::x86_64::{_mm_crc32_u64, _mm_crc32_u8};
-    let mut c = u64::from(!0u32);
-    let mut chunks = data.chunks_exact(8);
+    let word = |b: &[u8], i: usize| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&b[i..i + 8]);
+        u64::from_le_bytes(w)
+    };
+    let mut c = !0u32;
+    let mut rest = data;
+    if rest.len() >= 3 * LANE {
+        let t = shift_tables();
+        while rest.len() >= 3 * LANE {
+            let (a, tail) = rest.split_at(LANE);
+            let (b, tail) = tail.split_at(LANE);
+            let (d, tail) = tail.split_at(LANE);
+            let (mut c0, mut c1, mut c2) = (u64::from(c), 0u64, 0u64);
+            for i in (0..LANE).step_by(8) {
+                c0 = _mm_crc32_u64(c0, word(a, i));
+                c1 = _mm_crc32_u64(c1, word(b, i));
+                c2 = _mm_crc32_u64(c2, word(d, i));
+            }
+            c = shift(&t[1], c0 as u32) ^ shift(&t[0], c1 as u32) ^ c2 as u32;
+            rest = tail;
+        }
+    }
+    let mut c = u64::from(c);
+    let mut chunks = rest.chunks_exact(8);
     for ch in &mut chunks {
         let mut w = [0u8; 8];
         w.copy_from_slice(ch);
@@ -308,7 +368,7 @@ mod tests {
                 x as u8
             })
             .collect();
-        for n in (0..64).chain([255, 1024, 1031, 4096, 5000]) {
+        for n in (0..64).chain([255, 767, 768, 769, 1024, 1031, 1536, 2311, 4096, 5000]) {
             for off in 0..3 {
                 let d = &data[off..off + n.min(data.len() - off)];
                 assert_eq!(crc32c(d), crc32c_table(d), "n={n} off={off}");
