@@ -19,6 +19,9 @@
 //!
 //! `jetstream_r3_stream_across_pods_survives_a_pod_restart` (in `k8s_sim/jetstream.rs`) runs
 //! the chart's JetStream cluster config: an R3 stream across the pods, its leader's pod rolled.
+//! `jetstream_r3_stream_survives_a_rolling_restart_under_publishing` (`k8s_sim/js_rolling.rs`)
+//! rolls all three pods as a StatefulSet RollingUpdate does while a publisher keeps publishing
+//! with acks: no acknowledged message lost, duplicated or reordered, every pod's copy whole.
 //! `helm_test_pods_pass_against_the_jetstream_statefulset` (`k8s_sim/helm_test.rs`) runs the
 //! chart's `helm test` pods (deploy/helm-test/pods.json, busybox `sh` and `nc`) through the
 //! client Service name against the JetStream cluster.
@@ -1300,3 +1303,6 @@ mod jetstream;
 
 #[path = "k8s_sim/helm_test.rs"]
 mod helm_test;
+
+#[path = "k8s_sim/js_rolling.rs"]
+mod js_rolling;
