@@ -14,7 +14,9 @@
 #      features); validates every render with `kubernetes-validate --strict` against
 #      Kubernetes 1.30 (and deploy/k8s/ too);
 #   5. extracts nats.conf from every render and checks it with `natsd -t -c`;
-#   6. checks deploy/k8s/ equals the default render (regenerate: deploy/k8s/generate.sh);
+#   6. checks deploy/k8s/ equals the default render (regenerate: deploy/k8s/generate.sh), and
+#      deploy/helm-test/pods.json the `helm test` pods rendered with the JetStream cluster
+#      values (regenerate: deploy/helm-test/generate.sh; tests/k8s_sim/helm_test.rs runs them);
 #   7. checks that values asking for what natsd does not build (WebSocket, MQTT, profiling, a
 #      resolver other than full) fail rendering with a clear message, and that
 #      values.schema.json and the templates reject bad values (bad JSON Patches among them).
@@ -367,6 +369,9 @@ for f in deploy/k8s/*.yaml; do kvalidate "$f" "$f"; done
 ok "deploy/k8s/*.yaml: kubernetes-validate --strict $KUBE_VERSION"
 bash deploy/k8s/generate.sh --check "$OUT/k8s-check" || die "deploy/k8s/ is not the chart's default render: run deploy/k8s/generate.sh"
 ok "deploy/k8s/ equals the chart's default render"
+bash deploy/helm-test/generate.sh --check "$OUT/helm-test-pods.json" \
+  || die "deploy/helm-test/pods.json is not the chart's render of its test pods: run deploy/helm-test/generate.sh"
+ok "deploy/helm-test/pods.json equals the chart's render of its helm test pods (JetStream cluster values)"
 
 # --- 4. what natsd does not build fails rendering with a clear message; the schema holds ---
 expect_fail() { # message, helm args...

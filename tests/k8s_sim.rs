@@ -19,13 +19,19 @@
 //!
 //! `jetstream_r3_stream_across_pods_survives_a_pod_restart` (in `k8s_sim/jetstream.rs`) runs
 //! the chart's JetStream cluster config: an R3 stream across the pods, its leader's pod rolled.
+//! `jetstream_r3_stream_survives_a_rolling_restart_under_publishing` (`k8s_sim/js_rolling.rs`)
+//! rolls all three pods as a StatefulSet RollingUpdate does while a publisher keeps publishing
+//! with acks: no acknowledged message lost, duplicated or reordered, every pod's copy whole.
+//! `helm_test_pods_pass_against_the_jetstream_statefulset` (`k8s_sim/helm_test.rs`) runs the
+//! chart's `helm test` pods (deploy/helm-test/pods.json, busybox `sh` and `nc`) through the
+//! client Service name against the JetStream cluster.
 //!
 //! All traffic stays in namespaces this test creates (the root namespace gets no address, route
 //! or bridge); names derive from the pid and a per-test tag so parallel runs and the tests of
 //! this binary (parallel threads) do not clash; a Drop guard kills every
 //! child and removes the namespaces, /etc/netns dirs and the temp dir even when an assertion
-//! fails. Needs root, iproute2, python3 and dnsmasq (Debian `dnsmasq-base`): without them the
-//! test fails, it never skips.
+//! fails. Needs root, iproute2, python3 and dnsmasq (Debian `dnsmasq-base`), and for the helm
+//! test Debian's `busybox`: without them the test fails, it never skips.
 
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -283,11 +289,10 @@ impl Sim {
         must("ip", &["-n", ns, "link", "set", "lo", "up"]);
     }
 
-    /// A pod namespace with `eth0` at `ip` on the bridge, and the resolv.conf/hosts a kubelet
-    /// writes for a StatefulSet pod (`ip netns exec` bind-mounts /etc/netns/<ns>/*).
-    fn add_pod_netns(&mut self, ordinal: usize, ip: &str) -> String {
+    /// A namespace `<tag><kind>n<k>` with `eth0` at `ip` on the bridge.
+    fn add_veth_netns(&mut self, kind: &str, ip: &str) -> String {
         self.veths += 1;
-        let ns = format!("{}p{ordinal}n{}", self.tag, self.veths);
+        let ns = format!("{}{kind}n{}", self.tag, self.veths);
         let veth = format!("{}v{}", self.tag, self.veths);
         self.add_netns(&ns);
         must(
@@ -307,22 +312,61 @@ impl Sim {
             &["-n", &ns, "addr", "add", &format!("{ip}/24"), "dev", "eth0"],
         );
         must("ip", &["-n", &ns, "link", "set", "eth0", "up"]);
+        ns
+    }
+
+    /// The resolv.conf and hosts a kubelet writes for a pod (`ip netns exec` bind-mounts
+    /// /etc/netns/<ns>/*): `search` is `subdomain` (a StatefulSet pod's headless Service) if
+    /// any, then the namespace's names.
+    fn write_pod_files(&self, ns: &str, subdomain: Option<&str>, hosts: &str) {
         let etc = format!("/etc/netns/{ns}");
         std::fs::create_dir_all(&etc).expect("/etc/netns dir");
+        let sub = subdomain.map(|s| format!("{s} ")).unwrap_or_default();
         std::fs::write(
             format!("{etc}/resolv.conf"),
             format!(
-                "nameserver {}.1\nsearch {HEADLESS} default.svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5\n",
+                "nameserver {}.1\nsearch {sub}default.svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5\n",
                 self.net
             ),
         )
         .expect("resolv.conf");
         std::fs::write(
             format!("{etc}/hosts"),
-            format!("127.0.0.1 localhost\n{ip} nats-{ordinal}.{HEADLESS} nats-{ordinal}\n"),
+            format!("127.0.0.1 localhost\n{hosts}"),
         )
         .expect("hosts");
+    }
+
+    /// A pod namespace with `eth0` at `ip` on the bridge, and the resolv.conf/hosts a kubelet
+    /// writes for a StatefulSet pod.
+    fn add_pod_netns(&mut self, ordinal: usize, ip: &str) -> String {
+        let ns = self.add_veth_netns(&format!("p{ordinal}"), ip);
+        self.write_pod_files(
+            &ns,
+            Some(HEADLESS),
+            &format!("{ip} nats-{ordinal}.{HEADLESS} nats-{ordinal}\n"),
+        );
         ns
+    }
+
+    /// A pod of namespace `default` that is not one of the StatefulSet's (a client, a `helm
+    /// test` pod): its namespace at `.<host>` and its kubelet files.
+    fn add_client_netns(&mut self, name: &str, host: u32) -> String {
+        let ip = self.pod_ip(host);
+        let ns = self.add_veth_netns("c", &ip);
+        self.write_pod_files(&ns, None, &format!("{ip} {name}\n"));
+        ns
+    }
+
+    /// The client Service `fqdn` (`<service>.default.svc.cluster.local`): a ClusterIP Service
+    /// sends each connection to one of its ready endpoints; here its DNS name answers the
+    /// ready pods' addresses (`ips`), and the test rewrites them as pods leave and become
+    /// ready again (the endpoints controller).
+    fn write_service(&self, fqdn: &str, ips: &[String]) {
+        let s: String = ips.iter().map(|ip| format!("{ip} {fqdn}\n")).collect();
+        let tmp = self.dir.join("service.tmp");
+        std::fs::write(&tmp, s).expect("hosts file");
+        std::fs::rename(&tmp, self.dir.join("hosts.d/service")).expect("hosts file");
     }
 
     fn pod_ip(&self, host: u32) -> String {
@@ -381,11 +425,16 @@ impl Sim {
 
     /// Wait until, from `ns`, the headless name resolves to exactly `want`.
     fn wait_resolves(&self, ns: &str, want: &BTreeSet<String>) {
+        self.wait_name_resolves(ns, HEADLESS, want);
+    }
+
+    /// Wait until, from `ns` (through its resolv.conf), `name` resolves to exactly `want`.
+    fn wait_name_resolves(&self, ns: &str, name: &str, want: &BTreeSet<String>) {
         wait_until(
-            &format!("the headless name to resolve to {want:?}"),
+            &format!("{name} to resolve to {want:?}"),
             Duration::from_secs(10),
             || {
-                let got = self.resolve_in(ns, HEADLESS);
+                let got = self.resolve_in(ns, name);
                 if got == *want {
                     Ok(())
                 } else {
@@ -1251,3 +1300,9 @@ fn a_partitioned_pod_rejoins_after_heal_without_duplicates_and_interest_converge
 // After `report!` and the helpers it uses (macros are in scope from their definition on).
 #[path = "k8s_sim/jetstream.rs"]
 mod jetstream;
+
+#[path = "k8s_sim/helm_test.rs"]
+mod helm_test;
+
+#[path = "k8s_sim/js_rolling.rs"]
+mod js_rolling;

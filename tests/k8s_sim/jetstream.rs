@@ -21,6 +21,12 @@
 
 use super::*;
 
+/// The chart's probes (helm/templates/_statefulset.tpl, values `container.*Probe.path`;
+/// deploy/validate.sh checks the render has exactly these).
+pub(super) const STARTUP_PROBE: &str = "/healthz";
+pub(super) const READINESS_PROBE: &str = "/healthz?js-server-only=true";
+pub(super) const LIVENESS_PROBE: &str = "/healthz?js-enabled-only=true";
+
 const STREAM: &str = "K8S";
 const JS_SUBJECT: &str = "js.k8s";
 /// Messages published before the restart, while the pod is down, and after it.
@@ -31,7 +37,7 @@ const AFTER: usize = 20;
 impl Sim {
     /// Each pod's config as the chart renders it with JetStream on; the store dir stands in
     /// for the pod's PVC (it outlives the process, as the PVC outlives the container).
-    fn add_jetstream(&self) {
+    pub(super) fn add_jetstream(&self) {
         for p in &self.pods {
             let store = self.dir.join(format!("{}-data", p.name));
             let mut conf = std::fs::read_to_string(&p.conf).expect("conf");
@@ -44,31 +50,58 @@ impl Sim {
     }
 
     /// `js.py ARGS` inside pod `pod`'s namespace; its JSON answer.
-    fn js(&self, pod: usize, args: &[&str]) -> Value {
-        let script = self.scripts.join("js.py").display().to_string();
-        let mut a = vec!["python3", script.as_str()];
+    pub(super) fn js(&self, pod: usize, args: &[&str]) -> Value {
+        self.js_in(&self.pods[pod].ns, "js.py", args)
+    }
+
+    /// `python3 tests/k8s_sim/SCRIPT ARGS` inside namespace `ns`; its JSON answer (it must
+    /// exit 0).
+    pub(super) fn js_in(&self, ns: &str, script: &str, args: &[&str]) -> Value {
+        let path = self.scripts.join(script).display().to_string();
+        let mut a = vec!["python3", path.as_str()];
         a.extend_from_slice(args);
-        let out = run("ip", &ns_exec_args(&self.pods[pod].ns, &a));
+        let out = run("ip", &ns_exec_args(ns, &a));
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(
             out.status.success(),
-            "js.py {args:?} in {}: {}: {stdout} {}",
-            self.pods[pod].name,
+            "{script} {args:?} in {ns}: {}: {stdout} {}",
             out.status,
             String::from_utf8_lossy(&out.stderr)
         );
-        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("js.py {args:?}: {e}: {stdout}"))
+        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{script} {args:?}: {e}: {stdout}"))
     }
 
-    fn wait_healthz_200(&self, i: usize, what: &str) -> Duration {
+    pub(super) fn wait_healthz_200(&self, i: usize, what: &str) -> Duration {
+        self.wait_probe_200(i, STARTUP_PROBE, what)
+    }
+
+    /// Wait (30 s at most) until pod `i` answers `path` on its monitoring port with 200.
+    pub(super) fn wait_probe_200(&self, i: usize, path: &str, what: &str) -> Duration {
         wait_until(what, Duration::from_secs(30), || {
-            let url = format!("http://{}:8222/healthz", self.pods[i].ip);
+            let url = format!("http://{}:8222{path}", self.pods[i].ip);
             match &self.probe(&[url])[0] {
                 (200, _) => Ok(()),
-                (s, b) => Err(format!("/healthz {s} {b}")),
+                (s, b) => Err(format!("{path} {s} {b}")),
             }
         })
         .1
+    }
+
+    /// What the kubelet waits for before it calls a started pod Ready (and a StatefulSet
+    /// RollingUpdate moves on): the startup probe, then the readiness probe; the liveness probe
+    /// must pass too (else the pod would be restarted). Time from the call to each.
+    pub(super) fn wait_pod_ready(&self, i: usize) -> [Duration; 3] {
+        let name = &self.pods[i].name;
+        let t = Instant::now();
+        let mut took = [Duration::ZERO; 3];
+        for (k, path) in [STARTUP_PROBE, READINESS_PROBE, LIVENESS_PROBE]
+            .into_iter()
+            .enumerate()
+        {
+            self.wait_probe_200(i, path, &format!("{name}: {path} 200"));
+            took[k] = t.elapsed();
+        }
+        took
     }
 
     /// Publish `first..first+count` from pod `pod` (to its own server); the acks' sequences.
