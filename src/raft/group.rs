@@ -79,6 +79,8 @@ struct Inner {
     observer: std::sync::atomic::AtomicBool,
     /// Elections held off until then ([`Group::hold_elections`]).
     hold_until: std::sync::Mutex<Option<tokio::time::Instant>>,
+    /// A step-down is under way: nothing new is proposed (see [`Group::step_down`]).
+    stepping_down: std::sync::atomic::AtomicBool,
 }
 
 fn ms(d: Duration) -> u64 {
@@ -154,6 +156,7 @@ impl Group {
                 cfg,
                 observer: Default::default(),
                 hold_until: Default::default(),
+                stepping_down: Default::default(),
             }),
         })
     }
@@ -200,8 +203,14 @@ impl Group {
     /// Refuses early when this member is not a leader that a majority still follows.
     fn check_leader(&self) -> Result<(), ProposeError> {
         let m = self.metrics();
-        if m.role != Role::Leader {
-            return Err(ProposeError::NotLeader { leader: m.leader });
+        let leaving = self
+            .inner
+            .stepping_down
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if m.role != Role::Leader || leaving {
+            return Err(ProposeError::NotLeader {
+                leader: m.leader.filter(|_| !leaving),
+            });
         }
         // `None` on a leader: just elected, no heartbeat round acknowledged yet.
         let stale = m
@@ -256,9 +265,13 @@ impl Group {
 
     /// On the leader: stops leading so another member takes over. openraft 0.9 has no
     /// leadership transfer, so this pauses heartbeats (followers time out and elect) and
-    /// this member's own elections until another leader is seen, then resumes both.
+    /// this member's own elections until another leader is seen, then resumes both. Nothing
+    /// new is proposed meanwhile: appends would reach the followers as heartbeats do, and
+    /// under steady traffic none of them would ever time out.
     pub async fn step_down(&self) -> Result<NodeId, ProposeError> {
+        use std::sync::atomic::Ordering::Relaxed;
         self.check_leader()?;
+        self.inner.stepping_down.store(true, Relaxed);
         let rc = self.inner.raft.runtime_config();
         rc.heartbeat(false);
         rc.elect(false);
@@ -269,15 +282,11 @@ impl Group {
             .await;
         let rc = self.inner.raft.runtime_config();
         rc.heartbeat(true);
-        rc.elect(
-            !self
-                .inner
-                .observer
-                .load(std::sync::atomic::Ordering::Relaxed),
-        );
+        rc.elect(!self.inner.observer.load(Relaxed));
+        self.inner.stepping_down.store(false, Relaxed);
         match res {
             Ok(m) => Ok(m.leader.unwrap_or(me)),
-            Err(_) => Err(ProposeError::Timeout),
+            Err(_) => Err(ProposeError::NoHandover),
         }
     }
 
@@ -316,14 +325,21 @@ impl Group {
 
     /// Makes this member an observer, as nats-server's lame duck mode does: it keeps
     /// following (and voting) but never stands for election again; a leader steps down.
-    pub async fn observe(&self) {
+    /// Whether it led and handed over (`Some(true)`), led and could not (`Some(false)`), or
+    /// did not lead (`None`).
+    pub async fn observe(&self) -> Option<bool> {
         self.inner
             .observer
             .store(true, std::sync::atomic::Ordering::Relaxed);
         self.inner.raft.runtime_config().elect(false);
-        if self.is_leader() {
-            if let Err(e) = self.step_down().await {
-                tracing::debug!(group = %self.inner.cfg.name, "step down: {e}");
+        if !self.is_leader() {
+            return None;
+        }
+        match self.step_down().await {
+            Ok(_) => Some(true),
+            Err(e) => {
+                tracing::warn!(group = %self.inner.cfg.name, "lame duck: leadership not handed over: {e}");
+                Some(false)
             }
         }
     }

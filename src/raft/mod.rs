@@ -111,6 +111,8 @@ pub enum ProposeError {
     Membership(String),
     /// The group is shut down, or failed (a storage error stops it).
     Stopped(String),
+    /// A step-down ended with no other member leading.
+    NoHandover,
 }
 
 impl fmt::Display for ProposeError {
@@ -122,6 +124,7 @@ impl fmt::Display for ProposeError {
             ProposeError::Timeout => write!(f, "proposal not committed in time (outcome unknown)"),
             ProposeError::Membership(why) => write!(f, "membership change refused: {why}"),
             ProposeError::Stopped(why) => write!(f, "group stopped: {why}"),
+            ProposeError::NoHandover => write!(f, "no other member took over in time"),
         }
     }
 }

@@ -36,11 +36,17 @@ impl ServerShared {
             .get()
             .and_then(|j| j.engine().cluster.clone());
         if let Some(c) = js {
-            let led = tokio::time::timeout(Duration::from_secs(10), c.lame_duck())
+            let handed = tokio::time::timeout(Duration::from_secs(10), c.lame_duck())
                 .await
-                .unwrap_or(true);
-            if led {
-                tracing::info!("JetStream: leadership handed over before lame duck shutdown");
+                .unwrap_or(Some(false));
+            if let Some(all) = handed {
+                if all {
+                    tracing::info!("JetStream: leadership handed over before lame duck shutdown");
+                } else {
+                    tracing::warn!(
+                        "JetStream: leadership not handed over before lame duck shutdown (the other members elect once this node is gone)"
+                    );
+                }
                 tokio::select! {
                     _ = tokio::time::sleep(Duration::from_secs(1)) => {}
                     _ = self.shutdown.cancelled() => return,

@@ -442,21 +442,25 @@ impl JsCluster {
 
     /// Lame duck mode, as nats-server's `transferRaftLeaders`: every group this node is in
     /// makes it an observer (it follows and votes, never stands again) and the groups it
-    /// leads step down, so clients see a new leader before this node goes. Whether it led
-    /// any.
-    pub async fn lame_duck(&self) -> bool {
+    /// leads step down, so clients see a new leader before this node goes. `None`: it led
+    /// nothing; else whether every group it led has another leader now.
+    pub async fn lame_duck(&self) -> Option<bool> {
         let mut groups: Vec<Group> = lock(&self.replicas)
             .values()
             .map(|r| r.group.clone())
             .collect();
         groups.extend(self.meta().cloned());
-        let led = groups.iter().any(Group::is_leader);
         let mut all = tokio::task::JoinSet::new();
         for g in groups {
             all.spawn(async move { g.observe().await });
         }
-        while all.join_next().await.is_some() {}
-        led
+        let mut out = None;
+        while let Some(r) = all.join_next().await {
+            if let Ok(Some(handed)) = r {
+                out = Some(out.unwrap_or(true) && handed);
+            }
+        }
+        out
     }
 
     /// Every replicated stream of this node and the meta group stop.
