@@ -81,6 +81,8 @@ struct Inner {
     hold_until: std::sync::Mutex<Option<tokio::time::Instant>>,
     /// A step-down is under way: nothing new is proposed (see [`Group::step_down`]).
     stepping_down: std::sync::atomic::AtomicBool,
+    /// For the step-down's [`RpcOp::Elect`] (openraft's own RPCs go through `NetFactory`).
+    transport: Arc<dyn Transport>,
 }
 
 fn ms(d: Duration) -> u64 {
@@ -144,7 +146,7 @@ impl Group {
         let net = NetFactory {
             group: Arc::from(cfg.name.as_str()),
             me: cfg.id,
-            transport,
+            transport: transport.clone(),
             backoff: cfg.heartbeat,
         };
         let raft = Raft::new(cfg.id, Arc::new(rcfg), net, log, sm)
@@ -157,6 +159,7 @@ impl Group {
                 observer: Default::default(),
                 hold_until: Default::default(),
                 stepping_down: Default::default(),
+                transport,
             }),
         })
     }
@@ -272,10 +275,12 @@ impl Group {
         use std::sync::atomic::Ordering::Relaxed;
         self.check_leader()?;
         self.inner.stepping_down.store(true, Relaxed);
+        let started = tokio::time::Instant::now();
         let rc = self.inner.raft.runtime_config();
         rc.heartbeat(false);
         rc.elect(false);
         let me = self.id();
+        self.ask_to_campaign(started).await;
         let wait = self.inner.cfg.election_timeout_max * 4;
         let res = self
             .wait_for(wait, |m| m.leader.is_some_and(|l| l != me))
@@ -287,6 +292,50 @@ impl Group {
         match res {
             Ok(m) => Ok(m.leader.unwrap_or(me)),
             Err(_) => Err(ProposeError::NoHandover),
+        }
+    }
+
+    /// The voters that have all of this leader's log (within a heartbeat interval) are asked
+    /// in turn to campaign, until one takes it on. openraft 0.9 refuses votes while the
+    /// leader's lease (`election_timeout_max` since the members last heard from it, that is
+    /// since the step-down `started`) runs, so they are asked right after it: the handover
+    /// then ends there, not up to an election timeout later. A member holding off (another
+    /// is preferred) or on its way out says no; with none caught up or willing, nothing
+    /// happens.
+    async fn ask_to_campaign(&self, started: tokio::time::Instant) {
+        let me = self.id();
+        let caught_up = |m: &GroupMetrics| -> Vec<NodeId> {
+            let last = m.last_log_index.unwrap_or(0);
+            m.replicas
+                .iter()
+                .filter(|r| r.matched == Some(last) && m.voters.contains(&r.id) && r.id != me)
+                .map(|r| r.id)
+                .collect()
+        };
+        let Ok(m) = self
+            .wait_for(self.inner.cfg.heartbeat, |m| !caught_up(m).is_empty())
+            .await
+        else {
+            return;
+        };
+        let lease_over = started + self.inner.cfg.election_timeout_max + Duration::from_millis(50);
+        let other_leader = |m: &GroupMetrics| m.leader.is_some_and(|l| l != me);
+        let left = lease_over.saturating_duration_since(tokio::time::Instant::now());
+        if self.wait_for(left, other_leader).await.is_ok() {
+            return;
+        }
+        for target in caught_up(&m) {
+            let call = self
+                .inner
+                .transport
+                .call(self.name(), me, target, RpcOp::Elect, Vec::new());
+            match tokio::time::timeout(self.inner.cfg.heartbeat * 2, call).await {
+                Ok(Ok(_)) => return,
+                Ok(Err(e)) => tracing::debug!(group = %self.name(), "step down: {target}: {e}"),
+                Err(_) => {
+                    tracing::debug!(group = %self.name(), "step down: {target} did not answer")
+                }
+            }
         }
     }
 
@@ -440,6 +489,25 @@ impl Group {
             RpcOp::Snapshot => {
                 let req: InstallSnapshotRequest<TypeConfig> = decode_request(op, body)?;
                 encode_reply(op, &raft.install_snapshot(req).await)
+            }
+            RpcOp::Elect => {
+                // A member on its way out (lame duck) or holding off does not stand.
+                let held = self
+                    .inner
+                    .hold_until
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .is_some();
+                if held
+                    || self
+                        .inner
+                        .observer
+                        .load(std::sync::atomic::Ordering::Relaxed)
+                {
+                    return Err("not standing for election".into());
+                }
+                raft.trigger().elect().await.map_err(|e| e.to_string())?;
+                Ok(Vec::new())
             }
         }
     }

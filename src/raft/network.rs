@@ -36,6 +36,10 @@ pub enum RpcOp {
     AppendBin,
     Vote,
     Snapshot,
+    /// From a leader stepping down to a caught-up follower: campaign now (Raft's
+    /// `TimeoutNow`). A node that does not know it ignores it; the step-down then waits for
+    /// an election timeout.
+    Elect,
 }
 
 impl RpcOp {
@@ -45,6 +49,7 @@ impl RpcOp {
             RpcOp::AppendBin => "AEB",
             RpcOp::Vote => "VOTE",
             RpcOp::Snapshot => "SNAP",
+            RpcOp::Elect => "ELECT",
         }
     }
 
@@ -54,6 +59,7 @@ impl RpcOp {
             "AEB" => Some(RpcOp::AppendBin),
             "VOTE" => Some(RpcOp::Vote),
             "SNAP" => Some(RpcOp::Snapshot),
+            "ELECT" => Some(RpcOp::Elect),
             _ => None,
         }
     }
