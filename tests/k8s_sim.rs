@@ -484,6 +484,8 @@ impl Sim {
         let child = Command::new("ip")
             .args(["netns", "exec", &pod.ns, &self.bin, "-D", "-c"])
             .arg(&pod.conf)
+            // As the StatefulSet sets it (the rendered config names it `$SERVER_NAME`).
+            .env("SERVER_NAME", &pod.name)
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log"))
             .stderr(log)

@@ -1,8 +1,7 @@
 //! Clustered JetStream in the simulated StatefulSet (issue 17 item 7): the pods run the
 //! config the Helm chart renders with `config.jetstream.enabled` and `config.cluster.enabled`
-//! (`helm/ci/jetstream-cluster.yaml`): `server_name` the pod name, the cluster name, the
-//! headless seed, and `jetstream { store_dir, max_file_store, max_memory_store: 0 }` with a
-//! store dir per pod (the pod's PVC). Clients are `js.py` (raw protocol) inside a pod's
+//! (`helm/ci/jetstream-cluster.yaml`, see [`Sim::add_jetstream`]) with a store dir per pod
+//! (the pod's PVC). Clients are `js.py` (raw protocol) inside a pod's
 //! namespace.
 //!
 //! `jetstream_r3_stream_across_pods_survives_a_pod_restart`: every pod's `/healthz` (the
@@ -35,16 +34,50 @@ const DOWN: usize = 20;
 const AFTER: usize = 20;
 
 impl Sim {
-    /// Each pod's config as the chart renders it with JetStream on; the store dir stands in
-    /// for the pod's PVC (it outlives the process, as the PVC outlives the container).
+    /// Each pod runs the nats.conf the chart renders with JetStream and a cluster
+    /// (`helm/ci/jetstream-cluster.yaml`, committed as `deploy/helm-test/pods.json`'s
+    /// `config`; deploy/validate.sh checks it is the render), `$SERVER_NAME` from the
+    /// environment as the StatefulSet sets it. What a pod's mounts and names make different
+    /// here is replaced, and nothing else: the headless Service's name (the simulation's
+    /// DNS serves `nats-headless`), the store on the pod's PVC (`/data`: a directory per
+    /// pod that outlives the process, as the PVC outlives the container), the pid file, and
+    /// the lame-duck timings (30 s / 10 s rendered; 3 s / 1 s keep the tests short).
     pub(super) fn add_jetstream(&self) {
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/helm-test/pods.json");
+        let doc: Value = serde_json::from_slice(
+            &std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
+        )
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let rendered = doc["config"].as_str().expect("rendered nats.conf");
         for p in &self.pods {
             let store = self.dir.join(format!("{}-data", p.name));
-            let mut conf = std::fs::read_to_string(&p.conf).expect("conf");
-            conf.push_str(&format!(
-                "jetstream {{\n  store_dir: \"{}\"\n  max_file_store: 1Gi\n  max_memory_store: 0\n}}\n",
-                store.display()
-            ));
+            let mut conf = rendered.to_string();
+            for (from, to) in [
+                (
+                    "natsd-headless.default.svc.cluster.local",
+                    HEADLESS.to_string(),
+                ),
+                ("\"/data\"", format!("{:?}", store.display().to_string())),
+                (
+                    "\"/var/run/nats/nats.pid\"",
+                    format!("{:?}", p.pid_file.display().to_string()),
+                ),
+                (
+                    "\"lame_duck_duration\": \"30s\"",
+                    "\"lame_duck_duration\": \"3s\"".into(),
+                ),
+                (
+                    "\"lame_duck_grace_period\": \"10s\"",
+                    "\"lame_duck_grace_period\": \"1s\"".into(),
+                ),
+            ] {
+                assert!(
+                    conf.contains(from),
+                    "the rendered config has no {from}: {conf}"
+                );
+                conf = conf.replace(from, &to);
+            }
             std::fs::write(&p.conf, conf).expect("conf");
         }
     }
