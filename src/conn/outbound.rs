@@ -6,11 +6,19 @@ use crate::compress::Level;
 use bytes::BytesMut;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 const INITIAL_CAPACITY: usize = 32 * 1024;
 /// A spare up to this size is always kept; a larger one only while writes fill it.
 const MAX_KEPT_CAPACITY: usize = 4 * 1024 * 1024;
+/// A write of at least this much keeps a large spare for [`KEEP_LARGE_FOR`] more.
+const BUSY_WRITE: usize = MAX_KEPT_CAPACITY / 4;
+/// How long a large spare outlives the last busy write. Batch sizes swing widely on a busy
+/// connection (megabytes while the peer is slow to read, a few messages once the writer has
+/// caught up): giving the buffer back on the first small write made producers grow a new one
+/// from scratch (a copy at every doubling, fresh pages faulted in) many times a second.
+const KEEP_LARGE_FOR: Duration = Duration::from_secs(2);
 
 /// Outcome of an append.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,6 +45,8 @@ struct State {
     /// Bytes the writer took and has not finished writing: with `buf`, what is pending
     /// (nats-server's `pb`), which the stall mark is checked against.
     in_flight: usize,
+    /// When the writer last wrote a batch of [`BUSY_WRITE`] or more.
+    busy_at: Option<Instant>,
 }
 
 impl State {
@@ -74,6 +84,7 @@ impl Outbound {
                 closed: false,
                 compress: None,
                 in_flight: 0,
+                busy_at: None,
             }),
             notify: Notify::new(),
             drained: Notify::new(),
@@ -186,8 +197,9 @@ impl Outbound {
     ///
     /// A spare past [`MAX_KEPT_CAPACITY`] is kept while writes fill a good part of it, so a
     /// connection busy enough to need it does not grow a buffer from scratch every time
-    /// (growing copies it: the allocator has no in-place remap for large blocks); the first
-    /// write under a quarter of it gives the burst's memory back.
+    /// (growing copies it: the allocator has no in-place remap for large blocks);
+    /// a write under a quarter of it, [`KEEP_LARGE_FOR`] after the last busy write, gives the
+    /// burst's memory back.
     pub fn take(&self, spare: &mut BytesMut) -> bool {
         self.take_switch(spare).0
     }
@@ -195,12 +207,24 @@ impl Outbound {
     /// [`Outbound::take`], and the compression switch that falls in the taken bytes (its
     /// offset is into `spare`).
     pub fn take_switch(&self, spare: &mut BytesMut) -> (bool, Option<Switch>) {
+        self.take_at(spare, Instant::now())
+    }
+
+    /// [`Outbound::take_switch`] at `now`.
+    fn take_at(&self, spare: &mut BytesMut, now: Instant) -> (bool, Option<Switch>) {
         let written = spare.len();
         spare.clear();
-        if spare.capacity() > MAX_KEPT_CAPACITY && written < spare.capacity() / 4 {
+        let cap = spare.capacity();
+        let mut st = self.lock();
+        if written >= BUSY_WRITE {
+            st.busy_at = Some(now);
+        }
+        let idle = st
+            .busy_at
+            .is_none_or(|t| now.saturating_duration_since(t) >= KEEP_LARGE_FOR);
+        if cap > MAX_KEPT_CAPACITY && written < cap / 4 && idle {
             *spare = BytesMut::with_capacity(INITIAL_CAPACITY);
         }
-        let mut st = self.lock();
         std::mem::swap(&mut st.buf, spare);
         st.in_flight = spare.len();
         (st.closed, st.compress.take())
@@ -341,27 +365,41 @@ mod tests {
     fn a_large_spare_is_kept_while_busy_and_given_back_after() {
         let o = Outbound::new(64 * 1024 * 1024);
         let big = MAX_KEPT_CAPACITY * 2;
-        // A write that filled most of a large buffer: the buffer comes back as the next one.
-        let mut spare = BytesMut::with_capacity(big);
-        spare.extend_from_slice(&vec![0u8; big * 3 / 4]);
-        o.take(&mut spare);
-        assert!(matches!(
-            o.push(1, |b| b.extend_from_slice(b"x")),
-            Push::Ok { .. }
-        ));
-        let mut next = BytesMut::new();
-        o.take(&mut next);
-        assert!(next.capacity() >= big, "kept: {}", next.capacity());
-        // A small write from it: the memory is given back.
-        let mut small = BytesMut::with_capacity(big);
-        small.extend_from_slice(b"tiny");
-        o.take(&mut small);
-        assert!(matches!(
-            o.push(1, |b| b.extend_from_slice(b"y")),
-            Push::Ok { .. }
-        ));
-        let mut last = BytesMut::new();
-        o.take(&mut last);
-        assert!(last.capacity() < MAX_KEPT_CAPACITY, "{}", last.capacity());
+        let t0 = Instant::now();
+        // The writer's buffer (what it wrote last) and the producers' swap at every take.
+        let mut spare = BytesMut::new();
+        let mut round = |n: usize, at: Duration| {
+            let pushed = o.push(n, |b| b.extend_from_slice(&vec![0u8; n]));
+            assert!(matches!(pushed, Push::Ok { .. }));
+            o.take_at(&mut spare, t0 + at);
+            o.signal_drained();
+            (spare.capacity(), o.lock().buf.capacity())
+        };
+        let ms = Duration::from_millis;
+        // Two large batches: both buffers large.
+        round(big * 3 / 4, ms(0));
+        let (a, b) = round(big * 3 / 4, ms(1));
+        assert!(a >= big * 3 / 4 && b >= big * 3 / 4, "{a} {b}");
+        // Many small batches between large ones (batch sizes swing on a busy connection):
+        // both kept, no buffer grown from scratch again.
+        let mut at = ms(1);
+        for _ in 0..3 {
+            for _ in 0..100 {
+                at += ms(10);
+                let (a, b) = round(4, at);
+                assert!(a > MAX_KEPT_CAPACITY && b > MAX_KEPT_CAPACITY, "{a} {b}");
+            }
+            round(big / 2, at);
+        }
+        // Small batches only: both kept for KEEP_LARGE_FOR after the last busy write (the
+        // writer tells its size at its next take), then given back.
+        let busy = at + ms(10);
+        for after in [ms(0), KEEP_LARGE_FOR - ms(1)] {
+            let (a, b) = round(4, busy + after);
+            assert!(a > MAX_KEPT_CAPACITY && b > MAX_KEPT_CAPACITY, "{a} {b}");
+        }
+        round(4, busy + KEEP_LARGE_FOR);
+        let (a, b) = round(4, busy + KEEP_LARGE_FOR + ms(1));
+        assert!(a < MAX_KEPT_CAPACITY && b < MAX_KEPT_CAPACITY, "{a} {b}");
     }
 }
