@@ -222,12 +222,16 @@ impl Outbound {
         let idle = st
             .busy_at
             .is_none_or(|t| now.saturating_duration_since(t) >= KEEP_LARGE_FOR);
-        if cap > MAX_KEPT_CAPACITY && written < cap / 4 && idle {
-            *spare = BytesMut::with_capacity(INITIAL_CAPACITY);
-        }
+        // The burst's buffer is freed after the lock is let go (producers take it per
+        // message); the producers' next append sizes a new one (`push_inner`).
+        let given_back =
+            (cap > MAX_KEPT_CAPACITY && written < cap / 4 && idle).then(|| std::mem::take(spare));
         std::mem::swap(&mut st.buf, spare);
         st.in_flight = spare.len();
-        (st.closed, st.compress.take())
+        let out = (st.closed, st.compress.take());
+        drop(st);
+        drop(given_back);
+        out
     }
 
     /// Drop whatever is still queued and the buffer's memory: the connection is gone. (Stale
