@@ -1,6 +1,7 @@
 //! Raft groups (src/raft) over the in-memory transport: election, ordered apply,
 //! leader loss, minority partitions, catch-up from the log and from a snapshot,
-//! restart from disk, membership 1→3→1, step-down, damaged files, and a seeded
+//! restart from disk, membership 1→3→1, step-down, damaged files, one append per
+//! proposal (commit heartbeats deferred), and a seeded
 //! randomized fault run (`RAFT_SEED=<n>` replays one schedule).
 
 mod raft_support;
@@ -165,6 +166,61 @@ async fn follower_that_was_down_catches_up_from_the_log() {
         "caught up from the log, no snapshot"
     );
     c.shutdown().await;
+}
+
+/// Deferred heartbeats wait long enough that a loaded machine's rounds fit in the wait.
+fn defer_long(cfg: &mut GroupConfig) {
+    cfg.defer_heartbeat = Some(Duration::from_millis(40));
+}
+
+fn defer_none(cfg: &mut GroupConfig) {
+    cfg.defer_heartbeat = None;
+}
+
+/// Appends (with entries or not) each follower receives while `n` proposals are made one
+/// after another, each once the one before is committed; then every member has all of them.
+async fn appends_per_follower(name: &str, tweak: fn(&mut GroupConfig), n: usize) -> Vec<u64> {
+    let c = Cluster::start_with(name, 3, 11, tweak).await;
+    let mut acked = Vec::new();
+    propose_n(&c, 0, 1, &mut acked).await;
+    let leader = c.leader().await;
+    let followers: Vec<_> = c.ids().into_iter().filter(|i| *i != leader).collect();
+    let before: Vec<u64> = followers.iter().map(|f| c.net.appends_to(*f)).collect();
+    for i in 1..=n {
+        c.group(leader)
+            .propose(msg(i).clone())
+            .await
+            .unwrap_or_else(|e| panic!("propose {i}: {e}"));
+        acked.push(msg(i));
+    }
+    let sent = followers
+        .iter()
+        .zip(before)
+        .map(|(f, b)| c.net.appends_to(*f) - b)
+        .collect();
+    // The last commit reaches the followers without any further proposal.
+    c.wait_applied(&c.ids(), &acked, WAIT).await;
+    c.shutdown().await;
+    sent
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_append_per_proposal_also_carries_the_commit() {
+    const N: usize = 200;
+    // Deferred, the next proposal's append carries the commit index.
+    let deferred = appends_per_follower("hbdefer", defer_long, N).await;
+    assert!(
+        deferred.iter().all(|s| *s < N as u64 * 3 / 2),
+        "appends per follower for {N} proposals: {deferred:?}"
+    );
+    // openraft alone follows each commit with a heartbeat to every follower (the next
+    // append waits for its answer): nearly two RPCs a proposal.
+    let plain = appends_per_follower("hbplain", defer_none, N).await;
+    let most = deferred.iter().max().copied().unwrap_or(0);
+    assert!(
+        plain.iter().all(|s| *s > most + N as u64 / 2),
+        "without deferral: {plain:?}, with: {deferred:?}"
+    );
 }
 
 fn compact_often(cfg: &mut GroupConfig) {

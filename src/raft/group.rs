@@ -44,6 +44,9 @@ pub struct GroupConfig {
     /// `None` (the default): every log append is fsynced before it counts. `Some(d)`: at
     /// most `d` apart, as nats-server's Raft logs follow `jetstream { sync_interval }`.
     pub sync_every: Option<Duration>,
+    /// A heartbeat that only brings a follower the new commit index waits this long for
+    /// an append to carry it instead (network.rs `Deferred`); `None` sends each at once.
+    pub defer_heartbeat: Option<Duration>,
 }
 
 impl GroupConfig {
@@ -62,6 +65,7 @@ impl GroupConfig {
             propose_timeout: Duration::from_secs(5),
             max_entries_per_rpc: 64,
             sync_every: None,
+            defer_heartbeat: Some(Duration::from_millis(5)),
         }
     }
 }
@@ -148,6 +152,7 @@ impl Group {
             me: cfg.id,
             transport: transport.clone(),
             backoff: cfg.heartbeat,
+            defer: cfg.defer_heartbeat,
         };
         let raft = Raft::new(cfg.id, Arc::new(rcfg), net, log, sm)
             .await

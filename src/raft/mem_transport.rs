@@ -21,6 +21,8 @@ struct Inner {
     cut: HashSet<(NodeId, NodeId)>,
     drop_per_mille: u32,
     rng: StdRng,
+    /// AppendEntries RPCs (either form) sent to each node.
+    appends: HashMap<NodeId, u64>,
 }
 
 /// The in-memory network; share it (`Arc`) as every member's transport.
@@ -38,6 +40,7 @@ impl MemNet {
                 cut: HashSet::new(),
                 drop_per_mille: 0,
                 rng: StdRng::seed_from_u64(seed),
+                appends: HashMap::new(),
             }),
             me: me.clone(),
         })
@@ -85,6 +88,11 @@ impl MemNet {
         self.lock().drop_per_mille = per_mille.min(1000);
     }
 
+    /// How many AppendEntries RPCs (with entries or without) were sent to `node` so far.
+    pub fn appends_to(&self, node: NodeId) -> u64 {
+        self.lock().appends.get(&node).copied().unwrap_or(0)
+    }
+
     /// Whether a message from `from` to `to` gets through now.
     fn passes(&self, from: NodeId, to: NodeId) -> Result<(), TransportError> {
         let mut inner = self.lock();
@@ -110,6 +118,9 @@ impl Transport for MemNet {
         op: RpcOp,
         body: Vec<u8>,
     ) -> TransportFuture {
+        if matches!(op, RpcOp::Append | RpcOp::AppendBin) {
+            *self.lock().appends.entry(target).or_default() += 1;
+        }
         let pass = self.passes(from, target);
         let dest = self
             .lock()

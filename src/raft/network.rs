@@ -10,8 +10,8 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use openraft::error::{
     InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
@@ -21,7 +21,7 @@ use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
     VoteRequest, VoteResponse,
 };
-use openraft::BasicNode;
+use openraft::{BasicNode, Vote};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -115,6 +115,8 @@ pub(crate) struct NetFactory {
     pub me: NodeId,
     pub transport: Arc<dyn Transport>,
     pub backoff: Duration,
+    /// [`Deferred`] heartbeats wait this long; `None`: none is deferred.
+    pub defer: Option<Duration>,
 }
 
 impl RaftNetworkFactory<TypeConfig> for NetFactory {
@@ -122,22 +124,62 @@ impl RaftNetworkFactory<TypeConfig> for NetFactory {
 
     async fn new_client(&mut self, target: NodeId, _node: &BasicNode) -> NetClient {
         NetClient {
-            group: self.group.clone(),
-            me: self.me,
-            target,
-            transport: self.transport.clone(),
+            link: Link {
+                group: self.group.clone(),
+                me: self.me,
+                target,
+                transport: self.transport.clone(),
+            },
             backoff: self.backoff,
+            defer: self.defer,
+            deferred: Arc::new(Mutex::new(Deferred::default())),
         }
     }
 }
 
+/// How recently a follower must have really accepted an append for a heartbeat to it to be
+/// answered on its behalf (and sent a little later, unless an append carries it first).
+const FRESH: Duration = Duration::from_millis(50);
+
 /// openraft's view of one peer.
 pub(crate) struct NetClient {
+    link: Link,
+    backoff: Duration,
+    defer: Option<Duration>,
+    deferred: Arc<Mutex<Deferred>>,
+}
+
+/// Where one peer's RPCs go.
+#[derive(Clone)]
+struct Link {
     group: Arc<str>,
     me: NodeId,
     target: NodeId,
     transport: Arc<dyn Transport>,
-    backoff: Duration,
+}
+
+/// Heartbeats to one peer that wait for a chance to go along with an append.
+///
+/// openraft 0.9 follows every commit with a heartbeat to each follower (to tell it the new
+/// commit index), and sends the next append only once that is answered: two round trips
+/// per proposal where one carries the same news, since every append names the leader's
+/// commit index. A heartbeat to a follower that accepted an append under [`FRESH`] ago,
+/// under the same vote, is answered here at once and kept; an append sent within the
+/// group's `defer_heartbeat` takes its place (its commit index is as new or newer), and
+/// otherwise it is sent as it was. A follower that stops answering is noticed at most
+/// [`FRESH`] later.
+#[derive(Default)]
+struct Deferred {
+    /// When the peer last accepted a real append or heartbeat, and under which vote.
+    last_ok: Option<(Instant, Vote<NodeId>)>,
+    /// The newest heartbeat answered here and not sent yet.
+    pending: Option<AppendEntriesRequest<TypeConfig>>,
+    /// A task is waiting to send `pending`.
+    armed: bool,
+}
+
+fn lock(d: &Mutex<Deferred>) -> MutexGuard<'_, Deferred> {
+    d.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 #[derive(Debug)]
@@ -151,7 +193,7 @@ impl fmt::Display for WireError {
 
 impl std::error::Error for WireError {}
 
-impl NetClient {
+impl Link {
     async fn rpc<Req, Resp, E>(
         &self,
         op: RpcOp,
@@ -213,13 +255,34 @@ impl RaftNetwork<TypeConfig> for NetClient {
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
-        if self.transport.binary_append(self.target) {
-            let body = super::codec::encode_append(&rpc).map_err(net_err)?;
-            return self
-                .rpc_body(RpcOp::AppendBin, body, option.hard_ttl())
-                .await;
+        {
+            let mut d = lock(&self.deferred);
+            let fresh = |(t, v): &(Instant, Vote<NodeId>)| *v == rpc.vote && t.elapsed() < FRESH;
+            if let Some(wait) = self.defer {
+                if rpc.entries.is_empty() && d.last_ok.as_ref().is_some_and(fresh) {
+                    d.pending = Some(rpc);
+                    if !d.armed {
+                        d.armed = true;
+                        tokio::spawn(send_deferred(
+                            self.link.clone(),
+                            self.deferred.clone(),
+                            wait,
+                            option.hard_ttl(),
+                        ));
+                    }
+                    return Ok(AppendEntriesResponse::Success);
+                }
+            }
+            // This one carries a commit index as new as any heartbeat waiting.
+            d.pending = None;
         }
-        self.rpc(RpcOp::Append, &rpc, option.hard_ttl()).await
+        let vote = rpc.vote;
+        let res = self.link.append(&rpc, option.hard_ttl()).await;
+        lock(&self.deferred).last_ok = match &res {
+            Ok(AppendEntriesResponse::Success) => Some((Instant::now(), vote)),
+            _ => None,
+        };
+        res
     }
 
     async fn install_snapshot(
@@ -230,7 +293,9 @@ impl RaftNetwork<TypeConfig> for NetClient {
         InstallSnapshotResponse<NodeId>,
         RPCError<NodeId, BasicNode, RaftError<NodeId, InstallSnapshotError>>,
     > {
-        self.rpc(RpcOp::Snapshot, &rpc, option.hard_ttl()).await
+        self.link
+            .rpc(RpcOp::Snapshot, &rpc, option.hard_ttl())
+            .await
     }
 
     async fn vote(
@@ -238,11 +303,48 @@ impl RaftNetwork<TypeConfig> for NetClient {
         rpc: VoteRequest<NodeId>,
         option: RPCOption,
     ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
-        self.rpc(RpcOp::Vote, &rpc, option.hard_ttl()).await
+        self.link.rpc(RpcOp::Vote, &rpc, option.hard_ttl()).await
     }
 
     fn backoff(&self) -> Backoff {
         Backoff::new(std::iter::repeat(self.backoff))
+    }
+}
+
+impl Link {
+    /// Sends an AppendEntries in the form the peer takes.
+    async fn append(
+        &self,
+        rpc: &AppendEntriesRequest<TypeConfig>,
+        ttl: Duration,
+    ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
+        if self.transport.binary_append(self.target) {
+            let body = super::codec::encode_append(rpc).map_err(net_err)?;
+            return self.rpc_body(RpcOp::AppendBin, body, ttl).await;
+        }
+        self.rpc(RpcOp::Append, rpc, ttl).await
+    }
+}
+
+/// Sends the heartbeat [`Deferred`] holds after `wait`, unless an append took its place.
+/// Anything but success makes the next heartbeat go out for real, so the replication task
+/// hears of it.
+async fn send_deferred(link: Link, deferred: Arc<Mutex<Deferred>>, wait: Duration, ttl: Duration) {
+    tokio::time::sleep(wait).await;
+    let rpc = {
+        let mut d = lock(&deferred);
+        d.armed = false;
+        d.pending.take()
+    };
+    let Some(rpc) = rpc else { return };
+    let res = link.append(&rpc, ttl).await;
+    if !matches!(res, Ok(AppendEntriesResponse::Success)) {
+        tracing::debug!(
+            "raft group {}: deferred heartbeat to {}: {res:?}",
+            link.group,
+            link.target
+        );
+        lock(&deferred).last_ok = None;
     }
 }
 
