@@ -42,6 +42,31 @@ async fn the_system_account_steps_the_meta_leader_down() {
         .connect(url.as_str())
         .await
         .expect("connect app");
+    // `$SYS.REQ.SERVER.<id>.RAFTZ` answers `/raftz`'s data, filtered by the request's
+    // `group` (`{}` for a filter nothing matches, as nats-server).
+    let id = js.servers[0].shared().id.clone();
+    let subject = format!("$SYS.REQ.SERVER.{id}.RAFTZ");
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let z = ask(&sys, &subject, r#"{"group":"_meta_"}"#.into()).await;
+        if z["data"]["SYS"]["_meta_"]["leader"].is_string() {
+            assert_eq!(z["data"]["SYS"]["_meta_"]["size"], 3, "{z}");
+            assert_eq!(
+                z["data"]["SYS"].as_object().map(|m| m.len()),
+                Some(1),
+                "{z}"
+            );
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no meta leader in {z}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let z = ask(&sys, &subject, r#"{"group":"nope"}"#.into()).await;
+    assert_eq!(z["data"], serde_json::json!({}), "{z}");
+    assert_eq!(z["server"]["id"], id.as_str(), "{z}");
     // natsd nodes send each other Raft appends in the binary form (their hellos say they
     // take it), not the JSON kept for older peers.
     let mut binary = sys
@@ -313,4 +338,135 @@ async fn stream_and_consumer_stepdowns_go_to_the_preferred_member() {
 /// A stepdown request with `{"placement": placement}`, sent once.
 async fn placed(nc: &async_nats::Client, subject: &str, placement: &str) -> Value {
     ask(nc, subject, format!(r#"{{"placement":{placement}}}"#)).await
+}
+
+/// Every node's `/raftz` as an object: `{ account: { group: info } }`.
+async fn raftz(s: &natsd::Server, query: &str) -> (u16, String) {
+    common::http_get(common::http_addr(s), &format!("/raftz{query}")).await
+}
+
+/// `/raftz` as nats-server 2.15.1 serves it: on every node the meta group `_meta_` and the
+/// R3 stream's group under the system account, each with one leader that every member names
+/// (by nats-server's 8-character server hash), its size, quorum and peers, the same applied
+/// index on every member once they are current; `group` and `acc` filters (`{}` when they
+/// match nothing), and the 404 of a server without clustered JetStream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn raftz_shows_each_nodes_groups() {
+    let js = cluster("jsc-raftz", 3).await;
+    let nc = async_nats::connect(js.servers[0].client_url())
+        .await
+        .expect("connect");
+    let created = api(
+        &nc,
+        "$JS.API.STREAM.CREATE.RZ",
+        r#"{"name":"RZ","subjects":["rz.>"],"num_replicas":3}"#,
+    )
+    .await;
+    assert_eq!(created["config"]["num_replicas"], 3, "{created}");
+    let ctx = async_nats::jetstream::new(nc.clone());
+    for i in 0..5 {
+        ctx.publish(format!("rz.{i}"), "x".into())
+            .await
+            .expect("publish")
+            .await
+            .expect("ack");
+    }
+    let names: Vec<String> = js.servers.iter().map(|s| s.shared().name.clone()).collect();
+
+    // Polled until every member agrees: one leader per group, the same applied index.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let views = loop {
+        let mut views: Vec<Value> = Vec::new();
+        for s in &js.servers {
+            let (code, body) = raftz(s, "").await;
+            assert_eq!(code, 200, "{body}");
+            views.push(serde_json::from_str(&body).expect("raftz JSON"));
+        }
+        if agree(&views) {
+            break views;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the nodes' /raftz never agreed: {views:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    for (i, v) in views.iter().enumerate() {
+        let groups = v["$SYS"].as_object().expect("system account");
+        assert!(groups.contains_key("_meta_"), "{v}");
+        for (name, g) in groups {
+            assert_eq!(g["size"], 3, "{name}: {g}");
+            assert_eq!(g["quorum_needed"], 2, "{name}: {g}");
+            assert_eq!(g["system_account"], true, "{name}: {g}");
+            assert_eq!(g["id"].as_str().map(str::len), Some(8), "{name}: {g}");
+            let peers = g["peers"].as_object().expect("peers");
+            let mut peer_names: Vec<&str> =
+                peers.values().filter_map(|p| p["name"].as_str()).collect();
+            peer_names.sort_unstable();
+            let mut others: Vec<&str> = names
+                .iter()
+                .enumerate()
+                .filter(|(j, _)| *j != i)
+                .map(|(_, n)| n.as_str())
+                .collect();
+            others.sort_unstable();
+            assert_eq!(peer_names, others, "{name} on {}: {g}", names[i]);
+        }
+        // The leader is named by the id it gives itself.
+        let stream_group = groups
+            .keys()
+            .find(|k| *k != "_meta_")
+            .expect("stream group");
+        let led = views
+            .iter()
+            .find(|v| v["$SYS"][stream_group]["state"] == "LEADER");
+        let leader_id = led.map(|v| v["$SYS"][stream_group]["id"].clone());
+        assert_eq!(Some(groups[stream_group]["leader"].clone()), leader_id);
+        // Five messages and the stream's creation at least.
+        assert!(groups[stream_group]["applied"].as_u64() >= Some(5), "{v}");
+    }
+
+    // Filters: one group; unknown groups and other accounts are nats-server's 404.
+    let (code, body) = raftz(&js.servers[1], "?group=_meta_").await;
+    assert_eq!(code, 200, "{body}");
+    let v: Value = serde_json::from_str(&body).expect("raftz JSON");
+    assert_eq!(v["$SYS"].as_object().map(|m| m.len()), Some(1), "{v}");
+    assert!(v["$SYS"]["_meta_"].is_object(), "{v}");
+    for q in ["?group=nope", "?acc=OTHER"] {
+        let (code, body) = raftz(&js.servers[1], q).await;
+        assert_eq!(code, 200, "{q}: {body}");
+        assert_eq!(
+            serde_json::from_str::<Value>(&body).ok(),
+            Some(serde_json::json!({})),
+            "{q}"
+        );
+    }
+
+    // A server without clustered JetStream has no Raft groups.
+    let lone = common::start_monitored().await;
+    let (code, body) = raftz(&lone, "").await;
+    assert_eq!((code, body.as_str()), (404, "No Raft nodes registered"));
+}
+
+/// Every node shows the same two groups, each with one leader that all name, and the same
+/// applied index.
+fn agree(views: &[Value]) -> bool {
+    let groups = |v: &Value| v["$SYS"].as_object().map(|m| m.len());
+    if views.iter().any(|v| groups(v) != Some(2)) {
+        return false;
+    }
+    views[0]["$SYS"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .all(|(g, _)| {
+            let of = |v: &Value| v["$SYS"][g.as_str()].clone();
+            let leaders = views.iter().filter(|v| of(v)["state"] == "LEADER").count();
+            let led_by = of(&views[0])["leader"].clone();
+            leaders == 1
+                && views.iter().all(|v| of(v)["leader"] == led_by)
+                && views
+                    .iter()
+                    .all(|v| of(v)["applied"] == of(&views[0])["applied"])
+        })
 }

@@ -272,3 +272,25 @@ pub fn threads() -> String {
     }
     out
 }
+
+/// `/raftz`'s answer, or nats-server's 404 text when this node has no clustered JetStream.
+/// Filters (`acc`, default the system account; `group`) that match nothing give `{}`, as
+/// nats-server 2.15.1 answers them.
+pub fn raftz(
+    srv: &ServerShared,
+    p: &HashMap<String, String>,
+) -> Result<serde_json::Value, &'static str> {
+    let cluster = srv
+        .jetstream
+        .get()
+        .and_then(|js| js.engine().cluster.clone());
+    let Some(c) = cluster else {
+        return Err("No Raft nodes registered");
+    };
+    let sys = srv.system_account_name();
+    let given = |k: &str| p.get(k).map(String::as_str).filter(|v| !v.is_empty());
+    if given("acc").is_some_and(|a| a != sys) {
+        return Ok(serde_json::json!({}));
+    }
+    Ok(c.raftz(sys, given("group")))
+}

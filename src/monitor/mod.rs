@@ -181,6 +181,7 @@ pub fn router(srv: Arc<ServerShared>) -> Router {
         .route(&at("/leafz"), get(leafz_h))
         .route(&at("/gatewayz"), get(gatewayz_h))
         .route(&at("/jsz"), get(jsz_h))
+        .route(&at("/raftz"), get(raftz_h))
         .route(&at("/topz"), get(topz_h))
         .route(&at("/healthz"), get(healthz_h))
         .route(&at("/ipqueuesz"), get(ipqueuesz_h))
@@ -282,8 +283,8 @@ async fn index(State(srv): State<Arc<ServerShared>>) -> Response {
         .unwrap_or_default();
     let mut body = String::from("<html><body><h1>natsd</h1><ul>");
     for p in [
-        "varz", "jsz", "connz", "accountz", "accstatz", "subsz", "routez", "leafz", "gatewayz",
-        "topz", "metrics", "healthz",
+        "varz", "jsz", "raftz", "connz", "accountz", "accstatz", "subsz", "routez", "leafz",
+        "gatewayz", "topz", "metrics", "healthz",
     ] {
         body.push_str(&format!("<li><a href=\"{base}{p}\">{p}</a></li>"));
     }
@@ -362,6 +363,15 @@ async fn gatewayz_h(State(srv): State<Arc<ServerShared>>, Query(p): Params) -> R
 async fn jsz_h(State(srv): State<Arc<ServerShared>>, Query(p): Params) -> Response {
     count(&srv, "/jsz");
     answer(misc::jsz(&srv, &p), &p)
+}
+
+/// The Raft groups of clustered JetStream on this node (`jetstream/cluster/raftz.rs`).
+async fn raftz_h(State(srv): State<Arc<ServerShared>>, Query(p): Params) -> Response {
+    count(&srv, "/raftz");
+    match misc::raftz(&srv, &p) {
+        Ok(v) => json_response(StatusCode::OK, &v, &p),
+        Err(text) => (StatusCode::NOT_FOUND, text).into_response(),
+    }
 }
 
 /// natsd's own: the cluster graph, gathered from every reachable server over `$SYS`

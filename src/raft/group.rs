@@ -230,6 +230,13 @@ impl Group {
         Ok(())
     }
 
+    /// Whether this member follows and votes but never stands (lame duck mode).
+    pub fn is_observer(&self) -> bool {
+        self.inner
+            .observer
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     pub fn is_leader(&self) -> bool {
         self.metrics().role == Role::Leader
     }
@@ -448,6 +455,8 @@ impl Group {
             voters: membership.voter_ids().collect(),
             learners: membership.learner_ids().collect(),
             millis_since_quorum_ack: m.millis_since_quorum_ack,
+            voted_for: m.vote.leader_id().voted_for(),
+            applied_term: m.last_applied.map(|l| l.leader_id.term),
             replicas,
         }
     }

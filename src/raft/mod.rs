@@ -166,6 +166,10 @@ pub struct GroupMetrics {
     pub learners: Vec<NodeId>,
     /// On the leader only: how long since a majority last acknowledged it.
     pub millis_since_quorum_ack: Option<u64>,
+    /// Whom this member voted for in its current term.
+    pub voted_for: Option<NodeId>,
+    /// The term of the last applied entry.
+    pub applied_term: Option<u64>,
     /// On the leader only: every other member's progress.
     pub replicas: Vec<ReplicaProgress>,
 }

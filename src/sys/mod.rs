@@ -43,10 +43,11 @@ pub enum Endpoint {
     Leafz,
     Accountz,
     Jsz,
+    Raftz,
 }
 
 impl Endpoint {
-    pub const ALL: [Endpoint; 11] = [
+    pub const ALL: [Endpoint; 12] = [
         Endpoint::Statsz,
         Endpoint::Varz,
         Endpoint::Connz,
@@ -58,6 +59,7 @@ impl Endpoint {
         Endpoint::Leafz,
         Endpoint::Accountz,
         Endpoint::Jsz,
+        Endpoint::Raftz,
     ];
 
     pub fn token(self) -> &'static str {
@@ -73,6 +75,7 @@ impl Endpoint {
             Endpoint::Leafz => "LEAFZ",
             Endpoint::Accountz => "ACCOUNTZ",
             Endpoint::Jsz => "JSZ",
+            Endpoint::Raftz => "RAFTZ",
         }
     }
 
@@ -100,6 +103,8 @@ impl Endpoint {
             (Endpoint::Jsz, "consumers") => "consumers",
             (Endpoint::Jsz, "config") => "config",
             (Endpoint::Jsz, "leader_only") => "leader-only",
+            (Endpoint::Raftz, "account") => "acc",
+            (Endpoint::Raftz, "group") => "group",
             _ => return None,
         })
     }
@@ -600,6 +605,12 @@ pub fn answer(srv: &ServerShared, sys: &Sys, e: Endpoint, payload: &[u8]) -> Opt
         Endpoint::Leafz => misc::leafz(srv, &params).and_then(|z| envelope(srv, sys, z)),
         Endpoint::Accountz => accountz::accountz(srv, &params).and_then(|z| envelope(srv, sys, z)),
         Endpoint::Jsz => misc::jsz(srv, &params).and_then(|z| envelope(srv, sys, z)),
+        // Without clustered JetStream nats-server answers `"data": {}` (HTTP: 404).
+        Endpoint::Raftz => envelope(
+            srv,
+            sys,
+            misc::raftz(srv, &params).unwrap_or_else(|_| serde_json::json!({})),
+        ),
     };
     Some(out.unwrap_or_else(error))
 }

@@ -20,6 +20,7 @@ mod events;
 mod hello;
 pub mod meta;
 pub mod placement;
+mod raftz;
 mod replicas;
 mod requests;
 pub mod restore;
