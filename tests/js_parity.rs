@@ -654,3 +654,64 @@ accounts: {
     }
     stop(refs).await;
 }
+
+/// Where nats-server 2.15.1 has no subscription for a request — a direct get of a stream
+/// that does not exist or does not allow direct gets, a pull request for a consumer that does
+/// not exist (or no longer does) — the requester gets no responders at once instead of
+/// waiting out its timeout. (2.9.10 leaves some of them unanswered; natsd follows 2.15.1.)
+#[tokio::test]
+async fn requests_nobody_serves_get_no_responders() {
+    let refs = jsref::each("noresp", "").await;
+    for r in refs.iter().filter(|r| !r.name.contains("2.9")) {
+        let nc = r.client(None).await;
+        for (name, direct) in [("ND", false), ("DD", true)] {
+            let cfg = json!({"name": name, "subjects": [format!("{}.>", name.to_lowercase())],
+                             "allow_direct": direct});
+            let v = api(
+                &nc,
+                &format!("$JS.API.STREAM.CREATE.{name}"),
+                &cfg.to_string(),
+            )
+            .await;
+            assert_eq!(outcome(&v), json!("ok"), "{}: {v}", r.name);
+            api(&nc, &format!("{}.1", name.to_lowercase()), "x").await;
+        }
+        let c =
+            json!({"stream_name": "ND", "config": {"durable_name": "C", "ack_policy": "explicit"}});
+        let v = api(&nc, "$JS.API.CONSUMER.CREATE.ND.C", &c.to_string()).await;
+        assert_eq!(outcome(&v), json!("ok"), "{}: {v}", r.name);
+        let v = api(&nc, "$JS.API.CONSUMER.DELETE.ND.C", "").await;
+        assert_eq!(outcome(&v), json!("ok"), "{}: {v}", r.name);
+
+        let pull = r#"{"batch":1,"expires":2000000000}"#;
+        for (subject, body) in [
+            ("$JS.API.DIRECT.GET.MISSING", r#"{"seq":1}"#),
+            ("$JS.API.DIRECT.GET.ND", r#"{"seq":1}"#),
+            ("$JS.API.CONSUMER.MSG.NEXT.ND.C", pull),
+            ("$JS.API.CONSUMER.MSG.NEXT.MISSING.C", pull),
+        ] {
+            let got = tokio::time::timeout(
+                Duration::from_secs(5),
+                nc.request(subject.to_string(), body.to_string().into()),
+            )
+            .await;
+            let kind = match &got {
+                Ok(Err(e)) => Some(e.kind()),
+                _ => None,
+            };
+            assert_eq!(
+                kind,
+                Some(async_nats::RequestErrorKind::NoResponders),
+                "{}: {subject}: {got:?}",
+                r.name
+            );
+        }
+        // A stream that allows it answers the direct get.
+        let m = nc
+            .request("$JS.API.DIRECT.GET.DD".to_string(), r#"{"seq":1}"#.into())
+            .await
+            .unwrap_or_else(|e| panic!("{}: direct get: {e}", r.name));
+        assert_eq!(&m.payload[..], b"x", "{}", r.name);
+    }
+    stop(refs).await;
+}

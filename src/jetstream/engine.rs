@@ -691,13 +691,17 @@ impl JsAccount {
             return;
         }
         if let ["CONSUMER", "MSG", "NEXT", s, c] = t.as_slice() {
-            if let Some(st) = self.streams.get_mut(*s) {
-                if let Some(con) = st.consumers.get_mut(*c) {
-                    con.add_pull(&cx, reply, p, Instant::now());
-                    let mut acked = Vec::new();
-                    con.pump(&cx, st.store.as_ref(), &mut acked);
-                    retire(st, &acked);
+            match self.streams.get_mut(*s) {
+                Some(st) if st.consumers.contains_key(*c) => {
+                    if let Some(con) = st.consumers.get_mut(*c) {
+                        con.add_pull(&cx, reply, p, Instant::now());
+                        let mut acked = Vec::new();
+                        con.pump(&cx, st.store.as_ref(), &mut acked);
+                        retire(st, &acked);
+                    }
                 }
+                // nats-server 2.15.1 has no subscription for it: no responders.
+                _ => no_responders(&cx, reply),
             }
             return;
         }
@@ -746,5 +750,14 @@ impl JsAccount {
         }
         cx.send(reply, None, None, out.as_bytes());
         advisory::api_audit(&cx, &ev.subject, p, &out);
+    }
+}
+
+/// What a requester gets where nats-server 2.15.1 has no subscription for the request (a
+/// direct get of a stream that does not exist or does not allow it, a pull request for a
+/// consumer that does not exist): the `503` status the server sends for no responders.
+pub(crate) fn no_responders(cx: &Cx<'_>, reply: &str) {
+    if !reply.is_empty() {
+        cx.send(reply, None, Some(b"NATS/1.0 503\r\n\r\n"), b"");
     }
 }

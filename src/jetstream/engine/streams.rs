@@ -439,12 +439,10 @@ impl JsAccount {
     }
 
     pub(super) fn direct_get(&self, cx: &Cx<'_>, reply: &str, name: &str, subj: &str, p: &[u8]) {
-        let Some(st) = self.streams.get(name) else {
+        let Some(st) = self.streams.get(name).filter(|st| st.cfg.allow_direct) else {
+            super::no_responders(cx, reply);
             return;
         };
-        if !st.cfg.allow_direct {
-            return;
-        }
         let req = if !subj.is_empty() {
             GetReq {
                 last_by_subj: Some(subj.to_string()),
