@@ -83,6 +83,21 @@ async fn r3_stream_acks_on_quorum_and_survives_its_leader() {
             .is_some_and(|g| g.starts_with("S-R3-ORDERS-")),
         "{info}"
     );
+    // As nats-server 2.15.1: since when the leader leads, the group's traffic in the
+    // system account, each replica with its server hash.
+    let c = &info["cluster"];
+    assert_eq!(c["system_account"], true, "{info}");
+    assert_eq!(c["traffic_account"], "$SYS", "{info}");
+    let since = c["leader_since"].as_str().unwrap_or_default();
+    assert!(since.starts_with("20") && since.ends_with('Z'), "{info}");
+    let replicas = c["replicas"].as_array().cloned().unwrap_or_default();
+    assert!(
+        replicas.len() == 2
+            && replicas
+                .iter()
+                .all(|r| r["peer"].as_str().map(str::len) == Some(8)),
+        "{info}"
+    );
 
     // A leader stepdown hands the stream to another replica.
     let sd = once(&nc, "$JS.API.STREAM.LEADER.STEPDOWN.ORDERS").await;

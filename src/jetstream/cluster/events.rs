@@ -46,14 +46,16 @@ impl JsCluster {
         if leads {
             listed.push(self.me);
             for r in &m.replicas {
+                let name = self.peer_name(sa, r.id);
                 let mut v = serde_json::json!({
-                    "name": self.peer_name(sa, r.id),
+                    "name": name,
                     "current": r.lag == 0,
                     "active": 0,
                 });
                 if r.lag > 0 {
                     v["lag"] = r.lag.into();
                 }
+                v["peer"] = super::server_hash(&name).into();
                 out.push(v);
                 listed.push(r.id);
             }
@@ -62,20 +64,37 @@ impl JsCluster {
         }
         for (id, name) in &sa.peers {
             if !listed.contains(id) {
-                out.push(serde_json::json!({"name": name, "current": false, "active": 0}));
+                out.push(serde_json::json!({"name": name, "current": false, "active": 0, "peer": super::server_hash(name)}));
             }
         }
         out
     }
 
-    /// `{"name","raft_group","leader","replicas":[…]}` as this member sees its group
-    /// (`replicas` left out when there are none, as nats-server's `omitempty`).
-    pub(super) fn cluster_json(&self, m: &GroupMetrics, sa: &StreamAssignment) -> String {
+    /// `{"name","raft_group","leader","leader_since","system_account","traffic_account",
+    /// "replicas":[…]}` as this member sees its group, in nats-server 2.15.1's order
+    /// (`leader_since` on the leader, `since`; `replicas` left out when there are none, as
+    /// nats-server's `omitempty`). The group's traffic goes in the system account.
+    pub(super) fn cluster_json(
+        &self,
+        m: &GroupMetrics,
+        sa: &StreamAssignment,
+        since: Option<i64>,
+    ) -> String {
         let mut o = Obj::new();
         o.field("name", &self.cluster_name)
             .field("raft_group", &sa.group);
         if let Some(l) = m.leader {
             o.field("leader", &self.peer_name(sa, l));
+        }
+        if let Some(t) = since {
+            o.field("leader_since", &crate::jetstream::types::time_str(t));
+        }
+        if let Some(srv) = self.srv.upgrade() {
+            let sys = srv.system_account_name();
+            if !sys.is_empty() {
+                o.field("system_account", &true)
+                    .field("traffic_account", sys);
+            }
         }
         let replicas = self.replica_infos(m, sa);
         if !replicas.is_empty() {
@@ -90,7 +109,7 @@ impl JsCluster {
         let replicas: Vec<serde_json::Value> = sa
             .peers
             .iter()
-            .map(|(_, name)| serde_json::json!({"name": name, "current": false, "active": 0}))
+            .map(|(_, name)| serde_json::json!({"name": name, "current": false, "active": 0, "peer": super::server_hash(name)}))
             .collect();
         let mut o = Obj::new();
         o.field("name", &self.cluster_name)

@@ -116,6 +116,9 @@ struct Replica {
     /// to), and when it last said it leads without a quorum.
     led: bool,
     lost_sent: Option<tokio::time::Instant>,
+    /// Since when (unix nanos) this node leads the group with a majority: STREAM and
+    /// CONSUMER INFO's `cluster.leader_since`.
+    led_since: Option<i64>,
     /// On the leader of a mirror or a source: its copier, until leadership moves.
     copier: Option<tokio_util::sync::CancellationToken>,
     /// Since when the copy is no longer assigned here (it stays a while so that its group

@@ -209,6 +209,7 @@ impl JsCluster {
                 unassigned: None,
                 led: false,
                 lost_sent: None,
+                led_since: None,
                 copier: None,
                 receiving: None,
             },
@@ -253,7 +254,16 @@ impl JsCluster {
             let mut e = js.engine();
             for (acc, name, m, sa) in &views {
                 let leader = super::leads(m);
-                let json = self.cluster_json(m, sa);
+                let since = lock(&self.replicas)
+                    .get_mut(&(acc.clone(), name.clone()))
+                    .and_then(|r| {
+                        if !leader {
+                            r.led_since = None;
+                        }
+                        r.led_since = r.led_since.or(leader.then(now_nanos));
+                        r.led_since
+                    });
+                let json = self.cluster_json(m, sa, since);
                 e.set_replica(&srv, acc, name, leader, json);
                 {
                     let mut reps = lock(&self.replicas);
