@@ -764,8 +764,9 @@ mod tests {
     #[test]
     fn subjects_cover_ping_and_own_id() {
         let v = request_subjects("NID");
-        assert_eq!(v.len(), 23);
+        assert_eq!(v.len(), 25);
         assert!(v.contains(&("$SYS.REQ.SERVER.PING".into(), Endpoint::Statsz)));
+        assert!(v.contains(&("$SYS.REQ.SERVER.PING.RAFTZ".into(), Endpoint::Raftz)));
         assert!(v.contains(&("$SYS.REQ.SERVER.PING.CONNZ".into(), Endpoint::Connz)));
         assert!(v.contains(&("$SYS.REQ.SERVER.NID.IDZ".into(), Endpoint::Idz)));
     }
