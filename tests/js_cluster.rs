@@ -172,6 +172,19 @@ async fn placement_errors_and_delete_answer_once() {
     )
     .await;
     assert_eq!(r["config"]["name"], "ONE", "{r}");
+    // Its `cluster` names the cluster and the leader only, as nats-server 2.15.1's.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let i = api(&nc, "$JS.API.STREAM.INFO.ONE", "").await;
+        let c = i["cluster"].as_object().cloned().unwrap_or_default();
+        if c.contains_key("leader") {
+            let keys: Vec<&str> = c.keys().map(String::as_str).collect(); // sorted
+            assert_eq!(keys, ["leader", "name"], "{i}");
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no leader: {i}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     common::wait_for("one copy of ONE", || {
         let n = copies(&js, "ONE").iter().flatten().count();
         async move { n == 1 }

@@ -73,7 +73,8 @@ impl JsCluster {
     /// `{"name","raft_group","leader","leader_since","system_account","traffic_account",
     /// "replicas":[…]}` as this member sees its group, in nats-server 2.15.1's order
     /// (`leader_since` on the leader, `since`; `replicas` left out when there are none, as
-    /// nats-server's `omitempty`). The group's traffic goes in the system account.
+    /// nats-server's `omitempty`). The group's traffic goes in the system account. An R1
+    /// stream's is `{"name","leader"}`, as there.
     pub(super) fn cluster_json(
         &self,
         m: &GroupMetrics,
@@ -81,8 +82,15 @@ impl JsCluster {
         since: Option<i64>,
     ) -> String {
         let mut o = Obj::new();
-        o.field("name", &self.cluster_name)
-            .field("raft_group", &sa.group);
+        o.field("name", &self.cluster_name);
+        if sa.peers.len() <= 1 {
+            // An R1 stream: nats-server 2.15.1 names the cluster and the leader only.
+            if let Some(l) = m.leader {
+                o.field("leader", &self.peer_name(sa, l));
+            }
+            return o.done();
+        }
+        o.field("raft_group", &sa.group);
         if let Some(l) = m.leader {
             o.field("leader", &self.peer_name(sa, l));
         }
