@@ -40,6 +40,10 @@ async fn carry(mut a: TcpStream, target: u16, mut open: watch::Receiver<bool>) {
     let Ok(mut b) = TcpStream::connect(("127.0.0.1", target)).await else {
         return;
     };
+    // As natsd's own route sockets: small writes go at once (with Nagle's algorithm a
+    // proxy holds a route's small Raft messages back for a delayed ACK, ~40 ms).
+    let _ = a.set_nodelay(true);
+    let _ = b.set_nodelay(true);
     tokio::select! {
         _ = tokio::io::copy_bidirectional(&mut a, &mut b) => {}
         _ = open.wait_for(|o| !*o) => {}
