@@ -662,15 +662,27 @@ async fn work_queue_and_interest_retention_on_r3() {
         a["replicas"].is_array() && a.get("account").is_none(),
         "{a}"
     );
-    let a = advisory(
-        tokio::time::timeout(WAIT, elected.next())
-            .await
-            .expect("in time"),
-    );
-    assert_eq!(
-        a["type"], "io.nats.jetstream.advisory.v1.consumer_leader_elected",
-        "{a}"
-    );
+    // The consumer has a group of its own: its stepdown elects another consumer leader
+    // (and says so) while the stream's leader stays.
+    let c_leader = api(&nc, "$JS.API.CONSUMER.INFO.WQ.W", "").await["cluster"]["leader"]
+        .as_str()
+        .expect("consumer leader")
+        .to_string();
+    let sd = once(&nc, "$JS.API.CONSUMER.LEADER.STEPDOWN.WQ.W").await;
+    assert_eq!(sd["success"], true, "{sd}");
+    let a = loop {
+        let a = advisory(
+            tokio::time::timeout(WAIT, elected.next())
+                .await
+                .expect("in time"),
+        );
+        if a["type"] == "io.nats.jetstream.advisory.v1.consumer_leader_elected" {
+            break a;
+        }
+    };
+    assert_ne!(a["leader"], c_leader.as_str(), "{a}");
+    let still = api(&nc, "$JS.API.STREAM.INFO.WQ", "").await["cluster"]["leader"].clone();
+    assert_eq!(still, next.as_str());
     assert_eq!(
         (&a["stream"], &a["consumer"]),
         (&"WQ".into(), &"W".into()),

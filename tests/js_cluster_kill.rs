@@ -41,6 +41,21 @@ async fn take(c: &async_nats::jetstream::consumer::PullConsumer, n: usize) -> Ve
     got
 }
 
+/// The durable pull consumer `D` of `EV`, acking explicitly.
+async fn durable_d(nc: &async_nats::Client) -> async_nats::jetstream::consumer::PullConsumer {
+    async_nats::jetstream::new(nc.clone())
+        .get_stream("EV")
+        .await
+        .expect("stream")
+        .create_consumer(async_nats::jetstream::consumer::pull::Config {
+            durable_name: Some("D".into()),
+            ack_policy: async_nats::jetstream::consumer::AckPolicy::Explicit,
+            ..Default::default()
+        })
+        .await
+        .expect("consumer")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stream_leader_killed_loses_no_acknowledged_message() {
     let (mut nodes, nc) = three("jsc-kill").await;
@@ -73,18 +88,7 @@ async fn stream_leader_killed_loses_no_acknowledged_message() {
         acked.push((i, publish_acked(&nc, i).await));
     }
     // A durable consumer takes and acknowledges the first 50.
-    let ctx = async_nats::jetstream::new(nc.clone());
-    let consumer = ctx
-        .get_stream("EV")
-        .await
-        .expect("stream")
-        .create_consumer(async_nats::jetstream::consumer::pull::Config {
-            durable_name: Some("D".into()),
-            ack_policy: async_nats::jetstream::consumer::AckPolicy::Explicit,
-            ..Default::default()
-        })
-        .await
-        .expect("consumer");
+    let consumer = durable_d(&nc).await;
     assert_eq!(take(&consumer, 50).await, (1..=50).collect::<Vec<u64>>());
     // kill -9 the stream's leader and keep publishing through the others.
     let li: usize = leader[1..].parse().expect("nK");
@@ -163,5 +167,74 @@ async fn stream_leader_killed_loses_no_acknowledged_message() {
         assert!(tokio::time::Instant::now() < deadline, "no consumer: {d:?}");
     }
     assert_eq!(take(&consumer, 10).await, (51..=60).collect::<Vec<u64>>());
+    drop(nodes);
+}
+
+/// The consumer leader of now, as CONSUMER INFO names it, once it is not `old`.
+async fn consumer_leader(nc: &async_nats::Client, old: &str) -> String {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let d = request(nc, "$JS.API.CONSUMER.INFO.EV.D", String::new()).await;
+        if let Some(l) = d
+            .as_ref()
+            .and_then(|d| d["cluster"]["leader"].as_str())
+            .filter(|l| *l != old)
+        {
+            return l.to_string();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no leader but {old}: {d:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A replicated consumer's own leader killed with `kill -9`: another member takes over from
+/// the acknowledged progress; the killed node comes back (its copy rebuilt from its logs),
+/// is handed the consumer (a preferred stepdown) and serves it from where it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumer_leader_killed_comes_back_and_leads_again() {
+    let (mut nodes, nc) = three("jsc-ckill").await;
+    create_ev(&nc, "file").await;
+    for i in 1..=100u64 {
+        publish_acked(&nc, i).await;
+    }
+    let consumer = durable_d(&nc).await;
+    assert_eq!(take(&consumer, 30).await, (1..=30).collect::<Vec<u64>>());
+    let first = consumer_leader(&nc, "").await;
+    let k: usize = first[1..].parse().expect("nK");
+    if let Some(p) = &nodes.procs[k] {
+        p.signal("-9");
+    }
+    nodes.procs[k] = None;
+    let second = consumer_leader(&nc, &first).await;
+    assert_eq!(take(&consumer, 30).await, (31..=60).collect::<Vec<u64>>());
+
+    nodes.procs[k] = Some(start(&nodes.confs[k]));
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let body = format!(r#"{{"placement":{{"preferred":"{first}"}}}}"#);
+        let r = request(&nc, "$JS.API.CONSUMER.LEADER.STEPDOWN.EV.D", body).await;
+        // A request that timed out may have handed it over all the same.
+        let already = |r: &serde_json::Value| {
+            r["error"]["err_code"] == 10005
+                && r["error"]["description"]
+                    .as_str()
+                    .is_some_and(|d| d.ends_with("is already leader"))
+        };
+        if r.as_ref()
+            .is_some_and(|r| r["success"] == true || already(r))
+        {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not handed back: {r:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(consumer_leader(&nc, &second).await, first);
+    assert_eq!(take(&consumer, 40).await, (61..=100).collect::<Vec<u64>>());
     drop(nodes);
 }

@@ -8,7 +8,9 @@ mod config;
 mod cx;
 mod pull;
 
-pub use config::{apply_defaults, apply_server_limits, check, check_server_limits, check_update};
+pub use config::{
+    apply_defaults, apply_server_limits, check, check_replicated, check_server_limits, check_update,
+};
 pub use cx::Cx;
 pub use pull::PullReq;
 
@@ -79,9 +81,9 @@ pub struct Consumer {
     pub dirty: bool,
     /// `rate_limit_bps` of a push consumer, once its burst is known.
     rate: Option<RateLimit>,
-    /// A copy on a replica that does not lead its stream: it delivers nothing, takes no
-    /// acks and runs no timers; its progress comes from the leader's log
-    /// (`engine/replica.rs`). It takes over when this node comes to lead.
+    /// A copy on a member that does not lead the consumer's group: it delivers nothing,
+    /// takes no acks and runs no timers; its progress comes from the group's log
+    /// (`engine/replica_consumers.rs`). It takes over when this node comes to lead.
     pub passive: bool,
     /// The state last sent to the replicas (on the leader).
     pub replicated: Option<ConsumerState>,
@@ -90,9 +92,21 @@ pub struct Consumer {
     /// by it, never by the leader's live state, so every copy removes the same messages at
     /// the same point of the log (`engine/replica.rs`).
     pub applied: Option<ConsumerState>,
-    /// Replies owed to synchronous acks (`AckSync`, double ack) on a replicated stream's
-    /// leader: answered once the progress that holds them is committed.
+    /// Replies owed to synchronous acks (`AckSync`, double ack) on a replicated
+    /// consumer's leader: answered once the progress that holds them is committed.
     pub ack_replies: Vec<String>,
+    /// The progress last applied from the consumer's own group (`cluster/cgroups.rs`),
+    /// on every member alike.
+    pub group_applied: Option<ConsumerState>,
+    /// On the stream's leader: the group-applied progress last relayed to the stream's
+    /// log (interest and work-queue retention sweep by it).
+    pub relayed: Option<ConsumerState>,
+    /// CONSUMER INFO's `cluster`, as this node sees the consumer's group (empty until the
+    /// group has reported).
+    pub cluster_json: String,
+    /// Created by a live entry of its stream's log (not revived from a snapshot): its
+    /// group may be bootstrapped at once.
+    pub born_live: bool,
 }
 
 /// A token bucket in bytes: nats-server's consumer rate limiter (`rate_limit_bps` / 8 bytes
@@ -196,6 +210,10 @@ impl Consumer {
             replicated: None,
             applied: None,
             ack_replies: Vec::new(),
+            group_applied: None,
+            relayed: None,
+            cluster_json: String::new(),
+            born_live: false,
         }
     }
 
@@ -311,7 +329,9 @@ impl Consumer {
         if self.is_push() && cx.is_some_and(|cx| cx.has_interest(&self.cfg.deliver_subject)) {
             o.field("push_bound", &true);
         }
-        if let Some(r) = st.replica.as_ref().filter(|r| !r.cluster_json.is_empty()) {
+        if !self.cluster_json.is_empty() {
+            o.raw("cluster", &self.cluster_json);
+        } else if let Some(r) = st.replica.as_ref().filter(|r| !r.cluster_json.is_empty()) {
             o.raw("cluster", &r.cluster_json);
         }
         o.done()

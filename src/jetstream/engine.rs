@@ -7,6 +7,7 @@ mod consumers;
 mod publish;
 mod refusals;
 pub mod replica;
+pub mod replica_consumers;
 pub mod replica_snap;
 mod restores;
 mod saving;
@@ -58,6 +59,10 @@ pub struct JsAccount {
     usage_bound: super::limits::UsageBound,
     /// Stream templates by name (see `engine/templates.rs`).
     pub templates: BTreeMap<String, templates::Template>,
+    /// Set by a replicated consumer's creation: its answer is held (below).
+    hold: Option<(String, String)>,
+    /// Creations of replicated consumers waiting for their group's first leader.
+    held: Vec<replica_consumers::Held>,
 }
 
 pub struct Engine {
@@ -264,6 +269,8 @@ impl Engine {
             transfers: Default::default(),
             usage_bound: Default::default(),
             templates: BTreeMap::new(),
+            hold: None,
+            held: Vec::new(),
         };
         restores::clean_staging(&self.config.store_dir, &acc.name);
         let root = self.config.store_dir.join(&acc.name).join("streams");
@@ -481,8 +488,9 @@ impl Engine {
                 ja.ack(srv, &ev);
                 if let (Some(c), Some(_)) = (self.cluster.clone(), ev.reply.as_ref()) {
                     // A synchronous ack waits for its progress entry: send it now.
-                    if let Some(stream) = ev.subject.split('.').nth(2) {
-                        c.progress_now(self, &ev.acc, stream);
+                    let mut t = ev.subject.split('.').skip(2);
+                    if let (Some(stream), Some(consumer)) = (t.next(), t.next()) {
+                        c.progress_now(&ev.acc, stream, consumer);
                     }
                 }
             }
@@ -558,10 +566,22 @@ impl Engine {
                     }
                 }
                 for n in gone {
+                    // A replicated stream's ephemeral goes through the stream's log, so every
+                    // copy drops it (and its group): its leader asks the stream's leader to
+                    // delete it; the passive copies wait for that entry.
+                    if st.replica.is_some() {
+                        if let Some(c) = st.consumers.get_mut(&n) {
+                            c.last_active = now;
+                            if !c.passive {
+                                let subject =
+                                    format!("$JS.API.CONSUMER.DELETE.{}.{n}", st.cfg.name);
+                                cx.send(&subject, None, None, b"");
+                            }
+                        }
+                        continue;
+                    }
                     if let Some(mut c) = st.consumers.remove(&n) {
                         tracing::debug!("JetStream: ephemeral consumer {n:?} inactive, removed");
-                        // A replica's passive copy goes quietly (`deleted`): its progress
-                        // stopped coming, the leader's copy is gone or idle.
                         c.deleted(&cx);
                         if let Some(d) = &st.dir {
                             persist::remove_dir(&persist::consumer_dir(d, &n));
@@ -718,12 +738,12 @@ impl JsAccount {
             ["STREAM", "LIST"] => self.stream_list(p, false),
             ["STREAM", "MSG", "GET", s] => self.msg_get(s, p),
             ["STREAM", "MSG", "DELETE", s] => self.msg_delete(s, p),
-            ["CONSUMER", "CREATE", s] => self.consumer_create(&cx, s, None, "", false, p),
+            ["CONSUMER", "CREATE", s] => self.consumer_create(&cx, s, None, "", false, p, ev.ts),
             ["CONSUMER", "CREATE", s, c, f @ ..] => {
-                self.consumer_create(&cx, s, Some(c), &f.join("."), false, p)
+                self.consumer_create(&cx, s, Some(c), &f.join("."), false, p, ev.ts)
             }
             ["CONSUMER", "DURABLE", "CREATE", s, c] => {
-                self.consumer_create(&cx, s, Some(c), "", true, p)
+                self.consumer_create(&cx, s, Some(c), "", true, p, ev.ts)
             }
             ["CONSUMER", "INFO", s, c] => self.consumer_info(&cx, s, c),
             ["CONSUMER", "DELETE", s, c] => self.consumer_delete(&cx, s, c),
@@ -745,6 +765,15 @@ impl JsAccount {
             }
         };
         self.api_total += 1;
+        // A new consumer of a replicated stream: answered once its group has a leader
+        // (`engine/replica_consumers.rs`).
+        if let Some((stream, consumer)) = self.hold.take() {
+            if !reply.is_empty() {
+                self.held
+                    .push(replica_consumers::Held::new(stream, consumer, reply));
+            }
+            return;
+        }
         if reply.is_empty() {
             return;
         }

@@ -405,6 +405,15 @@ impl Group {
         }
     }
 
+    /// Stands for election now rather than after an election timeout (a group just
+    /// bootstrapped, whose creator wants it led at once). Failure only means the usual
+    /// timeout decides.
+    pub async fn campaign(&self) {
+        if let Err(e) = self.inner.raft.trigger().elect().await {
+            tracing::debug!("raft group {}: campaign: {e}", self.inner.cfg.name);
+        }
+    }
+
     /// Takes a snapshot now (and purges the log behind it as configured).
     pub async fn snapshot_now(&self) -> Result<(), ProposeError> {
         self.inner

@@ -19,15 +19,14 @@ const LOST_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 pub(super) struct Pending {
     account: String,
     stream: String,
-    consumers: Vec<String>,
     leader: Option<String>,
     replicas: String,
     lost: bool,
 }
 
 impl JsCluster {
-    fn peer_name(&self, sa: &StreamAssignment, id: NodeId) -> String {
-        sa.peers
+    fn peer_name(&self, peers: &[(NodeId, String)], id: NodeId) -> String {
+        peers
             .iter()
             .find(|p| p.0 == id)
             .map(|p| p.1.clone())
@@ -40,13 +39,22 @@ impl JsCluster {
     /// group, whichever node answers (a follower or the meta leader can answer a repeated
     /// STREAM.CREATE).
     fn replica_infos(&self, m: &GroupMetrics, sa: &StreamAssignment) -> Vec<serde_json::Value> {
+        self.replica_infos_of(m, &sa.peers)
+    }
+
+    /// [`JsCluster::replica_infos`] of a group of `peers` (a consumer's).
+    pub(super) fn replica_infos_of(
+        &self,
+        m: &GroupMetrics,
+        peers: &[(NodeId, String)],
+    ) -> Vec<serde_json::Value> {
         let leads = m.role == Role::Leader;
         let mut out: Vec<serde_json::Value> = Vec::new();
         let mut listed = Vec::new();
         if leads {
             listed.push(self.me);
             for r in &m.replicas {
-                let name = self.peer_name(sa, r.id);
+                let name = self.peer_name(peers, r.id);
                 let mut v = serde_json::json!({
                     "name": name,
                     "current": r.lag == 0,
@@ -62,7 +70,7 @@ impl JsCluster {
         } else if let Some(l) = m.leader {
             listed.push(l);
         }
-        for (id, name) in &sa.peers {
+        for (id, name) in peers {
             if !listed.contains(id) {
                 out.push(serde_json::json!({"name": name, "current": false, "active": 0, "peer": super::server_hash(name)}));
             }
@@ -81,18 +89,31 @@ impl JsCluster {
         sa: &StreamAssignment,
         since: Option<i64>,
     ) -> String {
-        let mut o = Obj::new();
-        o.field("name", &self.cluster_name);
         if sa.peers.len() <= 1 {
             // An R1 stream: nats-server 2.15.1 names the cluster and the leader only.
+            let mut o = Obj::new();
+            o.field("name", &self.cluster_name);
             if let Some(l) = m.leader {
-                o.field("leader", &self.peer_name(sa, l));
+                o.field("leader", &self.peer_name(&sa.peers, l));
             }
             return o.done();
         }
-        o.field("raft_group", &sa.group);
+        self.cluster_json_of(m, &sa.group, &sa.peers, since)
+    }
+
+    /// [`JsCluster::cluster_json`] of group `group` with members `peers` (a consumer's).
+    pub(super) fn cluster_json_of(
+        &self,
+        m: &GroupMetrics,
+        group: &str,
+        peers: &[(NodeId, String)],
+        since: Option<i64>,
+    ) -> String {
+        let mut o = Obj::new();
+        o.field("name", &self.cluster_name);
+        o.field("raft_group", group);
         if let Some(l) = m.leader {
-            o.field("leader", &self.peer_name(sa, l));
+            o.field("leader", &self.peer_name(peers, l));
         }
         if let Some(t) = since {
             o.field("leader_since", &crate::jetstream::types::time_str(t));
@@ -104,7 +125,7 @@ impl JsCluster {
                     .field("traffic_account", sys);
             }
         }
-        let replicas = self.replica_infos(m, sa);
+        let replicas = self.replica_infos_of(m, peers);
         if !replicas.is_empty() {
             o.field("replicas", &replicas);
         }
@@ -136,7 +157,6 @@ impl JsCluster {
         r: &mut Replica,
         m: &GroupMetrics,
         leads: bool,
-        consumers: impl FnOnce() -> Vec<String>,
         out: &mut Vec<Pending>,
     ) {
         let replicated = r.sa.peers.len() > 1;
@@ -169,7 +189,6 @@ impl JsCluster {
         out.push(Pending {
             account: r.sa.account.clone(),
             stream: r.sa.name.clone(),
-            consumers: consumers(),
             leader: elected.then(|| self.name.clone()),
             replicas,
             lost,
@@ -186,16 +205,12 @@ pub(super) fn send(srv: &Arc<ServerShared>, events: Vec<Pending>) {
         };
         let cx = Cx::new(srv, &acc);
         let sys_cx = sys.as_ref().map(|s| Cx::new(srv, s));
-        let mut l = Leadership {
+        let l = Leadership {
             stream: &p.stream,
             consumer: None,
             leader: p.leader.as_deref(),
             replicas: &p.replicas,
         };
         advisory::leadership(&cx, sys_cx.as_ref(), &l, p.lost);
-        for c in &p.consumers {
-            l.consumer = Some(c);
-            advisory::leadership(&cx, sys_cx.as_ref(), &l, p.lost);
-        }
     }
 }

@@ -11,9 +11,12 @@
 //!   its copy and opens the stream's group; the leader subscribes to the stream's subjects,
 //!   batches the publishes into log entries (`entry.rs`) and acks each once its entry is
 //!   committed and applied (a quorum has it).
+//! - Consumers (`cgroups.rs`): each consumer of a replicated stream runs in a group of its
+//!   own on the stream's peers; its leader's copy delivers and proposes its progress.
 //!
 //! docs/architecture.md ("Clustered JetStream") has the design and what is not built yet.
 
+mod cgroups;
 pub mod copier;
 pub mod entry;
 mod events;
@@ -142,6 +145,8 @@ pub struct JsCluster {
     peers: Mutex<BTreeMap<NodeId, hello::Peer>>,
     settle: Mutex<hello::Settle>,
     replicas: Mutex<BTreeMap<(String, String), Replica>>,
+    /// This node's members of the replicated consumers' groups (`cgroups.rs`).
+    cgroups: Mutex<BTreeMap<cgroups::CKey, cgroups::ConsumerReplica>>,
     /// Bytes waiting in the proposers' queues.
     queued: Arc<AtomicUsize>,
     /// Names this process as the proposer of stream log entries: random at every start, so
@@ -180,6 +185,7 @@ impl JsCluster {
             peers: Mutex::new(BTreeMap::new()),
             settle: Mutex::new(hello::Settle::default()),
             replicas: Mutex::new(BTreeMap::new()),
+            cgroups: Mutex::new(BTreeMap::new()),
             queued: Arc::new(AtomicUsize::new(0)),
             standby: std::sync::atomic::AtomicBool::new(false),
             session: rand::random::<u64>() | 1,
@@ -259,6 +265,8 @@ impl JsCluster {
                     if self.leaving() {
                         self.reconcile().await;
                     }
+                    self.reconcile_consumers().await;
+                    self.consumers_tick();
                 }
                 c = changed.recv() => {
                     if c.is_none() {
@@ -454,6 +462,7 @@ impl JsCluster {
             .map(|r| r.group.clone())
             .collect();
         groups.extend(self.meta().cloned());
+        groups.extend(self.consumer_groups());
         let mut all = tokio::task::JoinSet::new();
         for g in groups {
             all.spawn(async move { g.observe().await });
@@ -469,6 +478,7 @@ impl JsCluster {
 
     /// Every replicated stream of this node and the meta group stop.
     async fn shutdown(&self) {
+        self.close_consumer_groups().await;
         let reps = std::mem::take(&mut *lock(&self.replicas));
         for (_, r) in reps {
             if let Some(c) = &r.copier {

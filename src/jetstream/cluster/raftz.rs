@@ -32,6 +32,13 @@ impl JsCluster {
                 .values()
                 .map(|r| (r.sa.group.clone(), r.group.clone())),
         );
+        // A consumer's group where this node is a member (it has the copy elsewhere too).
+        groups.extend(
+            self.consumer_groups()
+                .into_iter()
+                .filter(|g| !g.members().is_empty())
+                .map(|g| (g.name().to_string(), g)),
+        );
         let mut out = Map::new();
         for (name, g) in groups {
             if group.is_some_and(|want| want != name) {

@@ -268,14 +268,7 @@ impl JsCluster {
                 {
                     let mut reps = lock(&self.replicas);
                     if let Some(r) = reps.get_mut(&(acc.clone(), name.clone())) {
-                        let consumers = || {
-                            e.accounts
-                                .get(acc)
-                                .and_then(|ja| ja.streams.get(name))
-                                .map(|st| st.consumers.keys().cloned().collect())
-                                .unwrap_or_default()
-                        };
-                        self.leadership(r, m, leader, consumers, &mut events);
+                        self.leadership(r, m, leader, &mut events);
                         let follows = e
                             .accounts
                             .get(acc)
@@ -284,7 +277,7 @@ impl JsCluster {
                     }
                 }
                 if leader {
-                    if let Some(p) = e.progress_due(acc, name) {
+                    if let Some(p) = e.relay_due(acc, name) {
                         progress.push(((acc.clone(), name.clone()), p));
                     }
                     let copy = e
@@ -413,26 +406,6 @@ impl JsCluster {
         if let Some(step) = placement::membership_step(&sa.peers, &m.voters, self.me) {
             r.changing.store(true, Relaxed);
             steps.push((r.group.clone(), r.changing.clone(), step));
-        }
-    }
-
-    /// Sends `stream`'s consumer progress to its log now, not at the next tick: a
-    /// synchronous ack is answered once its entry is committed.
-    pub fn progress_now(
-        &self,
-        engine: &mut crate::jetstream::engine::Engine,
-        account: &str,
-        stream: &str,
-    ) {
-        let Some(payload) = engine.progress_due(account, stream) else {
-            return;
-        };
-        if let Some(r) = lock(&self.replicas).get(&(account.to_string(), stream.to_string())) {
-            let _ = r.tx.send(Item::Api {
-                subject: CONSUMER_STATES.to_string(),
-                reply: String::new(),
-                payload: payload.into(),
-            });
         }
     }
 

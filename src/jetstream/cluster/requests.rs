@@ -5,8 +5,10 @@
 //!   to the meta group; the stream's first leader answers), STREAM.DELETE (answered once
 //!   committed), and anything about a stream that does not exist.
 //! - A stream's leader: everything else about it. PURGE, MSG.DELETE and UPDATE go through
-//!   the stream's log (every replica applies them; the leader answers); the rest (INFO,
-//!   MSG.GET, DIRECT.GET, consumers) is answered from its copy.
+//!   the stream's log (every replica applies them; the leader answers), as do consumer
+//!   creations and deletions; the rest (INFO, MSG.GET, DIRECT.GET, consumer lists) is
+//!   answered from its copy.
+//! - A consumer's own leader (`cgroups.rs`): its INFO, MSG.NEXT and LEADER.STEPDOWN.
 
 use std::sync::Arc;
 
@@ -157,6 +159,42 @@ impl JsCluster {
             }
             _ => {}
         }
+        // About one consumer: its own group's leader answers (`cgroups.rs`). A consumer
+        // this node's copy of the stream does not know is the stream leader's to refuse.
+        if let ["CONSUMER", "INFO", _, c]
+        | ["CONSUMER", "MSG", "NEXT", _, c]
+        | ["CONSUMER", "LEADER", "STEPDOWN", _, c] = t.as_slice()
+        {
+            let known = engine
+                .accounts
+                .get(acc)
+                .and_then(|ja| ja.streams.get(s))
+                .is_some_and(|st| st.consumers.contains_key(*c));
+            if known {
+                let Some(cg) = self.consumer_group(acc, s, c) else {
+                    return true; // its group is not open here yet
+                };
+                if !super::group_leads(&cg) {
+                    return true;
+                }
+                if t[1] == "LEADER" {
+                    let ids = cg.members();
+                    let ty = "consumer_leader_stepdown_response";
+                    if ids.len() <= 1 {
+                        // An R1 consumer: nats-server 2.15.1 says success; nothing moves.
+                        if let Some(reply) = &ev.reply {
+                            let mut o = Obj::typed(ty);
+                            o.field("success", &true);
+                            send(srv, acc, reply, &o.done());
+                        }
+                        return true;
+                    }
+                    self.placed_stepdown(srv, ev, cg, Some(&ids), ty);
+                    return true;
+                }
+                return false;
+            }
+        }
         let Some(group) = self.replica_group(acc, s) else {
             return true; // held elsewhere
         };
@@ -173,19 +211,10 @@ impl JsCluster {
                 );
                 true
             }
-            // A consumer leads where its stream does (`engine/replica.rs`): its stepdown moves
-            // the stream's leadership, and with it every consumer of the stream.
-            ["CONSUMER", "LEADER", "STEPDOWN", _, c] => {
+            // Not a consumer this copy knows (above): nats-server's 404.
+            ["CONSUMER", "LEADER", "STEPDOWN", _, _] => {
                 const T: &str = "consumer_leader_stepdown_response";
-                let known = engine
-                    .accounts
-                    .get(acc)
-                    .and_then(|ja| ja.streams.get(s))
-                    .is_some_and(|st| st.consumers.contains_key(*c));
-                if known {
-                    let ids: Vec<_> = sa.peers.iter().map(|p| p.0).collect();
-                    self.placed_stepdown(srv, ev, group, Some(&ids), T);
-                } else if let Some(reply) = &ev.reply {
+                if let Some(reply) = &ev.reply {
                     send(
                         srv,
                         acc,

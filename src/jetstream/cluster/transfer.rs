@@ -6,8 +6,9 @@
 //! preferred server by name (400 10005 `preferred server "x" is already leader` / `… not
 //! known`, also for a server that is not a member), otherwise any other online member in the
 //! cluster and with every tag asked for (`no replacement peer connected` when none is; natsd
-//! takes the first by name where nats-server takes a random one). A consumer leads where its
-//! stream does, so a consumer's placement moves its stream's group. openraft 0.9 has no leadership transfer, so the leader publishes a hold
+//! takes the first by name where nats-server takes a random one). A consumer's placement
+//! moves its own group (`cgroups.rs`). openraft 0.9 has no leadership transfer, so the
+//! leader publishes a hold
 //! (`$NATSD.JS.HOLD` in the system account: group, target, duration) that keeps every other
 //! member from standing for election for a while, then steps down: only the chosen member's
 //! election timer can fire, and the others vote for it.
@@ -85,7 +86,12 @@ pub fn subscribe(c: &Arc<JsCluster>, srv: &Arc<ServerShared>) -> Result<(), Stri
             .meta()
             .filter(|g| g.name() == h.group)
             .cloned()
-            .or_else(|| c.group_named(&h.group));
+            .or_else(|| c.group_named(&h.group))
+            .or_else(|| {
+                c.consumer_groups()
+                    .into_iter()
+                    .find(|g| g.name() == h.group)
+            });
         if let Some(g) = group.filter(|g| !g.is_leader()) {
             g.hold_elections(Duration::from_millis(h.millis.min(60_000)));
         }

@@ -60,6 +60,27 @@ pub fn check_server_limits(
     Ok(())
 }
 
+/// A replicated stream's consumer (clustered JetStream), as nats-server 2.15.1 checks it:
+/// no more replicas than the stream, and an interest or work-queue stream's consumers as
+/// many as the stream (0: the stream's).
+pub fn check_replicated(c: &ConsumerConfig, s: &StreamConfig) -> Result<(), ApiError> {
+    if c.num_replicas > 0 && c.num_replicas > s.num_replicas {
+        return Err(ApiError::new(
+            400,
+            10126,
+            "consumer config replica count exceeds parent stream",
+        ));
+    }
+    if s.retention != Retention::Limits && c.num_replicas != 0 && c.num_replicas != s.num_replicas {
+        return Err(ApiError::new(
+            400,
+            10134,
+            "consumer config replicas must match interest retention stream's replicas",
+        ));
+    }
+    Ok(())
+}
+
 /// nats-server's consumer config checks (after defaults) against its stream and the
 /// account's `max_ack_pending` (-1: none).
 pub fn check(c: &ConsumerConfig, s: &StreamConfig, max_ack_pending: i64) -> Result<(), ApiError> {

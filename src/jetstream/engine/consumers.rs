@@ -5,6 +5,7 @@
 use super::*;
 
 impl JsAccount {
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn consumer_create(
         &mut self,
         cx: &Cx<'_>,
@@ -13,6 +14,7 @@ impl JsAccount {
         filter_tok: &str,
         durable_endpoint: bool,
         p: &[u8],
+        ts: Option<i64>,
     ) -> Res {
         const T: &str = "consumer_create_response";
         let e = |e| (e, T);
@@ -102,6 +104,9 @@ impl JsAccount {
         }
         consumer::check_server_limits(&cfg, &server).map_err(e)?;
         consumer::check(&cfg, &st.cfg, sel.limits.max_ack_pending).map_err(e)?;
+        if st.replica.is_some() {
+            consumer::check_replicated(&cfg, &st.cfg).map_err(e)?;
+        }
         if st.cfg.retention == Retention::Workqueue {
             for (n, c) in &st.consumers {
                 if *n == name {
@@ -156,15 +161,24 @@ impl JsAccount {
             name.clone(),
             stream_name.to_string(),
             cfg,
-            now_nanos(),
+            // A replicated stream's copies all take the log entry's time: the same
+            // `created` everywhere.
+            ts.unwrap_or_else(now_nanos),
             durable,
             st.store.as_ref(),
         );
         c.set_rate_burst(rate_burst(&st.cfg, cx.srv));
-        c.passive = st.replica.as_ref().is_some_and(|r| !r.leader);
+        // A replicated stream's consumer delivers only where its own group elects a
+        // leader (`cluster/cgroups.rs`); the creation's answer waits for that leader.
+        c.passive = st.replica.is_some();
+        c.born_live = ts.is_some();
         save_consumer_meta(st, &c).map_err(|er| e(ApiError::consumer_create(er)))?;
         let out = c.info_json(st, Some(T), Some(cx));
-        if !c.passive {
+        if st.replica.is_some() {
+            self.hold = Some((stream_name.to_string(), name.clone()));
+        }
+        let leads = st.replica.as_ref().is_some_and(|r| r.leader);
+        if st.replica.is_none() || leads {
             advisory::consumer_action(cx, stream_name, &name, Action::Create);
         }
         st.consumers.insert(name.clone(), c);

@@ -5,11 +5,11 @@
 //! to the stream's subjects and answers its API requests.
 //!
 //! Consumers are created and deleted through the stream's log, so every replica has each
-//! one; only the leader's copy delivers, takes acks and runs timers (the others are
-//! `passive`). The leader sends its consumers' progress to the log when it changes
-//! ([`CONSUMER_STATES`], at most every 100 ms), the others restore it, and a node that comes
-//! to lead takes over from the last progress it has: what was delivered and not acknowledged
-//! then is delivered again after its ack wait, as by nats-server.
+//! one; each then runs in a Raft group of its own (`cluster/cgroups.rs`,
+//! `replica_consumers.rs`): only the copy on that group's leader delivers, takes acks and
+//! runs timers (the others are `passive`), and its progress goes through that group. For
+//! interest and work-queue retention the stream's leader relays the consumers' committed
+//! progress into the stream's log ([`CONSUMER_STATES`]), where every copy sweeps by it.
 //!
 //! The local store is rebuilt at every start from the group's snapshot and log (it is
 //! wiped when the copy is created), so nothing applied twice can reach it.
@@ -22,24 +22,25 @@ use crate::jetstream::cluster::meta::StreamAssignment;
 use bytes::Bytes;
 use std::path::Path;
 
-/// The subject of the log entries that carry the leader's consumer progress (natsd's own:
-/// nats-server keeps a Raft group per consumer instead).
+/// The subject of the log entries that carry consumer progress: in a consumer's group, its
+/// leader's; in an interest or work-queue stream's log, what the consumers' groups
+/// committed, relayed by the stream's leader.
 pub const CONSUMER_STATES: &str = "$NATSD.JS.CSTATE";
 
 /// One consumer's progress in a [`CONSUMER_STATES`] entry.
 #[derive(serde::Serialize, serde::Deserialize)]
-struct Progress {
-    name: String,
-    state: ConsumerState,
+pub(super) struct Progress {
+    pub name: String,
+    pub state: ConsumerState,
 }
 
 /// A [`CONSUMER_STATES`] entry: the progress, and the synchronous acks it answers (by the
 /// node that proposed it, once applied there: committed).
 #[derive(serde::Serialize, serde::Deserialize, Default)]
-struct ProgressEntry {
-    states: Vec<Progress>,
+pub(super) struct ProgressEntry {
+    pub states: Vec<Progress>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    replies: Vec<String>,
+    pub replies: Vec<String>,
 }
 
 /// At most this many sequences are looked at by one [`sweep`].
@@ -289,46 +290,34 @@ impl Engine {
         } else if was && !leader {
             unsubscribe_stream(srv, &ja.acc, st);
         }
-        let now = Instant::now();
-        for c in st.consumers.values_mut() {
-            if c.passive == leader {
-                // Taking over: the progress restored last stands (its pending deliveries are
-                // redelivered after their ack wait), and it is what the replicas have. Pull
-                // requests made to the old leader are gone; those that reached this node since
-                // the group elected it (before this tick) wait here and are served now.
-                // Stepping down: the pull requests waiting here will get no answer from here.
-                c.passive = !leader;
-                if !leader {
-                    c.waiting.clear();
-                }
-                c.last_active = now;
-                c.replicated = leader.then(|| c.state());
-            }
-        }
         true
     }
 
-    /// The leader's consumers whose progress changed since it last went to the log, as a
-    /// [`CONSUMER_STATES`] entry's payload; `None` when none did.
-    pub fn progress_due(&mut self, account: &str, name: &str) -> Option<Vec<u8>> {
+    /// On an interest or work-queue stream's leader: the consumers' progress committed in
+    /// their groups since it was last relayed, as a [`CONSUMER_STATES`] entry's payload for
+    /// the stream's log; `None` when none changed (or the stream keeps by limits).
+    pub fn relay_due(&mut self, account: &str, name: &str) -> Option<Vec<u8>> {
         let st = self.accounts.get_mut(account)?.streams.get_mut(name)?;
+        if st.cfg.retention == Retention::Limits {
+            return None;
+        }
         let mut e = ProgressEntry::default();
-        for c in st.consumers.values_mut().filter(|c| !c.passive) {
-            let state = c.state();
-            if c.replicated.as_ref() != Some(&state) {
-                c.replicated = Some(state.clone());
+        for c in st.consumers.values_mut() {
+            let Some(state) = c.group_applied.as_ref() else {
+                continue;
+            };
+            if c.relayed.as_ref() != Some(state) {
+                c.relayed = Some(state.clone());
                 e.states.push(Progress {
                     name: c.name.clone(),
-                    state,
+                    state: state.clone(),
                 });
             }
-            e.replies.append(&mut c.ack_replies);
         }
-        (!e.states.is_empty() || !e.replies.is_empty())
-            .then(|| serde_json::to_vec(&e).unwrap_or_default())
+        (!e.states.is_empty()).then(|| serde_json::to_vec(&e).unwrap_or_default())
     }
 
-    /// A [`CONSUMER_STATES`] entry: the passive copies take the leader's progress.
+    /// A [`CONSUMER_STATES`] entry of the stream's log: the progress retention sweeps by.
     fn apply_progress(
         &mut self,
         srv: &Arc<ServerShared>,
@@ -356,13 +345,8 @@ impl Engine {
                 cx.send(r, None, None, b"");
             }
         }
-        let now = Instant::now();
         for p in e.states {
             if let Some(c) = st.consumers.get_mut(&p.name) {
-                if c.passive {
-                    c.restore(&p.state, st.store.as_ref());
-                    c.last_active = now;
-                }
                 c.applied = Some(p.state);
             }
         }

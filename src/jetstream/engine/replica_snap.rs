@@ -145,9 +145,13 @@ impl Engine {
         }
         let mut dec = Decoder::new();
         dec.feed(data);
-        let passive = st.replica.as_ref().is_some_and(|r| !r.leader);
+        // Consumers run in groups of their own (`replica_consumers.rs`): a copy delivers
+        // only once its group says it leads, and one this node already runs keeps its
+        // progress (its group's, newer than the stream snapshot's).
+        let passive = st.replica.is_some();
+        let mut kept = BTreeMap::new();
         if mode == Mode::Replace {
-            st.consumers.clear();
+            kept = std::mem::take(&mut st.consumers);
             st.store
                 .purge(&Purge::default())
                 .map_err(|e| format!("stream {name:?}: {e}"))?;
@@ -206,9 +210,18 @@ impl Engine {
                 .map_err(|e| e.to_string())?;
         }
         for (n, state) in restored {
-            if let Some(c) = st.consumers.get_mut(&n) {
-                c.restore(&state, st.store.as_ref());
-                c.applied = Some(state);
+            let Some(c) = st.consumers.get_mut(&n) else {
+                continue;
+            };
+            match kept.remove(&n).filter(|k| k.created == c.created) {
+                Some(mut k) => {
+                    k.applied = Some(state);
+                    *c = k;
+                }
+                None => {
+                    c.restore(&state, st.store.as_ref());
+                    c.applied = Some(state);
+                }
             }
         }
         if mode == Mode::Add {

@@ -1,0 +1,214 @@
+//! Replicated consumers on three embedded natsd nodes: each consumer of a replicated stream
+//! runs in a Raft group of its own (`C-…`), as nats-server 2.15.1 keeps them.
+
+mod common;
+
+use common::jsc::*;
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use serde_json::Value;
+
+/// Every answer to `subject` within a short while (to count who answers).
+async fn answers(nc: &async_nats::Client, subject: &str) -> Vec<Value> {
+    let inbox = nc.new_inbox();
+    let mut sub = nc.subscribe(inbox.clone()).await.expect("sub");
+    nc.publish_with_reply(subject.to_string(), inbox, "".into())
+        .await
+        .expect("pub");
+    let mut out = Vec::new();
+    while let Ok(Some(m)) = tokio::time::timeout(Duration::from_millis(700), sub.next()).await {
+        out.push(serde_json::from_slice(&m.payload).expect("json"));
+    }
+    out
+}
+
+/// The next message of consumer `CG > D` (a pull of one; deliveries keep the stream's
+/// subject, so not through a request's reply matching).
+async fn next(nc: &async_nats::Client) -> async_nats::Message {
+    let inbox = nc.new_inbox();
+    let mut sub = nc.subscribe(inbox.clone()).await.expect("sub");
+    nc.publish_with_reply("$JS.API.CONSUMER.MSG.NEXT.CG.D", inbox, "".into())
+        .await
+        .expect("pull");
+    tokio::time::timeout(WAIT, sub.next())
+        .await
+        .expect("a message in time")
+        .expect("a message")
+}
+
+/// An R3 durable of an R3 stream: its creation is answered once its own group has a leader
+/// (`cluster.raft_group` `C-…`, not the stream's), INFO is answered once (by that leader),
+/// a pull right after the creation is served, and acks survive a stepdown of the consumer
+/// alone. An ephemeral of a limits stream is R1 (`{name, leader}` only), its stepdown says
+/// success, and once idle it goes from every copy; too many replicas, or fewer on an
+/// interest stream, are nats-server's errors; a deleted consumer's group goes everywhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_replicated_consumer_has_a_group_of_its_own() {
+    let js = cluster("jsc-cgroups", 3).await;
+    let nc = async_nats::connect(js.servers[1].client_url())
+        .await
+        .expect("connect");
+    let urls: Vec<_> = js.servers.iter().map(common::http_addr).collect();
+    let r = api(
+        &nc,
+        "$JS.API.STREAM.CREATE.CG",
+        r#"{"name":"CG","subjects":["cg.>"],"num_replicas":3}"#,
+    )
+    .await;
+    assert!(r["error"].is_null(), "{r}");
+    let stream_group = r["cluster"]["raft_group"]
+        .as_str()
+        .expect("group")
+        .to_string();
+    for i in 1..=20 {
+        let a = api(&nc, &format!("cg.{i}"), "x").await;
+        assert_eq!(a["seq"], i, "{a}");
+    }
+
+    let c = api(
+        &nc,
+        "$JS.API.CONSUMER.DURABLE.CREATE.CG.D",
+        r#"{"stream_name":"CG","config":{"durable_name":"D","ack_policy":"explicit"}}"#,
+    )
+    .await;
+    assert!(c["error"].is_null(), "{c}");
+    let group = c["cluster"]["raft_group"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(group.starts_with("C-") && group != stream_group, "{c}");
+    assert!(
+        c["cluster"]["leader"].is_string(),
+        "created with a leader: {c}"
+    );
+    // A pull straight after the creation is served (by the consumer's leader).
+    let m = next(&nc).await;
+    assert_eq!(&m.payload[..], b"x");
+    let ack = m.reply.clone().expect("ack subject");
+    let r = nc.request(ack, "+ACK".into()).await.expect("ack sync");
+    assert!(r.payload.is_empty());
+
+    let all = answers(&nc, "$JS.API.CONSUMER.INFO.CG.D").await;
+    assert_eq!(
+        all.len(),
+        1,
+        "one answer, from the consumer's leader: {all:?}"
+    );
+    let info = &all[0];
+    assert_eq!(info["ack_floor"]["stream_seq"], 1, "{info}");
+    let leader = info["cluster"]["leader"]
+        .as_str()
+        .expect("leader")
+        .to_string();
+    assert_eq!(
+        info["cluster"]["replicas"].as_array().map(Vec::len),
+        Some(2),
+        "{info}"
+    );
+
+    // Its stepdown moves the consumer; what was acknowledged stays acknowledged.
+    let stream_leader = api(&nc, "$JS.API.STREAM.INFO.CG", "").await["cluster"]["leader"].clone();
+    let sd = once(&nc, "$JS.API.CONSUMER.LEADER.STEPDOWN.CG.D").await;
+    assert_eq!(sd["success"], true, "{sd}");
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let info = loop {
+        let i = api(&nc, "$JS.API.CONSUMER.INFO.CG.D", "").await;
+        if i["cluster"]["leader"].as_str().is_some_and(|l| l != leader) {
+            break i;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no new leader: {i}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(info["ack_floor"]["stream_seq"], 1, "{info}");
+    assert_eq!(info["num_pending"], 19, "{info}");
+    let now = api(&nc, "$JS.API.STREAM.INFO.CG", "").await["cluster"]["leader"].clone();
+    assert_eq!(now, stream_leader);
+    let m = next(&nc).await;
+    let seq = m
+        .reply
+        .as_deref()
+        .and_then(|r| r.split('.').nth(5))
+        .unwrap_or("");
+    assert_eq!(seq, "2", "the new leader goes on from 2: {:?}", m.reply);
+
+    // An ephemeral of a limits stream without a replica count: R1.
+    let e = api(
+        &nc,
+        "$JS.API.CONSUMER.CREATE.CG",
+        r#"{"stream_name":"CG","config":{"ack_policy":"explicit"}}"#,
+    )
+    .await;
+    assert!(e["error"].is_null(), "{e}");
+    let cl = e["cluster"].as_object().expect("cluster");
+    assert!(
+        cl.contains_key("leader") && !cl.contains_key("replicas"),
+        "{e}"
+    );
+    let name = e["name"].as_str().expect("name");
+    let sd = once(&nc, &format!("$JS.API.CONSUMER.LEADER.STEPDOWN.CG.{name}")).await;
+    assert_eq!(sd["success"], true, "{sd}");
+    // Idle past its inactive threshold (5 s by default), it goes from every copy of the
+    // stream (its leader asks for its deletion through the stream's log).
+    let jsz = "/jsz?accounts=true&streams=true&consumers=true";
+    let (_, body) = common::http_get(urls[0], jsz).await;
+    assert!(body.contains(name), "{body}");
+    common::wait_for("the idle ephemeral gone from every node", || {
+        let urls = urls.clone();
+        let name = name.to_string();
+        async move {
+            for u in urls {
+                if common::http_get(u, jsz).await.1.contains(&name) {
+                    return false;
+                }
+            }
+            true
+        }
+    })
+    .await;
+
+    // nats-server's refusals.
+    let r = api(
+        &nc,
+        "$JS.API.CONSUMER.DURABLE.CREATE.CG.R5",
+        r#"{"stream_name":"CG","config":{"durable_name":"R5","num_replicas":5}}"#,
+    )
+    .await;
+    assert_eq!(r["error"]["err_code"], 10126, "{r}");
+    let r = api(
+        &nc,
+        "$JS.API.STREAM.CREATE.IN",
+        r#"{"name":"IN","subjects":["in.>"],"num_replicas":3,"retention":"interest"}"#,
+    )
+    .await;
+    assert!(r["error"].is_null(), "{r}");
+    let r = api(
+        &nc,
+        "$JS.API.CONSUMER.DURABLE.CREATE.IN.R1",
+        r#"{"stream_name":"IN","config":{"durable_name":"R1","num_replicas":1}}"#,
+    )
+    .await;
+    assert_eq!(r["error"]["err_code"], 10134, "{r}");
+
+    // Listed by /raftz on its members; deleted, it goes from /raftz everywhere.
+    let (_, body) = common::http_get(urls[0], "/raftz").await;
+    assert!(body.contains(&group), "{body}");
+    let d = once(&nc, "$JS.API.CONSUMER.DELETE.CG.D").await;
+    assert_eq!(d["success"], true, "{d}");
+    common::wait_for("the group gone from every /raftz", || {
+        let urls = urls.clone();
+        let group = group.clone();
+        async move {
+            for u in urls {
+                let (_, body) = common::http_get(u, "/raftz").await;
+                if body.contains(&group) {
+                    return false;
+                }
+            }
+            true
+        }
+    })
+    .await;
+    js.stop().await;
+}
