@@ -149,6 +149,29 @@ async fn a_backup_restores_as_a_replicated_stream() {
         acked += 1;
     }
     assert_eq!(acked, 5);
+    // The stream's leader reads the backup's consumer progress from its copy, which follows
+    // the consumer's own group: the last commit reaches it a moment after the ack's answer
+    // (nats-server's snapshot reads its consumers' stores the same way).
+    let at_leader = js
+        .servers
+        .iter()
+        .find(|s| s.shared().name == leader)
+        .map(common::http_addr)
+        .expect("the leader");
+    common::wait_for("the stream leader's copy of D at 5", || async move {
+        let jsz = "/jsz?accounts=true&streams=true&consumers=true";
+        let (_, body) = common::http_get(at_leader, jsz).await;
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+        v["account_details"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|a| a["stream_detail"].as_array().cloned().unwrap_or_default())
+            .filter(|s| s["name"] == "SN")
+            .flat_map(|s| s["consumer_detail"].as_array().cloned().unwrap_or_default())
+            .any(|c| c["name"] == "D" && c["ack_floor"]["stream_seq"] == 5)
+    })
+    .await;
 
     // The backup, from a client of a node that does not lead SN.
     let far = js
