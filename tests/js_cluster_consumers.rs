@@ -178,6 +178,23 @@ async fn a_replicated_consumer_has_a_group_of_its_own() {
     assert_eq!(r["error"]["err_code"], 10126, "{r}");
     let r = api(
         &nc,
+        "$JS.API.STREAM.CREATE.ONE",
+        r#"{"name":"ONE","subjects":["one.>"],"num_replicas":1}"#,
+    )
+    .await;
+    assert!(r["error"].is_null(), "{r}");
+    let r = api(
+        &nc,
+        "$JS.API.CONSUMER.DURABLE.CREATE.ONE.R3",
+        r#"{"stream_name":"ONE","config":{"durable_name":"R3","num_replicas":3}}"#,
+    )
+    .await;
+    assert_eq!(
+        r["error"]["err_code"], 10126,
+        "an R3 consumer of an R1 stream: {r}"
+    );
+    let r = api(
+        &nc,
         "$JS.API.STREAM.CREATE.IN",
         r#"{"name":"IN","subjects":["in.>"],"num_replicas":3,"retention":"interest"}"#,
     )

@@ -103,10 +103,12 @@ impl JsAccount {
             }
         }
         consumer::check_server_limits(&cfg, &server).map_err(e)?;
-        consumer::check(&cfg, &st.cfg, sel.limits.max_ack_pending).map_err(e)?;
+        // In a cluster nats-server's replica checks come first (an R3 consumer of an R1
+        // stream is 10126 there, not the single server's 10074).
         if st.replica.is_some() {
             consumer::check_replicated(&cfg, &st.cfg).map_err(e)?;
         }
+        consumer::check(&cfg, &st.cfg, sel.limits.max_ack_pending).map_err(e)?;
         if st.cfg.retention == Retention::Workqueue {
             for (n, c) in &st.consumers {
                 if *n == name {
