@@ -24,18 +24,70 @@ async fn answers(nc: &async_nats::Client, subject: &str) -> Vec<Value> {
     out
 }
 
-/// The next message of consumer `CG > D` (a pull of one; deliveries keep the stream's
-/// subject, so not through a request's reply matching).
+/// The next message of consumer `CG > D`.
 async fn next(nc: &async_nats::Client) -> async_nats::Message {
+    next_of(nc, "CG", "D").await
+}
+
+/// The next message of consumer `stream > consumer` (a pull of one; deliveries keep the
+/// stream's subject, so not through a request's reply matching).
+async fn next_of(nc: &async_nats::Client, stream: &str, consumer: &str) -> async_nats::Message {
     let inbox = nc.new_inbox();
     let mut sub = nc.subscribe(inbox.clone()).await.expect("sub");
-    nc.publish_with_reply("$JS.API.CONSUMER.MSG.NEXT.CG.D", inbox, "".into())
+    let subject = format!("$JS.API.CONSUMER.MSG.NEXT.{stream}.{consumer}");
+    nc.publish_with_reply(subject, inbox, "".into())
         .await
         .expect("pull");
     tokio::time::timeout(WAIT, sub.next())
         .await
         .expect("a message in time")
         .expect("a message")
+}
+
+/// The stream sequence of a delivered message (from its ack subject).
+fn stream_seq(m: &async_nats::Message) -> u64 {
+    m.reply
+        .as_deref()
+        .and_then(|r| r.split('.').nth(5))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("an ack subject: {:?}", m.reply))
+}
+
+/// Pulls the next message of `stream > consumer`, asserts it is `want`, and acks it
+/// synchronously.
+async fn take(nc: &async_nats::Client, stream: &str, consumer: &str, want: u64) {
+    let m = next_of(nc, stream, consumer).await;
+    assert_eq!(stream_seq(&m), want, "{:?}", m.reply);
+    let ack = m.reply.clone().expect("ack subject");
+    let r = tokio::time::timeout(WAIT, nc.request(ack, "+ACK".into()))
+        .await
+        .expect("ack answered in time")
+        .expect("ack");
+    assert!(r.payload.is_empty());
+}
+
+/// Polls CONSUMER INFO until `ok` holds of it; that answer.
+async fn consumer_info_until(
+    nc: &async_nats::Client,
+    stream: &str,
+    consumer: &str,
+    what: &str,
+    ok: impl Fn(&Value) -> bool,
+) -> Value {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let i = api(
+            nc,
+            &format!("$JS.API.CONSUMER.INFO.{stream}.{consumer}"),
+            "",
+        )
+        .await;
+        if ok(&i) {
+            return i;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{what}: {i}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// An R3 durable of an R3 stream: its creation is answered once its own group has a leader
@@ -46,7 +98,7 @@ async fn next(nc: &async_nats::Client) -> async_nats::Message {
 /// interest stream, are nats-server's errors; a deleted consumer's group goes everywhere.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_replicated_consumer_has_a_group_of_its_own() {
-    let js = cluster("jsc-cgroups", 3).await;
+    let mut js = cluster("jsc-cgroups", 3).await;
     let nc = async_nats::connect(js.servers[1].client_url())
         .await
         .expect("connect");
@@ -126,12 +178,12 @@ async fn a_replicated_consumer_has_a_group_of_its_own() {
     let now = api(&nc, "$JS.API.STREAM.INFO.CG", "").await["cluster"]["leader"].clone();
     assert_eq!(now, stream_leader);
     let m = next(&nc).await;
-    let seq = m
-        .reply
-        .as_deref()
-        .and_then(|r| r.split('.').nth(5))
-        .unwrap_or("");
-    assert_eq!(seq, "2", "the new leader goes on from 2: {:?}", m.reply);
+    assert_eq!(
+        stream_seq(&m),
+        2,
+        "the new leader goes on from 2: {:?}",
+        m.reply
+    );
 
     // An ephemeral of a limits stream without a replica count: R1.
     let e = api(
@@ -227,5 +279,184 @@ async fn a_replicated_consumer_has_a_group_of_its_own() {
         }
     })
     .await;
+
+    // A member that knows no leader of its consumer's group says so: one 503, as 2.15.1
+    // (before, no node answered). E is led elsewhere, and the other two nodes go.
+    let e = api(
+        &nc,
+        "$JS.API.CONSUMER.DURABLE.CREATE.CG.E",
+        r#"{"stream_name":"CG","config":{"durable_name":"E","ack_policy":"explicit"}}"#,
+    )
+    .await;
+    assert!(e["error"].is_null(), "{e}");
+    let here = js.servers[1].shared().name.clone();
+    if e["cluster"]["leader"] == here.as_str() {
+        let other = &js.servers[0].shared().name;
+        let body = format!(r#"{{"placement":{{"preferred":"{other}"}}}}"#);
+        let sd = once_with(&nc, "$JS.API.CONSUMER.LEADER.STEPDOWN.CG.E", &body).await;
+        assert_eq!(sd["success"], true, "{sd}");
+        consumer_info_until(&nc, "CG", "E", "E led elsewhere", |i| {
+            i["cluster"]["leader"].as_str().is_some_and(|l| l != here)
+        })
+        .await;
+    }
+    let survivor = js.servers.remove(1);
+    for s in js.servers.drain(..) {
+        s.shutdown().await;
+    }
+    js.servers.push(survivor);
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let all = answers(&nc, "$JS.API.CONSUMER.INFO.CG.E").await;
+        if !all.is_empty() {
+            assert_eq!(all.len(), 1, "{all:?}");
+            assert_eq!(all[0]["error"]["code"], 503, "{all:?}");
+            assert_eq!(all[0]["error"]["err_code"], 10008, "{all:?}");
+            assert_eq!(
+                all[0]["type"], "io.nats.jetstream.api.v1.consumer_info_response",
+                "{all:?}"
+            );
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no answer");
+    }
+    js.stop().await;
+}
+
+/// The members of a consumer's group, from its INFO (`cluster.leader` and `replicas`).
+fn members(info: &Value) -> Vec<String> {
+    let mut v: Vec<String> = info["cluster"]["replicas"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["name"].as_str().map(String::from))
+        .chain(info["cluster"]["leader"].as_str().map(String::from))
+        .collect();
+    v.sort();
+    v
+}
+
+/// A durable follows its stream's copies: scaled R1→R3 it gets a group of three, led
+/// anywhere it goes on from its ack floor; a peer removed from the stream is replaced in the
+/// consumer's group as in the stream's; scaled back to R1 it is an R1 consumer on the
+/// remaining copy. Nothing acknowledged is delivered again at any step.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_consumer_follows_its_stream_through_scaling_and_peer_removal() {
+    let js = cluster("jsc-cscale", 4).await;
+    let nc = async_nats::connect(js.servers[0].client_url())
+        .await
+        .expect("connect");
+    let ctx = async_nats::jetstream::new(nc.clone());
+    let r = api(
+        &nc,
+        "$JS.API.STREAM.CREATE.SCC",
+        r#"{"name":"SCC","subjects":["scc.>"],"storage":"file"}"#,
+    )
+    .await;
+    assert!(r["error"].is_null(), "{r}");
+    publish_acked(&ctx, "scc", 1, 30).await;
+    let c = api(
+        &nc,
+        "$JS.API.CONSUMER.DURABLE.CREATE.SCC.D",
+        r#"{"stream_name":"SCC","config":{"durable_name":"D","ack_policy":"explicit"}}"#,
+    )
+    .await;
+    assert!(c["error"].is_null(), "{c}");
+    for seq in 1..=5 {
+        take(&nc, "SCC", "D", seq).await;
+    }
+
+    // R1 → R3: the consumer's group has the stream's three peers, current.
+    let up = scale_to(&nc, "SCC", 3).await;
+    assert_eq!(up["config"]["num_replicas"], 3, "{up}");
+    let stream_peers = |js: &Js| -> Vec<String> {
+        let mut v: Vec<String> = js
+            .servers
+            .iter()
+            .zip(copies(js, "SCC"))
+            .filter(|(_, c)| c.is_some())
+            .map(|(s, _)| s.shared().name.clone())
+            .collect();
+        v.sort();
+        v
+    };
+    common::wait_for("three copies", || {
+        let n = stream_peers(&js).len();
+        async move { n == 3 }
+    })
+    .await;
+    let three = stream_peers(&js);
+    let i = consumer_info_until(&nc, "SCC", "D", "a group of the stream's three", |i| {
+        members(i) == three
+            && i["cluster"]["replicas"]
+                .as_array()
+                .is_some_and(|r| r.iter().all(|r| r["current"] == true))
+    })
+    .await;
+    assert_eq!(i["ack_floor"]["stream_seq"], 5, "{i}");
+    // Led by another member, it goes on from 6.
+    let leader = i["cluster"]["leader"].as_str().expect("leader").to_string();
+    let sd = once(&nc, "$JS.API.CONSUMER.LEADER.STEPDOWN.SCC.D").await;
+    assert_eq!(sd["success"], true, "{sd}");
+    consumer_info_until(&nc, "SCC", "D", "another consumer leader", |i| {
+        i["cluster"]["leader"].as_str().is_some_and(|l| l != leader)
+    })
+    .await;
+    for seq in 6..=10 {
+        take(&nc, "SCC", "D", seq).await;
+    }
+
+    // A stream peer that does not lead the consumer is removed: the fourth node replaces it
+    // in the stream and in the consumer's group.
+    let i = api(&nc, "$JS.API.CONSUMER.INFO.SCC.D", "").await;
+    let cleader = i["cluster"]["leader"].as_str().expect("leader").to_string();
+    let gone = three
+        .iter()
+        .find(|p| **p != cleader)
+        .expect("a follower")
+        .clone();
+    let r = once_with(
+        &nc,
+        "$JS.API.STREAM.PEER.REMOVE.SCC",
+        &format!(r#"{{"peer":"{gone}"}}"#),
+    )
+    .await;
+    assert_eq!(r["success"], true, "{r}");
+    common::wait_for("the stream moved off the removed peer", || {
+        let p = stream_peers(&js);
+        let gone = gone.clone();
+        async move { p.len() == 3 && !p.contains(&gone) }
+    })
+    .await;
+    let now = stream_peers(&js);
+    let i = consumer_info_until(&nc, "SCC", "D", "the group on the stream's peers", |i| {
+        members(i) == now
+            && i["cluster"]["replicas"]
+                .as_array()
+                .is_some_and(|r| r.iter().all(|r| r["current"] == true))
+    })
+    .await;
+    assert_eq!(i["ack_floor"]["stream_seq"], 10, "{i}");
+    for seq in 11..=15 {
+        take(&nc, "SCC", "D", seq).await;
+    }
+
+    // R3 → R1: one copy stays, and the consumer with it, as an R1 consumer.
+    let down = scale_to(&nc, "SCC", 1).await;
+    assert_eq!(down["config"]["num_replicas"], 1, "{down}");
+    common::wait_for("one copy left", || {
+        let n = stream_peers(&js).len();
+        async move { n == 1 }
+    })
+    .await;
+    let i = consumer_info_until(&nc, "SCC", "D", "an R1 consumer", |i| {
+        i["cluster"]["leader"].is_string() && i["cluster"].get("replicas").is_none()
+    })
+    .await;
+    assert_eq!(i["ack_floor"]["stream_seq"], 15, "{i}");
+    assert_eq!(i["num_pending"], 15, "{i}");
+    for seq in 16..=20 {
+        take(&nc, "SCC", "D", seq).await;
+    }
     js.stop().await;
 }

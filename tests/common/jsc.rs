@@ -149,6 +149,20 @@ pub async fn publish_acked(ctx: &jetstream::Context, subject: &str, from: u64, t
     }
 }
 
+/// STREAM.UPDATE of `stream` with its configuration from STREAM INFO and `num_replicas`
+/// `n`: the answer.
+pub async fn scale_to(nc: &async_nats::Client, stream: &str, n: u64) -> Value {
+    let info = api(nc, &format!("$JS.API.STREAM.INFO.{stream}"), "").await;
+    let mut cfg = info["config"].clone();
+    cfg["num_replicas"] = n.into();
+    api(
+        nc,
+        &format!("$JS.API.STREAM.UPDATE.{stream}"),
+        &cfg.to_string(),
+    )
+    .await
+}
+
 /// The index in `js.servers` of the node named `name`.
 pub fn node(js: &Js, name: &str) -> usize {
     js.servers

@@ -7,10 +7,11 @@
 //! - The group's leader runs the consumer (the engine's copy there is active): it delivers,
 //!   takes acks and pull requests, and proposes its progress to the group
 //!   (`engine/replica_consumers.rs`); the other members restore each committed progress.
-//! - A consumer created by a fresh log entry is bootstrapped by its members, and the
-//!   stream's leader (when a member) campaigns at once, so the creation is answered within
-//!   a round trip or two; a member added later (a stream scaled up, a peer replaced) waits
-//!   for the consumer's leader to add it, as streams do (`placement::membership_step`).
+//! - A consumer created by a fresh log entry is bootstrapped by the stream's leader, which
+//!   campaigns at once, so the creation is answered within a round trip or two; the other
+//!   members learn the group from it. A member added later (a stream scaled up, a peer
+//!   replaced) waits for the consumer's leader to add it, as streams do
+//!   (`placement::membership_step`); a member leaving stays until its removal commits.
 //! - Interest and work-queue retention: the stream's leader relays the progress the
 //!   consumers' groups committed into the stream's log, where every copy sweeps alike.
 
@@ -39,9 +40,11 @@ pub(super) type CKey = (String, String, String);
 /// A stream's peers, and whether this node leads it.
 type StreamView = (Vec<(NodeId, String)>, bool);
 
-/// A consumer whose group never formed (created by an older natsd, or its bootstrap was
-/// lost) is bootstrapped by the stream's leader after this.
+/// A consumer whose group never formed (its bootstrap was lost with a stream leader) is
+/// bootstrapped by the stream's leader after this.
 const ORPHAN_AFTER: std::time::Duration = std::time::Duration::from_secs(10);
+/// A member knowing no leader of its consumer's group says so after this.
+const LEADERLESS_AFTER: std::time::Duration = std::time::Duration::from_secs(10);
 /// A creation this recent (and made while this process ran) bootstraps its group.
 const FRESH_NS: i64 = 30_000_000_000;
 
@@ -53,6 +56,10 @@ pub(super) struct ConsumerReplica {
     stop: CancellationToken,
     desc: ConsumerDesc,
     opened: Instant,
+    /// This node's copy of the stream had the consumer from the start: it was one of the
+    /// stream's first peers (which never changed), or the consumer was created after the
+    /// copy opened here. Only such a member may bootstrap the group.
+    original: bool,
     /// The stream group's name (the consumer's belongs to that copy of the stream).
     stream_group: String,
     led: bool,
@@ -153,29 +160,64 @@ impl JsCluster {
         else {
             return;
         };
-        let streams: Vec<(String, String, String)> = lock(&self.replicas)
+        struct CopyView {
+            key: (String, String),
+            group: String,
+            leaving: bool,
+            opened: i64,
+            /// This node has been one of the stream's peers since its creation.
+            initial: bool,
+        }
+        let copies: Vec<CopyView> = lock(&self.replicas)
             .iter()
-            .filter(|(_, r)| r.unassigned.is_none())
-            .map(|(k, r)| (k.0.clone(), k.1.clone(), r.sa.group.clone()))
+            .map(|(k, r)| CopyView {
+                key: k.clone(),
+                group: r.sa.group.clone(),
+                leaving: r.unassigned.is_some(),
+                opened: r.opened_ns,
+                initial: r.sa.bootstrap_members().iter().any(|p| p.0 == self.me),
+            })
             .collect();
-        let mut want: BTreeMap<CKey, (ConsumerDesc, String)> = BTreeMap::new();
+        let mut want: BTreeMap<CKey, Want> = BTreeMap::new();
         {
             let e = js.engine();
-            for (acc, s, g) in &streams {
+            for v in &copies {
+                let (acc, s) = &v.key;
                 for d in e.replica_consumers(acc, s) {
-                    want.insert((acc.clone(), s.clone(), d.name.clone()), (d, g.clone()));
+                    let key = (acc.clone(), s.clone(), d.name.clone());
+                    let original = v.initial || d.created >= v.opened;
+                    let w = Want {
+                        desc: d,
+                        stream_group: v.group.clone(),
+                        leaving: v.leaving,
+                        original,
+                    };
+                    want.insert(key, w);
                 }
             }
         }
         let gone: Vec<(CKey, ConsumerReplica)> = {
             let mut cg = lock(&self.cgroups);
             let keys: Vec<CKey> = cg
-                .iter()
-                .filter(|(k, c)| {
-                    want.get(*k)
-                        .is_none_or(|(d, g)| d.created != c.desc.created || *g != c.stream_group)
+                .iter_mut()
+                .filter_map(|(k, c)| {
+                    let Some(w) = want.get(k) else {
+                        return Some(k.clone());
+                    };
+                    if w.desc.created != c.desc.created || w.stream_group != c.stream_group {
+                        return Some(k.clone());
+                    }
+                    // A copy leaving this node keeps its consumers' groups while they
+                    // need it (their leaders remove it, as the stream's does).
+                    if w.leaving && !super::replicas::still_needed(&c.group.metrics(), self.me) {
+                        return Some(k.clone());
+                    }
+                    // `num_replicas` may change (the stream's or the consumer's), and the
+                    // stream's peers.
+                    c.desc.replicas = w.desc.replicas;
+                    c.original = w.original;
+                    None
                 })
-                .map(|(k, _)| k.clone())
                 .collect();
             keys.into_iter()
                 .filter_map(|k| cg.remove(&k).map(|c| (k, c)))
@@ -195,10 +237,16 @@ impl JsCluster {
             c.group.shutdown().await;
             crate::jetstream::persist::remove_dir(&self.raft_dir(c.group.name()));
         }
-        for (key, (desc, stream_group)) in want {
-            if lock(&self.cgroups).contains_key(&key) {
+        for (key, w) in want {
+            if w.leaving || lock(&self.cgroups).contains_key(&key) {
                 continue;
             }
+            let Want {
+                desc,
+                stream_group,
+                original,
+                ..
+            } = w;
             let name = group_name(&key.0, &stream_group, &desc);
             let mut cfg = self.group_config(&name);
             cfg.snapshot_every = 1000;
@@ -235,6 +283,7 @@ impl JsCluster {
                     stop,
                     desc,
                     opened: Instant::now(),
+                    original,
                     stream_group,
                     led: false,
                     led_since: None,
@@ -312,33 +361,29 @@ impl JsCluster {
                         spawn.push((c.group.clone(), c.busy.clone(), Job::Step(step)));
                     }
                 } else if m.voters.is_empty() {
-                    // A new group. One of every peer: each member bootstraps it alike and
-                    // the stream's leader campaigns at once (after ORPHAN_AFTER the stream's
-                    // leader alone: a consumer from an older natsd). One of fewer: the
-                    // stream's leader alone chooses (itself first) and bootstraps it.
+                    // A new group: the stream's leader alone chooses its members (itself
+                    // first) and bootstraps it; the others learn them from it. (Every
+                    // member bootstrapping would start as many elections at once, and
+                    // split the votes.) A group that never formed (its bootstrap lost
+                    // with a stream leader) is bootstrapped by the next after
+                    // ORPHAN_AFTER, when it has every peer, so that the members are the
+                    // same whoever chooses them. A copy opened after the creation (a
+                    // stream scaled up, a peer replaced) never bootstraps: the group
+                    // formed without it, and its leader adds it.
                     let fresh = c.desc.born_live
                         && c.desc.created >= self.started
                         && now_ns.saturating_sub(c.desc.created) < FRESH_NS;
-                    let orphan = c.opened.elapsed() >= ORPHAN_AFTER;
-                    let full = c.desc.replicas >= peers.len();
-                    let members = if full {
-                        target.clone()
-                    } else {
-                        self::target(c.group.name(), c.desc.replicas, peers, &[self.me])
-                    };
-                    let go = if full {
-                        members.iter().any(|t| t.0 == self.me)
-                            && (fresh || (orphan && *stream_leads))
-                    } else {
-                        *stream_leads && fresh
-                    };
+                    let orphan =
+                        c.opened.elapsed() >= ORPHAN_AFTER && c.desc.replicas >= peers.len();
+                    let members = self::target(c.group.name(), c.desc.replicas, peers, &[self.me]);
+                    let go = *stream_leads
+                        && c.original
+                        && m.leader.is_none()
+                        && members.iter().any(|t| t.0 == self.me)
+                        && (fresh || orphan);
                     if go {
                         c.busy.store(true, Relaxed);
-                        spawn.push((
-                            c.group.clone(),
-                            c.busy.clone(),
-                            Job::Bootstrap(members, *stream_leads),
-                        ));
+                        spawn.push((c.group.clone(), c.busy.clone(), Job::Bootstrap(members)));
                     }
                 }
             }
@@ -364,13 +409,13 @@ impl JsCluster {
                             ),
                         }
                     }
-                    Job::Bootstrap(members, campaign) => {
+                    Job::Bootstrap(members) => {
                         if let Err(e) = group.bootstrap(&members).await {
                             tracing::warn!(
                                 "JetStream: consumer group {} bootstrap: {e}",
                                 group.name()
                             );
-                        } else if campaign {
+                        } else {
                             group.campaign().await;
                         }
                     }
@@ -408,10 +453,38 @@ impl JsCluster {
         }
     }
 
+    /// Whether this node is a member of the consumer's group and knows no leader of it:
+    /// after one it knew (and JetStream has run 10 s), or 10 s after the group opened here
+    /// (nats-server's `isGroupLeaderless`, with its `lostQuorumInterval`).
+    pub(super) fn consumer_leaderless(&self, account: &str, stream: &str, name: &str) -> bool {
+        let key = (account.to_string(), stream.to_string(), name.to_string());
+        let cg = lock(&self.cgroups);
+        let Some(c) = cg.get(&key) else {
+            return false;
+        };
+        let m = c.group.metrics();
+        if !m.voters.contains(&self.me) || m.leader.is_some() {
+            return false;
+        }
+        let had_leader = m.applied.is_some();
+        let up = now_nanos().saturating_sub(self.started) >= LEADERLESS_AFTER.as_nanos() as i64;
+        (had_leader && up) || c.opened.elapsed() >= LEADERLESS_AFTER
+    }
+
     /// The group of a consumer this node holds a copy of.
     pub(super) fn consumer_group(&self, account: &str, stream: &str, name: &str) -> Option<Group> {
         let key = (account.to_string(), stream.to_string(), name.to_string());
         lock(&self.cgroups).get(&key).map(|c| c.group.clone())
+    }
+
+    /// The streams (account, name) of which some consumer's group still needs this node
+    /// (see [`super::replicas::still_needed`]).
+    pub(super) fn consumers_need(&self) -> std::collections::BTreeSet<(String, String)> {
+        lock(&self.cgroups)
+            .iter()
+            .filter(|(_, c)| super::replicas::still_needed(&c.group.metrics(), self.me))
+            .map(|(k, _)| (k.0.clone(), k.1.clone()))
+            .collect()
     }
 
     /// Every consumer group here that has members (for `/raftz`, holds, lame duck).
@@ -473,11 +546,20 @@ async fn proposer(
     }
 }
 
+/// A consumer group this node should have open.
+struct Want {
+    desc: ConsumerDesc,
+    stream_group: String,
+    /// Its stream's copy is leaving this node: an open group stays while needed, none opens.
+    leaving: bool,
+    original: bool,
+}
+
 /// Work a consumer tick starts.
 enum Job {
     Step(Step),
-    /// The members, and whether this node campaigns at once.
-    Bootstrap(Vec<(NodeId, String)>, bool),
+    /// The members (this node campaigns at once).
+    Bootstrap(Vec<(NodeId, String)>),
 }
 
 #[cfg(test)]

@@ -127,6 +127,9 @@ struct Replica {
     /// Since when the copy is no longer assigned here (it stays a while so that its group
     /// can commit the change that removes it).
     unassigned: Option<tokio::time::Instant>,
+    /// Unix nanos this copy was opened here: a consumer created before it had its group
+    /// formed without this node, whose leader adds it (`cgroups.rs`).
+    opened_ns: i64,
     /// On the leader of a stream being restored: the data's subscription (`restore.rs`).
     receiving: Option<restore::Receiving>,
 }

@@ -101,6 +101,8 @@ impl JsCluster {
         };
         let now = tokio::time::Instant::now();
         let mut close = Vec::new();
+        // Copies whose consumers' groups still need this node to commit its removal.
+        let consumers_need = self.consumers_need();
         {
             let mut reps = lock(&self.replicas);
             for ((acc, name), r) in reps.iter_mut() {
@@ -125,11 +127,10 @@ impl JsCluster {
                 }
                 let moved = moved.is_some();
                 let since = *r.unassigned.get_or_insert(now);
-                // Still a member its leader talks to: it may be needed for the change.
-                let m = r.group.metrics();
-                let needed = m.voters.contains(&self.me)
-                    && matches!(m.role, Role::Follower | Role::Leader)
-                    && m.leader.is_some();
+                // Still a member its leader talks to (of the stream's group or of one of
+                // its consumers'): it may be needed for the change.
+                let needed = still_needed(&r.group.metrics(), self.me)
+                    || consumers_need.contains(&(acc.clone(), name.clone()));
                 if !moved || !needed || now.duration_since(since) >= LEAVE_WITHIN {
                     close.push((acc.clone(), name.clone()));
                 }
@@ -207,6 +208,7 @@ impl JsCluster {
                 changing: Arc::new(AtomicBool::new(false)),
                 proposed_update: 0,
                 unassigned: None,
+                opened_ns: now_nanos(),
                 led: false,
                 lost_sent: None,
                 led_since: None,
@@ -463,6 +465,12 @@ impl JsCluster {
 /// API request alone. One proposal at a time; what queues meanwhile goes in the next one.
 /// Nothing is answered on a failed proposal: the publisher's ack times out and it retries
 /// (with `Nats-Msg-Id`, safely).
+/// Whether this node is still a member of group `m` that its leader talks to: a copy
+/// leaving the group stays open for the change that removes it to commit.
+pub(super) fn still_needed(m: &GroupMetrics, me: crate::raft::NodeId) -> bool {
+    m.voters.contains(&me) && matches!(m.role, Role::Follower | Role::Leader) && m.leader.is_some()
+}
+
 async fn proposer(
     group: Group,
     mut rx: mpsc::UnboundedReceiver<Item>,

@@ -175,6 +175,15 @@ impl JsCluster {
                     return true; // its group is not open here yet
                 };
                 if !super::group_leads(&cg) {
+                    // A member that knows no leader says so (nats-server 2.15.1's 503
+                    // between a stepdown and the next leader); the others leave it to
+                    // the leader.
+                    if t[1] == "INFO" && self.consumer_leaderless(acc, s, c) {
+                        if let Some(reply) = &ev.reply {
+                            let ty = "consumer_info_response";
+                            send(srv, acc, reply, &err_json(ty, &unavailable(), ""));
+                        }
+                    }
                     return true;
                 }
                 if t[1] == "LEADER" {
