@@ -334,13 +334,7 @@ impl JsCluster {
                 } else if m.voters.is_empty() {
                     String::new() // not a member (yet)
                 } else {
-                    // An R1 consumer: nats-server names the cluster and the leader only.
-                    let mut o = crate::jetstream::types::Obj::new();
-                    o.field("name", &self.cluster_name);
-                    if leads {
-                        o.field("leader", &self.name);
-                    }
-                    o.done()
+                    self.r1_cluster_json(leads.then_some(self.name.as_str()))
                 };
                 e.set_consumer_leader(&srv, acc, s, name, leads, json);
                 if leads && !c.led && target.len() > 1 {
@@ -349,7 +343,7 @@ impl JsCluster {
                     elected.push((acc.clone(), s.clone(), name.clone(), replicas));
                 }
                 c.led = leads;
-                if leads {
+                if leads && e.consumer_progress_pending(acc, s, name) {
                     c.wake.notify_one();
                 }
                 if c.busy.load(Relaxed) {
@@ -391,25 +385,13 @@ impl JsCluster {
             e.answer_held(&srv);
         }
         for (group, busy, job) in spawn {
-            srv.tasks.spawn(async move {
-                match job {
-                    Job::Step(step) => {
-                        let res = match &step {
-                            Step::Add(id, name) => group.add_member(*id, name).await,
-                            Step::Remove(id) => group.remove_member(*id).await,
-                        };
-                        match res {
-                            Ok(()) => tracing::info!(
-                                "JetStream: consumer group {}: {step:?}",
-                                group.name()
-                            ),
-                            Err(e) => tracing::debug!(
-                                "JetStream: consumer group {}: {step:?}: {e}",
-                                group.name()
-                            ),
-                        }
-                    }
-                    Job::Bootstrap(members) => {
+            match job {
+                Job::Step(step) => {
+                    srv.tasks
+                        .spawn(placement::run_step(group, step, busy, "consumer"));
+                }
+                Job::Bootstrap(members) => {
+                    srv.tasks.spawn(async move {
                         if let Err(e) = group.bootstrap(&members).await {
                             tracing::warn!(
                                 "JetStream: consumer group {} bootstrap: {e}",
@@ -418,10 +400,10 @@ impl JsCluster {
                         } else {
                             group.campaign().await;
                         }
-                    }
+                        busy.store(false, Relaxed);
+                    });
                 }
-                busy.store(false, Relaxed);
-            });
+            }
         }
         let sys = srv.accounts.get(srv.system_account_name());
         for (acc, stream, consumer, replicas) in elected {

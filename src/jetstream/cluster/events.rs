@@ -90,15 +90,21 @@ impl JsCluster {
         since: Option<i64>,
     ) -> String {
         if sa.peers.len() <= 1 {
-            // An R1 stream: nats-server 2.15.1 names the cluster and the leader only.
-            let mut o = Obj::new();
-            o.field("name", &self.cluster_name);
-            if let Some(l) = m.leader {
-                o.field("leader", &self.peer_name(&sa.peers, l));
-            }
-            return o.done();
+            let leader = m.leader.map(|l| self.peer_name(&sa.peers, l));
+            return self.r1_cluster_json(leader.as_deref());
         }
         self.cluster_json_of(m, &sa.group, &sa.peers, since)
+    }
+
+    /// An R1 stream's or consumer's `cluster`: nats-server 2.15.1 names the cluster and
+    /// the leader only.
+    pub(super) fn r1_cluster_json(&self, leader: Option<&str>) -> String {
+        let mut o = Obj::new();
+        o.field("name", &self.cluster_name);
+        if let Some(l) = leader {
+            o.field("leader", l);
+        }
+        o.done()
     }
 
     /// [`JsCluster::cluster_json`] of group `group` with members `peers` (a consumer's).

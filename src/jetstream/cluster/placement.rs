@@ -259,6 +259,25 @@ pub fn membership_step(
     (!want.contains(&me) && voters.contains(&me) && !want.is_empty()).then_some(Step::Remove(me))
 }
 
+/// Carries out `step` on `group` (its leader), logged as a `kind` ("stream", "consumer")
+/// group's; `busy` is cleared after, so the next tick may take the next step.
+pub async fn run_step(
+    group: crate::raft::Group,
+    step: Step,
+    busy: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    kind: &str,
+) {
+    let res = match &step {
+        Step::Add(id, name) => group.add_member(*id, name).await,
+        Step::Remove(id) => group.remove_member(*id).await,
+    };
+    match res {
+        Ok(()) => tracing::info!("JetStream: {kind} group {}: {step:?}", group.name()),
+        Err(e) => tracing::debug!("JetStream: {kind} group {}: {step:?}: {e}", group.name()),
+    }
+    busy.store(false, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// How many streams each node holds, from the assignments' peers.
 pub fn loads<'a>(
     peer_sets: impl Iterator<Item = &'a [(NodeId, String)]>,

@@ -321,19 +321,8 @@ impl JsCluster {
         }
         super::events::send(&srv, events);
         for (group, changing, step) in steps {
-            srv.tasks.spawn(async move {
-                let res = match &step {
-                    Step::Add(id, name) => group.add_member(*id, name).await,
-                    Step::Remove(id) => group.remove_member(*id).await,
-                };
-                match res {
-                    Ok(()) => tracing::info!("JetStream: stream group {}: {step:?}", group.name()),
-                    Err(e) => {
-                        tracing::debug!("JetStream: stream group {}: {step:?}: {e}", group.name())
-                    }
-                }
-                changing.store(false, Relaxed);
-            });
+            srv.tasks
+                .spawn(placement::run_step(group, step, changing, "stream"));
         }
         if !progress.is_empty() {
             let reps = lock(&self.replicas);

@@ -128,6 +128,17 @@ impl Engine {
         c.pump(&cx, st.store.as_ref(), &mut acked);
     }
 
+    /// On the consumer's leader: whether [`Engine::consumer_progress_due`] has something to
+    /// send (the tick wakes the proposer only then).
+    pub fn consumer_progress_pending(&self, account: &str, stream: &str, name: &str) -> bool {
+        self.accounts
+            .get(account)
+            .and_then(|a| a.streams.get(stream))
+            .and_then(|s| s.consumers.get(name))
+            .filter(|c| !c.passive)
+            .is_some_and(|c| !c.ack_replies.is_empty() || c.replicated.as_ref() != Some(&c.state()))
+    }
+
     /// On the consumer's leader: its progress when it changed since it last went to the
     /// group (or synchronous acks wait for it), as a [`super::replica::CONSUMER_STATES`]
     /// entry's payload.
