@@ -260,9 +260,12 @@ async fn a_replicated_consumer_has_a_group_of_its_own() {
     .await;
     assert_eq!(r["error"]["err_code"], 10134, "{r}");
 
-    // Listed by /raftz on its members; deleted, it goes from /raftz everywhere.
-    let (_, body) = common::http_get(urls[0], "/raftz").await;
+    // Listed by /raftz on its members, under its account (the default, the system
+    // account's, is the meta group alone); deleted, it goes from /raftz everywhere.
+    let (_, body) = common::http_get(urls[0], "/raftz?acc=$G").await;
     assert!(body.contains(&group), "{body}");
+    let (_, body) = common::http_get(urls[0], "/raftz").await;
+    assert!(body.contains("_meta_") && !body.contains(&group), "{body}");
     let d = once(&nc, "$JS.API.CONSUMER.DELETE.CG.D").await;
     assert_eq!(d["success"], true, "{d}");
     common::wait_for("the group gone from every /raftz", || {
@@ -270,7 +273,7 @@ async fn a_replicated_consumer_has_a_group_of_its_own() {
         let group = group.clone();
         async move {
             for u in urls {
-                let (_, body) = common::http_get(u, "/raftz").await;
+                let (_, body) = common::http_get(u, "/raftz?acc=$G").await;
                 if body.contains(&group) {
                     return false;
                 }

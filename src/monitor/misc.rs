@@ -274,8 +274,8 @@ pub fn threads() -> String {
 }
 
 /// `/raftz`'s answer, or nats-server's 404 text when this node has no clustered JetStream.
-/// Filters (`acc`, default the system account; `group`) that match nothing give `{}`, as
-/// nats-server 2.15.1 answers them.
+/// Filters (`acc`, default the system account, whose group is the meta group; `group`)
+/// that match nothing give `{}`, as nats-server 2.15.1 answers them.
 pub fn raftz(
     srv: &ServerShared,
     p: &HashMap<String, String>,
@@ -289,8 +289,5 @@ pub fn raftz(
     };
     let sys = srv.system_account_name();
     let given = |k: &str| p.get(k).map(String::as_str).filter(|v| !v.is_empty());
-    if given("acc").is_some_and(|a| a != sys) {
-        return Ok(serde_json::json!({}));
-    }
-    Ok(c.raftz(sys, given("group")))
+    Ok(c.raftz(sys, given("acc").unwrap_or(sys), given("group")))
 }

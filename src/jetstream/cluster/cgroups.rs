@@ -477,6 +477,14 @@ impl JsCluster {
             .collect()
     }
 
+    /// Every consumer group here, with its account (for `/raftz`).
+    pub(super) fn consumer_groups_by_account(&self) -> Vec<(String, Group)> {
+        lock(&self.cgroups)
+            .iter()
+            .map(|(k, c)| (k.0.clone(), c.group.clone()))
+            .collect()
+    }
+
     /// Closes every consumer group (at shutdown).
     pub(super) async fn close_consumer_groups(&self) {
         let all = std::mem::take(&mut *lock(&self.cgroups));

@@ -1,7 +1,8 @@
 //! `/raftz` (and `$SYS.REQ.SERVER.PING.RAFTZ`) as nats-server 2.15.1 answers it
-//! (`Raftz` in its monitor.go): this node's Raft groups — the meta group `_meta_` and one per
-//! replicated stream copy held here — by account (all of them live in the system account),
-//! then by group name.
+//! (`Raftz` in its monitor.go): this node's Raft groups of one account (`?acc=`, the system
+//! account by default), by group name — the meta group `_meta_` under the system account,
+//! each replicated stream copy and consumer group held here under the stream's account
+//! (their traffic still goes in the system account, as `traffic_account` says).
 //!
 //! Peers and the leader are named by nats-server's 8-character hash of the server name, as
 //! there. natsd's groups are openraft's, so some of nats-server's fields have no
@@ -20,35 +21,36 @@ use crate::raft::{Group, Role};
 const ZERO_TIME: &str = "0001-01-01T00:00:00Z";
 
 impl JsCluster {
-    /// The groups matching `group` (all when `None`), as `/raftz`'s map for the system
-    /// account `sys`; `{}` when none matches.
-    pub fn raftz(&self, sys: &str, group: Option<&str>) -> Value {
-        let mut groups: Vec<(String, Group)> = Vec::new();
+    /// The groups of `account` matching `group` (all when `None`), as `/raftz`'s map:
+    /// the meta group is the system account's (`sys`), a stream's or consumer's group its
+    /// account's, as nats-server 2.15.1 lists them; `{}` when none matches.
+    pub fn raftz(&self, sys: &str, account: &str, group: Option<&str>) -> Value {
+        let mut groups: Vec<(String, String, Group)> = Vec::new();
         if let Some(m) = self.meta() {
-            groups.push((META_GROUP.to_string(), m.clone()));
+            groups.push((sys.to_string(), META_GROUP.to_string(), m.clone()));
         }
         groups.extend(
             lock(&self.replicas)
-                .values()
-                .map(|r| (r.sa.group.clone(), r.group.clone())),
+                .iter()
+                .map(|(k, r)| (k.0.clone(), r.sa.group.clone(), r.group.clone())),
         );
         // A consumer's group where this node is a member (it has the copy elsewhere too).
         groups.extend(
-            self.consumer_groups()
+            self.consumer_groups_by_account()
                 .into_iter()
-                .filter(|g| !g.members().is_empty())
-                .map(|g| (g.name().to_string(), g)),
+                .filter(|(_, g)| !g.members().is_empty())
+                .map(|(acc, g)| (acc, g.name().to_string(), g)),
         );
         let mut out = Map::new();
-        for (name, g) in groups {
-            if group.is_some_and(|want| want != name) {
+        for (acc, name, g) in groups {
+            if acc != account || group.is_some_and(|want| want != name) {
                 continue;
             }
             out.insert(name, self.raftz_group(sys, &g));
         }
         let mut by_account = Map::new();
         if !out.is_empty() {
-            by_account.insert(sys.to_string(), Value::Object(out));
+            by_account.insert(account.to_string(), Value::Object(out));
         }
         Value::Object(by_account)
     }
