@@ -40,9 +40,6 @@ pub(super) type CKey = (String, String, String);
 /// A stream's peers, and whether this node leads it.
 type StreamView = (Vec<(NodeId, String)>, bool);
 
-/// A consumer whose group never formed (its bootstrap was lost with a stream leader) is
-/// bootstrapped by the stream's leader after this.
-const ORPHAN_AFTER: std::time::Duration = std::time::Duration::from_secs(10);
 /// A member knowing no leader of its consumer's group says so after this.
 const LEADERLESS_AFTER: std::time::Duration = std::time::Duration::from_secs(10);
 /// A creation this recent (and made while this process ran) bootstraps its group.
@@ -60,6 +57,8 @@ pub(super) struct ConsumerReplica {
     /// stream's first peers (which never changed), or the consumer was created after the
     /// copy opened here. Only such a member may bootstrap the group.
     original: bool,
+    /// The stream's peers never changed and this node is one of them.
+    initial: bool,
     /// The stream group's name (the consumer's belongs to that copy of the stream).
     stream_group: String,
     led: bool,
@@ -191,6 +190,7 @@ impl JsCluster {
                         stream_group: v.group.clone(),
                         leaving: v.leaving,
                         original,
+                        initial: v.initial,
                     };
                     want.insert(key, w);
                 }
@@ -216,6 +216,7 @@ impl JsCluster {
                     // stream's peers.
                     c.desc.replicas = w.desc.replicas;
                     c.original = w.original;
+                    c.initial = w.initial;
                     None
                 })
                 .collect();
@@ -245,6 +246,7 @@ impl JsCluster {
                 desc,
                 stream_group,
                 original,
+                initial,
                 ..
             } = w;
             let name = group_name(&key.0, &stream_group, &desc);
@@ -284,6 +286,7 @@ impl JsCluster {
                     desc,
                     opened: Instant::now(),
                     original,
+                    initial,
                     stream_group,
                     led: false,
                     led_since: None,
@@ -358,23 +361,24 @@ impl JsCluster {
                     // A new group: the stream's leader alone chooses its members (itself
                     // first) and bootstraps it; the others learn them from it. (Every
                     // member bootstrapping would start as many elections at once, and
-                    // split the votes.) A group that never formed (its bootstrap lost
-                    // with a stream leader) is bootstrapped by the next after
-                    // ORPHAN_AFTER, when it has every peer, so that the members are the
-                    // same whoever chooses them. A copy opened after the creation (a
-                    // stream scaled up, a peer replaced) never bootstraps: the group
-                    // formed without it, and its leader adds it.
-                    let fresh = c.desc.born_live
+                    // split the votes.) When the group is of every peer and the stream's
+                    // peers never changed, the members are the same whoever chooses them
+                    // (the first entry of the group's log is the same), so a stream leader
+                    // bootstraps it whenever it finds it without members: a consumer
+                    // restored from a backup, or one whose first bootstrap was lost with
+                    // a stream leader. Otherwise only a fresh creation is bootstrapped, by
+                    // a copy that had the consumer from the start: a copy opened after it
+                    // (a stream scaled up, a peer replaced) is added by the group's leader.
+                    let fresh = c.original
+                        && c.desc.born_live
                         && c.desc.created >= self.started
                         && now_ns.saturating_sub(c.desc.created) < FRESH_NS;
-                    let orphan =
-                        c.opened.elapsed() >= ORPHAN_AFTER && c.desc.replicas >= peers.len();
+                    let same_everywhere = c.initial && c.desc.replicas >= peers.len();
                     let members = self::target(c.group.name(), c.desc.replicas, peers, &[self.me]);
                     let go = *stream_leads
-                        && c.original
                         && m.leader.is_none()
                         && members.iter().any(|t| t.0 == self.me)
-                        && (fresh || orphan);
+                        && (fresh || same_everywhere);
                     if go {
                         c.busy.store(true, Relaxed);
                         spawn.push((c.group.clone(), c.busy.clone(), Job::Bootstrap(members)));
@@ -543,6 +547,7 @@ struct Want {
     /// Its stream's copy is leaving this node: an open group stays while needed, none opens.
     leaving: bool,
     original: bool,
+    initial: bool,
 }
 
 /// Work a consumer tick starts.
