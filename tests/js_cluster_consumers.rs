@@ -185,6 +185,24 @@ async fn a_replicated_consumer_has_a_group_of_its_own() {
         m.reply
     );
 
+    // Its group keeps its size: an update to another replica count is refused (natsd
+    // does not move a consumer's group apart from its stream's), one naming the same
+    // count (3, the stream's, for the 0 it was created with) goes through.
+    let upd = |n: u64| {
+        format!(
+            r#"{{"stream_name":"CG","config":{{"durable_name":"D","ack_policy":"explicit","num_replicas":{n}}}}}"#
+        )
+    };
+    let r = api(&nc, "$JS.API.CONSUMER.DURABLE.CREATE.CG.D", &upd(1)).await;
+    assert_eq!(r["error"]["err_code"], 10012, "{r}");
+    assert_eq!(
+        r["error"]["description"], "consumer replica count can not be updated",
+        "{r}"
+    );
+    let r = api(&nc, "$JS.API.CONSUMER.DURABLE.CREATE.CG.D", &upd(3)).await;
+    assert!(r["error"].is_null(), "{r}");
+    assert_eq!(r["config"]["num_replicas"], 3, "{r}");
+
     // An ephemeral of a limits stream without a replica count: R1.
     let e = api(
         &nc,

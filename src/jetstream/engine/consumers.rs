@@ -92,6 +92,14 @@ impl JsAccount {
         if let Some(c) = st.consumers.get(&name) {
             if c.cfg != cfg {
                 consumer::check_update(&c.cfg, &cfg).map_err(e)?;
+                // A replicated consumer's group keeps its size (its members are chosen at
+                // its creation; it follows only its stream's count).
+                use super::replica_consumers::group_size;
+                if st.replica.is_some() && group_size(&c.cfg, &st.cfg) != group_size(&cfg, &st.cfg)
+                {
+                    let m = "consumer replica count can not be updated".to_string();
+                    return Err(e(ApiError::consumer_create(m)));
+                }
                 // nats-server (`checkNewConsumerConfig`): a push consumer is taken over with a
                 // new deliver subject only while nobody listens on its current one; a client
                 // binding a bound durable gets 10013 and then reads `push_bound`.

@@ -40,13 +40,23 @@ const LED_ELSEWHERE: Duration = Duration::from_millis(300);
 pub struct ConsumerDesc {
     pub name: String,
     pub created: i64,
-    /// How many members its group has: `num_replicas`, the stream's when 0 (or more than
-    /// the stream's), 1 for an ephemeral of a limits stream without one — nats-server's
-    /// `ConsumerConfig.replicas`.
+    /// How many members its group has ([`group_size`]).
     pub replicas: usize,
     /// Created by a live log entry here (see `Consumer::born_live`).
     pub born_live: bool,
     pub memory: bool,
+}
+
+/// How many members a consumer's group has: `num_replicas`, the stream's when 0 (or more
+/// than the stream's), 1 for an ephemeral of a limits stream without one — nats-server's
+/// `ConsumerConfig.replicas`.
+pub fn group_size(c: &ConsumerConfig, s: &StreamConfig) -> usize {
+    let stream_r = s.num_replicas.max(1) as usize;
+    match c.num_replicas.max(0) as usize {
+        0 if c.durable_name.is_empty() && s.retention == Retention::Limits => 1,
+        n if n == 0 || n > stream_r => stream_r,
+        n => n,
+    }
 }
 
 impl Engine {
@@ -71,19 +81,12 @@ impl Engine {
         if st.replica.is_none() {
             return Vec::new();
         }
-        let stream_r = st.cfg.num_replicas.max(1) as usize;
         st.consumers
             .values()
             .map(|c| ConsumerDesc {
                 name: c.name.clone(),
                 created: c.created,
-                replicas: match c.cfg.num_replicas.max(0) as usize {
-                    0 if c.cfg.durable_name.is_empty() && st.cfg.retention == Retention::Limits => {
-                        1
-                    }
-                    n if n == 0 || n > stream_r => stream_r,
-                    n => n,
-                },
+                replicas: group_size(&c.cfg, &st.cfg),
                 born_live: c.born_live,
                 memory: st.cfg.storage == Storage::Memory || c.cfg.mem_storage,
             })
