@@ -53,10 +53,8 @@ pub(super) struct ConsumerReplica {
     stop: CancellationToken,
     desc: ConsumerDesc,
     opened: Instant,
-    /// This node's copy of the stream had the consumer from the start: it was one of the
-    /// stream's first peers (which never changed), or the consumer was created after the
-    /// copy opened here. Only such a member may bootstrap the group.
-    original: bool,
+    /// Unix nanos this node's copy of the stream opened.
+    copy_opened: i64,
     /// The stream's peers never changed and this node is one of them.
     initial: bool,
     /// The stream group's name (the consumer's belongs to that copy of the stream).
@@ -184,12 +182,11 @@ impl JsCluster {
                 let (acc, s) = &v.key;
                 for d in e.replica_consumers(acc, s) {
                     let key = (acc.clone(), s.clone(), d.name.clone());
-                    let original = v.initial || d.created >= v.opened;
                     let w = Want {
                         desc: d,
                         stream_group: v.group.clone(),
                         leaving: v.leaving,
-                        original,
+                        copy_opened: v.opened,
                         initial: v.initial,
                     };
                     want.insert(key, w);
@@ -215,7 +212,6 @@ impl JsCluster {
                     // `num_replicas` may change (the stream's or the consumer's), and the
                     // stream's peers.
                     c.desc.replicas = w.desc.replicas;
-                    c.original = w.original;
                     c.initial = w.initial;
                     None
                 })
@@ -245,7 +241,7 @@ impl JsCluster {
             let Want {
                 desc,
                 stream_group,
-                original,
+                copy_opened,
                 initial,
                 ..
             } = w;
@@ -285,7 +281,7 @@ impl JsCluster {
                     stop,
                     desc,
                     opened: Instant::now(),
-                    original,
+                    copy_opened,
                     initial,
                     stream_group,
                     led: false,
@@ -369,7 +365,7 @@ impl JsCluster {
                     // a stream leader. Otherwise only a fresh creation is bootstrapped, by
                     // a copy that had the consumer from the start: a copy opened after it
                     // (a stream scaled up, a peer replaced) is added by the group's leader.
-                    let fresh = c.original
+                    let fresh = c.original()
                         && c.desc.born_live
                         && c.desc.created >= self.started
                         && now_ns.saturating_sub(c.desc.created) < FRESH_NS;
@@ -473,16 +469,8 @@ impl JsCluster {
             .collect()
     }
 
-    /// Every consumer group here that has members (for `/raftz`, holds, lame duck).
-    pub(super) fn consumer_groups(&self) -> Vec<Group> {
-        lock(&self.cgroups)
-            .values()
-            .map(|c| c.group.clone())
-            .collect()
-    }
-
-    /// Every consumer group here, with its account (for `/raftz`).
-    pub(super) fn consumer_groups_by_account(&self) -> Vec<(String, Group)> {
+    /// Every consumer group here, with its account (for `/raftz`, holds, lame duck).
+    pub(super) fn consumer_groups(&self) -> Vec<(String, Group)> {
         lock(&self.cgroups)
             .iter()
             .map(|(k, c)| (k.0.clone(), c.group.clone()))
@@ -546,8 +534,17 @@ struct Want {
     stream_group: String,
     /// Its stream's copy is leaving this node: an open group stays while needed, none opens.
     leaving: bool,
-    original: bool,
+    copy_opened: i64,
     initial: bool,
+}
+
+impl ConsumerReplica {
+    /// This node's copy of the stream had the consumer from the start: it was one of the
+    /// stream's first peers (which never changed), or the consumer was created after the
+    /// copy opened here. Only such a member may bootstrap the group.
+    fn original(&self) -> bool {
+        self.initial || self.desc.created >= self.copy_opened
+    }
 }
 
 /// Work a consumer tick starts.

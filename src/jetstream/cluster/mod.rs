@@ -465,7 +465,7 @@ impl JsCluster {
             .map(|r| r.group.clone())
             .collect();
         groups.extend(self.meta().cloned());
-        groups.extend(self.consumer_groups());
+        groups.extend(self.consumer_groups().into_iter().map(|(_, g)| g));
         let mut all = tokio::task::JoinSet::new();
         for g in groups {
             all.spawn(async move { g.observe().await });

@@ -36,7 +36,7 @@ impl JsCluster {
         );
         // A consumer's group where this node is a member (it has the copy elsewhere too).
         groups.extend(
-            self.consumer_groups_by_account()
+            self.consumer_groups()
                 .into_iter()
                 .filter(|(_, g)| !g.members().is_empty())
                 .map(|(acc, g)| (acc, g.name().to_string(), g)),

@@ -90,6 +90,7 @@ pub fn subscribe(c: &Arc<JsCluster>, srv: &Arc<ServerShared>) -> Result<(), Stri
             .or_else(|| {
                 c.consumer_groups()
                     .into_iter()
+                    .map(|(_, g)| g)
                     .find(|g| g.name() == h.group)
             });
         if let Some(g) = group.filter(|g| !g.is_leader()) {
