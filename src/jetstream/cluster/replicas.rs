@@ -450,16 +450,16 @@ impl JsCluster {
     }
 }
 
-/// Proposes a stream's writes in order: as many queued messages as fit in one entry, an
-/// API request alone. One proposal at a time; what queues meanwhile goes in the next one.
-/// Nothing is answered on a failed proposal: the publisher's ack times out and it retries
-/// (with `Nats-Msg-Id`, safely).
 /// Whether this node is still a member of group `m` that its leader talks to: a copy
 /// leaving the group stays open for the change that removes it to commit.
 pub(super) fn still_needed(m: &GroupMetrics, me: crate::raft::NodeId) -> bool {
     m.voters.contains(&me) && matches!(m.role, Role::Follower | Role::Leader) && m.leader.is_some()
 }
 
+/// Proposes a stream's writes in order: as many queued messages as fit in one entry, an
+/// API request alone. One proposal at a time; what queues meanwhile goes in the next one.
+/// Nothing is answered on a failed proposal: the publisher's ack times out and it retries
+/// (with `Nats-Msg-Id`, safely).
 async fn proposer(
     group: Group,
     mut rx: mpsc::UnboundedReceiver<Item>,
