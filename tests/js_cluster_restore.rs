@@ -107,6 +107,28 @@ async fn copies_are(js: &Js, stream: &str, want: (u64, u64)) {
     }
 }
 
+/// The subject of the next message consumer `SN > name` delivers (a fetch of one).
+async fn next_subject(ctx: &jetstream::Context, name: &str) -> String {
+    let consumer: jetstream::consumer::PullConsumer = ctx
+        .get_stream("SN")
+        .await
+        .expect("stream")
+        .get_consumer(name)
+        .await
+        .expect("consumer");
+    let m = consumer
+        .fetch()
+        .max_messages(1)
+        .messages()
+        .await
+        .expect("fetch")
+        .next()
+        .await
+        .expect("a message")
+        .expect("message");
+    m.subject.to_string()
+}
+
 /// A backup of an R3 stream with a gap and a consumer with progress, restored (through a
 /// client of a node that does not lead it) as a new R3 stream: every node's copy holds the
 /// same messages at the same sequences, the consumer goes on where it was, publishing goes
@@ -149,6 +171,25 @@ async fn a_backup_restores_as_a_replicated_stream() {
         acked += 1;
     }
     assert_eq!(acked, 5);
+    // An R1 durable beside it, with progress of its own.
+    let r = api(
+        &nc,
+        "$JS.API.CONSUMER.DURABLE.CREATE.SN.ONE",
+        r#"{"stream_name":"SN","config":{"durable_name":"ONE","ack_policy":"explicit","num_replicas":1}}"#,
+    )
+    .await;
+    assert!(r["error"].is_null(), "{r}");
+    let one: jetstream::consumer::PullConsumer = ctx
+        .get_stream("SN")
+        .await
+        .expect("stream")
+        .get_consumer("ONE")
+        .await
+        .expect("consumer");
+    let mut batch = one.fetch().max_messages(2).messages().await.expect("fetch");
+    while let Some(m) = batch.next().await {
+        m.expect("message").double_ack().await.expect("ack");
+    }
     // The stream's leader reads the backup's consumer progress from its copy, which follows
     // the consumer's own group: the last commit reaches it a moment after the ack's answer
     // (nats-server's snapshot reads its consumers' stores the same way).
@@ -169,7 +210,12 @@ async fn a_backup_restores_as_a_replicated_stream() {
             .flat_map(|a| a["stream_detail"].as_array().cloned().unwrap_or_default())
             .filter(|s| s["name"] == "SN")
             .flat_map(|s| s["consumer_detail"].as_array().cloned().unwrap_or_default())
-            .any(|c| c["name"] == "D" && c["ack_floor"]["stream_seq"] == 5)
+            .filter(|c| {
+                (c["name"] == "D" && c["ack_floor"]["stream_seq"] == 5)
+                    || (c["name"] == "ONE" && c["ack_floor"]["stream_seq"] == 2)
+            })
+            .count()
+            == 2
     })
     .await;
 
@@ -204,6 +250,11 @@ async fn a_backup_restores_as_a_replicated_stream() {
     let c = api(&nc, "$JS.API.CONSUMER.INFO.SN.D", "").await;
     assert_eq!(c["ack_floor"]["stream_seq"], 5, "{c}");
     assert_eq!(c["num_pending"], 34, "{c}");
+    // The R1 durable too: its group of one is formed on one of the new copies.
+    let c = api(&nc, "$JS.API.CONSUMER.INFO.SN.ONE", "").await;
+    assert!(c["cluster"]["leader"].is_string(), "{c}");
+    assert!(c["cluster"].get("replicas").is_none(), "R1: {c}");
+    assert_eq!(c["ack_floor"]["stream_seq"], 2, "{c}");
     let m = api(&nc, "$JS.API.STREAM.MSG.GET.SN", r#"{"seq":7}"#).await;
     assert_eq!(m["error"]["err_code"], 10037, "the gap stays: {m}");
     let m = api(&nc, "$JS.API.STREAM.MSG.GET.SN", r#"{"seq":8}"#).await;
@@ -216,24 +267,16 @@ async fn a_backup_restores_as_a_replicated_stream() {
     let r = once(&nc, "$JS.API.STREAM.LEADER.STEPDOWN.SN").await;
     assert_eq!(r["success"], true, "{r}");
     new_leader(&nc, "SN", &now).await;
-    let consumer: jetstream::consumer::PullConsumer = ctx
-        .get_stream("SN")
-        .await
-        .expect("stream")
-        .get_consumer("D")
-        .await
-        .expect("consumer");
-    let m = consumer
-        .fetch()
-        .max_messages(1)
-        .messages()
-        .await
-        .expect("fetch")
-        .next()
-        .await
-        .expect("a message")
-        .expect("message");
-    assert_eq!(m.subject.as_str(), "sn.6", "D goes on where it was");
+    assert_eq!(
+        next_subject(&ctx, "D").await,
+        "sn.6",
+        "D goes on where it was"
+    );
+    assert_eq!(
+        next_subject(&ctx, "ONE").await,
+        "sn.3",
+        "ONE goes on where it was"
+    );
 
     // Over an existing stream: refused at once, as nats-server; a bad configuration is
     // refused first (nats-server checks it before the name).

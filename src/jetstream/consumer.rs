@@ -107,6 +107,8 @@ pub struct Consumer {
     /// Created by a live entry of its stream's log (not revived from a snapshot): its
     /// group may be bootstrapped at once.
     pub born_live: bool,
+    /// A replicated stream's consumer: how it was created (none before natsd recorded it).
+    pub origin: Option<super::persist::Origin>,
 }
 
 /// A token bucket in bytes: nats-server's consumer rate limiter (`rate_limit_bps` / 8 bytes
@@ -214,6 +216,7 @@ impl Consumer {
             relayed: None,
             cluster_json: String::new(),
             born_live: false,
+            origin: None,
         }
     }
 

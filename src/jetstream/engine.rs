@@ -15,7 +15,7 @@ mod snapshots;
 mod streams;
 mod templates;
 
-use saving::{save_consumer_meta, save_states};
+use saving::{save_consumer_meta, save_consumer_meta_in, save_states};
 
 use super::advisory::{self, Action};
 use super::consumer::{self, Consumer, Cx};
@@ -29,7 +29,7 @@ use crate::account::{Account, Subscription};
 use crate::server::ServerShared;
 use serde::Deserialize;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -313,7 +313,7 @@ impl Engine {
                         tracing::warn!("JetStream: consumer {cname:?} state not restored: {e}")
                     })
                     .ok();
-                let c = consumers::revive_consumer(
+                let mut c = consumers::revive_consumer(
                     &st,
                     srv,
                     cm.name.clone(),
@@ -321,6 +321,7 @@ impl Engine {
                     cm.created,
                     state,
                 );
+                c.origin = cm.origin;
                 st.consumers.insert(cm.name, c);
             }
             subscribe_stream(srv, &acc, &self.tx, &mut st);

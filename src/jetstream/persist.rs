@@ -19,6 +19,18 @@ pub struct ConsumerMeta {
     pub name: String,
     pub config: ConsumerConfig,
     pub created: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<Origin>,
+}
+
+/// How a replicated stream's consumer was created: the stream's leader that appended its
+/// creation to the stream's log, and the replica count it had then. Its group's first
+/// members follow from these and the stream's peers, on every node alike
+/// (`cluster/cgroups.rs`).
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Origin {
+    pub leader: u64,
+    pub replicas: usize,
 }
 
 /// A consumer's progress: next stream and consumer sequences, unacknowledged deliveries

@@ -58,6 +58,9 @@ pub struct ConsumerRec {
     pub config: ConsumerConfig,
     pub created: i64,
     pub state: ConsumerState,
+    /// A replicated stream's consumer's origin (its group's snapshots); none in backups.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<crate::jetstream::persist::Origin>,
 }
 
 /// One decoded record.
@@ -337,6 +340,7 @@ mod tests {
             name: "D".into(),
             config: ConsumerConfig::default(),
             created: 8,
+            origin: None,
             state: ConsumerState {
                 sseq: 5,
                 dseq: 3,

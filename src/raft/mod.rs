@@ -88,6 +88,12 @@ pub trait StateMachine: Send + 'static {
     /// Applies the committed entry at `index`; the returned bytes go back to the
     /// proposer (on the leader) and are dropped elsewhere.
     fn apply(&mut self, index: u64, data: &[u8]) -> Vec<u8>;
+    /// As `apply`, told which member led the group when the entry was appended: a fact of
+    /// the log, the same on every member and at every replay.
+    fn apply_from(&mut self, index: u64, leader: NodeId, data: &[u8]) -> Vec<u8> {
+        let _ = leader;
+        self.apply(index, data)
+    }
     /// The whole state, for compaction and for members too far behind to catch up
     /// from the log.
     fn snapshot(&self) -> Vec<u8>;

@@ -151,7 +151,8 @@ impl RaftStateMachine<TypeConfig> for SmStore {
             match e.payload {
                 EntryPayload::Blank => out.push(Vec::new()),
                 EntryPayload::Normal(data) => {
-                    let r = inner.user.apply(e.log_id.index, &data.0);
+                    let (index, leader) = (e.log_id.index, e.log_id.leader_id.node_id);
+                    let r = inner.user.apply_from(index, leader, &data.0);
                     out.push(r);
                 }
                 EntryPayload::Membership(m) => {

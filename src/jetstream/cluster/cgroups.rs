@@ -23,6 +23,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::cgroup_boot::{self, Seen};
 use super::entry::Entry;
 use super::placement::{self, Step};
 use super::{lock, JsCluster};
@@ -75,7 +76,8 @@ pub fn group_name(account: &str, stream_group: &str, d: &ConsumerDesc) -> String
 }
 
 /// The members a consumer's group should have: the stream's `peers`, or `replicas` of them
-/// (0: all) — those in `first` first (its members, or at a bootstrap the stream's leader),
+/// (0: all) — those in `first` first (its members, the first of them before the others: its
+/// leader keeps its place when the group shrinks; at a bootstrap the consumer's origin),
 /// then by a hash of the group's name.
 pub fn target(
     group: &str,
@@ -86,13 +88,12 @@ pub fn target(
     if replicas == 0 || replicas >= peers.len() {
         return peers.to_vec();
     }
-    let voters = first;
     let rank = |id: NodeId| {
         let d = ring::digest::digest(&ring::digest::SHA256, format!("{group}/{id}").as_bytes());
         u64::from_le_bytes(d.as_ref()[..8].try_into().unwrap_or([0; 8]))
     };
     let mut v = peers.to_vec();
-    v.sort_by_key(|(id, _)| (!voters.contains(id), rank(*id)));
+    v.sort_by_key(|(id, _)| (!first.contains(id), first.first() != Some(id), rank(*id)));
     v.truncate(replicas);
     v
 }
@@ -323,7 +324,13 @@ impl JsCluster {
                 };
                 let m = c.group.metrics();
                 let leads = super::leads(&m);
-                let target = target(c.group.name(), c.desc.replicas, peers, &m.voters);
+                // Its leader first: a group that shrinks keeps it.
+                let mut first = m.voters.clone();
+                if leads {
+                    first.retain(|v| *v != self.me);
+                    first.insert(0, self.me);
+                }
+                let target = target(c.group.name(), c.desc.replicas, peers, &first);
                 if !leads {
                     c.led_since = None;
                 }
@@ -353,29 +360,29 @@ impl JsCluster {
                         c.busy.store(true, Relaxed);
                         spawn.push((c.group.clone(), c.busy.clone(), Job::Step(step)));
                     }
-                } else if m.voters.is_empty() {
-                    // A new group: the stream's leader alone chooses its members (itself
-                    // first) and bootstraps it; the others learn them from it. (Every
-                    // member bootstrapping would start as many elections at once, and
-                    // split the votes.) When the group is of every peer and the stream's
-                    // peers never changed, the members are the same whoever chooses them
-                    // (the first entry of the group's log is the same), so a stream leader
-                    // bootstraps it whenever it finds it without members: a consumer
-                    // restored from a backup, or one whose first bootstrap was lost with
-                    // a stream leader. Otherwise only a fresh creation is bootstrapped, by
-                    // a copy that had the consumer from the start: a copy opened after it
-                    // (a stream scaled up, a peer replaced) is added by the group's leader.
+                } else if m.voters.is_empty() && m.leader.is_none() {
+                    // A new group (`cgroup_boot.rs`): the stream's leader bootstraps it
+                    // and campaigns, the others learn it from that leader (every member
+                    // campaigning at once would split the votes); a member bootstraps
+                    // it itself when that first bootstrap was lost. A copy opened after
+                    // the creation (a stream scaled up, a peer replaced) is added by the
+                    // group's leader.
                     let fresh = c.original()
                         && c.desc.born_live
                         && c.desc.created >= self.started
                         && now_ns.saturating_sub(c.desc.created) < FRESH_NS;
-                    let same_everywhere = c.initial && c.desc.replicas >= peers.len();
-                    let members = self::target(c.group.name(), c.desc.replicas, peers, &[self.me]);
-                    let go = *stream_leads
-                        && m.leader.is_none()
-                        && members.iter().any(|t| t.0 == self.me)
-                        && (fresh || same_everywhere);
-                    if go {
+                    let seen = Seen {
+                        me: self.me,
+                        group: c.group.name(),
+                        peers,
+                        replicas: c.desc.replicas,
+                        origin: c.desc.origin,
+                        initial: c.initial,
+                        fresh,
+                        stream_leads: *stream_leads,
+                        memberless_for: c.opened.elapsed(),
+                    };
+                    if let Some(members) = cgroup_boot::bootstrap(&seen) {
                         c.busy.store(true, Relaxed);
                         spawn.push((c.group.clone(), c.busy.clone(), Job::Bootstrap(members)));
                     }
@@ -579,6 +586,13 @@ mod tests {
             // Members stay members while they are still peers.
             let kept = target(&g, 2, &all, &[a[1].0]);
             assert!(kept.iter().any(|p| p.0 == a[1].0), "seed {seed}");
+            // Shrunk to one, the first of its members (its leader) stays.
+            let members: Vec<NodeId> = target(&g, 3, &all, &[]).iter().map(|p| p.0).collect();
+            for m in &members {
+                let mut first = vec![*m];
+                first.extend(members.iter().filter(|x| *x != m));
+                assert_eq!(target(&g, 1, &all, &first)[0].0, *m, "seed {seed}");
+            }
         }
         assert_eq!(target("g", 0, &all, &[]), all);
         assert_eq!(target("g", 7, &all, &[]), all);
@@ -592,6 +606,7 @@ mod tests {
             replicas: 0,
             born_live: true,
             memory: false,
+            origin: None,
         };
         let a = group_name("A", "S-R3F-x", &d);
         assert!(a.starts_with("C-F-") && a.len() == 12, "{a}");

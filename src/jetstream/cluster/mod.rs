@@ -16,6 +16,7 @@
 //!
 //! docs/architecture.md ("Clustered JetStream") has the design and what is not built yet.
 
+mod cgroup_boot;
 mod cgroups;
 pub mod copier;
 pub mod entry;

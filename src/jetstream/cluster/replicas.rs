@@ -15,7 +15,7 @@ use crate::jetstream::consumer::Cx;
 use crate::jetstream::engine::replica::CONSUMER_STATES;
 use crate::jetstream::types::now_nanos;
 use crate::jetstream::JetStream;
-use crate::raft::{Group, GroupMetrics, Role, StateMachine};
+use crate::raft::{Group, GroupMetrics, NodeId, Role, StateMachine};
 use crate::server::ServerShared;
 
 /// A proposal carries at most this many bytes of messages, or this many messages.
@@ -38,23 +38,11 @@ struct StreamSm {
 
 impl StateMachine for StreamSm {
     fn apply(&mut self, index: u64, data: &[u8]) -> Vec<u8> {
-        let entry = match Entry::decode(data) {
-            Ok(e) => e,
-            Err(e) => {
-                tracing::error!("JetStream: stream {:?} log entry {index}: {e}", self.stream);
-                return Vec::new();
-            }
-        };
-        if let (Some(js), Some(srv)) = (self.js.upgrade(), self.srv.upgrade()) {
-            let mine = match &entry {
-                Entry::Msgs { proposer, .. } | Entry::Api { proposer, .. } => {
-                    *proposer == self.session
-                }
-            };
-            js.engine()
-                .apply_replicated(&srv, &self.account, &self.stream, entry, mine);
-        }
-        Vec::new()
+        self.apply_entry(index, None, data)
+    }
+
+    fn apply_from(&mut self, index: u64, leader: NodeId, data: &[u8]) -> Vec<u8> {
+        self.apply_entry(index, Some(leader), data)
     }
 
     fn snapshot(&self) -> Vec<u8> {
@@ -70,6 +58,29 @@ impl StateMachine for StreamSm {
             .engine()
             .replica_restore(&srv, &self.account, &self.stream, snapshot);
         r
+    }
+}
+
+impl StreamSm {
+    /// `leader`: the member that appended the entry (consumers' origins follow from it).
+    fn apply_entry(&mut self, index: u64, leader: Option<NodeId>, data: &[u8]) -> Vec<u8> {
+        let entry = match Entry::decode(data) {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::error!("JetStream: stream {:?} log entry {index}: {e}", self.stream);
+                return Vec::new();
+            }
+        };
+        if let (Some(js), Some(srv)) = (self.js.upgrade(), self.srv.upgrade()) {
+            let mine = match &entry {
+                Entry::Msgs { proposer, .. } | Entry::Api { proposer, .. } => {
+                    *proposer == self.session
+                }
+            };
+            js.engine()
+                .apply_replicated(&srv, &self.account, &self.stream, entry, mine, leader);
+        }
+        Vec::new()
     }
 }
 

@@ -19,6 +19,7 @@ use super::*;
 use crate::jetstream::cluster::copier::{Copies, COPY};
 use crate::jetstream::cluster::entry::Entry;
 use crate::jetstream::cluster::meta::StreamAssignment;
+use crate::raft::NodeId;
 use bytes::Bytes;
 use std::path::Path;
 
@@ -41,6 +42,31 @@ pub(super) struct ProgressEntry {
     pub states: Vec<Progress>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub replies: Vec<String>,
+}
+
+/// A consumer the entry appended by `leader` created records that leader and its replica
+/// count then: its group's first members follow from them (`cluster/cgroups.rs`). `made`:
+/// whether the entry created it (an API entry at `ts`: its `created` is the entry's time
+/// on every copy). Replayed, the entry records the same.
+pub(super) fn record_origin(
+    st: &mut Stream,
+    leader: Option<NodeId>,
+    made: impl Fn(&Consumer) -> bool,
+) {
+    let Some(leader) = leader else {
+        return;
+    };
+    let stream_cfg = &st.cfg;
+    for c in st.consumers.values_mut() {
+        if c.origin.is_some() || !made(c) {
+            continue;
+        }
+        let replicas = super::replica_consumers::group_size(&c.cfg, stream_cfg);
+        c.origin = Some(persist::Origin { leader, replicas });
+        if let Err(e) = save_consumer_meta_in(st.dir.as_deref(), c) {
+            tracing::error!("JetStream: consumer {:?} origin not saved: {e}", c.name);
+        }
+    }
 }
 
 /// At most this many sequences are looked at by one [`sweep`].
@@ -176,7 +202,8 @@ impl Engine {
     }
 
     /// Applies one committed entry of a replicated stream's log. `mine`: this node
-    /// proposed it, so it answers the clients (PubAcks, the API response).
+    /// proposed it, so it answers the clients (PubAcks, the API response). `leader`: the
+    /// member that appended it (a consumer it creates records it as its origin).
     pub fn apply_replicated(
         &mut self,
         srv: &Arc<ServerShared>,
@@ -184,6 +211,7 @@ impl Engine {
         stream: &str,
         entry: Entry,
         mine: bool,
+        leader: Option<NodeId>,
     ) {
         let acc: Arc<str> = Arc::from(account);
         match entry {
@@ -223,6 +251,14 @@ impl Engine {
                 let reply = (mine && !reply.is_empty()).then_some(reply.as_str());
                 let last = subject == RESTORE_END;
                 self.apply_restore(srv, account, stream, &payload, last, reply);
+                // Every consumer the backup holds came in through the restore's entries.
+                if let Some(st) = self
+                    .accounts
+                    .get_mut(account)
+                    .and_then(|ja| ja.streams.get_mut(stream))
+                {
+                    record_origin(st, leader, |_| true);
+                }
             }
             Entry::Api {
                 ts,
@@ -254,6 +290,7 @@ impl Engine {
                             c.applied = Some(c.state());
                         }
                     }
+                    record_origin(st, leader, |c| c.created == ts);
                     sweep(st);
                 }
             }

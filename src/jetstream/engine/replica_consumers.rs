@@ -45,6 +45,7 @@ pub struct ConsumerDesc {
     /// Created by a live log entry here (see `Consumer::born_live`).
     pub born_live: bool,
     pub memory: bool,
+    pub origin: Option<crate::jetstream::persist::Origin>,
 }
 
 /// How many members a consumer's group has: `num_replicas`, the stream's when 0 (or more
@@ -89,6 +90,7 @@ impl Engine {
                 replicas: group_size(&c.cfg, &st.cfg),
                 born_live: c.born_live,
                 memory: st.cfg.storage == Storage::Memory || c.cfg.mem_storage,
+                origin: c.origin,
             })
             .collect()
     }

@@ -51,6 +51,7 @@ impl Engine {
                 config: c.cfg.clone(),
                 created: c.created,
                 state: c.state(),
+                origin: c.origin,
             };
             if let Err(e) = snap::encode_consumer(&mut out, &rec) {
                 tracing::error!("JetStream: stream {name:?} snapshot: {e}");
@@ -197,6 +198,7 @@ impl Engine {
                     );
                     // Its progress once the messages are in (`restore` clamps to them).
                     con.passive = passive;
+                    con.origin = c.origin;
                     st.consumers.insert(c.name.clone(), con);
                     restored.push((c.name, c.state));
                 }

@@ -21,7 +21,12 @@ pub(super) fn save_states(st: &mut Stream, sync: bool) {
 }
 
 pub(super) fn save_consumer_meta(st: &Stream, c: &Consumer) -> Result<(), String> {
-    let Some(dir) = &st.dir else {
+    save_consumer_meta_in(st.dir.as_deref(), c)
+}
+
+/// As [`save_consumer_meta`], in its stream's directory `dir` (none: a memory stream).
+pub(super) fn save_consumer_meta_in(dir: Option<&Path>, c: &Consumer) -> Result<(), String> {
+    let Some(dir) = dir else {
         return Ok(());
     };
     // Ephemerals too: nats-server keeps them on disk and recovers them after a restart.
@@ -32,6 +37,7 @@ pub(super) fn save_consumer_meta(st: &Stream, c: &Consumer) -> Result<(), String
             name: c.name.clone(),
             config: c.cfg.clone(),
             created: c.created,
+            origin: c.origin,
         },
         true,
     )?;

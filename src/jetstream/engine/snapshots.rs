@@ -203,6 +203,7 @@ impl JsAccount {
                     config: c.cfg.clone(),
                     created: c.created,
                     state: c.state(),
+                    origin: None,
                 };
                 fmt::encode_consumer(&mut buf, &rec).map_err(snap_err)?;
                 consumers += 1;
