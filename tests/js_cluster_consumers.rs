@@ -185,23 +185,46 @@ async fn a_replicated_consumer_has_a_group_of_its_own() {
         m.reply
     );
 
-    // Its group keeps its size: an update to another replica count is refused (natsd
-    // does not move a consumer's group apart from its stream's), one naming the same
-    // count (3, the stream's, for the 0 it was created with) goes through.
+    let ack = m.reply.clone().expect("ack subject");
+    let r = nc.request(ack, "+ACK".into()).await.expect("ack sync");
+    assert!(r.payload.is_empty());
+
+    // Its replica count updated, its group follows, as nats-server moves it: R1 keeps the
+    // current leader, R3 again has the stream's three peers, current; what was acknowledged
+    // stays acknowledged throughout.
     let upd = |n: u64| {
         format!(
             r#"{{"stream_name":"CG","config":{{"durable_name":"D","ack_policy":"explicit","num_replicas":{n}}}}}"#
         )
     };
+    let cleader = info["cluster"]["leader"]
+        .as_str()
+        .expect("leader")
+        .to_string();
     let r = api(&nc, "$JS.API.CONSUMER.DURABLE.CREATE.CG.D", &upd(1)).await;
-    assert_eq!(r["error"]["err_code"], 10012, "{r}");
-    assert_eq!(
-        r["error"]["description"], "consumer replica count can not be updated",
-        "{r}"
-    );
+    assert!(r["error"].is_null(), "{r}");
+    assert_eq!(r["config"]["num_replicas"], 1, "{r}");
+    let i = consumer_info_until(&nc, "CG", "D", "an R1 consumer", |i| {
+        i["cluster"]["leader"].is_string() && i["cluster"].get("replicas").is_none()
+    })
+    .await;
+    assert_eq!(i["cluster"]["leader"], cleader.as_str(), "{i}");
+    assert_eq!(i["ack_floor"]["stream_seq"], 2, "{i}");
+    take(&nc, "CG", "D", 3).await;
     let r = api(&nc, "$JS.API.CONSUMER.DURABLE.CREATE.CG.D", &upd(3)).await;
     assert!(r["error"].is_null(), "{r}");
     assert_eq!(r["config"]["num_replicas"], 3, "{r}");
+    let i = consumer_info_until(&nc, "CG", "D", "a group of three again", |i| {
+        members(i).len() == 3
+            && i["cluster"]["replicas"]
+                .as_array()
+                .is_some_and(|r| r.iter().all(|r| r["current"] == true))
+    })
+    .await;
+    assert_eq!(i["ack_floor"]["stream_seq"], 3, "{i}");
+    take(&nc, "CG", "D", 4).await;
+    let r = api(&nc, "$JS.API.CONSUMER.DURABLE.CREATE.CG.D", &upd(5)).await;
+    assert_eq!(r["error"]["err_code"], 10126, "{r}");
 
     // An ephemeral of a limits stream without a replica count: R1.
     let e = api(

@@ -92,11 +92,13 @@ impl JsAccount {
         if let Some(c) = st.consumers.get(&name) {
             if c.cfg != cfg {
                 consumer::check_update(&c.cfg, &cfg).map_err(e)?;
-                // A replicated consumer's group keeps its size (its members are chosen at
-                // its creation; it follows only its stream's count).
+                // A replicated consumer's group changes its size through its leader, which
+                // adds or removes members (`cluster/cgroups.rs`): its first members follow
+                // from its origin, whatever the count is now. A consumer created before
+                // origins were recorded keeps its size.
                 use super::replica_consumers::group_size;
-                if st.replica.is_some() && group_size(&c.cfg, &st.cfg) != group_size(&cfg, &st.cfg)
-                {
+                let resized = group_size(&c.cfg, &st.cfg) != group_size(&cfg, &st.cfg);
+                if st.replica.is_some() && resized && c.origin.is_none() {
                     let m = "consumer replica count can not be updated".to_string();
                     return Err(e(ApiError::consumer_create(m)));
                 }
