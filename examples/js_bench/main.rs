@@ -174,6 +174,8 @@ enum Kind {
     PubAsync(usize),
     PubSync(usize),
     Pull(usize),
+    /// Streams, durables and ephemerals created one after another (API latency).
+    Create,
     Raw(Box<Kind>),
 }
 
@@ -207,6 +209,11 @@ fn scenarios() -> Vec<Scenario> {
                 storage,
             });
         }
+        v.push(Scenario {
+            name: format!("create_{sname}"),
+            kind: Kind::Create,
+            storage,
+        });
     }
     v
 }
@@ -276,6 +283,47 @@ async fn publish(
     Ok((acked, t0.elapsed().as_secs_f64(), server_cpu() - c0))
 }
 
+/// For `dur`: a stream, a durable pull consumer of it and an ephemeral one, each awaited
+/// before the next (a client creating KV buckets or ordered consumers waits the same way);
+/// returns (creations, seconds, server CPU).
+async fn create(
+    js: &jetstream::Context,
+    storage: stream::StorageType,
+    dur: Duration,
+) -> Res<(u64, f64, f64)> {
+    let t0 = Instant::now();
+    let c0 = server_cpu();
+    let mut made = 0u64;
+    while t0.elapsed() < dur {
+        let s = js
+            .create_stream(stream::Config {
+                name: format!("C{made}"),
+                subjects: vec![format!("c{made}.>")],
+                storage,
+                num_replicas: REPLICAS.load(Relaxed),
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| format!("create stream: {e}"))?;
+        s.create_consumer(consumer::pull::Config {
+            durable_name: Some("D".into()),
+            ack_policy: consumer::AckPolicy::Explicit,
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| format!("durable: {e}"))?;
+        s.create_consumer(consumer::pull::Config {
+            ack_policy: consumer::AckPolicy::None,
+            inactive_threshold: Duration::from_secs(60),
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| format!("ephemeral: {e}"))?;
+        made += 3;
+    }
+    Ok((made, t0.elapsed().as_secs_f64(), server_cpu() - c0))
+}
+
 async fn pull(js: &jetstream::Context, size: usize) -> Res<(u64, f64, f64)> {
     publish(js, size, WINDOW, Duration::from_secs(120), PULL_MSGS).await?;
     let s = js
@@ -342,7 +390,7 @@ async fn run(path: &str, sc: &Scenario, dur: Duration, n: usize) -> Res<(f64, f6
                 Kind::PubAsync(size) => raw::publish(&mut c, size, WINDOW, dur, u64::MAX),
                 Kind::PubSync(size) => raw::publish(&mut c, size, 1, dur, u64::MAX),
                 Kind::Pull(size) => raw::pull(&mut c, size, PULL_MSGS, PULL_BATCH),
-                Kind::Raw(_) => Err("nested raw scenario".into()),
+                Kind::Create | Kind::Raw(_) => Err("not a raw scenario".into()),
             }
         })
         .await
@@ -355,6 +403,7 @@ async fn run(path: &str, sc: &Scenario, dur: Duration, n: usize) -> Res<(f64, f6
         Kind::PubAsync(size) => publish(&js, size, WINDOW, dur, u64::MAX).await?,
         Kind::PubSync(size) => publish(&js, size, 1, dur, u64::MAX).await?,
         Kind::Pull(size) => pull(&js, size).await?,
+        Kind::Create => create(&js, sc.storage, dur).await?,
         Kind::Raw(_) => return Err("raw scenarios are run above".into()),
     };
     drop(nc);

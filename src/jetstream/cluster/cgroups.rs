@@ -398,6 +398,7 @@ impl JsCluster {
                         .spawn(placement::run_step(group, step, busy, "consumer"));
                 }
                 Job::Bootstrap(members) => {
+                    let kick = self.kick.clone();
                     srv.tasks.spawn(async move {
                         if let Err(e) = group.bootstrap(&members).await {
                             tracing::warn!(
@@ -405,7 +406,8 @@ impl JsCluster {
                                 group.name()
                             );
                         } else {
-                            group.campaign().await;
+                            // Led within a round trip or two: the tick answers then.
+                            super::campaign_until_led(&group, &kick).await;
                         }
                         busy.store(false, Relaxed);
                     });

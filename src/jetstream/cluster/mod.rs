@@ -151,6 +151,10 @@ pub struct JsCluster {
     replicas: Mutex<BTreeMap<(String, String), Replica>>,
     /// This node's members of the replicated consumers' groups (`cgroups.rs`).
     cgroups: Mutex<BTreeMap<cgroups::CKey, cgroups::ConsumerReplica>>,
+    /// Runs the tick's group work now rather than at its next interval: a group came to
+    /// have a leader, or a stream's log changed its consumers (creations are answered
+    /// within a round trip or two, not a tick or two).
+    kick: Arc<tokio::sync::Notify>,
     /// Bytes waiting in the proposers' queues.
     queued: Arc<AtomicUsize>,
     /// Names this process as the proposer of stream log entries: random at every start, so
@@ -164,6 +168,32 @@ pub struct JsCluster {
     standby: std::sync::atomic::AtomicBool,
     /// A meta leader has been known since the start (`meta_health`).
     meta_seen: AtomicBool,
+}
+
+/// Notifies `kick` once `group` is led (here with a majority behind it, or elsewhere),
+/// waiting an election or two at most.
+async fn kick_once_led(group: &Group, kick: &tokio::sync::Notify) {
+    let within = group.election_timeout_max() * 2;
+    let led = |m: &crate::raft::GroupMetrics| m.leader.is_some_and(|l| l != m.id) || leads(m);
+    if group.wait_for(within, led).await.is_ok() {
+        kick.notify_one();
+    }
+}
+
+/// Campaigns for a group this node just bootstrapped until it has a leader, then kicks
+/// the tick. The other members open the group when they apply the creation, a moment
+/// after this one: a vote request that reached them before is lost, and this campaigns
+/// again at once rather than after an election timeout.
+async fn campaign_until_led(group: &Group, kick: &tokio::sync::Notify) {
+    let mut wait = Duration::from_millis(20);
+    for _ in 0..6 {
+        group.campaign().await;
+        if group.wait_for(wait, |m| m.leader.is_some()).await.is_ok() {
+            break;
+        }
+        wait *= 2;
+    }
+    kick_once_led(group, kick).await;
 }
 
 impl JsCluster {
@@ -190,6 +220,7 @@ impl JsCluster {
             settle: Mutex::new(hello::Settle::default()),
             replicas: Mutex::new(BTreeMap::new()),
             cgroups: Mutex::new(BTreeMap::new()),
+            kick: Arc::new(tokio::sync::Notify::new()),
             queued: Arc::new(AtomicUsize::new(0)),
             standby: std::sync::atomic::AtomicBool::new(false),
             session: rand::random::<u64>() | 1,
@@ -272,6 +303,11 @@ impl JsCluster {
                     self.reconcile_consumers().await;
                     self.consumers_tick();
                 }
+                _ = self.kick.notified() => {
+                    self.tick();
+                    self.reconcile_consumers().await;
+                    self.consumers_tick();
+                }
                 c = changed.recv() => {
                     if c.is_none() {
                         break;
@@ -282,6 +318,17 @@ impl JsCluster {
             }
         }
         self.shutdown().await;
+    }
+
+    /// Kicks the tick once `group` has a leader (it was just bootstrapped), within an
+    /// election or two.
+    fn kick_when_led(&self, group: Group) {
+        let Some(srv) = self.srv.upgrade() else {
+            return;
+        };
+        let kick = self.kick.clone();
+        srv.tasks
+            .spawn(async move { kick_once_led(&group, &kick).await });
     }
 
     fn meta(&self) -> Option<&Group> {

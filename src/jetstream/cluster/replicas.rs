@@ -34,6 +34,7 @@ struct StreamSm {
     stream: String,
     /// This process's proposer token ([`JsCluster::session`]).
     session: u64,
+    kick: Arc<tokio::sync::Notify>,
 }
 
 impl StateMachine for StreamSm {
@@ -77,8 +78,15 @@ impl StreamSm {
                     *proposer == self.session
                 }
             };
+            // A client's request (a consumer created, updated or deleted, the stream
+            // updated): the tick opens or closes groups and answers at once.
+            let request =
+                matches!(&entry, Entry::Api { subject, .. } if subject.starts_with("$JS.API."));
             js.engine()
                 .apply_replicated(&srv, &self.account, &self.stream, entry, mine, leader);
+            if request {
+                self.kick.notify_one();
+            }
         }
         Vec::new()
     }
@@ -185,6 +193,7 @@ impl JsCluster {
             account: sa.account.clone(),
             stream: sa.name.clone(),
             session: self.session,
+            kick: self.kick.clone(),
         };
         let group = Group::open(cfg, Box::new(sm), ready.transport.clone())
             .await
@@ -194,8 +203,9 @@ impl JsCluster {
         // waits for its leader to bring it in.
         let initial = sa.bootstrap_members();
         if initial.iter().any(|p| p.0 == self.me) {
-            if let Err(e) = group.bootstrap(initial).await {
-                tracing::warn!("JetStream: stream {:?} group bootstrap: {e}", sa.name);
+            match group.bootstrap(initial).await {
+                Ok(()) => self.kick_when_led(group.clone()),
+                Err(e) => tracing::warn!("JetStream: stream {:?} group bootstrap: {e}", sa.name),
             }
         }
         let (tx, rx) = mpsc::unbounded_channel();
