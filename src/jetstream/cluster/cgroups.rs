@@ -62,6 +62,7 @@ pub(super) struct ConsumerReplica {
     stream_group: String,
     led: bool,
     led_since: Option<i64>,
+    json_pace: super::events::JsonPace,
     /// A bootstrap or a membership change is under way.
     busy: Arc<AtomicBool>,
 }
@@ -225,7 +226,7 @@ impl JsCluster {
             // A copy whose group closes runs no more (a new group says who leads).
             let mut e = js.engine();
             for ((acc, s, n), _) in &gone {
-                e.set_consumer_leader(&srv, acc, s, n, false, String::new());
+                e.set_consumer_leader(&srv, acc, s, n, false, Some(String::new()));
             }
         }
         for (k, c) in gone {
@@ -287,6 +288,7 @@ impl JsCluster {
                     stream_group,
                     led: false,
                     led_since: None,
+                    json_pace: Default::default(),
                     busy: Arc::new(AtomicBool::new(false)),
                 },
             );
@@ -301,16 +303,12 @@ impl JsCluster {
         let (Some(js), Some(srv)) = (self.js.upgrade(), self.srv.upgrade()) else {
             return;
         };
-        // The streams' peers and whether this node leads them, first (lock order: the
-        // replicas' lock is never taken while the engine's is held by this tick).
+        // The streams' peers and whether this node leads them (as the streams' tick, just
+        // before, saw it), first (lock order: the replicas' lock is never taken while the
+        // engine's is held by this tick).
         let streams: BTreeMap<(String, String), StreamView> = lock(&self.replicas)
             .iter()
-            .map(|(k, r)| {
-                (
-                    k.clone(),
-                    (r.sa.peers.clone(), super::group_leads(&r.group)),
-                )
-            })
+            .map(|(k, r)| (k.clone(), (r.sa.peers.clone(), r.led)))
             .collect();
         let mut spawn: Vec<(Group, Arc<AtomicBool>, Job)> = Vec::new();
         let mut elected: Vec<(String, String, String, String)> = Vec::new();
@@ -335,13 +333,15 @@ impl JsCluster {
                     c.led_since = None;
                 }
                 c.led_since = c.led_since.or(leads.then_some(now_ns));
-                let json = if m.voters.len() > 1 {
-                    self.cluster_json_of(&m, c.group.name(), &target, c.led_since)
-                } else if m.voters.is_empty() {
-                    String::new() // not a member (yet)
-                } else {
-                    self.r1_cluster_json(leads.then_some(self.name.as_str()))
-                };
+                let json = c.json_pace.due(&m, c.led_since).then(|| {
+                    if m.voters.len() > 1 {
+                        self.cluster_json_of(&m, c.group.name(), &target, c.led_since)
+                    } else if m.voters.is_empty() {
+                        String::new() // not a member (yet)
+                    } else {
+                        self.r1_cluster_json(leads.then_some(self.name.as_str()))
+                    }
+                });
                 e.set_consumer_leader(&srv, acc, s, name, leads, json);
                 if leads && !c.led && target.len() > 1 {
                     let replicas = serde_json::to_string(&self.replica_infos_of(&m, &target))

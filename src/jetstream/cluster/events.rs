@@ -15,6 +15,50 @@ use crate::server::ServerShared;
 /// A leader without a majority says so at most this often.
 const LOST_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// How often a group's `cluster` is built again when nothing in it but its figures moved.
+const JSON_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// When a group's `cluster` (STREAM/CONSUMER INFO) is built again: at once when who leads,
+/// the term, the members, the leadership's start or which replicas are caught up changed;
+/// otherwise once a second, so its `active` and `lag` figures age that much at most.
+/// (Building it for every group at every tick was a fifth of an idle node's CPU with a few
+/// hundred groups.)
+#[derive(Default)]
+pub(super) struct JsonPace {
+    last: Option<(tokio::time::Instant, u64)>,
+}
+
+impl JsonPace {
+    pub(super) fn due(&mut self, m: &GroupMetrics, since: Option<i64>) -> bool {
+        self.due_at(m, since, tokio::time::Instant::now())
+    }
+
+    fn due_at(&mut self, m: &GroupMetrics, since: Option<i64>, now: tokio::time::Instant) -> bool {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (
+            m.leader,
+            m.term,
+            super::leads(m),
+            &m.voters,
+            &m.learners,
+            since,
+        )
+            .hash(&mut h);
+        for r in &m.replicas {
+            (r.id, r.lag == 0).hash(&mut h);
+        }
+        let key = h.finish();
+        match self.last {
+            Some((at, k)) if k == key && now.duration_since(at) < JSON_EVERY => false,
+            _ => {
+                self.last = Some((now, key));
+                true
+            }
+        }
+    }
+}
+
 /// An advisory to send once the locks are released.
 pub(super) struct Pending {
     account: String,
@@ -218,5 +262,68 @@ pub(super) fn send(srv: &Arc<ServerShared>, events: Vec<Pending>) {
             replicas: &p.replicas,
         };
         advisory::leadership(&cx, sys_cx.as_ref(), &l, p.lost);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::raft::ReplicaProgress;
+    use std::time::Duration;
+
+    fn metrics(leader: u64, lag: u64) -> GroupMetrics {
+        GroupMetrics {
+            id: 1,
+            role: if leader == 1 {
+                Role::Leader
+            } else {
+                Role::Follower
+            },
+            term: 3,
+            leader: Some(leader),
+            last_log_index: Some(10),
+            applied: Some(10),
+            snapshot: None,
+            purged: None,
+            voters: vec![1, 2, 3],
+            learners: Vec::new(),
+            millis_since_quorum_ack: Some(5),
+            voted_for: Some(leader),
+            applied_term: Some(3),
+            replicas: vec![
+                ReplicaProgress {
+                    id: 2,
+                    matched: Some(10 - lag),
+                    lag,
+                },
+                ReplicaProgress {
+                    id: 3,
+                    matched: Some(10),
+                    lag: 0,
+                },
+            ],
+        }
+    }
+
+    /// A group's `cluster` is built again at once when what it says changes (the leader,
+    /// a replica catching up), else once a second.
+    #[test]
+    fn cluster_json_is_built_again_on_a_change_or_once_a_second() {
+        let t0 = tokio::time::Instant::now();
+        let mut p = JsonPace::default();
+        assert!(p.due_at(&metrics(1, 0), None, t0), "the first time");
+        let soon = t0 + Duration::from_millis(300);
+        assert!(!p.due_at(&metrics(1, 0), None, soon), "nothing changed");
+        assert!(
+            p.due_at(&metrics(1, 4), None, soon),
+            "a replica fell behind"
+        );
+        assert!(p.due_at(&metrics(2, 4), None, soon), "another leader");
+        assert!(p.due_at(&metrics(2, 4), Some(7), soon), "leading since");
+        assert!(!p.due_at(&metrics(2, 4), Some(7), soon + Duration::from_millis(900)));
+        assert!(
+            p.due_at(&metrics(2, 4), Some(7), soon + JSON_EVERY),
+            "a second later"
+        );
     }
 }

@@ -107,7 +107,8 @@ enum Item {
 
 /// This node's copy of one replicated stream.
 struct Replica {
-    sa: meta::StreamAssignment,
+    /// Shared: the tick reads it for every copy every 100 ms.
+    sa: Arc<meta::StreamAssignment>,
     group: Group,
     tx: mpsc::UnboundedSender<Item>,
     /// The creation's answer, until the group's first leader is known.
@@ -123,6 +124,7 @@ struct Replica {
     /// Since when (unix nanos) this node leads the group with a majority: STREAM and
     /// CONSUMER INFO's `cluster.leader_since`.
     led_since: Option<i64>,
+    json_pace: events::JsonPace,
     /// On the leader of a mirror or a source: its copier, until leadership moves.
     copier: Option<tokio_util::sync::CancellationToken>,
     /// Since when the copy is no longer assigned here (it stays a while so that its group
@@ -155,6 +157,10 @@ pub struct JsCluster {
     /// have a leader, or a stream's log changed its consumers (creations are answered
     /// within a round trip or two, not a tick or two).
     kick: Arc<tokio::sync::Notify>,
+    /// The consumers of this node's stream copies may have changed since the tick last
+    /// reconciled their groups (a stream's log applied a request, a restore or a snapshot,
+    /// or the copies changed); the tick reconciles them then, or once a second regardless.
+    consumers_stale: Arc<AtomicBool>,
     /// Bytes waiting in the proposers' queues.
     queued: Arc<AtomicUsize>,
     /// Names this process as the proposer of stream log entries: random at every start, so
@@ -221,6 +227,7 @@ impl JsCluster {
             replicas: Mutex::new(BTreeMap::new()),
             cgroups: Mutex::new(BTreeMap::new()),
             kick: Arc::new(tokio::sync::Notify::new()),
+            consumers_stale: Arc::new(AtomicBool::new(true)),
             queued: Arc::new(AtomicUsize::new(0)),
             standby: std::sync::atomic::AtomicBool::new(false),
             session: rand::random::<u64>() | 1,
@@ -290,6 +297,7 @@ impl JsCluster {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         hello.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tokio::pin!(stop);
+        let mut ticks = 0u64;
         loop {
             tokio::select! {
                 _ = &mut stop => break,
@@ -297,15 +305,21 @@ impl JsCluster {
                 _ = tick.tick() => {
                     self.meta_health();
                     self.tick();
-                    if self.leaving() {
+                    ticks += 1;
+                    let leaving = self.leaving();
+                    if leaving {
                         self.reconcile().await;
                     }
-                    self.reconcile_consumers().await;
+                    if self.consumers_stale.swap(false, Relaxed) || leaving || ticks % 10 == 0 {
+                        self.reconcile_consumers().await;
+                    }
                     self.consumers_tick();
                 }
                 _ = self.kick.notified() => {
                     self.tick();
-                    self.reconcile_consumers().await;
+                    if self.consumers_stale.swap(false, Relaxed) {
+                        self.reconcile_consumers().await;
+                    }
                     self.consumers_tick();
                 }
                 c = changed.recv() => {

@@ -35,6 +35,7 @@ struct StreamSm {
     /// This process's proposer token ([`JsCluster::session`]).
     session: u64,
     kick: Arc<tokio::sync::Notify>,
+    consumers_stale: Arc<AtomicBool>,
 }
 
 impl StateMachine for StreamSm {
@@ -58,6 +59,9 @@ impl StateMachine for StreamSm {
         let r = js
             .engine()
             .replica_restore(&srv, &self.account, &self.stream, snapshot);
+        // Its consumers are the snapshot's now (set after, so a tick between does not
+        // take the old ones for the new).
+        self.consumers_stale.store(true, Relaxed);
         r
     }
 }
@@ -82,8 +86,15 @@ impl StreamSm {
             // updated): the tick opens or closes groups and answers at once.
             let request =
                 matches!(&entry, Entry::Api { subject, .. } if subject.starts_with("$JS.API."));
+            // Consumers come and go with requests and restores, not with their progress
+            // or a source's copies.
+            let consumers = matches!(&entry, Entry::Api { subject, .. }
+                if subject != CONSUMER_STATES && subject != super::copier::COPY);
             js.engine()
                 .apply_replicated(&srv, &self.account, &self.stream, entry, mine, leader);
+            if consumers {
+                self.consumers_stale.store(true, Relaxed);
+            }
             if request {
                 self.kick.notify_one();
             }
@@ -93,7 +104,7 @@ impl StreamSm {
 }
 
 /// A replica's group as the tick sees it: (account, stream, metrics, assignment).
-type View = (String, String, GroupMetrics, StreamAssignment);
+type View = (String, String, GroupMetrics, Arc<StreamAssignment>);
 
 impl JsCluster {
     /// Opens the copies this node should hold and closes those it should not. A copy whose
@@ -101,6 +112,7 @@ impl JsCluster {
     /// commit the change: while it counts itself a member and hears from a leader (once the
     /// leader has dropped it, its election timer runs out), [`LEAVE_WITHIN`] at most.
     pub(super) async fn reconcile(self: &Arc<Self>) {
+        self.consumers_stale.store(true, Relaxed);
         let (want, all): (Vec<StreamAssignment>, Vec<StreamAssignment>) = {
             let ms = lock(&self.meta_state);
             let all = ms
@@ -132,16 +144,16 @@ impl JsCluster {
                     .find(|sa| same(&sa.account, &sa.name, &sa.group))
                 {
                     r.unassigned = None;
-                    if r.sa != *sa {
-                        r.sa = sa.clone();
+                    if *r.sa != *sa {
+                        r.sa = Arc::new(sa.clone());
                     }
                     continue;
                 }
                 // Moved away: the leader of the copy still moves the group (itself last).
                 let moved = all.iter().find(|sa| same(&sa.account, &sa.name, &sa.group));
                 if let Some(sa) = moved {
-                    if r.sa != *sa {
-                        r.sa = sa.clone();
+                    if *r.sa != *sa {
+                        r.sa = Arc::new(sa.clone());
                     }
                 }
                 let moved = moved.is_some();
@@ -194,6 +206,7 @@ impl JsCluster {
             stream: sa.name.clone(),
             session: self.session,
             kick: self.kick.clone(),
+            consumers_stale: self.consumers_stale.clone(),
         };
         let group = Group::open(cfg, Box::new(sm), ready.transport.clone())
             .await
@@ -222,7 +235,7 @@ impl JsCluster {
         lock(&self.replicas).insert(
             key,
             Replica {
-                sa,
+                sa: Arc::new(sa),
                 group,
                 tx,
                 answer,
@@ -233,6 +246,7 @@ impl JsCluster {
                 led: false,
                 lost_sent: None,
                 led_since: None,
+                json_pace: Default::default(),
                 copier: None,
                 receiving: None,
             },
@@ -277,16 +291,16 @@ impl JsCluster {
             let mut e = js.engine();
             for (acc, name, m, sa) in &views {
                 let leader = super::leads(m);
-                let since = lock(&self.replicas)
+                let (since, due) = lock(&self.replicas)
                     .get_mut(&(acc.clone(), name.clone()))
-                    .and_then(|r| {
+                    .map_or((None, true), |r| {
                         if !leader {
                             r.led_since = None;
                         }
                         r.led_since = r.led_since.or(leader.then(now_nanos));
-                        r.led_since
+                        (r.led_since, r.json_pace.due(m, r.led_since))
                     });
-                let json = self.cluster_json(m, sa, since);
+                let json = due.then(|| self.cluster_json(m, sa, since));
                 e.set_replica(&srv, acc, name, leader, json);
                 {
                     let mut reps = lock(&self.replicas);

@@ -306,7 +306,7 @@ impl Engine {
         account: &str,
         name: &str,
         leader: bool,
-        cluster_json: String,
+        cluster_json: Option<String>,
     ) -> bool {
         let tx = self.tx.clone();
         let Some(ja) = self.accounts.get_mut(account) else {
@@ -320,7 +320,9 @@ impl Engine {
         };
         let was = r.leader;
         r.leader = leader;
-        r.cluster_json = cluster_json;
+        if let Some(j) = cluster_json {
+            r.cluster_json = j;
+        }
         if leader && !was {
             tracing::debug!("JetStream: this server leads stream {name:?} (account {account:?})");
             subscribe_stream(srv, &ja.acc, &tx, st);

@@ -105,7 +105,7 @@ impl Engine {
         stream: &str,
         name: &str,
         leader: bool,
-        cluster_json: String,
+        cluster_json: Option<String>,
     ) {
         let Some(ja) = self.accounts.get_mut(account) else {
             return;
@@ -116,7 +116,9 @@ impl Engine {
         let Some(c) = st.consumers.get_mut(name) else {
             return;
         };
-        c.cluster_json = cluster_json;
+        if let Some(j) = cluster_json {
+            c.cluster_json = j;
+        }
         if c.passive != leader {
             return;
         }
