@@ -176,6 +176,9 @@ enum Kind {
     Pull(usize),
     /// Streams, durables and ephemerals created one after another (API latency).
     Create,
+    /// 200 streams with a durable each, then the servers left idle (the cost of holding
+    /// them: heartbeats, timers).
+    Idle,
     Raw(Box<Kind>),
 }
 
@@ -212,6 +215,11 @@ fn scenarios() -> Vec<Scenario> {
         v.push(Scenario {
             name: format!("create_{sname}"),
             kind: Kind::Create,
+            storage,
+        });
+        v.push(Scenario {
+            name: format!("idle_{sname}"),
+            kind: Kind::Idle,
             storage,
         });
     }
@@ -291,10 +299,21 @@ async fn create(
     storage: stream::StorageType,
     dur: Duration,
 ) -> Res<(u64, f64, f64)> {
+    create_until(js, storage, |t0, _| t0.elapsed() < dur, true).await
+}
+
+/// Streams and durables created while `more(start, made)` says so (and ephemerals when
+/// `ephemerals`); returns (creations, seconds, server CPU).
+async fn create_until(
+    js: &jetstream::Context,
+    storage: stream::StorageType,
+    more: impl Fn(Instant, u64) -> bool,
+    ephemerals: bool,
+) -> Res<(u64, f64, f64)> {
     let t0 = Instant::now();
     let c0 = server_cpu();
     let mut made = 0u64;
-    while t0.elapsed() < dur {
+    while more(t0, made) {
         let s = js
             .create_stream(stream::Config {
                 name: format!("C{made}"),
@@ -312,16 +331,36 @@ async fn create(
         })
         .await
         .map_err(|e| format!("durable: {e}"))?;
-        s.create_consumer(consumer::pull::Config {
-            ack_policy: consumer::AckPolicy::None,
-            inactive_threshold: Duration::from_secs(60),
-            ..Default::default()
-        })
-        .await
-        .map_err(|e| format!("ephemeral: {e}"))?;
-        made += 3;
+        made += 2;
+        if ephemerals {
+            s.create_consumer(consumer::pull::Config {
+                ack_policy: consumer::AckPolicy::None,
+                inactive_threshold: Duration::from_secs(60),
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| format!("ephemeral: {e}"))?;
+            made += 1;
+        }
     }
     Ok((made, t0.elapsed().as_secs_f64(), server_cpu() - c0))
+}
+
+/// 200 streams with a durable each, 3 s to settle, then the servers' CPU over `dur` doing
+/// nothing; returns (creations per second, server CPU µs per idle second).
+async fn idle(
+    js: &jetstream::Context,
+    storage: stream::StorageType,
+    dur: Duration,
+) -> Res<(f64, f64)> {
+    let (made, secs, _) = create_until(js, storage, |_, made| made < 400, false).await?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let c0 = server_cpu();
+    tokio::time::sleep(dur).await;
+    Ok((
+        made as f64 / secs,
+        (server_cpu() - c0) * 1e6 / dur.as_secs_f64(),
+    ))
 }
 
 async fn pull(js: &jetstream::Context, size: usize) -> Res<(u64, f64, f64)> {
@@ -390,7 +429,7 @@ async fn run(path: &str, sc: &Scenario, dur: Duration, n: usize) -> Res<(f64, f6
                 Kind::PubAsync(size) => raw::publish(&mut c, size, WINDOW, dur, u64::MAX),
                 Kind::PubSync(size) => raw::publish(&mut c, size, 1, dur, u64::MAX),
                 Kind::Pull(size) => raw::pull(&mut c, size, PULL_MSGS, PULL_BATCH),
-                Kind::Create | Kind::Raw(_) => Err("not a raw scenario".into()),
+                Kind::Create | Kind::Idle | Kind::Raw(_) => Err("not a raw scenario".into()),
             }
         })
         .await
@@ -404,6 +443,12 @@ async fn run(path: &str, sc: &Scenario, dur: Duration, n: usize) -> Res<(f64, f6
         Kind::PubSync(size) => publish(&js, size, 1, dur, u64::MAX).await?,
         Kind::Pull(size) => pull(&js, size).await?,
         Kind::Create => create(&js, sc.storage, dur).await?,
+        Kind::Idle => {
+            let r = idle(&js, sc.storage, dur).await;
+            drop(nc);
+            drop(srv);
+            return r;
+        }
         Kind::Raw(_) => return Err("raw scenarios are run above".into()),
     };
     drop(nc);
