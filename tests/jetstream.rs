@@ -894,32 +894,14 @@ async fn interest_and_workqueue_retention() {
         .await
         .expect("B");
     publish(&js, "i.a", "both").await;
-    let m = ca
-        .fetch()
-        .max_messages(1)
-        .messages()
-        .await
-        .expect("f")
-        .next()
-        .await
-        .expect("m")
-        .expect("ok");
+    let m = common::fetch_one(&ca).await;
     m.double_ack().await.expect("ack A");
     assert_eq!(
         is.info().await.expect("info").state.messages,
         1,
         "B still wants it"
     );
-    let m = cb
-        .fetch()
-        .max_messages(1)
-        .messages()
-        .await
-        .expect("f")
-        .next()
-        .await
-        .expect("m")
-        .expect("ok");
+    let m = common::fetch_one(&cb).await;
     m.double_ack().await.expect("ack B");
     assert_eq!(is.info().await.expect("info").state.messages, 0);
     drop(nc);
@@ -1153,16 +1135,7 @@ async fn consumer_options_ack_all_max_ack_pending_progress_groups_backoff_inacti
         })
         .await
         .expect("wpi");
-    let m = cw
-        .fetch()
-        .max_messages(1)
-        .messages()
-        .await
-        .expect("fetch")
-        .next()
-        .await
-        .expect("m")
-        .expect("ok");
+    let m = common::fetch_one(&cw).await;
     let first = m.info().expect("info").stream_sequence;
     // Longer in total than the ack wait, each step well within it (time must pass here).
     for _ in 0..4 {

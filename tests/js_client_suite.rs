@@ -193,16 +193,7 @@ async fn consumer_info_last_active_times() {
     let info = c.info().await.expect("info");
     assert!(info.delivered.last_active.is_none());
     assert!(info.ack_floor.last_active.is_none());
-    let m = c
-        .fetch()
-        .max_messages(1)
-        .messages()
-        .await
-        .expect("fetch")
-        .next()
-        .await
-        .expect("a message")
-        .expect("not an error");
+    let m = common::fetch_one(&c).await;
     let info = c.info().await.expect("info");
     assert!(info.delivered.last_active.is_some());
     assert!(info.ack_floor.last_active.is_none());

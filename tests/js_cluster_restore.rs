@@ -116,16 +116,7 @@ async fn next_subject(ctx: &jetstream::Context, name: &str) -> String {
         .get_consumer(name)
         .await
         .expect("consumer");
-    let m = consumer
-        .fetch()
-        .max_messages(1)
-        .messages()
-        .await
-        .expect("fetch")
-        .next()
-        .await
-        .expect("a message")
-        .expect("message");
+    let m = common::fetch_one(&consumer).await;
     m.subject.to_string()
 }
 

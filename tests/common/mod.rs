@@ -543,3 +543,19 @@ fn strip_server_pings(text: &str) -> (String, usize) {
     }
     (out, pings)
 }
+
+/// The next message of a pull consumer: a fetch of one, which must bring one.
+pub async fn fetch_one(
+    c: &async_nats::jetstream::consumer::PullConsumer,
+) -> async_nats::jetstream::Message {
+    use futures::StreamExt;
+    c.fetch()
+        .max_messages(1)
+        .messages()
+        .await
+        .expect("fetch")
+        .next()
+        .await
+        .expect("a message")
+        .expect("not an error")
+}
