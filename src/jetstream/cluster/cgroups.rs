@@ -323,12 +323,16 @@ impl JsCluster {
                 let m = c.group.metrics();
                 let leads = super::leads(&m);
                 // Its leader first: a group that shrinks keeps it.
-                let mut first = m.voters.clone();
-                if leads {
-                    first.retain(|v| *v != self.me);
-                    first.insert(0, self.me);
-                }
-                let target = target(c.group.name(), c.desc.replicas, peers, &first);
+                let led_first: Vec<NodeId>;
+                let first: &[NodeId] = if leads {
+                    led_first = std::iter::once(self.me)
+                        .chain(m.voters.iter().copied().filter(|v| *v != self.me))
+                        .collect();
+                    &led_first
+                } else {
+                    &m.voters
+                };
+                let target = target(c.group.name(), c.desc.replicas, peers, first);
                 if !leads {
                     c.led_since = None;
                 }
