@@ -25,6 +25,8 @@
 //! `cluster { name, routes }`, `jetstream { store_dir }` in a config file each) with stream
 //! `B` created with `num_replicas: 3` (retried for up to 60 s while the cluster forms); the
 //! clients connect to the first node, and the CPU figures add up the three processes.
+//! `--leader local` (or `remote`) steps the stream's leader down until it is (or is not) that
+//! first node, the same for every server, so that rounds compare like with like.
 //!
 //! Every wait is bounded (a run fails with an error, never hangs).
 
@@ -52,6 +54,22 @@ const T: Duration = Duration::from_secs(10);
 static SERVER_PIDS: Mutex<Vec<u32>> = Mutex::new(Vec::new());
 /// `--replicas`: 1 (one server) or the size of the cluster each server runs as.
 static REPLICAS: AtomicUsize = AtomicUsize::new(1);
+/// `--leader`: where stream `B`'s leader is put before a clustered run (see [`Leader`]).
+static LEADER: AtomicUsize = AtomicUsize::new(Leader::Any as usize);
+
+/// Where a clustered run wants stream `B`'s leader: the servers place it as they like, so
+/// without this a run measures the client's node as leader in about one round of three and
+/// as a follower in the others (a synchronous publish takes four hops in the first case,
+/// six in the second).
+#[derive(Clone, Copy, PartialEq)]
+enum Leader {
+    /// Wherever the cluster elected it.
+    Any = 0,
+    /// On the client's node (`b0`).
+    Local = 1,
+    /// On another node.
+    Remote = 2,
+}
 
 /// CPU seconds (user + system) the running server (all its processes) has used so far, from
 /// /proc (0 where that cannot be read). Insensitive to how busy the rest of the machine is,
@@ -248,10 +266,54 @@ async fn setup(
             })
             .await;
         match r {
-            Ok(_) => return Ok((nc, js)),
+            Ok(_) => {
+                place_leader(&nc, &js).await?;
+                return Ok((nc, js));
+            }
             Err(e) if Instant::now() > end => return Err(format!("create stream: {e}")),
             Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
         }
+    }
+}
+
+/// Steps stream `B`'s leader down until it sits where `--leader` asks (bounded: 30 s).
+async fn place_leader(nc: &async_nats::Client, js: &jetstream::Context) -> Res<()> {
+    let want = match LEADER.load(Relaxed) {
+        1 => Leader::Local,
+        2 => Leader::Remote,
+        _ => Leader::Any,
+    };
+    if want == Leader::Any || REPLICAS.load(Relaxed) < 2 {
+        return Ok(());
+    }
+    let end = Instant::now() + Duration::from_secs(30);
+    loop {
+        if Instant::now() > end {
+            return Err("could not place the stream's leader".into());
+        }
+        let leader = match js.get_stream("B").await {
+            Ok(mut s) => s
+                .info()
+                .await
+                .ok()
+                .and_then(|i| i.cluster.clone())
+                .and_then(|c| c.leader),
+            Err(_) => None,
+        };
+        let Some(leader) = leader else {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        if (leader == "b0") == (want == Leader::Local) {
+            return Ok(());
+        }
+        let _ = tokio::time::timeout(
+            T,
+            nc.request("$JS.API.STREAM.LEADER.STEPDOWN.B", Bytes::new()),
+        )
+        .await;
+        // Until the new leader is elected, the info names none (or the old one).
+        tokio::time::sleep(Duration::from_millis(300)).await;
     }
 }
 
@@ -480,8 +542,11 @@ async fn main() {
             "--duration" => dur = Duration::from_secs_f64(v.parse().unwrap_or(3.0)),
             "--scenario" => only.extend(v.split(',').map(str::to_string)),
             "--replicas" => REPLICAS.store(v.parse().unwrap_or(1).max(1), Relaxed),
+            "--leader" if v == "local" => LEADER.store(Leader::Local as usize, Relaxed),
+            "--leader" if v == "remote" => LEADER.store(Leader::Remote as usize, Relaxed),
+            "--leader" if v == "any" => LEADER.store(Leader::Any as usize, Relaxed),
             _ => {
-                eprintln!("usage: js_bench --server PATH [--server PATH] [--rounds N] [--duration SECS] [--scenario NAME] [--replicas N]");
+                eprintln!("usage: js_bench --server PATH [--server PATH] [--rounds N] [--duration SECS] [--scenario NAME] [--replicas N] [--leader any|local|remote]");
                 std::process::exit(2);
             }
         }
