@@ -132,7 +132,7 @@ impl Group {
             ));
         }
         let log = LogStore::open(&cfg.dir, cfg.sync_every)?;
-        let sm = SmStore::open(&cfg.dir, sm)?;
+        let sm = SmStore::open(&cfg.dir, cfg.id, sm)?;
         let rcfg = openraft::Config {
             cluster_name: cfg.name.clone(),
             heartbeat_interval: ms(cfg.heartbeat),

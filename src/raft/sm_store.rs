@@ -42,6 +42,9 @@ struct Inner {
 pub(crate) struct SmStore {
     inner: Arc<Mutex<Inner>>,
     path: PathBuf,
+    /// This node's id in the group: entries another node appended are a follower's to
+    /// apply (see [`RaftStateMachine::apply`]).
+    me: NodeId,
 }
 
 fn lock(inner: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
@@ -54,7 +57,11 @@ fn sm_err(e: impl std::fmt::Display) -> StorageError<NodeId> {
 
 impl SmStore {
     /// Opens the state machine side under `dir`, restoring `user` from the snapshot.
-    pub(crate) fn open(dir: &Path, mut user: Box<dyn StateMachine>) -> io::Result<SmStore> {
+    pub(crate) fn open(
+        dir: &Path,
+        me: NodeId,
+        mut user: Box<dyn StateMachine>,
+    ) -> io::Result<SmStore> {
         std::fs::create_dir_all(dir)
             .map_err(|e| io::Error::other(format!("{}: {e}", dir.display())))?;
         let path = dir.join("snapshot");
@@ -86,6 +93,7 @@ impl SmStore {
         Ok(SmStore {
             inner: Arc::new(Mutex::new(inner)),
             path,
+            me,
         })
     }
 
@@ -144,6 +152,19 @@ impl RaftStateMachine<TypeConfig> for SmStore {
         I: IntoIterator<Item = Entry<TypeConfig>> + Send,
         I::IntoIter: Send,
     {
+        let entries: Vec<_> = entries.into_iter().collect();
+        // A follower learns of a commit from the append that also carries the next entry,
+        // and openraft hands the apply to this task just after answering that append. Tokio
+        // runs the task woken last first, so without this yield the follower would apply
+        // (store writes) before its answer left for the leader, and every commit on the
+        // leader (a synchronous publisher's PubAck) would wait for a follower's apply.
+        // Nothing waits for a follower's apply; the leader's own entries are applied at once.
+        if entries
+            .iter()
+            .any(|e| e.log_id.leader_id.node_id != self.me)
+        {
+            tokio::task::yield_now().await;
+        }
         let mut inner = lock(&self.inner);
         let mut out = Vec::new();
         for e in entries {
@@ -202,5 +223,69 @@ impl RaftStateMachine<TypeConfig> for SmStore {
             meta: s.meta,
             snapshot: Box::new(Cursor::new(s.data)),
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use openraft::CommittedLeaderId;
+    use std::sync::Mutex as StdMutex;
+
+    /// Records what it applied, in order, in a log shared with the test.
+    struct Recorder(Arc<StdMutex<Vec<String>>>);
+
+    impl StateMachine for Recorder {
+        fn apply(&mut self, index: u64, _data: &[u8]) -> Vec<u8> {
+            if let Ok(mut v) = self.0.lock() {
+                v.push(format!("apply {index}"));
+            }
+            Vec::new()
+        }
+        fn snapshot(&self) -> Vec<u8> {
+            Vec::new()
+        }
+        fn restore(&mut self, _snapshot: &[u8]) -> Result<(), String> {
+            Ok(())
+        }
+    }
+
+    fn entry(leader: NodeId, index: u64) -> Entry<TypeConfig> {
+        Entry {
+            log_id: LogId::new(CommittedLeaderId::new(1, leader), index),
+            payload: EntryPayload::Normal(super::super::Bin(bytes::Bytes::from_static(b"x"))),
+        }
+    }
+
+    /// What runs first when the apply and another ready task (the append's answer) are
+    /// both queued on one thread: the apply is spawned first, as openraft wakes it first.
+    async fn order(me: NodeId, leader: NodeId) -> Vec<String> {
+        let dir = std::env::temp_dir().join(format!(
+            "natsd-smstore-{}-{me}-{leader}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let log = Arc::new(StdMutex::new(Vec::new()));
+        let mut sm = SmStore::open(&dir, me, Box::new(Recorder(log.clone()))).expect("open");
+        let apply = tokio::spawn(async move { sm.apply(vec![entry(leader, 7)]).await });
+        let l2 = log.clone();
+        let answer = tokio::spawn(async move {
+            if let Ok(mut v) = l2.lock() {
+                v.push("answer".to_string());
+            }
+        });
+        apply.await.expect("apply task").expect("apply");
+        answer.await.expect("answer task");
+        let _ = std::fs::remove_dir_all(&dir);
+        let v = log.lock().map(|v| v.clone()).unwrap_or_default();
+        v
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_follower_answers_the_leader_before_it_applies() {
+        // Entries appended by node 2, applied on node 1 (a follower): the answer goes first.
+        assert_eq!(order(1, 2).await, ["answer", "apply 7"]);
+        // The leader's own entries are applied at once: its proposer waits for the result.
+        assert_eq!(order(1, 1).await, ["apply 7", "answer"]);
     }
 }
