@@ -24,6 +24,19 @@ const ENTRY_HEAD: usize = 25;
 
 /// Appends entry `e`'s binary form to `out`.
 pub(crate) fn encode_entry(out: &mut Vec<u8>, e: &Entry<TypeConfig>) -> Result<(), String> {
+    if let Some(payload) = encode_entry_head(out, e)? {
+        out.extend_from_slice(payload);
+    }
+    Ok(())
+}
+
+/// Appends entry `e`'s binary form to `out`, except a normal entry's payload, which it
+/// returns: the form is what `out` got followed by those bytes (a writer sends them from
+/// the entry's own buffer instead of copying them).
+pub(crate) fn encode_entry_head<'a>(
+    out: &mut Vec<u8>,
+    e: &'a Entry<TypeConfig>,
+) -> Result<Option<&'a [u8]>, String> {
     out.extend_from_slice(&e.log_id.leader_id.term.to_le_bytes());
     out.extend_from_slice(&e.log_id.leader_id.node_id.to_le_bytes());
     out.extend_from_slice(&e.log_id.index.to_le_bytes());
@@ -31,14 +44,14 @@ pub(crate) fn encode_entry(out: &mut Vec<u8>, e: &Entry<TypeConfig>) -> Result<(
         EntryPayload::Blank => out.push(BLANK),
         EntryPayload::Normal(d) => {
             out.push(NORMAL);
-            out.extend_from_slice(&d.0);
+            return Ok(Some(&d.0));
         }
         EntryPayload::Membership(m) => {
             out.push(MEMBERSHIP);
             serde_json::to_writer(&mut *out, m).map_err(|e| format!("membership entry: {e}"))?;
         }
     }
-    Ok(())
+    Ok(None)
 }
 
 /// The length [`encode_entry`] gives (exact for blank and normal entries).

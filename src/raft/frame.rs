@@ -10,7 +10,7 @@ use std::path::Path;
 
 /// CRC-32C (Castagnoli), with the CPU's instruction where there is one (the stream
 /// store's; the table-driven `crc` crate cost a few percent of a replicated 1 KiB publish).
-use crate::jetstream::store::file::record::crc32c;
+use crate::jetstream::store::file::record::{crc32c, crc32c_append};
 const HEADER: usize = 8;
 /// Larger records are refused on write and taken as corruption on read: no bad length
 /// field can make us allocate without bound.
@@ -27,6 +27,30 @@ pub(crate) fn encode(out: &mut Vec<u8>, payload: &[u8]) -> io::Result<()> {
     out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
     out.extend_from_slice(&crc32c(payload).to_le_bytes());
     out.extend_from_slice(payload);
+    Ok(())
+}
+
+/// Starts a record in `out` whose bytes will be what is appended to `out` after this call,
+/// then `tail` (see [`seal`]); returns where its header is.
+pub(crate) fn open_record(out: &mut Vec<u8>) -> usize {
+    let at = out.len();
+    out.extend_from_slice(&[0; HEADER]);
+    at
+}
+
+/// Completes the record opened at `at` by [`open_record`]: its bytes are `out[at + HEADER..]`
+/// followed by `tail`, which the caller writes right after them (without copying it here).
+pub(crate) fn seal(out: &mut [u8], at: usize, tail: &[u8]) -> io::Result<()> {
+    let head = &out[at + HEADER..];
+    let len = head.len() + tail.len();
+    if len > MAX_RECORD {
+        return Err(io::Error::other(format!(
+            "raft record of {len} bytes is over the {MAX_RECORD} byte limit"
+        )));
+    }
+    let crc = crc32c_append(crc32c(head), tail);
+    out[at..at + 4].copy_from_slice(&(len as u32).to_le_bytes());
+    out[at + 4..at + HEADER].copy_from_slice(&crc.to_le_bytes());
     Ok(())
 }
 

@@ -16,7 +16,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, IoSlice, Write};
 use std::ops::RangeBounds;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -177,18 +177,37 @@ impl Inner {
     }
 
     /// Writes and keeps `entries` (no copy of them); fsyncs when `may_sync` and one is due.
+    /// Each record's header and the head of its entry are built in one buffer; a normal
+    /// entry's payload (most of the bytes) is written from the entry's own buffer by the
+    /// same `writev`, never copied: a copy into a growing buffer was the largest cost of a
+    /// follower's append with 1 KiB messages (the copy, and page faults as it grew).
     fn append_entries(
         &mut self,
         entries: Vec<Entry<TypeConfig>>,
         may_sync: bool,
     ) -> io::Result<()> {
-        let mut buf = Vec::new();
-        let mut rec = Vec::new();
+        let mut heads = Vec::with_capacity(entries.len() * 64);
+        let mut parts: Vec<(std::ops::Range<usize>, &[u8])> = Vec::with_capacity(entries.len());
         for e in &entries {
-            encode_entry_record(&mut rec, e).map_err(|e| io_err(&self.path, e))?;
-            frame::encode(&mut buf, &rec)?;
+            let at = frame::open_record(&mut heads);
+            heads.push(BIN_ENTRY);
+            let tail = super::codec::encode_entry_head(&mut heads, e)
+                .map_err(|e| io_err(&self.path, e))?
+                .unwrap_or_default();
+            frame::seal(&mut heads, at, tail)?;
+            parts.push((at..heads.len(), tail));
         }
-        self.write_buf(buf, entries.len(), may_sync)?;
+        let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(2 * parts.len());
+        for (head, tail) in &parts {
+            slices.push(IoSlice::new(&heads[head.clone()]));
+            if !tail.is_empty() {
+                slices.push(IoSlice::new(tail));
+            }
+        }
+        write_all_vectored(&mut self.file, &mut slices).map_err(|e| io_err(&self.path, e))?;
+        drop(slices);
+        drop(parts);
+        self.after_write(entries.len(), may_sync)?;
         for e in entries {
             self.entries.insert(e.log_id.index, e);
         }
@@ -200,6 +219,11 @@ impl Inner {
         self.file
             .write_all(&buf)
             .map_err(|e| io_err(&self.path, e))?;
+        self.after_write(n, may_sync)
+    }
+
+    /// Counts `n` records written; fsyncs when `may_sync` and one is due.
+    fn after_write(&mut self, n: usize, may_sync: bool) -> io::Result<()> {
         if may_sync && self.sync_due() {
             self.file.sync_data().map_err(|e| io_err(&self.path, e))?;
             self.last_sync = std::time::Instant::now();
@@ -253,6 +277,20 @@ fn encode_entry_record(out: &mut Vec<u8>, e: &Entry<TypeConfig>) -> Result<(), S
     out.clear();
     out.push(BIN_ENTRY);
     super::codec::encode_entry(out, e)
+}
+
+/// Writes all of `bufs` (as `write_all` does for one buffer).
+fn write_all_vectored(f: &mut File, mut bufs: &mut [IoSlice<'_>]) -> io::Result<()> {
+    IoSlice::advance_slices(&mut bufs, 0);
+    while !bufs.is_empty() {
+        match f.write_vectored(bufs) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => IoSlice::advance_slices(&mut bufs, n),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 fn decode_record(rec: &[u8]) -> Result<LogRecord, String> {
@@ -414,6 +452,47 @@ mod tests {
         let store = LogStore::open(&dir, None).expect("open");
         let got: Vec<_> = lock(&store.inner).entries.values().cloned().collect();
         assert_eq!(got, vec![entry(1, b"old one"), entry(2, b"new two")]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// An append writes each entry's payload from the entry's own buffer: the file holds
+    /// exactly the records a whole-buffer encoding gives, and they read back.
+    #[test]
+    fn an_append_writes_the_framed_records_and_they_read_back() {
+        let dir = std::env::temp_dir().join(format!("natsd-logstore-vec-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = LogStore::open(&dir, None).expect("open");
+        let big: &'static [u8] = Box::leak(vec![7u8; 70_000].into_boxed_slice());
+        let mut members = std::collections::BTreeSet::new();
+        members.insert(1u64);
+        let membership = openraft::Membership::new(vec![members], None);
+        let entries = vec![
+            Entry {
+                log_id: LogId::new(CommittedLeaderId::new(1, 1), 1),
+                payload: EntryPayload::Blank,
+            },
+            entry(2, b"two"),
+            Entry {
+                log_id: LogId::new(CommittedLeaderId::new(1, 1), 3),
+                payload: EntryPayload::Membership(membership),
+            },
+            entry(4, big),
+            entry(5, b""),
+        ];
+        lock(&store.inner)
+            .append_entries(entries.clone(), true)
+            .expect("append");
+        let mut want = Vec::new();
+        let mut rec = Vec::new();
+        for e in &entries {
+            encode_record(&mut rec, &LogRecord::Entry(e.clone())).expect("encode");
+            frame::encode(&mut want, &rec).expect("frame");
+        }
+        assert_eq!(std::fs::read(dir.join("log")).expect("read"), want);
+        drop(store);
+        let store = LogStore::open(&dir, None).expect("reopen");
+        let got: Vec<_> = lock(&store.inner).entries.values().cloned().collect();
+        assert_eq!(got, entries);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
