@@ -493,24 +493,26 @@ impl Group {
 
     /// Handles one RPC that arrived for this group; the reply body goes back to the
     /// sender. A bad body is an error for the transport to report, not a panic.
-    pub async fn handle_rpc(&self, op: RpcOp, body: &[u8]) -> Result<Vec<u8>, String> {
+    /// A binary append's entries keep slices of `body` (no copy of the payloads).
+    pub async fn handle_rpc(&self, op: RpcOp, body: bytes::Bytes) -> Result<Vec<u8>, String> {
         let raft = &self.inner.raft;
+        let body_ref: &[u8] = &body;
         match op {
             RpcOp::Append => {
-                let req: AppendEntriesRequest<TypeConfig> = decode_request(op, body)?;
+                let req: AppendEntriesRequest<TypeConfig> = decode_request(op, body_ref)?;
                 encode_reply(op, &raft.append_entries(req).await)
             }
             RpcOp::AppendBin => {
-                let req = super::codec::decode_append(bytes::Bytes::copy_from_slice(body))
+                let req = super::codec::decode_append(body)
                     .map_err(|e| format!("bad {} request: {e}", op.as_str()))?;
                 encode_reply(op, &raft.append_entries(req).await)
             }
             RpcOp::Vote => {
-                let req: VoteRequest<NodeId> = decode_request(op, body)?;
+                let req: VoteRequest<NodeId> = decode_request(op, body_ref)?;
                 encode_reply(op, &raft.vote(req).await)
             }
             RpcOp::Snapshot => {
-                let req: InstallSnapshotRequest<TypeConfig> = decode_request(op, body)?;
+                let req: InstallSnapshotRequest<TypeConfig> = decode_request(op, body_ref)?;
                 encode_reply(op, &raft.install_snapshot(req).await)
             }
             RpcOp::Elect => {

@@ -136,7 +136,7 @@ impl Transport for MemNet {
                 )));
             };
             let reply = dest
-                .handle_rpc(op, &body)
+                .handle_rpc(op, bytes::Bytes::from(body))
                 .await
                 .map_err(TransportError::Failed)?;
             // The reply crosses the network as it is when it comes back.

@@ -141,8 +141,13 @@ impl NatsTransport {
             return;
         };
         let group = lock(&self.groups).get(&name).cloned();
-        let (Some(srv), reply, body) = (self.srv.upgrade(), reply.to_string(), m.payload.to_vec())
-        else {
+        let (Some(srv), reply, body) = (
+            self.srv.upgrade(),
+            reply.to_string(),
+            // The one copy out of the route's read buffer; an append's entries are slices
+            // of it from here on.
+            bytes::Bytes::copy_from_slice(m.payload),
+        ) else {
             return;
         };
         if self.in_flight.fetch_add(1, Relaxed) >= MAX_IN_FLIGHT {
@@ -154,7 +159,7 @@ impl NatsTransport {
         let acc = self.acc.clone();
         srv.clone().tasks.spawn(async move {
             let out = match group {
-                Some(g) => g.handle_rpc(op, &body).await,
+                Some(g) => g.handle_rpc(op, body).await,
                 None => Err(format!("group {name} is not served here")),
             };
             let mut payload = Vec::new();
