@@ -18,15 +18,19 @@ pub(crate) const MAX_RECORD: usize = 256 * 1024 * 1024;
 
 /// Appends one framed record to `out`.
 pub(crate) fn encode(out: &mut Vec<u8>, payload: &[u8]) -> io::Result<()> {
-    if payload.len() > MAX_RECORD {
+    check_len(payload.len())?;
+    let at = open_record(out);
+    out.extend_from_slice(payload);
+    seal(out, at, &[])
+}
+
+/// Refuses a record over [`MAX_RECORD`] bytes.
+fn check_len(len: usize) -> io::Result<()> {
+    if len > MAX_RECORD {
         return Err(io::Error::other(format!(
-            "raft record of {} bytes is over the {MAX_RECORD} byte limit",
-            payload.len()
+            "raft record of {len} bytes is over the {MAX_RECORD} byte limit"
         )));
     }
-    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-    out.extend_from_slice(&crc32c(payload).to_le_bytes());
-    out.extend_from_slice(payload);
     Ok(())
 }
 
@@ -43,11 +47,7 @@ pub(crate) fn open_record(out: &mut Vec<u8>) -> usize {
 pub(crate) fn seal(out: &mut [u8], at: usize, tail: &[u8]) -> io::Result<()> {
     let head = &out[at + HEADER..];
     let len = head.len() + tail.len();
-    if len > MAX_RECORD {
-        return Err(io::Error::other(format!(
-            "raft record of {len} bytes is over the {MAX_RECORD} byte limit"
-        )));
-    }
+    check_len(len)?;
     let crc = crc32c_append(crc32c(head), tail);
     out[at..at + 4].copy_from_slice(&(len as u32).to_le_bytes());
     out[at + 4..at + HEADER].copy_from_slice(&crc.to_le_bytes());

@@ -205,8 +205,6 @@ impl Inner {
             }
         }
         write_all_vectored(&mut self.file, &mut slices).map_err(|e| io_err(&self.path, e))?;
-        drop(slices);
-        drop(parts);
         self.after_write(entries.len(), may_sync)?;
         for e in entries {
             self.entries.insert(e.log_id.index, e);

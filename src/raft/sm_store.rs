@@ -152,16 +152,18 @@ impl RaftStateMachine<TypeConfig> for SmStore {
         I: IntoIterator<Item = Entry<TypeConfig>> + Send,
         I::IntoIter: Send,
     {
-        let entries: Vec<_> = entries.into_iter().collect();
+        let mut entries = entries.into_iter().peekable();
         // A follower learns of a commit from the append that also carries the next entry,
         // and openraft hands the apply to this task just after answering that append. Tokio
         // runs the task woken last first, so without this yield the follower would apply
         // (store writes) before its answer left for the leader, and every commit on the
         // leader (a synchronous publisher's PubAck) would wait for a follower's apply.
         // Nothing waits for a follower's apply; the leader's own entries are applied at once.
+        // (A batch's entries come from one leader but where a new leader applies its
+        // predecessor's last ones: the first entry decides.)
         if entries
-            .iter()
-            .any(|e| e.log_id.leader_id.node_id != self.me)
+            .peek()
+            .is_some_and(|e| e.log_id.leader_id.node_id != self.me)
         {
             tokio::task::yield_now().await;
         }
