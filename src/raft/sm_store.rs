@@ -260,7 +260,8 @@ mod tests {
     }
 
     /// What runs first when the apply and another ready task (the append's answer) are
-    /// both queued on one thread: the apply is spawned first, as openraft wakes it first.
+    /// both queued on one thread, the apply ahead of the answer (as tokio's slot for the
+    /// task woken last puts it on a node).
     async fn order(me: NodeId, leader: NodeId) -> Vec<String> {
         let dir = std::env::temp_dir().join(format!(
             "natsd-smstore-{}-{me}-{leader}-{:?}",
