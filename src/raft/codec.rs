@@ -98,27 +98,43 @@ struct Head {
 }
 
 /// An AppendEntries request in its binary form.
+#[cfg(test)]
 pub(crate) fn encode_append(req: &AppendEntriesRequest<TypeConfig>) -> Result<Vec<u8>, String> {
-    let head = serde_json::to_vec(&Head {
-        vote: req.vote,
-        prev_log_id: req.prev_log_id,
-        leader_commit: req.leader_commit,
-    })
+    let mut out = Vec::new();
+    encode_append_into(&mut out, req)?;
+    Ok(out)
+}
+
+/// Appends the binary form of `req` to `out`.
+pub(crate) fn encode_append_into(
+    out: &mut Vec<u8>,
+    req: &AppendEntriesRequest<TypeConfig>,
+) -> Result<(), String> {
+    let at = out.len();
+    out.extend_from_slice(&[0; 4]);
+    serde_json::to_writer(
+        &mut *out,
+        &Head {
+            vote: req.vote,
+            prev_log_id: req.prev_log_id,
+            leader_commit: req.leader_commit,
+        },
+    )
     .map_err(|e| format!("append head: {e}"))?;
+    let head_len = (out.len() - at - 4) as u32;
+    out[at..at + 4].copy_from_slice(&head_len.to_le_bytes());
     let size: usize = req.entries.iter().map(|e| 4 + entry_len_hint(e)).sum();
-    let mut out = Vec::with_capacity(8 + head.len() + size);
-    out.extend_from_slice(&(head.len() as u32).to_le_bytes());
-    out.extend_from_slice(&head);
+    out.reserve(4 + size);
     out.extend_from_slice(&(req.entries.len() as u32).to_le_bytes());
     for e in &req.entries {
         let at = out.len();
         out.extend_from_slice(&[0; 4]);
-        encode_entry(&mut out, e)?;
+        encode_entry(out, e)?;
         let len =
             u32::try_from(out.len() - at - 4).map_err(|_| "raft entry over 4 GiB".to_string())?;
         out[at..at + 4].copy_from_slice(&len.to_le_bytes());
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Reads a `u32` length at `*at` and the bytes after it, moving `*at` past them.
@@ -230,6 +246,27 @@ mod tests {
                 serde_json::to_string(&req).ok()
             );
         }
+    }
+
+    /// The transport encodes into a buffer it reuses: what a request leaves there never
+    /// leaks into the next one, and a request appended after other bytes decodes alone.
+    #[test]
+    fn a_reused_buffer_encodes_each_request_as_a_fresh_one_does() {
+        let big = request(entries());
+        let small = request(entries().into_iter().take(1).collect());
+        let mut buf = Vec::new();
+        encode_append_into(&mut buf, &big).expect("encode");
+        buf.clear();
+        encode_append_into(&mut buf, &small).expect("encode");
+        assert_eq!(buf, encode_append(&small).expect("encode"));
+        buf.extend_from_slice(b"\x01\x02\x03");
+        let at = buf.len();
+        encode_append_into(&mut buf, &big).expect("encode");
+        let back = decode_append(Bytes::copy_from_slice(&buf[at..])).expect("decode");
+        assert_eq!(
+            serde_json::to_string(&back).ok(),
+            serde_json::to_string(&big).ok()
+        );
     }
 
     /// Every truncation and every single-byte change of a valid request is an error or a

@@ -340,7 +340,7 @@ impl Group {
             let call = self
                 .inner
                 .transport
-                .call(self.name(), me, target, RpcOp::Elect, Vec::new());
+                .call(self.name(), me, target, RpcOp::Elect, &[]);
             match tokio::time::timeout(self.inner.cfg.heartbeat * 2, call).await {
                 Ok(Ok(_)) => return,
                 Ok(Err(e)) => tracing::debug!(group = %self.name(), "step down: {target}: {e}"),

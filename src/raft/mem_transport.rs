@@ -116,8 +116,10 @@ impl Transport for MemNet {
         from: NodeId,
         target: NodeId,
         op: RpcOp,
-        body: Vec<u8>,
+        body: &[u8],
     ) -> TransportFuture {
+        // Copied here, as a real network copies it out of the sender's buffer.
+        let body = bytes::Bytes::copy_from_slice(body);
         if matches!(op, RpcOp::Append | RpcOp::AppendBin) {
             *self.lock().appends.entry(target).or_default() += 1;
         }
@@ -136,7 +138,7 @@ impl Transport for MemNet {
                 )));
             };
             let reply = dest
-                .handle_rpc(op, bytes::Bytes::from(body))
+                .handle_rpc(op, body)
                 .await
                 .map_err(TransportError::Failed)?;
             // The reply crosses the network as it is when it comes back.

@@ -202,7 +202,7 @@ impl Transport for NatsTransport {
         _from: NodeId,
         target: NodeId,
         op: RpcOp,
-        body: Vec<u8>,
+        body: &[u8],
     ) -> TransportFuture {
         let n = self.next.fetch_add(1, Relaxed);
         let (tx, rx) = oneshot::channel();
@@ -219,7 +219,7 @@ impl Transport for NatsTransport {
                     subject: subject.as_bytes(),
                     reply: Some(reply.as_bytes()),
                     header: None,
-                    payload: &body,
+                    payload: body,
                 };
                 srv.publish_internal(&self.acc, &m)
             }

@@ -99,7 +99,7 @@ pub trait Transport: Send + Sync + 'static {
         from: NodeId,
         target: NodeId,
         op: RpcOp,
-        body: Vec<u8>,
+        body: &[u8],
     ) -> TransportFuture;
 
     /// Whether node `target` takes appends in their binary form (`AEB`); older nodes
@@ -193,6 +193,16 @@ impl fmt::Display for WireError {
 
 impl std::error::Error for WireError {}
 
+thread_local! {
+    /// Where this thread encodes binary appends. Reused, so a batch of large entries is not
+    /// copied into freshly mapped pages every time (the transport copies the body out
+    /// before [`Transport::call`] returns).
+    static APPEND_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// [`APPEND_BUF`] keeps at most this much between appends.
+const APPEND_BUF_KEEP: usize = 1 << 20;
+
 impl Link {
     async fn rpc<Req, Resp, E>(
         &self,
@@ -207,14 +217,21 @@ impl Link {
     {
         let body =
             serde_json::to_vec(req).map_err(|e| net_err(format!("encode {}: {e}", op.as_str())))?;
-        self.rpc_body(op, body, ttl).await
+        let call = self.send(op, &body);
+        self.reply(op, call, ttl).await
     }
 
-    /// [`NetClient::rpc`] with the request already encoded.
-    async fn rpc_body<Resp, E>(
+    /// Hands the encoded request to the transport.
+    fn send(&self, op: RpcOp, body: &[u8]) -> TransportFuture {
+        self.transport
+            .call(&self.group, self.me, self.target, op, body)
+    }
+
+    /// Waits up to `ttl` for the reply to a request [`Link::send`] sent and decodes it.
+    async fn reply<Resp, E>(
         &self,
         op: RpcOp,
-        body: Vec<u8>,
+        call: TransportFuture,
         ttl: Duration,
     ) -> Result<Resp, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>
     where
@@ -222,9 +239,6 @@ impl Link {
         E: std::error::Error + DeserializeOwned,
     {
         let net = net_err;
-        let call = self
-            .transport
-            .call(&self.group, self.me, self.target, op, body);
         let reply = match tokio::time::timeout(ttl, call).await {
             Err(_) => {
                 return Err(net(format!(
@@ -319,8 +333,19 @@ impl Link {
         ttl: Duration,
     ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
         if self.transport.binary_append(self.target) {
-            let body = super::codec::encode_append(rpc).map_err(net_err)?;
-            return self.rpc_body(RpcOp::AppendBin, body, ttl).await;
+            let call = APPEND_BUF.with(|b| {
+                let mut buf = b.borrow_mut();
+                buf.clear();
+                let sent = super::codec::encode_append_into(&mut buf, rpc)
+                    .map(|()| self.send(RpcOp::AppendBin, &buf));
+                if buf.capacity() > APPEND_BUF_KEEP {
+                    *buf = Vec::new();
+                }
+                sent
+            });
+            return self
+                .reply(RpcOp::AppendBin, call.map_err(net_err)?, ttl)
+                .await;
         }
         self.rpc(RpcOp::Append, rpc, ttl).await
     }
