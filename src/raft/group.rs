@@ -47,6 +47,9 @@ pub struct GroupConfig {
     /// A heartbeat that only brings a follower the new commit index waits this long for
     /// an append to carry it instead (network.rs `Deferred`); `None` sends each at once.
     pub defer_heartbeat: Option<Duration>,
+    /// Bytes of the newest log entries kept in memory; older ones are read back from the
+    /// log file when a follower needs them (log_index.rs).
+    pub log_cache_bytes: usize,
 }
 
 impl GroupConfig {
@@ -66,6 +69,7 @@ impl GroupConfig {
             max_entries_per_rpc: 64,
             sync_every: None,
             defer_heartbeat: Some(Duration::from_millis(5)),
+            log_cache_bytes: 16 << 20,
         }
     }
 }
@@ -131,7 +135,7 @@ impl Group {
                 "the name must be one subject token (no '.', '*', '>' or spaces)".into(),
             ));
         }
-        let log = LogStore::open(&cfg.dir, cfg.sync_every)?;
+        let log = LogStore::open(&cfg.dir, cfg.sync_every, cfg.log_cache_bytes)?;
         let sm = SmStore::open(&cfg.dir, cfg.id, sm)?;
         let rcfg = openraft::Config {
             cluster_name: cfg.name.clone(),

@@ -9,15 +9,17 @@
 //!   file + rename) once dead records outnumber live entries.
 //! - `vote`: the current vote, replaced atomically and fsynced before it is used.
 //!
-//! Entries live in memory too (a `BTreeMap`), bounded by snapshots purging the prefix.
-//! Every append is fsynced before openraft is told it is flushed. File I/O runs on the
-//! blocking pool; the mutex is never held across an `.await`.
+//! Every entry's place in the file is kept in memory, and the newest entries themselves up
+//! to a bound (log_index.rs); older ones are read back from the file. The file is read
+//! record by record on open, never whole. Every append is fsynced before openraft is told
+//! it is flushed, unless `sync_every` says otherwise. An fsync runs on the blocking pool;
+//! the mutex is never held across an `.await`.
 
-use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::fs::{File, OpenOptions};
 use std::io::{self, IoSlice, Write};
 use std::ops::RangeBounds;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -26,6 +28,7 @@ use openraft::{AnyError, Entry, LogId, RaftLogReader, StorageError, StorageIOErr
 use serde::{Deserialize, Serialize};
 
 use super::frame;
+use super::log_index::{LogIndex, Slot};
 use super::{NodeId, TypeConfig};
 
 type StorageResult<T> = Result<T, StorageError<NodeId>>;
@@ -41,8 +44,11 @@ enum LogRecord {
 
 struct Inner {
     path: PathBuf,
+    /// Opened to append and to read back entries no longer cached.
     file: File,
-    entries: BTreeMap<u64, Entry<TypeConfig>>,
+    /// Where the next record goes.
+    file_len: u64,
+    index: LogIndex,
     last_purged: Option<LogId<NodeId>>,
     /// Records in the file, for deciding when to rewrite it.
     records: u64,
@@ -73,9 +79,11 @@ fn lock(inner: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
 
 impl LogStore {
     /// Opens (or creates) the log and vote under `dir`.
+    /// At most `cache_bytes` of entries stay in memory.
     pub(crate) fn open(
         dir: &Path,
         sync_every: Option<std::time::Duration>,
+        cache_bytes: usize,
     ) -> io::Result<LogStore> {
         std::fs::create_dir_all(dir).map_err(|e| io_err(dir, e))?;
         let path = dir.join("log");
@@ -84,56 +92,51 @@ impl LogStore {
             Some(b) => Some(serde_json::from_slice(&b).map_err(|e| io_err(&vote_path, e))?),
             None => None,
         };
-        let buf = match std::fs::read(&path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
-            Err(e) => return Err(io_err(&path, e)),
-        };
-        let decoded =
-            frame::decode_all(&buf).map_err(|e| io_err(&path, format!("corrupt raft log: {e}")))?;
-        let mut entries = BTreeMap::new();
-        let mut last_purged = None;
-        let mut records = 0u64;
-        for (i, rec) in decoded.records.iter().enumerate() {
-            let rec = decode_record(rec).map_err(|e| {
-                io_err(
-                    &path,
-                    format!("corrupt raft log: record {i} does not decode: {e}"),
-                )
-            })?;
-            records += 1;
-            match rec {
-                LogRecord::Entry(e) => {
-                    entries.insert(e.log_id.index, e);
-                }
-                LogRecord::Truncate(since) => {
-                    entries.split_off(&since);
-                }
-                LogRecord::Purge(id) => {
-                    entries = entries.split_off(&(id.index + 1));
-                    last_purged = Some(id);
-                }
-            }
-        }
         let file = OpenOptions::new()
             .create(true)
+            .read(true)
             .append(true)
             .open(&path)
             .map_err(|e| io_err(&path, e))?;
-        if decoded.torn_tail {
+        let mut index = LogIndex::new(cache_bytes);
+        let mut last_purged = None;
+        let mut records = 0u64;
+        let scanned = frame::scan(&file, |at, rec| {
+            let r = decode_record(rec)
+                .map_err(|e| format!("record {records} (offset {at}) does not decode: {e}"))?;
+            records += 1;
+            match r {
+                LogRecord::Entry(e) => index.push(Slot {
+                    log_id: e.log_id,
+                    at,
+                    len: rec.len() as u32,
+                    entry: Some(e),
+                }),
+                LogRecord::Truncate(since) => index.truncate(since),
+                LogRecord::Purge(id) => {
+                    index.purge(id.index);
+                    last_purged = Some(id);
+                }
+            }
+            Ok(())
+        })
+        .map_err(|e| io_err(&path, format!("corrupt raft log: {e}")))?;
+        if scanned.torn_tail {
+            let size = file.metadata().map_err(|e| io_err(&path, e))?.len();
             tracing::warn!(
                 path = %path.display(),
-                dropped = buf.len() - decoded.valid_len,
+                dropped = size - scanned.valid_len,
                 "raft log ends in a torn record (crash during an append); cutting it off"
             );
-            file.set_len(decoded.valid_len as u64)
+            file.set_len(scanned.valid_len)
                 .map_err(|e| io_err(&path, e))?;
             file.sync_all().map_err(|e| io_err(&path, e))?;
         }
         let inner = Inner {
             path,
             file,
-            entries,
+            file_len: scanned.valid_len,
+            index,
             last_purged,
             records,
             vote_path,
@@ -187,6 +190,7 @@ impl Inner {
         may_sync: bool,
     ) -> io::Result<()> {
         let mut heads = Vec::with_capacity(entries.len() * 64);
+        // Each record's header in `heads` and the payload written after it.
         let mut parts: Vec<(std::ops::Range<usize>, &[u8])> = Vec::with_capacity(entries.len());
         for e in &entries {
             let at = frame::open_record(&mut heads);
@@ -205,9 +209,25 @@ impl Inner {
             }
         }
         write_all_vectored(&mut self.file, &mut slices).map_err(|e| io_err(&self.path, e))?;
+        let mut at = self.file_len;
+        let places: Vec<(u64, u32)> = parts
+            .iter()
+            .map(|(head, tail)| {
+                let n = head.len() + tail.len();
+                let place = (at, (n - frame::HEADER) as u32);
+                at += n as u64;
+                place
+            })
+            .collect();
+        self.file_len = at;
         self.after_write(entries.len(), may_sync)?;
-        for e in entries {
-            self.entries.insert(e.log_id.index, e);
+        for (e, (at, len)) in entries.into_iter().zip(places) {
+            self.index.push(Slot {
+                log_id: e.log_id,
+                at,
+                len,
+                entry: Some(e),
+            });
         }
         Ok(())
     }
@@ -217,6 +237,7 @@ impl Inner {
         self.file
             .write_all(&buf)
             .map_err(|e| io_err(&self.path, e))?;
+        self.file_len += buf.len() as u64;
         self.after_write(n, may_sync)
     }
 
@@ -230,29 +251,65 @@ impl Inner {
         Ok(())
     }
 
-    /// Rewrites the log file with only what is live, once it is mostly dead records.
+    /// Rewrites the log file with only what is live, once it is mostly dead records. Live
+    /// records are copied as they are from the old file, one at a time.
     fn maybe_compact(&mut self) -> io::Result<()> {
-        let live = self.entries.len() as u64 + 1;
+        let live = self.index.len() as u64 + 1;
         if self.records < 1024 || self.records < 2 * live {
             return Ok(());
         }
-        let mut buf = Vec::new();
-        let mut rec = Vec::new();
+        let mut moved = std::collections::HashMap::with_capacity(self.index.len());
+        let mut len = 0u64;
         let mut n = 0;
-        let purge = self.last_purged.map(LogRecord::Purge);
-        let entries = self.entries.values().map(|e| LogRecord::Entry(e.clone()));
-        for r in purge.into_iter().chain(entries) {
-            encode_record(&mut rec, &r).map_err(|e| io_err(&self.path, e))?;
-            frame::encode(&mut buf, &rec)?;
-            n += 1;
-        }
-        frame::write_atomic_raw(&self.path, &buf)?;
+        frame::write_atomic_with(&self.path, |w| {
+            let mut rec = Vec::new();
+            if let Some(p) = self.last_purged {
+                let mut buf = Vec::new();
+                encode_record(&mut rec, &LogRecord::Purge(p)).map_err(io::Error::other)?;
+                frame::encode(&mut buf, &rec)?;
+                w.write_all(&buf)?;
+                len += buf.len() as u64;
+                n += 1;
+            }
+            for s in self.index.slots() {
+                rec.resize(frame::HEADER + s.len as usize, 0);
+                self.file.read_exact_at(&mut rec, s.at)?;
+                w.write_all(&rec)?;
+                moved.insert(s.log_id.index, len);
+                len += rec.len() as u64;
+                n += 1;
+            }
+            Ok(())
+        })
+        .map_err(|e| io_err(&self.path, e))?;
         self.file = OpenOptions::new()
+            .read(true)
             .append(true)
             .open(&self.path)
             .map_err(|e| io_err(&self.path, e))?;
+        self.file_len = len;
+        self.index.relocate(|i| moved.get(&i).copied());
         self.records = n;
         Ok(())
+    }
+
+    /// Entry `s`, from memory or read back from the file.
+    fn entry(&self, s: &Slot) -> io::Result<Entry<TypeConfig>> {
+        if let Some(e) = &s.entry {
+            return Ok(e.clone());
+        }
+        let rec = frame::read_at(&self.file, s.at, s.len).map_err(|e| io_err(&self.path, e))?;
+        match decode_record(&rec) {
+            Ok(LogRecord::Entry(e)) if e.log_id == s.log_id => Ok(e),
+            Ok(_) => Err(io_err(
+                &self.path,
+                format!("record at offset {} is not entry {}", s.at, s.log_id),
+            )),
+            Err(e) => Err(io_err(
+                &self.path,
+                format!("record at offset {} does not decode: {e}", s.at),
+            )),
+        }
     }
 }
 
@@ -310,7 +367,12 @@ impl RaftLogReader<TypeConfig> for LogStore {
         range: RB,
     ) -> StorageResult<Vec<Entry<TypeConfig>>> {
         let inner = lock(&self.inner);
-        Ok(inner.entries.range(range).map(|(_, e)| e.clone()).collect())
+        inner
+            .index
+            .range(range)
+            .map(|s| inner.entry(s))
+            .collect::<io::Result<Vec<_>>>()
+            .map_err(|e| StorageIOError::read_logs(AnyError::new(&e)).into())
     }
 }
 
@@ -319,12 +381,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn get_log_state(&mut self) -> StorageResult<LogState<TypeConfig>> {
         let inner = lock(&self.inner);
-        let last = inner
-            .entries
-            .values()
-            .next_back()
-            .map(|e| e.log_id)
-            .or(inner.last_purged);
+        let last = inner.index.last_log_id().or(inner.last_purged);
         Ok(LogState {
             last_purged_log_id: inner.last_purged,
             last_log_id: last,
@@ -391,7 +448,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn truncate(&mut self, log_id: LogId<NodeId>) -> StorageResult<()> {
         self.blocking(move |inner| {
             inner.write_records(&[LogRecord::Truncate(log_id.index)])?;
-            inner.entries.split_off(&log_id.index);
+            inner.index.truncate(log_id.index);
             Ok(())
         })
         .await
@@ -401,7 +458,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn purge(&mut self, log_id: LogId<NodeId>) -> StorageResult<()> {
         self.blocking(move |inner| {
             inner.write_records(&[LogRecord::Purge(log_id)])?;
-            inner.entries = inner.entries.split_off(&(log_id.index + 1));
+            inner.index.purge(log_id.index);
             inner.last_purged = Some(log_id);
             inner.maybe_compact()
         })
@@ -414,6 +471,16 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 mod tests {
     use super::*;
     use openraft::{CommittedLeaderId, EntryPayload};
+
+    /// Every entry the store holds, from memory or the file.
+    fn all(store: &LogStore) -> Vec<Entry<TypeConfig>> {
+        let inner = lock(&store.inner);
+        inner
+            .index
+            .slots()
+            .map(|s| inner.entry(s).expect("entry"))
+            .collect()
+    }
 
     fn entry(i: u64, data: &'static [u8]) -> Entry<TypeConfig> {
         Entry {
@@ -447,8 +514,8 @@ mod tests {
             frame::encode(&mut buf, &rec).expect("frame");
         }
         std::fs::write(dir.join("log"), &buf).expect("write");
-        let store = LogStore::open(&dir, None).expect("open");
-        let got: Vec<_> = lock(&store.inner).entries.values().cloned().collect();
+        let store = LogStore::open(&dir, None, 1 << 20).expect("open");
+        let got = all(&store);
         assert_eq!(got, vec![entry(1, b"old one"), entry(2, b"new two")]);
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -459,7 +526,7 @@ mod tests {
     fn an_append_writes_the_framed_records_and_they_read_back() {
         let dir = std::env::temp_dir().join(format!("natsd-logstore-vec-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        let store = LogStore::open(&dir, None).expect("open");
+        let store = LogStore::open(&dir, None, 1 << 20).expect("open");
         let big: &'static [u8] = Box::leak(vec![7u8; 70_000].into_boxed_slice());
         let mut members = std::collections::BTreeSet::new();
         members.insert(1u64);
@@ -488,9 +555,59 @@ mod tests {
         }
         assert_eq!(std::fs::read(dir.join("log")).expect("read"), want);
         drop(store);
-        let store = LogStore::open(&dir, None).expect("reopen");
-        let got: Vec<_> = lock(&store.inner).entries.values().cloned().collect();
+        let store = LogStore::open(&dir, None, 1 << 20).expect("reopen");
+        let got = all(&store);
         assert_eq!(got, entries);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Memory holds only the newest entries within the bound; the others read back from
+    /// the file, also after the file is compacted and after a reopen.
+    #[tokio::test]
+    async fn entries_beyond_the_cache_read_back_from_the_file() {
+        let dir = std::env::temp_dir().join(format!("natsd-logstore-cache-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let payload = |i: u64| -> &'static [u8] {
+            Box::leak(
+                format!("entry number {i:05}")
+                    .into_bytes()
+                    .into_boxed_slice(),
+            )
+        };
+        let mut store = LogStore::open(&dir, None, 1000).expect("open");
+        let want: Vec<_> = (1..=1200).map(|i| entry(i, payload(i))).collect();
+        for chunk in want.chunks(7) {
+            lock(&store.inner)
+                .append_entries(chunk.to_vec(), false)
+                .expect("append");
+            assert!(lock(&store.inner).index.cached_bytes() <= 1000);
+        }
+        assert_eq!(store.try_get_log_entries(..).await.expect("read"), want);
+        assert_eq!(
+            store.try_get_log_entries(3..=5).await.expect("read"),
+            want[2..5]
+        );
+        // A purge far enough compacts the file: what is left still reads back.
+        store.purge(want[1099].log_id).await.expect("purge");
+        let size = std::fs::metadata(dir.join("log")).expect("log").len();
+        assert!(size < 200 * 40, "not compacted: {size} bytes");
+        assert_eq!(
+            store.try_get_log_entries(..).await.expect("read"),
+            want[1100..]
+        );
+        // A truncation, then appends at its place.
+        store.truncate(want[1149].log_id).await.expect("truncate");
+        let again: Vec<_> = (1150..=1160).map(|i| entry(i, b"again")).collect();
+        lock(&store.inner)
+            .append_entries(again.clone(), false)
+            .expect("append");
+        let mut expect = want[1100..1149].to_vec();
+        expect.extend(again);
+        assert_eq!(store.try_get_log_entries(..).await.expect("read"), expect);
+        drop(store);
+        let mut store = LogStore::open(&dir, None, 1000).expect("reopen");
+        assert_eq!(store.try_get_log_entries(..).await.expect("read"), expect);
+        assert!(lock(&store.inner).index.cached_bytes() <= 1000);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

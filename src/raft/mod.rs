@@ -17,6 +17,7 @@
 mod codec;
 mod frame;
 mod group;
+mod log_index;
 mod log_store;
 pub mod mem_transport;
 mod nats;
