@@ -4,7 +4,9 @@
 //!
 //! The latest snapshot is the file `snapshot` in the group's directory: one crc-framed
 //! JSON record `{meta, data}` replaced atomically (frame.rs). On open it is restored
-//! into the state machine; openraft then re-applies the log after it.
+//! into the state machine; openraft then re-applies the log after it. Only its `meta`
+//! stays in memory: the data (a whole stream, for a stream's group) is read back from the
+//! file when a follower needs it.
 
 use std::io::{self, Cursor};
 use std::path::{Path, PathBuf};
@@ -33,7 +35,8 @@ struct Inner {
     user: Box<dyn StateMachine>,
     last_applied: Option<LogId<NodeId>>,
     membership: StoredMembership<NodeId, BasicNode>,
-    current: Option<StoredSnapshot>,
+    /// The latest snapshot's meta (its data is in the file).
+    current: Option<SnapshotMeta<NodeId, BasicNode>>,
     built: u64,
 }
 
@@ -87,7 +90,7 @@ impl SmStore {
             user,
             last_applied,
             membership,
-            current,
+            current: current.map(|s| s.meta),
             built: 0,
         };
         Ok(SmStore {
@@ -97,12 +100,14 @@ impl SmStore {
         })
     }
 
-    async fn persist(&self, snap: StoredSnapshot) -> io::Result<()> {
+    /// Writes `snap` as the latest snapshot and gives it back.
+    async fn persist(&self, snap: StoredSnapshot) -> io::Result<StoredSnapshot> {
         let path = self.path.clone();
         tokio::task::spawn_blocking(move || {
             let json = serde_json::to_vec(&snap).map_err(io::Error::other)?;
             frame::write_atomic(&path, &json)
-                .map_err(|e| io::Error::other(format!("{}: {e}", path.display())))
+                .map_err(|e| io::Error::other(format!("{}: {e}", path.display())))?;
+            Ok(snap)
         })
         .await
         .map_err(|e| io::Error::other(format!("snapshot write task failed: {e}")))?
@@ -126,10 +131,10 @@ impl RaftSnapshotBuilder<TypeConfig> for SmStore {
             }
         };
         let sig = snap.meta.signature();
-        self.persist(snap.clone()).await.map_err(|e| {
+        let snap = self.persist(snap).await.map_err(|e| {
             StorageError::from(StorageIOError::write_snapshot(Some(sig), AnyError::new(&e)))
         })?;
-        lock(&self.inner).current = Some(snap.clone());
+        lock(&self.inner).current = Some(snap.meta.clone());
         Ok(Snapshot {
             meta: snap.meta,
             snapshot: Box::new(Cursor::new(snap.data)),
@@ -205,7 +210,7 @@ impl RaftStateMachine<TypeConfig> for SmStore {
             data: snapshot.into_inner(),
         };
         let sig = meta.signature();
-        self.persist(snap.clone()).await.map_err(|e| {
+        let snap = self.persist(snap).await.map_err(|e| {
             StorageError::from(StorageIOError::write_snapshot(Some(sig), AnyError::new(&e)))
         })?;
         let mut inner = lock(&self.inner);
@@ -215,15 +220,32 @@ impl RaftStateMachine<TypeConfig> for SmStore {
             .map_err(|e| sm_err(format!("received snapshot does not restore: {e}")))?;
         inner.last_applied = meta.last_log_id;
         inner.membership = meta.last_membership.clone();
-        inner.current = Some(snap);
+        inner.current = Some(snap.meta);
         Ok(())
     }
 
     async fn get_current_snapshot(&mut self) -> StorageResult<Option<Snapshot<TypeConfig>>> {
-        let inner = lock(&self.inner);
-        Ok(inner.current.clone().map(|s| Snapshot {
-            meta: s.meta,
-            snapshot: Box::new(Cursor::new(s.data)),
+        let Some(meta) = lock(&self.inner).current.clone() else {
+            return Ok(None);
+        };
+        let sig = meta.signature();
+        let path = self.path.clone();
+        let read = tokio::task::spawn_blocking(move || -> io::Result<StoredSnapshot> {
+            let b = frame::read_single(&path)?.ok_or_else(|| {
+                io::Error::other(format!("{}: the snapshot file is gone", path.display()))
+            })?;
+            serde_json::from_slice(&b)
+                .map_err(|e| io::Error::other(format!("{}: {e}", path.display())))
+        })
+        .await
+        .map_err(|e| io::Error::other(format!("snapshot read task failed: {e}")))
+        .and_then(|r| r)
+        .map_err(|e| {
+            StorageError::from(StorageIOError::read_snapshot(Some(sig), AnyError::new(&e)))
+        })?;
+        Ok(Some(Snapshot {
+            meta: read.meta,
+            snapshot: Box::new(Cursor::new(read.data)),
         }))
     }
 }
