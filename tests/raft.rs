@@ -561,3 +561,55 @@ async fn a_group_name_that_is_not_one_subject_token_is_refused() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A state machine whose snapshot is larger than a raft record may be (256 MiB framed).
+struct Huge;
+
+impl natsd::raft::StateMachine for Huge {
+    fn apply(&mut self, index: u64, _data: &[u8]) -> Vec<u8> {
+        index.to_string().into_bytes()
+    }
+    fn snapshot(&self) -> Vec<u8> {
+        vec![7u8; 200 << 20]
+    }
+    fn restore(&mut self, _snapshot: &[u8]) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// Open (issue 17): a stream group's snapshot is the whole stream, written as base64 in one
+/// record of at most 256 MiB, so a stream over about 190 MiB at a snapshot point cannot
+/// snapshot — and openraft stops a group whose snapshot fails (found by this test: the
+/// member goes to `Stopped` and refuses every proposal). The fix is a snapshot of the
+/// stream's state only (docs/architecture.md, "Clustered JetStream"). Ignored until then:
+/// it fails today, and takes 200 MiB and about 30 s in a debug build.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "open: a snapshot over the record limit stops the group"]
+async fn a_group_survives_a_snapshot_over_the_record_limit() {
+    let dir = tmp_dir("huge");
+    let net = natsd::raft::mem_transport::MemNet::new(0);
+    let g = Group::open(test_config("huge", 1, &dir), Box::new(Huge), net.clone())
+        .await
+        .expect("open");
+    net.register(&g);
+    g.bootstrap(&[(1, server_name(1))])
+        .await
+        .expect("bootstrap");
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !g.is_leader() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    g.propose(b"one".to_vec()).await.expect("first proposal");
+    let _ = g.snapshot_now().await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    while g.metrics().snapshot.is_none() && tokio::time::Instant::now() < deadline {
+        assert_ne!(g.metrics().role, Role::Stopped, "the group stopped");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(g.metrics().snapshot.is_some(), "no snapshot in 120 s");
+    g.propose(b"two".to_vec())
+        .await
+        .expect("a proposal after the snapshot");
+    g.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
