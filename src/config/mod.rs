@@ -524,6 +524,10 @@ pub struct JetStreamOpts {
     pub sync_always: bool,
     /// `jetstream { limits { … } }`: server-wide caps on what streams and consumers ask for.
     pub limits: JsServerLimits,
+    /// Not a config key (nats-server has none): log entries between two snapshots of a
+    /// replicated stream's group, each a copy of the whole stream. `None`: 50,000. Tests
+    /// lower it to make followers catch up from a stream snapshot.
+    pub stream_snapshot_every: Option<u64>,
 }
 
 /// `jetstream { limits { max_ack_pending, max_request_batch, duplicate_window, max_ha_assets } }`

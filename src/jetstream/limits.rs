@@ -693,6 +693,7 @@ mod tests {
                 interval: std::time::Duration::from_secs(120),
                 always: false,
             },
+            stream_snapshot_every: 50_000,
         };
         let a = Limits {
             max_memory: 60,

@@ -54,6 +54,8 @@ pub struct JsConfig {
     pub limits_set: bool,
     pub domain: Option<String>,
     pub sync: SyncPolicy,
+    /// Log entries between two snapshots of a replicated stream's group.
+    pub stream_snapshot_every: u64,
 }
 
 impl JsConfig {
@@ -77,6 +79,7 @@ impl JsConfig {
                 interval: o.sync_interval.unwrap_or(Duration::from_secs(120)),
                 always: o.sync_always,
             },
+            stream_snapshot_every: o.stream_snapshot_every.unwrap_or(50_000).max(1),
         }
     }
 }

@@ -25,7 +25,7 @@ mod network;
 mod sm_store;
 
 use std::fmt;
-use std::io::Cursor;
+use std::io::{self, Read, Write};
 
 pub use group::{Group, GroupConfig};
 pub use nats::NatsTransport;
@@ -39,6 +39,7 @@ openraft::declare_raft_types!(
     pub(crate) TypeConfig:
         D = Bin,
         R = Vec<u8>,
+        SnapshotData = tokio::fs::File,
 );
 
 /// An entry's opaque bytes, shared (a clone for each follower's append costs no copy).
@@ -101,6 +102,21 @@ pub trait StateMachine: Send + 'static {
     /// Replaces the whole state with a snapshot taken by `snapshot` (possibly on
     /// another member). Bad bytes are an error, never a panic.
     fn restore(&mut self, snapshot: &[u8]) -> Result<(), String>;
+    /// As `snapshot`, written to `out` (a file under the group's directory). A state
+    /// machine whose state is large (a stream's) writes it piece by piece instead of
+    /// building it in memory; a snapshot has no size limit of its own.
+    fn snapshot_to(&self, out: &mut dyn Write) -> io::Result<()> {
+        out.write_all(&self.snapshot())
+    }
+    /// As `restore`, reading the snapshot from `input` (the file `snapshot_to` wrote, or
+    /// the one received from the leader).
+    fn restore_from(&mut self, input: &mut dyn Read) -> Result<(), String> {
+        let mut data = Vec::new();
+        input
+            .read_to_end(&mut data)
+            .map_err(|e| format!("snapshot read: {e}"))?;
+        self.restore(&data)
+    }
 }
 
 /// Why a proposal (or a membership change) was not committed.

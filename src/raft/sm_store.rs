@@ -2,13 +2,20 @@
 //! committed entries, tracks the last applied id and membership, and builds, installs
 //! and persists snapshots.
 //!
-//! The latest snapshot is the file `snapshot` in the group's directory: one crc-framed
-//! JSON record `{meta, data}` replaced atomically (frame.rs). On open it is restored
-//! into the state machine; openraft then re-applies the log after it. Only its `meta`
-//! stays in memory: the data (a whole stream, for a stream's group) is read back from the
-//! file when a follower needs it.
+//! The latest snapshot is two files in the group's directory: its data,
+//! `snapshot-<index>-<n>.data`, written piece by piece by the state machine
+//! ([`StateMachine::snapshot_to`]) and never held in memory whole, so it has no size limit
+//! of its own; and `snapshot`, one crc-framed JSON record (frame.rs) with openraft's meta
+//! and the data file's name, length and CRC-32C, replaced atomically after the data file
+//! is durable. On open the data is restored into the state machine (and checked against
+//! that length and CRC); openraft then re-applies the log after it. A follower is sent the
+//! data file in chunks (openraft's `Chunked`), received into `snapshot.receiving`.
+//!
+//! A `snapshot` record written before data files holds the data inline (base64); it is
+//! restored as before and rewritten in the new form.
 
-use std::io::{self, Cursor};
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -21,13 +28,26 @@ use serde::{Deserialize, Serialize};
 
 use super::frame;
 use super::{NodeId, StateMachine, TypeConfig};
+use crate::jetstream::store::file::record::crc32c_append;
 
 type StorageResult<T> = Result<T, StorageError<NodeId>>;
 
-#[derive(Clone, Serialize, Deserialize)]
+/// Where a snapshot's data is: a file in the group's directory.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct DataFile {
+    name: String,
+    len: u64,
+    crc: u32,
+}
+
+/// The `snapshot` record.
+#[derive(Serialize, Deserialize)]
 struct StoredSnapshot {
     meta: SnapshotMeta<NodeId, BasicNode>,
-    #[serde(with = "super::bin")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    file: Option<DataFile>,
+    /// A record written before data files: the data itself.
+    #[serde(default, with = "super::bin", skip_serializing_if = "Vec::is_empty")]
     data: Vec<u8>,
 }
 
@@ -35,16 +55,17 @@ struct Inner {
     user: Box<dyn StateMachine>,
     last_applied: Option<LogId<NodeId>>,
     membership: StoredMembership<NodeId, BasicNode>,
-    /// The latest snapshot's meta (its data is in the file).
-    current: Option<SnapshotMeta<NodeId, BasicNode>>,
-    built: u64,
+    /// The latest snapshot's meta and data file.
+    current: Option<(SnapshotMeta<NodeId, BasicNode>, DataFile)>,
+    /// Names the next data file (unique within this directory: it starts from the clock).
+    next_file: u64,
 }
 
 /// The state machine side of one group.
 #[derive(Clone)]
 pub(crate) struct SmStore {
     inner: Arc<Mutex<Inner>>,
-    path: PathBuf,
+    dir: PathBuf,
     /// This node's id in the group: entries another node appended are a follower's to
     /// apply (see [`RaftStateMachine::apply`]).
     me: NodeId,
@@ -54,90 +75,296 @@ fn lock(inner: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
     inner.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn sm_err(e: impl std::fmt::Display) -> StorageError<NodeId> {
-    StorageIOError::write_state_machine(AnyError::error(e.to_string())).into()
+/// Counts and checksums what passes through to `inner`.
+struct Crc<T> {
+    inner: T,
+    len: u64,
+    crc: u32,
+}
+
+impl<T> Crc<T> {
+    fn new(inner: T) -> Crc<T> {
+        Crc {
+            inner,
+            len: 0,
+            crc: 0,
+        }
+    }
+}
+
+impl<W: Write> Write for Crc<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.crc = crc32c_append(self.crc, &buf[..n]);
+        self.len += n as u64;
+        Ok(n)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+impl<R: Read> Read for Crc<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.crc = crc32c_append(self.crc, &buf[..n]);
+        self.len += n as u64;
+        Ok(n)
+    }
+}
+
+fn invalid(path: &Path, why: impl std::fmt::Display) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("{}: {why}", path.display()),
+    )
+}
+
+/// Restores `user` from the data file at `path`, which must hold what `want` says (when
+/// given), and gives back what it held.
+fn restore_file(
+    user: &mut dyn StateMachine,
+    path: &Path,
+    want: Option<&DataFile>,
+) -> io::Result<(u64, u32)> {
+    let f = File::open(path)
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+    let mut r = Crc::new(BufReader::with_capacity(1 << 20, f));
+    user.restore_from(&mut r)
+        .map_err(|e| invalid(path, format!("snapshot does not restore: {e}")))?;
+    // What the state machine left unread still counts.
+    io::copy(&mut r, &mut io::sink()).map_err(|e| invalid(path, e))?;
+    if let Some(w) = want {
+        if (w.len, w.crc) != (r.len, r.crc) {
+            return Err(invalid(
+                path,
+                format!(
+                    "damaged: {} bytes with crc {:08x}, the snapshot record says {} and {:08x}",
+                    r.len, r.crc, w.len, w.crc
+                ),
+            ));
+        }
+    }
+    Ok((r.len, r.crc))
 }
 
 impl SmStore {
     /// Opens the state machine side under `dir`, restoring `user` from the snapshot.
-    pub(crate) fn open(
-        dir: &Path,
-        me: NodeId,
-        mut user: Box<dyn StateMachine>,
-    ) -> io::Result<SmStore> {
+    pub(crate) fn open(dir: &Path, me: NodeId, user: Box<dyn StateMachine>) -> io::Result<SmStore> {
         std::fs::create_dir_all(dir)
             .map_err(|e| io::Error::other(format!("{}: {e}", dir.display())))?;
         let path = dir.join("snapshot");
-        let bad = |e: String| {
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("{}: {e}", path.display()),
-            )
-        };
-        let current: Option<StoredSnapshot> = match frame::read_single(&path)? {
-            Some(b) => Some(serde_json::from_slice(&b).map_err(|e| bad(e.to_string()))?),
+        let stored: Option<StoredSnapshot> = match frame::read_single(&path)? {
+            Some(b) => Some(serde_json::from_slice(&b).map_err(|e| invalid(&path, e))?),
             None => None,
         };
-        let (last_applied, membership) = match &current {
-            Some(s) => {
-                user.restore(&s.data)
-                    .map_err(|e| bad(format!("snapshot does not restore: {e}")))?;
-                (s.meta.last_log_id, s.meta.last_membership.clone())
-            }
-            None => (None, StoredMembership::default()),
-        };
-        let inner = Inner {
+        let next_file = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64);
+        let mut inner = Inner {
             user,
-            last_applied,
-            membership,
-            current: current.map(|s| s.meta),
-            built: 0,
+            last_applied: None,
+            membership: StoredMembership::default(),
+            current: None,
+            next_file,
         };
-        Ok(SmStore {
+        if let Some(s) = stored {
+            let file = match s.file {
+                Some(df) => {
+                    restore_file(inner.user.as_mut(), &dir.join(&df.name), Some(&df))?;
+                    df
+                }
+                None => {
+                    inner
+                        .user
+                        .restore(&s.data)
+                        .map_err(|e| invalid(&path, format!("snapshot does not restore: {e}")))?;
+                    // Rewritten in the current form: the data in a file of its own.
+                    let name = inner.file_name(&s.meta);
+                    let df = write_data(dir, &name, |w| w.write_all(&s.data))?;
+                    write_record(dir, &s.meta, &df)?;
+                    df
+                }
+            };
+            inner.last_applied = s.meta.last_log_id;
+            inner.membership = s.meta.last_membership.clone();
+            inner.current = Some((s.meta, file));
+        }
+        let store = SmStore {
             inner: Arc::new(Mutex::new(inner)),
-            path,
+            dir: dir.to_path_buf(),
             me,
-        })
+        };
+        store.remove_stale(&lock(&store.inner));
+        Ok(store)
     }
 
-    /// Writes `snap` as the latest snapshot and gives it back.
-    async fn persist(&self, snap: StoredSnapshot) -> io::Result<StoredSnapshot> {
-        let path = self.path.clone();
-        tokio::task::spawn_blocking(move || {
-            let json = serde_json::to_vec(&snap).map_err(io::Error::other)?;
-            frame::write_atomic(&path, &json)
-                .map_err(|e| io::Error::other(format!("{}: {e}", path.display())))?;
-            Ok(snap)
-        })
-        .await
-        .map_err(|e| io::Error::other(format!("snapshot write task failed: {e}")))?
+    /// Removes data files other than the current one, and unfinished ones (a crash
+    /// while building or receiving).
+    fn remove_stale(&self, inner: &Inner) {
+        let keep = inner.current.as_ref().map(|(_, df)| df.name.as_str());
+        let Ok(rd) = std::fs::read_dir(&self.dir) else {
+            return;
+        };
+        for e in rd.flatten() {
+            let name = e.file_name();
+            let Some(name) = name.to_str() else {
+                continue;
+            };
+            let data = name.starts_with("snapshot-") && name.ends_with(".data");
+            if (data && Some(name) != keep) || name == BUILDING {
+                if let Err(err) = std::fs::remove_file(e.path()) {
+                    tracing::warn!("raft: {}: not removed: {err}", e.path().display());
+                }
+            }
+        }
     }
+
+    /// Makes the snapshot whose data is the file `name` (already durable) the current one,
+    /// unless a newer one is: `false` then (the caller's file was removed).
+    fn make_current(
+        &self,
+        inner: &mut Inner,
+        meta: &SnapshotMeta<NodeId, BasicNode>,
+        df: DataFile,
+    ) -> io::Result<bool> {
+        let newer = inner
+            .current
+            .as_ref()
+            .is_some_and(|(m, _)| m.last_log_id > meta.last_log_id);
+        if newer {
+            let _ = std::fs::remove_file(self.dir.join(&df.name));
+            return Ok(false);
+        }
+        write_record(&self.dir, meta, &df)?;
+        inner.current = Some((meta.clone(), df));
+        self.remove_stale(inner);
+        Ok(true)
+    }
+
+    /// The current snapshot with its data file opened (under the lock, so a newer
+    /// snapshot cannot remove the file first).
+    fn open_current(&self) -> io::Result<Option<Snapshot<TypeConfig>>> {
+        let inner = lock(&self.inner);
+        let Some((meta, df)) = inner.current.clone() else {
+            return Ok(None);
+        };
+        let path = self.dir.join(&df.name);
+        let f = File::open(&path)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+        Ok(Some(Snapshot {
+            meta,
+            snapshot: Box::new(tokio::fs::File::from_std(f)),
+        }))
+    }
+}
+
+/// Where a snapshot is built before it is renamed to its data file.
+const BUILDING: &str = "snapshot.building";
+/// Where a snapshot from the leader is received.
+const RECEIVING: &str = "snapshot.receiving";
+
+impl Inner {
+    fn file_name(&mut self, meta: &SnapshotMeta<NodeId, BasicNode>) -> String {
+        self.next_file += 1;
+        let idx = meta.last_log_id.map_or(0, |l| l.index);
+        format!("snapshot-{idx}-{}.data", self.next_file)
+    }
+}
+
+/// A data file being written (to [`BUILDING`]), counted and checksummed.
+type DataWriter = Crc<BufWriter<File>>;
+
+fn start_data(dir: &Path) -> io::Result<DataWriter> {
+    let tmp = dir.join(BUILDING);
+    let f = OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .open(&tmp)
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", tmp.display())))?;
+    Ok(Crc::new(BufWriter::with_capacity(1 << 20, f)))
+}
+
+/// Makes what `w` holds durable as the data file `name`.
+fn finish_data(dir: &Path, mut w: DataWriter, name: &str) -> io::Result<DataFile> {
+    let tmp = dir.join(BUILDING);
+    let at = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", tmp.display()));
+    w.flush().map_err(at)?;
+    let (len, crc) = (w.len, w.crc);
+    let f = w.inner.into_inner().map_err(|e| at(e.into_error()))?;
+    f.sync_all().map_err(at)?;
+    std::fs::rename(&tmp, dir.join(name)).map_err(at)?;
+    frame::sync_dir(dir).map_err(at)?;
+    Ok(DataFile {
+        name: name.to_string(),
+        len,
+        crc,
+    })
+}
+
+/// Writes the data file `name` in `dir` with what `fill` writes, durably.
+fn write_data(
+    dir: &Path,
+    name: &str,
+    fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+) -> io::Result<DataFile> {
+    let mut w = start_data(dir)?;
+    fill(&mut w)?;
+    finish_data(dir, w, name)
+}
+
+/// Replaces the `snapshot` record, durably (the data file is durable already).
+fn write_record(
+    dir: &Path,
+    meta: &SnapshotMeta<NodeId, BasicNode>,
+    df: &DataFile,
+) -> io::Result<()> {
+    let path = dir.join("snapshot");
+    let rec = StoredSnapshot {
+        meta: meta.clone(),
+        file: Some(df.clone()),
+        data: Vec::new(),
+    };
+    let json = serde_json::to_vec(&rec).map_err(io::Error::other)?;
+    frame::write_atomic(&path, &json)
+        .map_err(|e| io::Error::other(format!("{}: {e}", path.display())))
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for SmStore {
     async fn build_snapshot(&mut self) -> StorageResult<Snapshot<TypeConfig>> {
-        let snap = {
-            let mut inner = lock(&self.inner);
-            inner.built += 1;
-            let idx = inner.last_applied.map(|l| l.index).unwrap_or(0);
-            let meta = SnapshotMeta {
-                last_log_id: inner.last_applied,
-                last_membership: inner.membership.clone(),
-                snapshot_id: format!("{idx}-{}", inner.built),
+        let this = self.clone();
+        let built = tokio::task::spawn_blocking(move || -> io::Result<Snapshot<TypeConfig>> {
+            // The state and its meta are read under one lock; the file is made durable
+            // after it is released (applies go on meanwhile).
+            let mut w = start_data(&this.dir)?;
+            let (meta, name) = {
+                let mut inner = lock(&this.inner);
+                let idx = inner.last_applied.map(|l| l.index).unwrap_or(0);
+                let meta = SnapshotMeta {
+                    last_log_id: inner.last_applied,
+                    last_membership: inner.membership.clone(),
+                    snapshot_id: format!("{idx}-{}", inner.next_file + 1),
+                };
+                let name = inner.file_name(&meta);
+                inner.user.snapshot_to(&mut w)?;
+                (meta, name)
             };
-            StoredSnapshot {
+            let df = finish_data(&this.dir, w, &name)?;
+            let path = this.dir.join(&df.name);
+            let f = File::open(&path)
+                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+            this.make_current(&mut lock(&this.inner), &meta, df)?;
+            Ok(Snapshot {
                 meta,
-                data: inner.user.snapshot(),
-            }
-        };
-        let sig = snap.meta.signature();
-        let snap = self.persist(snap).await.map_err(|e| {
-            StorageError::from(StorageIOError::write_snapshot(Some(sig), AnyError::new(&e)))
-        })?;
-        lock(&self.inner).current = Some(snap.meta.clone());
-        Ok(Snapshot {
-            meta: snap.meta,
-            snapshot: Box::new(Cursor::new(snap.data)),
+                snapshot: Box::new(tokio::fs::File::from_std(f)),
+            })
+        })
+        .await
+        .map_err(|e| io::Error::other(format!("snapshot task failed: {e}")))
+        .and_then(|r| r);
+        built.map_err(|e| {
+            StorageError::from(StorageIOError::write_snapshot(None, AnyError::new(&e)))
         })
     }
 }
@@ -196,57 +423,62 @@ impl RaftStateMachine<TypeConfig> for SmStore {
         self.clone()
     }
 
-    async fn begin_receiving_snapshot(&mut self) -> StorageResult<Box<Cursor<Vec<u8>>>> {
-        Ok(Box::new(Cursor::new(Vec::new())))
+    async fn begin_receiving_snapshot(&mut self) -> StorageResult<Box<tokio::fs::File>> {
+        let path = self.dir.join(RECEIVING);
+        let f = tokio::fs::OpenOptions::new()
+            .create(true)
+            .read(true)
+            .write(true)
+            .truncate(true)
+            .open(&path)
+            .await
+            .map_err(|e| {
+                let e = io::Error::new(e.kind(), format!("{}: {e}", path.display()));
+                StorageError::from(StorageIOError::write_snapshot(None, AnyError::new(&e)))
+            })?;
+        Ok(Box::new(f))
     }
 
+    /// A snapshot received from the leader (in [`RECEIVING`]): restored into the state
+    /// machine, then kept as the current one.
     async fn install_snapshot(
         &mut self,
         meta: &SnapshotMeta<NodeId, BasicNode>,
-        snapshot: Box<Cursor<Vec<u8>>>,
+        snapshot: Box<tokio::fs::File>,
     ) -> StorageResult<()> {
-        let snap = StoredSnapshot {
-            meta: meta.clone(),
-            data: snapshot.into_inner(),
-        };
         let sig = meta.signature();
-        let snap = self.persist(snap).await.map_err(|e| {
-            StorageError::from(StorageIOError::write_snapshot(Some(sig), AnyError::new(&e)))
-        })?;
-        let mut inner = lock(&self.inner);
-        inner
-            .user
-            .restore(&snap.data)
-            .map_err(|e| sm_err(format!("received snapshot does not restore: {e}")))?;
-        inner.last_applied = meta.last_log_id;
-        inner.membership = meta.last_membership.clone();
-        inner.current = Some(snap.meta);
-        Ok(())
+        let err = move |e: io::Error| {
+            StorageError::from(StorageIOError::write_snapshot(
+                Some(sig.clone()),
+                AnyError::new(&e),
+            ))
+        };
+        snapshot.sync_all().await.map_err(&err)?;
+        drop(snapshot);
+        let this = self.clone();
+        let meta = meta.clone();
+        tokio::task::spawn_blocking(move || -> io::Result<()> {
+            let mut inner = lock(&this.inner);
+            let name = inner.file_name(&meta);
+            let path = this.dir.join(&name);
+            std::fs::rename(this.dir.join(RECEIVING), &path)
+                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+            frame::sync_dir(&this.dir)?;
+            let (len, crc) = restore_file(inner.user.as_mut(), &path, None)?;
+            inner.last_applied = meta.last_log_id;
+            inner.membership = meta.last_membership.clone();
+            this.make_current(&mut inner, &meta, DataFile { name, len, crc })?;
+            Ok(())
+        })
+        .await
+        .map_err(|e| io::Error::other(format!("snapshot task failed: {e}")))
+        .and_then(|r| r)
+        .map_err(err)
     }
 
     async fn get_current_snapshot(&mut self) -> StorageResult<Option<Snapshot<TypeConfig>>> {
-        let Some(meta) = lock(&self.inner).current.clone() else {
-            return Ok(None);
-        };
-        let sig = meta.signature();
-        let path = self.path.clone();
-        let read = tokio::task::spawn_blocking(move || -> io::Result<StoredSnapshot> {
-            let b = frame::read_single(&path)?.ok_or_else(|| {
-                io::Error::other(format!("{}: the snapshot file is gone", path.display()))
-            })?;
-            serde_json::from_slice(&b)
-                .map_err(|e| io::Error::other(format!("{}: {e}", path.display())))
-        })
-        .await
-        .map_err(|e| io::Error::other(format!("snapshot read task failed: {e}")))
-        .and_then(|r| r)
-        .map_err(|e| {
-            StorageError::from(StorageIOError::read_snapshot(Some(sig), AnyError::new(&e)))
-        })?;
-        Ok(Some(Snapshot {
-            meta: read.meta,
-            snapshot: Box::new(Cursor::new(read.data)),
-        }))
+        self.open_current()
+            .map_err(|e| StorageError::from(StorageIOError::read_snapshot(None, AnyError::new(&e))))
     }
 }
 
@@ -266,12 +498,153 @@ mod tests {
             }
             Vec::new()
         }
+        /// What it applied, joined by commas.
         fn snapshot(&self) -> Vec<u8> {
-            Vec::new()
+            self.0
+                .lock()
+                .map(|v| v.join(","))
+                .unwrap_or_default()
+                .into_bytes()
         }
-        fn restore(&mut self, _snapshot: &[u8]) -> Result<(), String> {
+        fn restore(&mut self, snapshot: &[u8]) -> Result<(), String> {
+            let s = String::from_utf8_lossy(snapshot).to_string();
+            if let Ok(mut v) = self.0.lock() {
+                v.push(format!("restore {s}"));
+            }
             Ok(())
         }
+    }
+
+    fn tmp(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("natsd-smstore-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    fn data_files(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .expect("read dir")
+            .flatten()
+            .filter_map(|e| e.file_name().to_str().map(str::to_string))
+            .filter(|n| n.starts_with("snapshot") && n != "snapshot")
+            .collect();
+        v.sort();
+        v
+    }
+
+    async fn read_all(snap: Snapshot<TypeConfig>) -> Vec<u8> {
+        use tokio::io::AsyncReadExt;
+        let mut f = snap.snapshot;
+        let mut v = Vec::new();
+        f.read_to_end(&mut v).await.expect("read snapshot data");
+        v
+    }
+
+    fn opened(dir: &Path) -> (SmStore, Arc<StdMutex<Vec<String>>>) {
+        let log = Arc::new(StdMutex::new(Vec::new()));
+        let sm = SmStore::open(dir, 1, Box::new(Recorder(log.clone()))).expect("open");
+        (sm, log)
+    }
+
+    fn logged(log: &Arc<StdMutex<Vec<String>>>) -> Vec<String> {
+        log.lock().map(|v| v.clone()).unwrap_or_default()
+    }
+
+    /// The one data file left is the snapshot at index 9, and `sm` reopened restores `data`.
+    fn reopened_restores(sm: SmStore, dir: &Path, data: &str) {
+        let files = data_files(dir);
+        assert!(
+            files.len() == 1 && files[0].starts_with("snapshot-9-"),
+            "{files:?}"
+        );
+        drop(sm);
+        let (_, log) = opened(dir);
+        assert_eq!(logged(&log), [format!("restore {data}")]);
+    }
+
+    /// A snapshot's data is a file of its own, replaced with the next snapshot, restored
+    /// on open and checked against the record's length and crc; one received from a leader
+    /// becomes the current one; a record with inline data (written before data files) is
+    /// restored and rewritten with a file.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_snapshot_is_a_file_of_its_own_checked_on_open() {
+        let dir = tmp("files");
+        let (mut sm, _) = opened(&dir);
+        sm.apply(vec![entry(1, 1), entry(1, 2)])
+            .await
+            .expect("apply");
+        let first = sm
+            .get_snapshot_builder()
+            .await
+            .build_snapshot()
+            .await
+            .expect("build");
+        assert_eq!(read_all(first).await, b"apply 1,apply 2");
+        sm.apply(vec![entry(1, 3)]).await.expect("apply");
+        let snap = sm
+            .get_snapshot_builder()
+            .await
+            .build_snapshot()
+            .await
+            .expect("build");
+        assert_eq!(snap.meta.last_log_id.map(|l| l.index), Some(3));
+        let files = data_files(&dir);
+        assert_eq!(files.len(), 1, "only the newest data file stays: {files:?}");
+        assert!(files[0].starts_with("snapshot-3-"), "{files:?}");
+        let current = sm
+            .get_current_snapshot()
+            .await
+            .expect("current")
+            .expect("some");
+        assert_eq!(read_all(current).await, b"apply 1,apply 2,apply 3");
+        drop(sm);
+
+        let (mut sm, log) = opened(&dir);
+        assert_eq!(logged(&log), ["restore apply 1,apply 2,apply 3"]);
+        let (applied, _) = sm.applied_state().await.expect("applied");
+        assert_eq!(applied.map(|l| l.index), Some(3));
+
+        // Received from a leader.
+        use tokio::io::AsyncWriteExt;
+        let mut f = sm.begin_receiving_snapshot().await.expect("begin");
+        f.write_all(b"from the leader").await.expect("write");
+        f.shutdown().await.expect("shutdown");
+        let meta = SnapshotMeta {
+            last_log_id: Some(LogId::new(CommittedLeaderId::new(2, 2), 9)),
+            last_membership: StoredMembership::default(),
+            snapshot_id: "9-1".into(),
+        };
+        sm.install_snapshot(&meta, f).await.expect("install");
+        assert_eq!(
+            logged(&log).last().map(String::as_str),
+            Some("restore from the leader")
+        );
+        reopened_restores(sm, &dir, "from the leader");
+
+        // A damaged data file is an error naming it.
+        let path = dir.join(&data_files(&dir)[0]);
+        let mut b = std::fs::read(&path).expect("read");
+        b[0] ^= 1;
+        std::fs::write(&path, &b).expect("write");
+        let log = Arc::new(StdMutex::new(Vec::new()));
+        let err = SmStore::open(&dir, 1, Box::new(Recorder(log)))
+            .err()
+            .expect("damaged");
+        assert!(err.to_string().contains("damaged"), "{err}");
+        assert!(err.to_string().contains(&data_files(&dir)[0]), "{err}");
+
+        // A record with the data inline.
+        let inline = StoredSnapshot {
+            meta,
+            file: None,
+            data: b"inline".to_vec(),
+        };
+        let json = serde_json::to_vec(&inline).expect("json");
+        frame::write_atomic(&dir.join("snapshot"), &json).expect("write record");
+        let (sm, log) = opened(&dir);
+        assert_eq!(logged(&log), ["restore inline"]);
+        reopened_restores(sm, &dir, "inline");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     fn entry(leader: NodeId, index: u64) -> Entry<TypeConfig> {

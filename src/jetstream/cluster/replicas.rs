@@ -48,17 +48,33 @@ impl StateMachine for StreamSm {
     }
 
     fn snapshot(&self) -> Vec<u8> {
-        self.js.upgrade().map_or_else(Vec::new, |js| {
-            js.engine().replica_snapshot(&self.account, &self.stream)
-        })
+        let mut out = Vec::new();
+        if let Err(e) = self.snapshot_to(&mut out) {
+            tracing::error!("JetStream: {e}");
+        }
+        out
     }
 
     fn restore(&mut self, snapshot: &[u8]) -> Result<(), String> {
+        self.restore_from(&mut &snapshot[..])
+    }
+
+    /// The whole stream, a piece at a time (engine/replica_snap.rs).
+    fn snapshot_to(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        match self.js.upgrade() {
+            Some(js) => js
+                .engine()
+                .replica_snapshot(&self.account, &self.stream, out),
+            None => Ok(()),
+        }
+    }
+
+    fn restore_from(&mut self, input: &mut dyn std::io::Read) -> Result<(), String> {
         let js = self.js.upgrade().ok_or("JetStream stopped")?;
         let srv = self.srv.upgrade().ok_or("server stopped")?;
         let r = js
             .engine()
-            .replica_restore(&srv, &self.account, &self.stream, snapshot);
+            .replica_restore(&srv, &self.account, &self.stream, input);
         // Its consumers are the snapshot's now (set after, so a tick between does not
         // take the old ones for the new).
         self.consumers_stale.store(true, Relaxed);
@@ -198,7 +214,8 @@ impl JsCluster {
         js.engine().create_replica(&sa, &dir)?;
         let mut cfg = self.group_config(&sa.group);
         // A snapshot is the whole stream (engine/replica.rs): not too often.
-        cfg.snapshot_every = 50_000;
+        cfg.snapshot_every = js.config.stream_snapshot_every;
+        cfg.keep_after_snapshot = cfg.keep_after_snapshot.min(cfg.snapshot_every);
         let sm = StreamSm {
             js: Arc::downgrade(&js),
             srv: Arc::downgrade(&srv),

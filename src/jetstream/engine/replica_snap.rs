@@ -10,10 +10,45 @@
 
 use super::*;
 use crate::jetstream::snapshot::{self as snap, Decoder, Head, Item};
+use std::io::{self, Read, Write};
 
 /// The log entries that carry a restore's fragments, and its last one.
 pub const RESTORE: &str = "$NATSD.JS.RESTORE";
 pub const RESTORE_END: &str = "$NATSD.JS.RESTORE.END";
+
+/// A snapshot is written and read this many bytes at a time.
+const SNAP_PIECE: usize = 256 << 10;
+
+/// Reads the next piece of `input` into `dec`: `false` at its end.
+fn feed(dec: &mut Decoder, input: &mut dyn Read, piece: &mut [u8]) -> Result<bool, String> {
+    loop {
+        match input.read(piece) {
+            Ok(0) => return Ok(false),
+            Ok(n) => {
+                dec.feed(&piece[..n]);
+                return Ok(true);
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(format!("reading the snapshot: {e}")),
+        }
+    }
+}
+
+/// The next record, reading more of `input` as it takes; `None` at the end of the input.
+fn next_item(
+    dec: &mut Decoder,
+    input: &mut dyn Read,
+    piece: &mut [u8],
+) -> Result<Option<Item>, String> {
+    loop {
+        if let Some(item) = dec.next_item()? {
+            return Ok(Some(item));
+        }
+        if !feed(dec, input, piece)? {
+            return Ok(None);
+        }
+    }
+}
 
 /// How a snapshot's records change a copy.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -29,22 +64,27 @@ enum Mode {
 }
 
 impl Engine {
-    /// The whole copy in natsd's snapshot format (the group's snapshot).
-    pub fn replica_snapshot(&self, account: &str, name: &str) -> Vec<u8> {
+    /// The whole copy in natsd's snapshot format (the group's snapshot), written to `out`
+    /// a piece at a time (a stream can be far larger than memory should hold). A stream
+    /// that is not here writes nothing (an empty snapshot restores nothing).
+    pub fn replica_snapshot(
+        &self,
+        account: &str,
+        name: &str,
+        out: &mut dyn Write,
+    ) -> io::Result<()> {
         let Some(st) = self
             .accounts
             .get(account)
             .and_then(|ja| ja.streams.get(name))
         else {
-            return Vec::new();
+            return Ok(());
         };
-        let mut out = Vec::new();
-        snap::encode_magic(&mut out);
+        let fail = |e: String| io::Error::other(format!("stream {name:?} snapshot: {e}"));
+        let mut buf = Vec::with_capacity(SNAP_PIECE);
+        snap::encode_magic(&mut buf);
         let head = st.snapshot_head();
-        if let Err(e) = snap::encode_head(&mut out, &head) {
-            tracing::error!("JetStream: stream {name:?} snapshot: {e}");
-            return Vec::new();
-        }
+        snap::encode_head(&mut buf, &head).map_err(fail)?;
         for c in st.consumers.values() {
             let rec = snap::ConsumerRec {
                 name: c.name.clone(),
@@ -53,20 +93,21 @@ impl Engine {
                 state: c.state(),
                 origin: c.origin,
             };
-            if let Err(e) = snap::encode_consumer(&mut out, &rec) {
-                tracing::error!("JetStream: stream {name:?} snapshot: {e}");
-                return Vec::new();
-            }
+            snap::encode_consumer(&mut buf, &rec).map_err(fail)?;
         }
         let mut n = 0;
         let mut seq = head.first_seq;
         while let Ok(m) = st.store.load_next(None, seq) {
             seq = m.seq + 1;
-            snap::encode_msg(&mut out, &m);
+            snap::encode_msg(&mut buf, &m);
             n += 1;
+            if buf.len() >= SNAP_PIECE {
+                out.write_all(&buf)?;
+                buf.clear();
+            }
         }
-        snap::encode_end(&mut out, n, 0);
-        out
+        snap::encode_end(&mut buf, n, 0);
+        out.write_all(&buf)
     }
 
     /// Replaces the copy's messages with a snapshot's (a follower too far behind, or a
@@ -76,9 +117,9 @@ impl Engine {
         srv: &ServerShared,
         account: &str,
         name: &str,
-        data: &[u8],
+        input: &mut dyn Read,
     ) -> Result<(), String> {
-        self.apply_snapshot(srv, account, name, data, Mode::Replace)
+        self.apply_snapshot(srv, account, name, input, Mode::Replace)
     }
 
     /// A restore's fragment from the stream's log (`last`: the `RESTORE_END` one). The
@@ -95,7 +136,7 @@ impl Engine {
         reply: Option<&str>,
     ) {
         let mode = if last { Mode::AddLast } else { Mode::Add };
-        let res = self.apply_snapshot(srv, account, name, data, mode);
+        let res = self.apply_snapshot(srv, account, name, &mut &data[..], mode);
         let Some(ja) = self.accounts.get(account) else {
             return;
         };
@@ -133,7 +174,7 @@ impl Engine {
         srv: &ServerShared,
         account: &str,
         name: &str,
-        data: &[u8],
+        input: &mut dyn Read,
         mode: Mode,
     ) -> Result<(), String> {
         let st = self
@@ -141,11 +182,11 @@ impl Engine {
             .get_mut(account)
             .and_then(|ja| ja.streams.get_mut(name))
             .ok_or_else(|| format!("stream {name:?} is not here"))?;
-        if data.is_empty() {
+        let mut piece = vec![0u8; SNAP_PIECE];
+        let mut dec = Decoder::new();
+        if !feed(&mut dec, input, &mut piece)? {
             return Ok(());
         }
-        let mut dec = Decoder::new();
-        dec.feed(data);
         // Consumers run in groups of their own (`replica_consumers.rs`): a copy delivers
         // only once its group says it leads, and one this node already runs keeps its
         // progress (its group's, newer than the stream snapshot's).
@@ -159,7 +200,7 @@ impl Engine {
         }
         let mut head: Option<Head> = None;
         let mut restored = Vec::new();
-        while let Some(item) = dec.next_item()? {
+        while let Some(item) = next_item(&mut dec, input, &mut piece)? {
             match item {
                 Item::Head(h) => {
                     if mode == Mode::Replace {
