@@ -106,7 +106,8 @@ impl Engine {
                 buf.clear();
             }
         }
-        snap::encode_end(&mut buf, n, 0);
+        let consumers = u32::try_from(st.consumers.len()).unwrap_or(u32::MAX);
+        snap::encode_end(&mut buf, n, consumers);
         out.write_all(&buf)
     }
 

@@ -1,0 +1,192 @@
+//! A replicated stream's follower that was down while its group snapshotted and compacted
+//! its log catches up from the stream's snapshot (the whole stream, sent in chunks): it
+//! then holds every message at its own sequence with its subject, headers and payload, the
+//! gaps of deleted messages and the durable consumer's progress, and leads once the other
+//! copies are gone.
+
+mod common;
+
+use std::time::Duration;
+
+use async_nats::jetstream;
+use common::jsc::{api, cluster_with, js_node, node, publish_acked, WAIT};
+use natsd::Server;
+
+/// Snapshots every 16 entries (and at most 16 entries kept behind one), so a follower
+/// that misses more than that must be sent the stream's snapshot.
+const EVERY: u64 = 16;
+
+fn tweak(_: &str, o: &mut natsd::Options) {
+    if let Some(j) = o.jetstream.as_mut() {
+        j.stream_snapshot_every = Some(EVERY);
+    }
+}
+
+/// A stored message: sequence, subject, header, payload.
+type Msg = (u64, String, Option<Vec<u8>>, Vec<u8>);
+
+/// This node's copy of `LOG`, every message.
+fn copy_of(s: &Server) -> Option<Vec<Msg>> {
+    let j = s.shared().jetstream.get()?.clone();
+    let e = j.engine();
+    let st = e.accounts.get("$G")?.streams.get("LOG")?;
+    let mut out = Vec::new();
+    let mut seq = 1;
+    while let Ok(m) = st.store.load_next(None, seq) {
+        seq = m.seq + 1;
+        let header = m.header.as_ref().map(|h| h.to_vec());
+        out.push((m.seq, m.subject.to_string(), header, m.data.to_vec()));
+    }
+    Some(out)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_follower_behind_a_compacted_log_catches_up_from_the_stream_snapshot() {
+    let mut js = cluster_with("jsc-snap", 3, tweak).await;
+    let nc = async_nats::connect(js.servers[0].client_url())
+        .await
+        .expect("connect");
+    let created = api(
+        &nc,
+        "$JS.API.STREAM.CREATE.LOG",
+        r#"{"name":"LOG","subjects":["log.>"],"num_replicas":3,"storage":"file"}"#,
+    )
+    .await;
+    let leader = created["cluster"]["leader"]
+        .as_str()
+        .expect("leader")
+        .to_string();
+    let ctx = jetstream::new(nc.clone());
+    publish_acked(&ctx, "log", 1, 10).await;
+    let durable = api(
+        &nc,
+        "$JS.API.CONSUMER.CREATE.LOG.D",
+        r#"{"stream_name":"LOG","config":{"durable_name":"D","ack_policy":"explicit"}}"#,
+    )
+    .await;
+    assert!(durable["error"].is_null(), "{durable}");
+
+    // A follower other than the seed (`n0`) goes away.
+    let gone = js
+        .servers
+        .iter()
+        .skip(1)
+        .position(|s| s.shared().name != leader)
+        .map(|i| i + 1)
+        .expect("a follower");
+    let name = js.servers[gone].shared().name.clone();
+    js.servers.remove(gone).shutdown().await;
+
+    // Meanwhile: many more entries than the log keeps, one message deleted, messages with
+    // headers and of many sizes, and the durable's progress.
+    publish_acked(&ctx, "log", 11, 60).await;
+    for i in 61..=120u64 {
+        let mut h = async_nats::HeaderMap::new();
+        h.insert("Nats-Msg-Id", format!("id-{i}").as_str());
+        let body = vec![b'a' + (i % 26) as u8; (i as usize * 997) % 70_000];
+        let ack = ctx
+            .publish_with_headers(format!("log.{i}"), h, body.into())
+            .await
+            .expect("publish")
+            .await
+            .expect("ack");
+        assert_eq!(ack.sequence, i);
+    }
+    let del = api(&nc, "$JS.API.STREAM.MSG.DELETE.LOG", r#"{"seq":7}"#).await;
+    assert_eq!(del["success"], true, "{del}");
+    let consumer = ctx
+        .get_stream("LOG")
+        .await
+        .expect("stream")
+        .get_consumer::<jetstream::consumer::pull::Config>("D")
+        .await
+        .expect("consumer");
+    let mut taken = 0;
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while taken < 5 {
+        assert!(tokio::time::Instant::now() < deadline, "took {taken}");
+        let Ok(mut batch) = consumer
+            .fetch()
+            .max_messages(5 - taken)
+            .expires(Duration::from_secs(1))
+            .messages()
+            .await
+        else {
+            continue;
+        };
+        while let Ok(Some(Ok(m))) =
+            tokio::time::timeout(WAIT, futures::StreamExt::next(&mut batch)).await
+        {
+            if m.double_ack().await.is_ok() {
+                taken += 1;
+            }
+        }
+    }
+
+    // Back, with its store dir: it is sent the stream's snapshot and the log after it.
+    let seed = common::cluster::route_port(&js.servers[0]);
+    let mut o = js_node(&js.dir)(&name, Some(seed));
+    tweak(&name, &mut o);
+    js.servers.push(common::start(o).await);
+    let want = copy_of(&js.servers[0]).expect("the first node's copy");
+    assert_eq!(want.len(), 119, "120 messages, one deleted");
+    let back = js.servers.len() - 1;
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let got = copy_of(&js.servers[back]);
+        if got.as_ref() == Some(&want) {
+            break;
+        }
+        if tokio::time::Instant::now() > deadline {
+            let got = got.unwrap_or_default();
+            let first_diff = got.iter().zip(&want).position(|(a, b)| a != b);
+            panic!(
+                "the returning follower holds {} messages (want {}), last {:?}, first difference at {first_diff:?}",
+                got.len(),
+                want.len(),
+                got.last().map(|m| m.0)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    {
+        let j = js.servers[back]
+            .shared()
+            .jetstream
+            .get()
+            .cloned()
+            .expect("js");
+        let e = j.engine();
+        let st = e.accounts.get("$G").and_then(|a| a.streams.get("LOG"));
+        assert!(
+            st.is_some_and(|st| st.consumers.contains_key("D")),
+            "D is in the copy"
+        );
+    }
+
+    // The leader of now goes: the two left need the returned copy for a quorum, and the
+    // next message takes the next sequence.
+    let leader = api(&nc, "$JS.API.STREAM.INFO.LOG", "").await["cluster"]["leader"]
+        .as_str()
+        .expect("leader")
+        .to_string();
+    let li = node(&js, &leader);
+    js.servers.remove(li).shutdown().await;
+    let nc = async_nats::connect(js.servers[0].client_url())
+        .await
+        .expect("connect");
+    let ctx = jetstream::new(nc.clone());
+    publish_acked(&ctx, "log", 121, 121).await;
+    let info = api(&nc, "$JS.API.STREAM.INFO.LOG", "").await;
+    assert_eq!(info["state"]["messages"], 120, "{info}");
+    assert_eq!(info["state"]["last_seq"], 121, "{info}");
+    let d = api(&nc, "$JS.API.CONSUMER.INFO.LOG.D", "").await;
+    assert_eq!(d["ack_floor"]["stream_seq"], 5, "{d}");
+    common::wait_for("both copies hold the same messages", || {
+        let a = copy_of(&js.servers[0]);
+        let same = a.as_ref().is_some_and(|a| a.len() == 120) && a == copy_of(&js.servers[1]);
+        async move { same }
+    })
+    .await;
+    js.stop().await;
+}
