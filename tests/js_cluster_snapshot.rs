@@ -1,8 +1,8 @@
 //! A replicated stream's follower that was down while its group snapshotted and compacted
 //! its log catches up from the stream's snapshot (the whole stream, sent in chunks): it
 //! then holds every message at its own sequence with its subject, headers and payload, the
-//! gaps of deleted messages and the durable consumer's progress, and leads once the other
-//! copies are gone.
+//! gaps of deleted messages and the durable consumer, and is needed for the quorum after;
+//! a copy restarted after its group's snapshots is rebuilt from them.
 
 mod common;
 
@@ -38,6 +38,14 @@ fn copy_of(s: &Server) -> Option<Vec<Msg>> {
         out.push((m.seq, m.subject.to_string(), header, m.data.to_vec()));
     }
     Some(out)
+}
+
+/// Node `name` started again with its store dir, routed to the first node.
+async fn start_again(js: &common::jsc::Js, name: &str) -> Server {
+    let seed = common::cluster::route_port(&js.servers[0]);
+    let mut o = js_node(&js.dir)(name, Some(seed));
+    tweak(name, &mut o);
+    common::start(o).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -124,10 +132,7 @@ async fn a_follower_behind_a_compacted_log_catches_up_from_the_stream_snapshot()
     }
 
     // Back, with its store dir: it is sent the stream's snapshot and the log after it.
-    let seed = common::cluster::route_port(&js.servers[0]);
-    let mut o = js_node(&js.dir)(&name, Some(seed));
-    tweak(&name, &mut o);
-    js.servers.push(common::start(o).await);
+    js.servers.push(start_again(&js, &name).await);
     let want = copy_of(&js.servers[0]).expect("the first node's copy");
     assert_eq!(want.len(), 119, "120 messages, one deleted");
     let back = js.servers.len() - 1;
@@ -183,6 +188,17 @@ async fn a_follower_behind_a_compacted_log_catches_up_from_the_stream_snapshot()
     let d = api(&nc, "$JS.API.CONSUMER.INFO.LOG.D", "").await;
     assert_eq!(d["ack_floor"]["stream_seq"], 5, "{d}");
     common::wait_for("both copies hold the same messages", || {
+        let a = copy_of(&js.servers[0]);
+        let same = a.as_ref().is_some_and(|a| a.len() == 120) && a == copy_of(&js.servers[1]);
+        async move { same }
+    })
+    .await;
+
+    // One of them restarts: its copy is rebuilt from its own snapshot and log.
+    let name = js.servers[1].shared().name.clone();
+    js.servers.remove(1).shutdown().await;
+    js.servers.push(start_again(&js, &name).await);
+    common::wait_for("the restarted copy holds every message", || {
         let a = copy_of(&js.servers[0]);
         let same = a.as_ref().is_some_and(|a| a.len() == 120) && a == copy_of(&js.servers[1]);
         async move { same }
