@@ -17,7 +17,9 @@
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
+
+use tokio::sync::Mutex;
 
 use openraft::storage::{RaftStateMachine, Snapshot, SnapshotMeta};
 use openraft::{
@@ -69,10 +71,6 @@ pub(crate) struct SmStore {
     /// This node's id in the group: entries another node appended are a follower's to
     /// apply (see [`RaftStateMachine::apply`]).
     me: NodeId,
-}
-
-fn lock(inner: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
-    inner.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Counts and checksums what passes through to `inner`.
@@ -195,7 +193,9 @@ impl SmStore {
             dir: dir.to_path_buf(),
             me,
         };
-        store.remove_stale(&lock(&store.inner));
+        if let Ok(inner) = store.inner.try_lock() {
+            store.remove_stale(&inner);
+        }
         Ok(store)
     }
 
@@ -244,8 +244,8 @@ impl SmStore {
 
     /// The current snapshot with its data file opened (under the lock, so a newer
     /// snapshot cannot remove the file first).
-    fn open_current(&self) -> io::Result<Option<Snapshot<TypeConfig>>> {
-        let inner = lock(&self.inner);
+    async fn open_current(&self) -> io::Result<Option<Snapshot<TypeConfig>>> {
+        let inner = self.inner.lock().await;
         let Some((meta, df)) = inner.current.clone() else {
             return Ok(None);
         };
@@ -339,7 +339,7 @@ impl RaftSnapshotBuilder<TypeConfig> for SmStore {
             // after it is released (applies go on meanwhile).
             let mut w = start_data(&this.dir)?;
             let (meta, name) = {
-                let mut inner = lock(&this.inner);
+                let mut inner = this.inner.blocking_lock();
                 let idx = inner.last_applied.map(|l| l.index).unwrap_or(0);
                 let meta = SnapshotMeta {
                     last_log_id: inner.last_applied,
@@ -354,7 +354,7 @@ impl RaftSnapshotBuilder<TypeConfig> for SmStore {
             let path = this.dir.join(&df.name);
             let f = File::open(&path)
                 .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
-            this.make_current(&mut lock(&this.inner), &meta, df)?;
+            this.make_current(&mut this.inner.blocking_lock(), &meta, df)?;
             Ok(Snapshot {
                 meta,
                 snapshot: Box::new(tokio::fs::File::from_std(f)),
@@ -375,7 +375,7 @@ impl RaftStateMachine<TypeConfig> for SmStore {
     async fn applied_state(
         &mut self,
     ) -> StorageResult<(Option<LogId<NodeId>>, StoredMembership<NodeId, BasicNode>)> {
-        let inner = lock(&self.inner);
+        let inner = self.inner.lock().await;
         Ok((inner.last_applied, inner.membership.clone()))
     }
 
@@ -399,7 +399,7 @@ impl RaftStateMachine<TypeConfig> for SmStore {
         {
             tokio::task::yield_now().await;
         }
-        let mut inner = lock(&self.inner);
+        let mut inner = self.inner.lock().await;
         let mut out = Vec::new();
         for e in entries {
             inner.last_applied = Some(e.log_id);
@@ -458,7 +458,7 @@ impl RaftStateMachine<TypeConfig> for SmStore {
         let this = self.clone();
         let meta = meta.clone();
         tokio::task::spawn_blocking(move || -> io::Result<()> {
-            let mut inner = lock(&this.inner);
+            let mut inner = this.inner.blocking_lock();
             let name = inner.file_name(&meta);
             let path = this.dir.join(&name);
             std::fs::rename(this.dir.join(RECEIVING), &path)
@@ -478,6 +478,7 @@ impl RaftStateMachine<TypeConfig> for SmStore {
 
     async fn get_current_snapshot(&mut self) -> StorageResult<Option<Snapshot<TypeConfig>>> {
         self.open_current()
+            .await
             .map_err(|e| StorageError::from(StorageIOError::read_snapshot(None, AnyError::new(&e))))
     }
 }
@@ -652,6 +653,81 @@ mod tests {
             log_id: LogId::new(CommittedLeaderId::new(1, leader), index),
             payload: EntryPayload::Normal(super::super::Bin(bytes::Bytes::from_static(b"x"))),
         }
+    }
+
+    /// Writes its snapshot only once released; says when it has started.
+    struct Gate {
+        started: Arc<std::sync::atomic::AtomicBool>,
+        release: StdMutex<Option<std::sync::mpsc::Receiver<()>>>,
+    }
+
+    impl StateMachine for Gate {
+        fn apply(&mut self, _index: u64, _data: &[u8]) -> Vec<u8> {
+            Vec::new()
+        }
+        fn snapshot(&self) -> Vec<u8> {
+            Vec::new()
+        }
+        fn restore(&mut self, _snapshot: &[u8]) -> Result<(), String> {
+            Ok(())
+        }
+        fn snapshot_to(&self, out: &mut dyn Write) -> io::Result<()> {
+            self.started
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+            let rx = self.release.lock().ok().and_then(|mut r| r.take());
+            if let Some(rx) = rx {
+                let _ = rx.recv();
+            }
+            out.write_all(b"gate")
+        }
+    }
+
+    /// While a snapshot is written (a whole stream, for a stream's group) the group's
+    /// applies wait for it without holding a runtime thread: on a one-thread runtime, the
+    /// task that lets the snapshot finish still runs. (Held, the thread would wait for the
+    /// watchdog, which lets the snapshot finish after 10 s and says so.)
+    #[tokio::test(flavor = "current_thread")]
+    async fn an_apply_waiting_for_a_snapshot_does_not_hold_the_thread() {
+        use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+        let dir = tmp("gate");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let started = Arc::new(AtomicBool::new(false));
+        let gate = Gate {
+            started: started.clone(),
+            release: StdMutex::new(Some(rx)),
+        };
+        let mut sm = SmStore::open(&dir, 1, Box::new(gate)).expect("open");
+        sm.apply(vec![entry(1, 1)]).await.expect("apply");
+        let mut builder = sm.get_snapshot_builder().await;
+        let build = tokio::spawn(async move { builder.build_snapshot().await });
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while !started.load(SeqCst) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the snapshot never started"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        let fired = Arc::new(AtomicBool::new(false));
+        let (watchdog, f) = (tx.clone(), fired.clone());
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_secs(10));
+            f.store(true, SeqCst);
+            let _ = watchdog.send(());
+        });
+        let mut other = sm.clone();
+        let apply = tokio::spawn(async move { other.apply(vec![entry(1, 2)]).await });
+        tokio::task::yield_now().await;
+        let _ = tx.send(());
+        build.await.expect("build task").expect("build");
+        apply.await.expect("apply task").expect("apply");
+        assert!(
+            !fired.load(SeqCst),
+            "the thread was held while the snapshot was written"
+        );
+        let (applied, _) = sm.applied_state().await.expect("applied");
+        assert_eq!(applied.map(|l| l.index), Some(2));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// What runs first when the apply and another ready task (the append's answer) are
