@@ -169,6 +169,41 @@ async fn a_follower_behind_a_compacted_log_catches_up_from_the_stream_snapshot()
         );
     }
 
+    // A snapshot is written a piece at a time, the engine taken for each piece only; the
+    // pieces make the whole stream.
+    {
+        use natsd::jetstream::engine::replica_snap::{SnapCursor, SNAP_PIECE};
+        use natsd::jetstream::snapshot::{Decoder, Item};
+        let j = js.servers[0].shared().jetstream.get().cloned().expect("js");
+        let (mut cur, mut buf, mut pieces) = (SnapCursor::default(), Vec::new(), 0);
+        let mut dec = Decoder::new();
+        let (mut msgs, mut consumers) = (Vec::new(), 0);
+        loop {
+            let done = j
+                .engine()
+                .replica_snapshot_piece("$G", "LOG", &mut cur, &mut buf)
+                .expect("piece");
+            assert!(buf.len() < SNAP_PIECE + 80_000, "a piece of {}", buf.len());
+            pieces += 1;
+            dec.feed(&buf);
+            buf.clear();
+            while let Some(item) = dec.next_item().expect("decodes") {
+                match item {
+                    Item::Msg(m) => msgs.push(m.seq),
+                    Item::Consumer(_) => consumers += 1,
+                    _ => {}
+                }
+            }
+            if done {
+                break;
+            }
+        }
+        dec.finish().expect("ends with its end record");
+        assert!(pieces > 1, "{pieces} pieces");
+        assert_eq!(msgs, want.iter().map(|m| m.0).collect::<Vec<_>>());
+        assert_eq!(consumers, 1);
+    }
+
     // The leader of now goes: the two left need the returned copy for a quorum, and the
     // next message takes the next sequence.
     let leader = api(&nc, "$JS.API.STREAM.INFO.LOG", "").await["cluster"]["leader"]

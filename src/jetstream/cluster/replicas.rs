@@ -13,6 +13,7 @@ use super::placement::{self, Step};
 use super::{lock, Item, JsCluster, Replica};
 use crate::jetstream::consumer::Cx;
 use crate::jetstream::engine::replica::CONSUMER_STATES;
+use crate::jetstream::engine::replica_snap::{SnapCursor, SNAP_PIECE};
 use crate::jetstream::types::now_nanos;
 use crate::jetstream::JetStream;
 use crate::raft::{Group, GroupMetrics, NodeId, Role, StateMachine};
@@ -59,13 +60,26 @@ impl StateMachine for StreamSm {
         self.restore_from(&mut &snapshot[..])
     }
 
-    /// The whole stream, a piece at a time (engine/replica_snap.rs).
+    /// The whole stream, a piece at a time (engine/replica_snap.rs), the engine taken for
+    /// each piece only.
     fn snapshot_to(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
-        match self.js.upgrade() {
-            Some(js) => js
-                .engine()
-                .replica_snapshot(&self.account, &self.stream, out),
-            None => Ok(()),
+        let Some(js) = self.js.upgrade() else {
+            return Ok(());
+        };
+        let mut cur = SnapCursor::default();
+        let mut buf = Vec::with_capacity(SNAP_PIECE * 2);
+        loop {
+            let done = js.engine().replica_snapshot_piece(
+                &self.account,
+                &self.stream,
+                &mut cur,
+                &mut buf,
+            )?;
+            out.write_all(&buf)?;
+            buf.clear();
+            if done {
+                return Ok(());
+            }
         }
     }
 

@@ -1,5 +1,5 @@
 //! A replicated stream's copy in natsd's snapshot format (`jetstream/snapshot.rs`): the
-//! group's Raft snapshot is the whole copy ([`Engine::replica_snapshot`]) and replaces a
+//! group's Raft snapshot is the whole copy ([`Engine::replica_snapshot_piece`]) and replaces a
 //! copy that is too far behind or restarting ([`Engine::replica_restore`]).
 //!
 //! A STREAM.RESTORE in a cluster (`cluster/restore.rs`) goes through the stream's log as
@@ -10,14 +10,25 @@
 
 use super::*;
 use crate::jetstream::snapshot::{self as snap, Decoder, Head, Item};
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 
 /// The log entries that carry a restore's fragments, and its last one.
 pub const RESTORE: &str = "$NATSD.JS.RESTORE";
 pub const RESTORE_END: &str = "$NATSD.JS.RESTORE.END";
 
 /// A snapshot is written and read this many bytes at a time.
-const SNAP_PIECE: usize = 256 << 10;
+pub const SNAP_PIECE: usize = 256 << 10;
+
+/// How far [`Engine::replica_snapshot_piece`] has got.
+#[derive(Default)]
+pub struct SnapCursor {
+    started: bool,
+    /// The next sequence to write, and the head's last.
+    next: u64,
+    last: u64,
+    msgs: u64,
+    consumers: u32,
+}
 
 /// Reads the next piece of `input` into `dec`: `false` at its end.
 fn feed(dec: &mut Decoder, input: &mut dyn Read, piece: &mut [u8]) -> Result<bool, String> {
@@ -64,51 +75,66 @@ enum Mode {
 }
 
 impl Engine {
-    /// The whole copy in natsd's snapshot format (the group's snapshot), written to `out`
-    /// a piece at a time (a stream can be far larger than memory should hold). A stream
-    /// that is not here writes nothing (an empty snapshot restores nothing).
-    pub fn replica_snapshot(
+    /// The next piece of the copy's snapshot, natsd's snapshot format, into `buf`: the
+    /// head and the consumers first, then messages (about [`SNAP_PIECE`] bytes a piece) up
+    /// to the head's last sequence, then the end record: `Ok(true)` once that is written. A
+    /// stream that is not here gives an empty snapshot (which restores nothing).
+    ///
+    /// The caller takes the engine for one piece at a time, so a large stream's snapshot
+    /// does not hold up the rest of JetStream. Meanwhile the group applies nothing (its
+    /// state machine is held for the snapshot), so the copy does not change.
+    pub fn replica_snapshot_piece(
         &self,
         account: &str,
         name: &str,
-        out: &mut dyn Write,
-    ) -> io::Result<()> {
-        let Some(st) = self
+        cur: &mut SnapCursor,
+        buf: &mut Vec<u8>,
+    ) -> io::Result<bool> {
+        let st = self
             .accounts
             .get(account)
-            .and_then(|ja| ja.streams.get(name))
-        else {
-            return Ok(());
+            .and_then(|ja| ja.streams.get(name));
+        let Some(st) = st else {
+            if cur.started {
+                return Err(io::Error::other(format!(
+                    "stream {name:?} went away during its snapshot"
+                )));
+            }
+            return Ok(true);
         };
         let fail = |e: String| io::Error::other(format!("stream {name:?} snapshot: {e}"));
-        let mut buf = Vec::with_capacity(SNAP_PIECE);
-        snap::encode_magic(&mut buf);
-        let head = st.snapshot_head();
-        snap::encode_head(&mut buf, &head).map_err(fail)?;
-        for c in st.consumers.values() {
-            let rec = snap::ConsumerRec {
-                name: c.name.clone(),
-                config: c.cfg.clone(),
-                created: c.created,
-                state: c.state(),
-                origin: c.origin,
-            };
-            snap::encode_consumer(&mut buf, &rec).map_err(fail)?;
-        }
-        let mut n = 0;
-        let mut seq = head.first_seq;
-        while let Ok(m) = st.store.load_next(None, seq) {
-            seq = m.seq + 1;
-            snap::encode_msg(&mut buf, &m);
-            n += 1;
-            if buf.len() >= SNAP_PIECE {
-                out.write_all(&buf)?;
-                buf.clear();
+        if !cur.started {
+            cur.started = true;
+            snap::encode_magic(buf);
+            let head = st.snapshot_head();
+            snap::encode_head(buf, &head).map_err(fail)?;
+            (cur.next, cur.last) = (head.first_seq, head.last_seq);
+            for c in st.consumers.values() {
+                let rec = snap::ConsumerRec {
+                    name: c.name.clone(),
+                    config: c.cfg.clone(),
+                    created: c.created,
+                    state: c.state(),
+                    origin: c.origin,
+                };
+                snap::encode_consumer(buf, &rec).map_err(fail)?;
+                cur.consumers += 1;
             }
         }
-        let consumers = u32::try_from(st.consumers.len()).unwrap_or(u32::MAX);
-        snap::encode_end(&mut buf, n, consumers);
-        out.write_all(&buf)
+        while buf.len() < SNAP_PIECE {
+            match st.store.load_next(None, cur.next) {
+                Ok(m) if m.seq <= cur.last => {
+                    cur.next = m.seq + 1;
+                    snap::encode_msg(buf, &m);
+                    cur.msgs += 1;
+                }
+                _ => {
+                    snap::encode_end(buf, cur.msgs, cur.consumers);
+                    return Ok(true);
+                }
+            }
+        }
+        Ok(false)
     }
 
     /// Replaces the copy's messages with a snapshot's (a follower too far behind, or a
