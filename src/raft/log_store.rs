@@ -106,12 +106,14 @@ impl LogStore {
                 .map_err(|e| format!("record {records} (offset {at}) does not decode: {e}"))?;
             records += 1;
             match r {
-                LogRecord::Entry(e) => index.push(Slot {
-                    log_id: e.log_id,
-                    at,
-                    len: rec.len() as u32,
-                    entry: Some(e),
-                }),
+                LogRecord::Entry(e) => {
+                    let slot = Slot {
+                        log_id: e.log_id,
+                        at,
+                        len: rec.len() as u32,
+                    };
+                    index.push(slot, Some(e));
+                }
                 LogRecord::Truncate(since) => index.truncate(since),
                 LogRecord::Purge(id) => {
                     index.purge(id.index);
@@ -222,12 +224,12 @@ impl Inner {
         self.file_len = at;
         self.after_write(entries.len(), may_sync)?;
         for (e, (at, len)) in entries.into_iter().zip(places) {
-            self.index.push(Slot {
+            let slot = Slot {
                 log_id: e.log_id,
                 at,
                 len,
-                entry: Some(e),
-            });
+            };
+            self.index.push(slot, Some(e));
         }
         Ok(())
     }
@@ -293,9 +295,9 @@ impl Inner {
         Ok(())
     }
 
-    /// Entry `s`, from memory or read back from the file.
-    fn entry(&self, s: &Slot) -> io::Result<Entry<TypeConfig>> {
-        if let Some(e) = &s.entry {
+    /// Entry `s`, from memory (`cached`) or read back from the file.
+    fn entry(&self, s: &Slot, cached: Option<&Entry<TypeConfig>>) -> io::Result<Entry<TypeConfig>> {
+        if let Some(e) = cached {
             return Ok(e.clone());
         }
         let rec = frame::read_at(&self.file, s.at, s.len).map_err(|e| io_err(&self.path, e))?;
@@ -370,7 +372,7 @@ impl RaftLogReader<TypeConfig> for LogStore {
         inner
             .index
             .range(range)
-            .map(|s| inner.entry(s))
+            .map(|(s, e)| inner.entry(s, e))
             .collect::<io::Result<Vec<_>>>()
             .map_err(|e| StorageIOError::read_logs(AnyError::new(&e)).into())
     }
@@ -477,8 +479,8 @@ mod tests {
         let inner = lock(&store.inner);
         inner
             .index
-            .slots()
-            .map(|s| inner.entry(s).expect("entry"))
+            .range(..)
+            .map(|(s, e)| inner.entry(s, e).expect("entry"))
             .collect()
     }
 
