@@ -664,3 +664,89 @@ async fn a_group_survives_a_snapshot_over_the_record_limit() {
     g.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Restores only once released (when a gate is given), and says when it has started.
+struct Gated {
+    started: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    gate: Option<std::sync::mpsc::Receiver<()>>,
+}
+
+impl natsd::raft::StateMachine for Gated {
+    fn apply(&mut self, index: u64, _data: &[u8]) -> Vec<u8> {
+        index.to_string().into_bytes()
+    }
+    fn snapshot(&self) -> Vec<u8> {
+        b"gated".to_vec()
+    }
+    fn restore(&mut self, _snapshot: &[u8]) -> Result<(), String> {
+        self.started
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(g) = self.gate.take() {
+            let _ = g.recv();
+        }
+        Ok(())
+    }
+}
+
+/// A member reopening restores its snapshot (a whole stream, for a stream's group) off
+/// the runtime's threads: on a one-thread runtime, the task that lets the restore finish
+/// still runs. (On the thread, it would wait for the watchdog, which lets the restore
+/// finish after 10 s and says so.)
+#[tokio::test(flavor = "current_thread")]
+async fn reopening_restores_the_snapshot_off_the_runtime_thread() {
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    use std::sync::Arc;
+    let dir = tmp_dir("gated");
+    let net = natsd::raft::mem_transport::MemNet::new(0);
+    let started = Arc::new(AtomicBool::new(false));
+    let sm = Gated {
+        started: started.clone(),
+        gate: None,
+    };
+    let g = Group::open(test_config("gated", 1, &dir), Box::new(sm), net.clone())
+        .await
+        .expect("open");
+    net.register(&g);
+    g.bootstrap(&[(1, server_name(1))])
+        .await
+        .expect("bootstrap");
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !g.is_leader() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    g.propose(b"one".to_vec()).await.expect("proposal");
+    g.snapshot_now().await.expect("snapshot");
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while g.metrics().snapshot.is_none() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    g.shutdown().await;
+
+    started.store(false, SeqCst);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let sm = Gated {
+        started: started.clone(),
+        gate: Some(rx),
+    };
+    let fired = Arc::new(AtomicBool::new(false));
+    let (watchdog, f) = (tx.clone(), fired.clone());
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(10));
+        f.store(true, SeqCst);
+        let _ = watchdog.send(());
+    });
+    let release = tokio::spawn(async move {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        while !started.load(SeqCst) && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let _ = tx.send(());
+    });
+    let g = Group::open(test_config("gated", 1, &dir), Box::new(sm), net.clone())
+        .await
+        .expect("reopen");
+    release.await.expect("release task");
+    assert!(!fired.load(SeqCst), "the restore held the runtime's thread");
+    g.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -135,8 +135,16 @@ impl Group {
                 "the name must be one subject token (no '.', '*', '>' or spaces)".into(),
             ));
         }
-        let log = LogStore::open(&cfg.dir, cfg.sync_every, cfg.log_cache_bytes)?;
-        let sm = SmStore::open(&cfg.dir, cfg.id, sm)?;
+        // Reading the log and restoring the snapshot (a whole stream, for a stream's
+        // group) take as long as they are large: not on a runtime thread.
+        let (dir, id, every, cache) =
+            (cfg.dir.clone(), cfg.id, cfg.sync_every, cfg.log_cache_bytes);
+        let (log, sm) = tokio::task::spawn_blocking(move || -> io::Result<_> {
+            let log = LogStore::open(&dir, every, cache)?;
+            Ok((log, SmStore::open(&dir, id, sm)?))
+        })
+        .await
+        .map_err(|e| ctx(format!("open task failed: {e}")))??;
         let rcfg = openraft::Config {
             cluster_name: cfg.name.clone(),
             heartbeat_interval: ms(cfg.heartbeat),
