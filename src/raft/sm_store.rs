@@ -194,14 +194,14 @@ impl SmStore {
             me,
         };
         if let Ok(inner) = store.inner.try_lock() {
-            store.remove_stale(&inner);
+            store.remove_stale(&inner, true);
         }
         Ok(store)
     }
 
-    /// Removes data files other than the current one, and unfinished ones (a crash
-    /// while building or receiving).
-    fn remove_stale(&self, inner: &Inner) {
+    /// Removes data files other than the current one, and with `unfinished` (on open:
+    /// nothing is being built) those a crash left half written.
+    fn remove_stale(&self, inner: &Inner, unfinished: bool) {
         let keep = inner.current.as_ref().map(|(_, df)| df.name.as_str());
         let Ok(rd) = std::fs::read_dir(&self.dir) else {
             return;
@@ -212,7 +212,7 @@ impl SmStore {
                 continue;
             };
             let data = name.starts_with("snapshot-") && name.ends_with(".data");
-            if (data && Some(name) != keep) || name == BUILDING {
+            if (data && Some(name) != keep) || (unfinished && name.ends_with(BUILDING)) {
                 if let Err(err) = std::fs::remove_file(e.path()) {
                     tracing::warn!("raft: {}: not removed: {err}", e.path().display());
                 }
@@ -238,7 +238,7 @@ impl SmStore {
         }
         write_record(&self.dir, meta, &df)?;
         inner.current = Some((meta.clone(), df));
-        self.remove_stale(inner);
+        self.remove_stale(inner, false);
         Ok(true)
     }
 
@@ -259,8 +259,8 @@ impl SmStore {
     }
 }
 
-/// Where a snapshot is built before it is renamed to its data file.
-const BUILDING: &str = "snapshot.building";
+/// A data file is written as `<its name>.building`, then renamed.
+const BUILDING: &str = ".building";
 /// Where a snapshot from the leader is received.
 const RECEIVING: &str = "snapshot.receiving";
 
@@ -272,11 +272,15 @@ impl Inner {
     }
 }
 
-/// A data file being written (to [`BUILDING`]), counted and checksummed.
+/// A data file being written (to `<name>`[`BUILDING`]), counted and checksummed.
 type DataWriter = Crc<BufWriter<File>>;
 
-fn start_data(dir: &Path) -> io::Result<DataWriter> {
-    let tmp = dir.join(BUILDING);
+fn building(dir: &Path, name: &str) -> PathBuf {
+    dir.join(format!("{name}{BUILDING}"))
+}
+
+fn start_data(dir: &Path, name: &str) -> io::Result<DataWriter> {
+    let tmp = building(dir, name);
     let f = OpenOptions::new()
         .create(true)
         .write(true)
@@ -288,7 +292,7 @@ fn start_data(dir: &Path) -> io::Result<DataWriter> {
 
 /// Makes what `w` holds durable as the data file `name`.
 fn finish_data(dir: &Path, mut w: DataWriter, name: &str) -> io::Result<DataFile> {
-    let tmp = dir.join(BUILDING);
+    let tmp = building(dir, name);
     let at = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", tmp.display()));
     w.flush().map_err(at)?;
     let (len, crc) = (w.len, w.crc);
@@ -309,7 +313,7 @@ fn write_data(
     name: &str,
     fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
 ) -> io::Result<DataFile> {
-    let mut w = start_data(dir)?;
+    let mut w = start_data(dir, name)?;
     fill(&mut w)?;
     finish_data(dir, w, name)
 }
@@ -337,8 +341,7 @@ impl RaftSnapshotBuilder<TypeConfig> for SmStore {
         let built = tokio::task::spawn_blocking(move || -> io::Result<Snapshot<TypeConfig>> {
             // The state and its meta are read under one lock; the file is made durable
             // after it is released (applies go on meanwhile).
-            let mut w = start_data(&this.dir)?;
-            let (meta, name) = {
+            let (meta, name, w) = {
                 let mut inner = this.inner.blocking_lock();
                 let idx = inner.last_applied.map(|l| l.index).unwrap_or(0);
                 let meta = SnapshotMeta {
@@ -347,8 +350,9 @@ impl RaftSnapshotBuilder<TypeConfig> for SmStore {
                     snapshot_id: format!("{idx}-{}", inner.next_file + 1),
                 };
                 let name = inner.file_name(&meta);
+                let mut w = start_data(&this.dir, &name)?;
                 inner.user.snapshot_to(&mut w)?;
-                (meta, name)
+                (meta, name, w)
             };
             let df = finish_data(&this.dir, w, &name)?;
             let path = this.dir.join(&df.name);
@@ -600,8 +604,16 @@ mod tests {
         assert_eq!(read_all(current).await, b"apply 1,apply 2,apply 3");
         drop(sm);
 
+        // What a crash leaves (a data file half written, an older one) goes on open.
+        std::fs::write(dir.join("snapshot-4-1.data.building"), b"half").expect("write");
+        std::fs::write(dir.join("snapshot-2-1.data"), b"old").expect("write");
         let (mut sm, log) = opened(&dir);
         assert_eq!(logged(&log), ["restore apply 1,apply 2,apply 3"]);
+        assert_eq!(
+            data_files(&dir),
+            files,
+            "only the current data file is left"
+        );
         let (applied, _) = sm.applied_state().await.expect("applied");
         assert_eq!(applied.map(|l| l.index), Some(3));
 
