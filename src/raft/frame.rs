@@ -65,54 +65,18 @@ pub(crate) struct Decoded<'a> {
     pub torn_tail: bool,
 }
 
-/// Splits `buf` into records. A bad record that is not the last one in the file is
-/// corruption and an error naming its offset.
+/// Splits `buf` into records, as [`scan`] reads a file. A bad record that is not the last
+/// one in the file is corruption and an error naming its offset.
 pub(crate) fn decode_all(buf: &[u8]) -> Result<Decoded<'_>, String> {
-    let mut records = Vec::new();
-    let mut pos = 0usize;
-    while pos < buf.len() {
-        let rest = &buf[pos..];
-        if rest.len() < HEADER {
-            return Ok(Decoded {
-                records,
-                valid_len: pos,
-                torn_tail: true,
-            });
-        }
-        let len = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
-        let crc = u32::from_le_bytes([rest[4], rest[5], rest[6], rest[7]]);
-        if len > MAX_RECORD {
-            return Err(format!(
-                "record at offset {pos} claims {len} bytes (limit {MAX_RECORD})"
-            ));
-        }
-        if rest.len() < HEADER + len {
-            return Ok(Decoded {
-                records,
-                valid_len: pos,
-                torn_tail: true,
-            });
-        }
-        let payload = &rest[HEADER..HEADER + len];
-        if crc32c(payload) != crc {
-            if pos + HEADER + len == buf.len() {
-                return Ok(Decoded {
-                    records,
-                    valid_len: pos,
-                    torn_tail: true,
-                });
-            }
-            return Err(format!(
-                "record at offset {pos} ({len} bytes) fails its crc"
-            ));
-        }
-        records.push(payload);
-        pos += HEADER + len;
-    }
+    let mut places = Vec::new();
+    let scanned = scan_from(buf, buf.len() as u64, |at, rec| {
+        places.push((at as usize + HEADER, rec.len()));
+        Ok(())
+    })?;
     Ok(Decoded {
-        records,
-        valid_len: pos,
-        torn_tail: false,
+        records: places.iter().map(|&(at, n)| &buf[at..at + n]).collect(),
+        valid_len: scanned.valid_len as usize,
+        torn_tail: scanned.torn_tail,
     })
 }
 
@@ -124,15 +88,24 @@ pub(crate) struct Scanned {
     pub torn_tail: bool,
 }
 
-/// Reads the records of `file` in order without holding the file in memory, as
-/// [`decode_all`] splits a buffer: `each` gets every valid record's offset and payload.
-/// The same damage is an error, and the same torn tail is reported.
+/// Reads the records of `file` in order without holding the file in memory: `each` gets
+/// every valid record's offset and payload. A record cut short by the end of the file, or
+/// the last one failing its crc, is a torn tail (reported, not an error); any other bad
+/// record is corruption and an error naming its offset.
 pub(crate) fn scan(
     file: &File,
-    mut each: impl FnMut(u64, &[u8]) -> Result<(), String>,
+    each: impl FnMut(u64, &[u8]) -> Result<(), String>,
 ) -> Result<Scanned, String> {
     let size = file.metadata().map_err(|e| e.to_string())?.len();
-    let mut r = io::BufReader::with_capacity(1 << 20, file);
+    scan_from(io::BufReader::with_capacity(1 << 20, file), size, each)
+}
+
+/// [`scan`] over `size` bytes read from `r`.
+fn scan_from(
+    mut r: impl Read,
+    size: u64,
+    mut each: impl FnMut(u64, &[u8]) -> Result<(), String>,
+) -> Result<Scanned, String> {
     let mut payload = Vec::new();
     let mut pos = 0u64;
     let torn = |pos| {
@@ -308,48 +281,57 @@ mod tests {
         assert!(decode_all(&huge).is_err());
     }
 
-    /// Reading a file record by record finds what splitting it in memory finds: the same
-    /// records at their offsets, the same torn tail, the same corruption; and a record
-    /// reads back alone from its offset.
+    /// Reading a file record by record, cut at every length: the whole records before the
+    /// cut at their offsets, a torn tail exactly when the cut is inside a record, and each
+    /// record reads back alone from its offset; a damaged record before the last is an error.
     #[test]
-    fn scanning_a_file_agrees_with_decoding_it_whole() {
+    fn scanning_a_file_cut_anywhere_finds_its_whole_records() {
         let dir = std::env::temp_dir().join(format!("natsd-frame-scan-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("f");
+        let payloads = [&b"one"[..], b"", &[9u8; 3000][..], b"four"];
         let mut buf = Vec::new();
-        for p in [&b"one"[..], b"", &[9u8; 3000][..], b"four"] {
+        let mut places = Vec::new();
+        for p in payloads {
+            places.push(buf.len() as u64);
             encode(&mut buf, p).unwrap();
         }
-        let mut flipped = buf.clone();
-        flipped[HEADER] ^= 0xff;
-        let mut cases: Vec<Vec<u8>> = (0..=buf.len()).map(|n| buf[..n].to_vec()).collect();
-        cases.push(flipped);
-        for case in cases {
-            std::fs::write(&path, &case).unwrap();
+        let scan_file = |bytes: &[u8]| {
+            std::fs::write(&path, bytes).unwrap();
             let f = File::open(&path).unwrap();
             let mut got = Vec::new();
-            let scanned = scan(&f, |at, p| {
+            let res = scan(&f, |at, p| {
                 got.push((at, p.to_vec()));
                 Ok(())
             });
-            match decode_all(&case) {
-                Err(_) => assert!(scanned.is_err(), "{} bytes", case.len()),
-                Ok(d) => {
-                    let s = scanned.expect("scan");
-                    assert_eq!(
-                        (s.valid_len as usize, s.torn_tail),
-                        (d.valid_len, d.torn_tail)
-                    );
-                    let want: Vec<Vec<u8>> = d.records.iter().map(|r| r.to_vec()).collect();
-                    let recs: Vec<Vec<u8>> = got.iter().map(|(_, p)| p.clone()).collect();
-                    assert_eq!(recs, want);
-                    for (at, p) in &got {
-                        assert_eq!(&read_at(&f, *at, p.len() as u32).unwrap(), p);
-                    }
-                }
+            (f, res, got)
+        };
+        for n in 0..=buf.len() {
+            let (f, res, got) = scan_file(&buf[..n]);
+            let s = res.expect("a cut file scans");
+            let whole: Vec<(u64, Vec<u8>)> = places
+                .iter()
+                .zip(payloads)
+                .filter(|(at, p)| **at as usize + HEADER + p.len() <= n)
+                .map(|(at, p)| (*at, p.to_vec()))
+                .collect();
+            let valid = whole
+                .last()
+                .map_or(0, |(at, p)| *at as usize + HEADER + p.len());
+            assert_eq!(got, whole, "cut at {n}");
+            assert_eq!((s.valid_len as usize, s.torn_tail), (valid, valid != n));
+            for (at, p) in &got {
+                assert_eq!(&read_at(&f, *at, p.len() as u32).unwrap(), p);
             }
         }
+        let mut flipped = buf.clone();
+        flipped[HEADER] ^= 0xff;
+        let (_, res, _) = scan_file(&flipped);
+        assert!(
+            res.is_err_and(|e| e.contains("offset 0")),
+            "a damaged first record"
+        );
         std::fs::write(&path, &buf).unwrap();
         let f = File::open(&path).unwrap();
         assert!(read_at(&f, 0, 4).is_err(), "a wrong length is refused");
