@@ -562,6 +562,28 @@ async fn a_group_name_that_is_not_one_subject_token_is_refused() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Member 1 of group `name`, alone, bootstrapped and leading.
+async fn lone_member(
+    name: &str,
+    dir: &std::path::Path,
+    sm: Box<dyn natsd::raft::StateMachine>,
+    net: &std::sync::Arc<natsd::raft::mem_transport::MemNet>,
+) -> Group {
+    let g = Group::open(test_config(name, 1, dir), sm, net.clone())
+        .await
+        .expect("open");
+    net.register(&g);
+    g.bootstrap(&[(1, server_name(1))])
+        .await
+        .expect("bootstrap");
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !g.is_leader() {
+        assert!(tokio::time::Instant::now() < deadline, "{name}: no leader");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    g
+}
+
 /// A state machine whose snapshot is larger than a raft record may be (256 MiB framed):
 /// written and read a piece at a time. `restored`: the bytes its last restore read (each
 /// must be 7).
@@ -621,17 +643,7 @@ async fn a_group_survives_a_snapshot_over_the_record_limit() {
             restored: restored.clone(),
         })
     };
-    let g = Group::open(test_config("huge", 1, &dir), huge(), net.clone())
-        .await
-        .expect("open");
-    net.register(&g);
-    g.bootstrap(&[(1, server_name(1))])
-        .await
-        .expect("bootstrap");
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while !g.is_leader() && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let g = lone_member("huge", &dir, huge(), &net).await;
     g.propose(b"one".to_vec()).await.expect("first proposal");
     let _ = g.snapshot_now().await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
@@ -703,17 +715,7 @@ async fn reopening_restores_the_snapshot_off_the_runtime_thread() {
         started: started.clone(),
         gate: None,
     };
-    let g = Group::open(test_config("gated", 1, &dir), Box::new(sm), net.clone())
-        .await
-        .expect("open");
-    net.register(&g);
-    g.bootstrap(&[(1, server_name(1))])
-        .await
-        .expect("bootstrap");
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while !g.is_leader() && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let g = lone_member("gated", &dir, Box::new(sm), &net).await;
     g.propose(b"one".to_vec()).await.expect("proposal");
     g.snapshot_now().await.expect("snapshot");
     let deadline = tokio::time::Instant::now() + WAIT;
