@@ -9,7 +9,7 @@
 //! and the data file's name, length and CRC-32C, replaced atomically after the data file
 //! is durable. On open the data is restored into the state machine (and checked against
 //! that length and CRC); openraft then re-applies the log after it. A follower is sent the
-//! data file in chunks (openraft's `Chunked`), received into `snapshot.receiving`.
+//! data file in chunks (openraft's `Chunked`), received into `<n>.receiving`.
 //!
 //! A `snapshot` record written before data files holds the data inline (base64); it is
 //! restored as before and rewritten in the new form.
@@ -61,6 +61,8 @@ struct Inner {
     current: Option<(SnapshotMeta<NodeId, BasicNode>, DataFile)>,
     /// Names the next data file (unique within this directory: it starts from the clock).
     next_file: u64,
+    /// The file the snapshot being received goes to.
+    receiving: Option<PathBuf>,
 }
 
 /// The state machine side of one group.
@@ -165,6 +167,7 @@ impl SmStore {
             membership: StoredMembership::default(),
             current: None,
             next_file,
+            receiving: None,
         };
         if let Some(s) = stored {
             let file = match s.file {
@@ -212,7 +215,8 @@ impl SmStore {
                 continue;
             };
             let data = name.starts_with("snapshot-") && name.ends_with(".data");
-            if (data && Some(name) != keep) || (unfinished && name.ends_with(BUILDING)) {
+            let half = name.ends_with(BUILDING) || name.ends_with(RECEIVING);
+            if (data && Some(name) != keep) || (unfinished && half) {
                 if let Err(err) = std::fs::remove_file(e.path()) {
                     tracing::warn!("raft: {}: not removed: {err}", e.path().display());
                 }
@@ -261,8 +265,8 @@ impl SmStore {
 
 /// A data file is written as `<its name>.building`, then renamed.
 const BUILDING: &str = ".building";
-/// Where a snapshot from the leader is received.
-const RECEIVING: &str = "snapshot.receiving";
+/// A snapshot from the leader is received into `<n>.receiving`.
+const RECEIVING: &str = ".receiving";
 
 impl Inner {
     fn file_name(&mut self, meta: &SnapshotMeta<NodeId, BasicNode>) -> String {
@@ -427,8 +431,18 @@ impl RaftStateMachine<TypeConfig> for SmStore {
         self.clone()
     }
 
+    /// Each snapshot is received into a file of its own: one whose stream was dropped for a
+    /// newer one may still have a write under way.
     async fn begin_receiving_snapshot(&mut self) -> StorageResult<Box<tokio::fs::File>> {
-        let path = self.dir.join(RECEIVING);
+        let path = {
+            let mut inner = self.inner.lock().await;
+            inner.next_file += 1;
+            let path = self.dir.join(format!("{}{RECEIVING}", inner.next_file));
+            if let Some(old) = inner.receiving.replace(path.clone()) {
+                let _ = std::fs::remove_file(old);
+            }
+            path
+        };
         let f = tokio::fs::OpenOptions::new()
             .create(true)
             .read(true)
@@ -463,9 +477,13 @@ impl RaftStateMachine<TypeConfig> for SmStore {
         let meta = meta.clone();
         tokio::task::spawn_blocking(move || -> io::Result<()> {
             let mut inner = this.inner.blocking_lock();
+            let received = inner
+                .receiving
+                .take()
+                .ok_or_else(|| io::Error::other("no snapshot was being received"))?;
             let name = inner.file_name(&meta);
             let path = this.dir.join(&name);
-            std::fs::rename(this.dir.join(RECEIVING), &path)
+            std::fs::rename(&received, &path)
                 .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
             frame::sync_dir(&this.dir)?;
             let (len, crc) = restore_file(inner.user.as_mut(), &path, None)?;
@@ -619,7 +637,11 @@ mod tests {
 
         // Received from a leader.
         use tokio::io::AsyncWriteExt;
-        let mut f = sm.begin_receiving_snapshot().await.expect("begin");
+        // (A stream given up for a newer one writes into a file of its own.)
+        let mut dropped = sm.begin_receiving_snapshot().await.expect("begin");
+        let mut f = sm.begin_receiving_snapshot().await.expect("begin again");
+        dropped.write_all(b"stale, longer than the new one").await.expect("write");
+        dropped.shutdown().await.expect("shutdown");
         f.write_all(b"from the leader").await.expect("write");
         f.shutdown().await.expect("shutdown");
         let meta = SnapshotMeta {
