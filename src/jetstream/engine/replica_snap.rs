@@ -23,6 +23,8 @@ pub const SNAP_PIECE: usize = 256 << 10;
 #[derive(Default)]
 pub struct SnapCursor {
     started: bool,
+    /// The stream's creation time (a stream deleted and made again is another).
+    created: i64,
     /// The next sequence to write, and the head's last.
     next: u64,
     last: u64,
@@ -102,9 +104,15 @@ impl Engine {
             }
             return Ok(true);
         };
+        if cur.started && st.created != cur.created {
+            return Err(io::Error::other(format!(
+                "stream {name:?} was replaced during its snapshot"
+            )));
+        }
         let fail = |e: String| io::Error::other(format!("stream {name:?} snapshot: {e}"));
         if !cur.started {
             cur.started = true;
+            cur.created = st.created;
             snap::encode_magic(buf);
             let head = st.snapshot_head();
             snap::encode_head(buf, &head).map_err(fail)?;
