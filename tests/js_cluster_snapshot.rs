@@ -199,6 +199,12 @@ async fn a_follower_behind_a_compacted_log_catches_up_from_the_stream_snapshot()
             }
         }
         dec.finish().expect("ends with its end record");
+        // A stream that is not here has no snapshot (an empty one would stand for it).
+        let mut cur = SnapCursor::default();
+        let none = j
+            .engine()
+            .replica_snapshot_piece("$G", "NOPE", &mut cur, &mut buf);
+        assert!(none.is_err() && buf.is_empty(), "{none:?}");
         assert!(pieces > 1, "{pieces} pieces");
         assert_eq!(msgs, want.iter().map(|m| m.0).collect::<Vec<_>>());
         assert_eq!(consumers, 1);

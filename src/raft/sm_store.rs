@@ -640,7 +640,10 @@ mod tests {
         // (A stream given up for a newer one writes into a file of its own.)
         let mut dropped = sm.begin_receiving_snapshot().await.expect("begin");
         let mut f = sm.begin_receiving_snapshot().await.expect("begin again");
-        dropped.write_all(b"stale, longer than the new one").await.expect("write");
+        dropped
+            .write_all(b"stale, longer than the new one")
+            .await
+            .expect("write");
         dropped.shutdown().await.expect("shutdown");
         f.write_all(b"from the leader").await.expect("write");
         f.shutdown().await.expect("shutdown");

@@ -63,9 +63,11 @@ impl StateMachine for StreamSm {
     /// The whole stream, a piece at a time (engine/replica_snap.rs), the engine taken for
     /// each piece only.
     fn snapshot_to(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
-        let Some(js) = self.js.upgrade() else {
-            return Ok(());
-        };
+        // (Not an empty snapshot while JetStream stops: it would stand for the stream.)
+        let js = self
+            .js
+            .upgrade()
+            .ok_or_else(|| std::io::Error::other("JetStream stopped"))?;
         let mut cur = SnapCursor::default();
         let mut buf = Vec::with_capacity(SNAP_PIECE * 2);
         loop {

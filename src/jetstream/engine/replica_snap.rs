@@ -80,7 +80,7 @@ impl Engine {
     /// The next piece of the copy's snapshot, natsd's snapshot format, into `buf`: the
     /// head and the consumers first, then messages (about [`SNAP_PIECE`] bytes a piece) up
     /// to the head's last sequence, then the end record: `Ok(true)` once that is written. A
-    /// stream that is not here gives an empty snapshot (which restores nothing).
+    /// stream that is not here is an error.
     ///
     /// The caller takes the engine for one piece at a time, so a large stream's snapshot
     /// does not hold up the rest of JetStream. Meanwhile the group applies nothing (its
@@ -96,13 +96,12 @@ impl Engine {
             .accounts
             .get(account)
             .and_then(|ja| ja.streams.get(name));
+        // Never an empty snapshot for a stream that is not here: the group would take it
+        // for the copy's state, and a member restored from it would lack every message.
         let Some(st) = st else {
-            if cur.started {
-                return Err(io::Error::other(format!(
-                    "stream {name:?} went away during its snapshot"
-                )));
-            }
-            return Ok(true);
+            return Err(io::Error::other(format!(
+                "stream {name:?} is not here (or went away during its snapshot)"
+            )));
         };
         if cur.started && st.created != cur.created {
             return Err(io::Error::other(format!(
