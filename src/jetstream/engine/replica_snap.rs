@@ -10,6 +10,7 @@
 
 use super::*;
 use crate::jetstream::snapshot::{self as snap, Decoder, Head, Item};
+use crate::jetstream::store::StoreError;
 use std::io::{self, Read};
 
 /// The log entries that carry a restore's fragments, and its last one.
@@ -76,6 +77,32 @@ enum Mode {
     AddLast,
 }
 
+/// The messages from the cursor on into `buf` until it holds a piece, then past the head's
+/// last sequence the end record: `Ok(true)` once that is written. Only "no more messages"
+/// ends the snapshot: a message that cannot be read is an error, never a shorter snapshot
+/// (a member restored from one would lack the messages after it).
+fn write_msgs(
+    store: &dyn MsgStore,
+    cur: &mut SnapCursor,
+    buf: &mut Vec<u8>,
+) -> Result<bool, StoreError> {
+    while buf.len() < SNAP_PIECE {
+        match store.load_next(None, cur.next) {
+            Ok(m) if m.seq <= cur.last => {
+                cur.next = m.seq + 1;
+                snap::encode_msg(buf, &m);
+                cur.msgs += 1;
+            }
+            Ok(_) | Err(StoreError::NotFound) => {
+                snap::encode_end(buf, cur.msgs, cur.consumers);
+                return Ok(true);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(false)
+}
+
 impl Engine {
     /// The next piece of the copy's snapshot, natsd's snapshot format, into `buf`: the
     /// head and the consumers first, then messages (about [`SNAP_PIECE`] bytes a piece) up
@@ -128,20 +155,12 @@ impl Engine {
                 cur.consumers += 1;
             }
         }
-        while buf.len() < SNAP_PIECE {
-            match st.store.load_next(None, cur.next) {
-                Ok(m) if m.seq <= cur.last => {
-                    cur.next = m.seq + 1;
-                    snap::encode_msg(buf, &m);
-                    cur.msgs += 1;
-                }
-                _ => {
-                    snap::encode_end(buf, cur.msgs, cur.consumers);
-                    return Ok(true);
-                }
-            }
-        }
-        Ok(false)
+        write_msgs(st.store.as_ref(), cur, buf).map_err(|e| {
+            io::Error::other(format!(
+                "stream {name:?} snapshot: reading message {}: {e}",
+                cur.next
+            ))
+        })
     }
 
     /// Replaces the copy's messages with a snapshot's (a follower too far behind, or a
@@ -313,5 +332,89 @@ impl Engine {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jetstream::store::file::{FileStore, FileStoreOptions};
+    use crate::jetstream::store::{StoreLimits, SyncPolicy};
+    use std::path::Path;
+
+    fn open(dir: &Path) -> FileStore {
+        let opts = FileStoreOptions { segment_size: 4096 };
+        FileStore::open_with(dir, StoreLimits::default(), SyncPolicy::default(), opts)
+            .expect("open the store")
+    }
+
+    /// The whole snapshot of messages 1..=40, a piece at a time.
+    fn whole(store: &dyn MsgStore) -> (Result<Vec<u8>, StoreError>, SnapCursor) {
+        let mut cur = SnapCursor {
+            started: true,
+            next: 1,
+            last: 40,
+            ..SnapCursor::default()
+        };
+        let mut out = Vec::new();
+        loop {
+            let mut buf = Vec::new();
+            match write_msgs(store, &mut cur, &mut buf) {
+                Ok(done) => {
+                    out.extend_from_slice(&buf);
+                    if done {
+                        return (Ok(out), cur);
+                    }
+                }
+                Err(e) => return (Err(e), cur),
+            }
+        }
+    }
+
+    #[test]
+    fn a_message_that_cannot_be_read_fails_the_snapshot_instead_of_ending_it() {
+        let dir = std::env::temp_dir().join(format!(
+            "natsd-replica-snap-{}-{}",
+            std::process::id(),
+            rand::random::<u32>()
+        ));
+        {
+            let fs = open(&dir);
+            for i in 0..40u8 {
+                fs.store("s", None, &[i; 300], 1).expect("store");
+            }
+            fs.sync().expect("sync");
+        }
+        // Whole, every message is in it.
+        let fs = open(&dir);
+        let (all, cur) = whole(&fs);
+        let all = all.expect("a whole snapshot");
+        assert_eq!((cur.msgs, cur.next), (40, 41));
+        assert!(all.len() > 40 * 300, "{} bytes", all.len());
+        drop(fs);
+
+        // A segment in the middle that cannot be read (gone from the disk before it was
+        // opened): the snapshot fails instead of ending before it.
+        let mut segs: Vec<_> = std::fs::read_dir(&dir)
+            .expect("the store's dir")
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "blk"))
+            .collect();
+        segs.sort();
+        assert!(segs.len() > 2, "{segs:?}");
+        let fs = open(&dir);
+        std::fs::remove_file(&segs[1]).expect("remove a segment");
+        let (res, cur) = whole(&fs);
+        let Err(err) = res else {
+            panic!("a snapshot missing messages ended with {} of 40", cur.msgs);
+        };
+        assert!(!matches!(err, StoreError::NotFound), "{err}");
+        assert!(
+            cur.msgs > 0 && cur.msgs < 40,
+            "{} messages before it",
+            cur.msgs
+        );
+        drop(fs);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
