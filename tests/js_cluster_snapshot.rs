@@ -40,6 +40,50 @@ fn copy_of(s: &Server) -> Option<Vec<Msg>> {
     Some(out)
 }
 
+/// A snapshot's bytes, read a bit at a time; halfway through, another thread must be able
+/// to take the engine.
+struct EngineFree<'a> {
+    data: &'a [u8],
+    pos: usize,
+    js: std::sync::Arc<natsd::jetstream::JetStream>,
+    checked: bool,
+}
+
+impl std::io::Read for EngineFree<'_> {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        if !self.checked && self.pos > self.data.len() / 2 {
+            let js = self.js.clone();
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let _engine = js.engine();
+                let _ = tx.send(());
+            });
+            assert!(
+                rx.recv_timeout(WAIT).is_ok(),
+                "the engine is held while the snapshot is read"
+            );
+            self.checked = true;
+        }
+        let n = out.len().min(16 << 10).min(self.data.len() - self.pos);
+        out[..n].copy_from_slice(&self.data[self.pos..self.pos + n]);
+        self.pos += n;
+        Ok(n)
+    }
+}
+
+/// Every file and directory under `dir`.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let p = e.path();
+            out.extend(walk(&p));
+            out.push(p);
+        }
+    }
+    out
+}
+
 /// Node `name` started again with its store dir, routed to the first node.
 async fn start_again(js: &common::jsc::Js, name: &str) -> Server {
     let seed = common::cluster::route_port(&js.servers[0]);
@@ -177,7 +221,7 @@ async fn a_follower_behind_a_compacted_log_catches_up_from_the_stream_snapshot()
         let j = js.servers[0].shared().jetstream.get().cloned().expect("js");
         let (mut cur, mut buf, mut pieces) = (SnapCursor::default(), Vec::new(), 0);
         let mut dec = Decoder::new();
-        let (mut msgs, mut consumers) = (Vec::new(), 0);
+        let (mut msgs, mut consumers, mut whole) = (Vec::new(), 0, Vec::new());
         loop {
             let done = j
                 .engine()
@@ -186,6 +230,7 @@ async fn a_follower_behind_a_compacted_log_catches_up_from_the_stream_snapshot()
             assert!(buf.len() < SNAP_PIECE + 80_000, "a piece of {}", buf.len());
             pieces += 1;
             dec.feed(&buf);
+            whole.extend_from_slice(&buf);
             buf.clear();
             while let Some(item) = dec.next_item().expect("decodes") {
                 match item {
@@ -208,6 +253,26 @@ async fn a_follower_behind_a_compacted_log_catches_up_from_the_stream_snapshot()
         assert!(pieces > 1, "{pieces} pieces");
         assert_eq!(msgs, want.iter().map(|m| m.0).collect::<Vec<_>>());
         assert_eq!(consumers, 1);
+
+        // Restoring a copy from it reads it into a store of its own while the engine is
+        // free (the node's other streams go on), then leaves the same copy.
+        let srv = js.servers[0].shared().clone();
+        let mut input = EngineFree {
+            data: &whole,
+            pos: 0,
+            js: j.clone(),
+            checked: false,
+        };
+        natsd::jetstream::engine::replica_snap::restore_replica(&j, &srv, "$G", "LOG", &mut input)
+            .expect("restored");
+        assert!(input.checked);
+        assert_eq!(copy_of(&js.servers[0]).as_ref(), Some(&want));
+        let dir = js.dir.join(&js.servers[0].shared().name);
+        let left: Vec<_> = walk(&dir)
+            .into_iter()
+            .filter(|p| p.to_string_lossy().contains("restoring"))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
     }
 
     // The leader of now goes: the two left need the returned copy for a quorum, and the

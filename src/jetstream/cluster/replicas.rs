@@ -13,7 +13,7 @@ use super::placement::{self, Step};
 use super::{lock, Item, JsCluster, Replica};
 use crate::jetstream::consumer::Cx;
 use crate::jetstream::engine::replica::CONSUMER_STATES;
-use crate::jetstream::engine::replica_snap::{SnapCursor, SNAP_PIECE};
+use crate::jetstream::engine::replica_snap::{self, SnapCursor, SNAP_PIECE};
 use crate::jetstream::types::now_nanos;
 use crate::jetstream::JetStream;
 use crate::raft::{Group, GroupMetrics, NodeId, Role, StateMachine};
@@ -88,9 +88,8 @@ impl StateMachine for StreamSm {
     fn restore_from(&mut self, input: &mut dyn std::io::Read) -> Result<(), String> {
         let js = self.js.upgrade().ok_or("JetStream stopped")?;
         let srv = self.srv.upgrade().ok_or("server stopped")?;
-        let r = js
-            .engine()
-            .replica_restore(&srv, &self.account, &self.stream, input);
+        // Read into a store of its own first, the engine held only to put it in place.
+        let r = replica_snap::restore_replica(&js, &srv, &self.account, &self.stream, input);
         // Its consumers are the snapshot's now (set after, so a tick between does not
         // take the old ones for the new).
         self.consumers_stale.store(true, Relaxed);

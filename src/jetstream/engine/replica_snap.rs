@@ -1,6 +1,7 @@
 //! A replicated stream's copy in natsd's snapshot format (`jetstream/snapshot.rs`): the
 //! group's Raft snapshot is the whole copy ([`Engine::replica_snapshot_piece`]) and replaces a
-//! copy that is too far behind or restarting ([`Engine::replica_restore`]).
+//! copy that is too far behind or restarting ([`restore_replica`]): read into a store of
+//! its own without the engine ([`stage`]), then put in place ([`Engine::replica_install`]).
 //!
 //! A STREAM.RESTORE in a cluster (`cluster/restore.rs`) goes through the stream's log as
 //! fragments: each `$NATSD.JS.RESTORE` entry is a whole small snapshot (head, messages,
@@ -10,8 +11,11 @@
 
 use super::*;
 use crate::jetstream::snapshot::{self as snap, Decoder, Head, Item};
-use crate::jetstream::store::StoreError;
+use crate::jetstream::store::file::FileStore;
+use crate::jetstream::store::{StoreError, SyncPolicy};
+use crate::jetstream::JetStream;
 use std::io::{self, Read};
+use std::path::PathBuf;
 
 /// The log entries that carry a restore's fragments, and its last one.
 pub const RESTORE: &str = "$NATSD.JS.RESTORE";
@@ -64,17 +68,214 @@ fn next_item(
     }
 }
 
-/// How a snapshot's records change a copy.
+/// How a restore's fragment changes a copy.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Mode {
-    /// The group's snapshot: the copy is replaced, configuration included.
-    Replace,
-    /// A restore's fragment: added to the copy, which keeps its configuration; a message
-    /// must land at its own sequence.
+    /// Added to the copy, which keeps its configuration; a message must land at its own
+    /// sequence.
     Add,
-    /// A restore's last fragment: its consumers and last sequence, then the copy's
-    /// deduplication and mirror cursors as after a replacement.
+    /// The last fragment: its consumers and last sequence, then the copy's deduplication
+    /// and mirror cursors as after a replacement.
     AddLast,
+}
+
+/// A group's snapshot read into a store of its own ([`stage`], without the engine), to be
+/// put in place of the copy's store ([`Engine::replica_install`]).
+pub struct Staged {
+    created: i64,
+    head: Head,
+    store: StagedStore,
+    consumers: Vec<snap::ConsumerRec>,
+}
+
+enum StagedStore {
+    Mem(MemStore),
+    /// Filled in `<stream dir>/msgs.restoring`, moved to `<stream dir>/msgs` at the end.
+    File(FileStore, PathBuf),
+}
+
+impl StagedStore {
+    fn get(&self) -> &dyn MsgStore {
+        match self {
+            StagedStore::Mem(m) => m,
+            StagedStore::File(f, _) => f,
+        }
+    }
+}
+
+impl Staged {
+    /// Gone, files and all (a failed or abandoned restore).
+    fn discard(self) {
+        if let Err(e) = self.store.get().delete() {
+            tracing::warn!("JetStream: dropping a staged snapshot: {e}");
+        }
+    }
+}
+
+/// What [`stage`] needs to know of the copy it rebuilds.
+pub struct StageAt {
+    /// The copy's creation (a stream made again meanwhile is another).
+    created: i64,
+    /// The copy's directory (file streams).
+    dir: Option<PathBuf>,
+    sync: SyncPolicy,
+}
+
+/// Reads a group's snapshot into a store of its own, the engine not held: the copy goes on
+/// serving (its group applies nothing meanwhile) and so does the rest of JetStream on the
+/// node, however large the stream. `None` for an empty snapshot (nothing to replace).
+pub fn stage(at: &StageAt, name: &str, input: &mut dyn Read) -> Result<Option<Staged>, String> {
+    let mut piece = vec![0u8; SNAP_PIECE];
+    let mut dec = Decoder::new();
+    if !feed(&mut dec, input, &mut piece)? {
+        return Ok(None);
+    }
+    let mut staged = None;
+    let filled = fill(at, name, &mut staged, &mut dec, input, &mut piece);
+    match (filled, staged) {
+        (Ok(()), Some(s)) => Ok(Some(s)),
+        (Ok(()), None) => Err("the snapshot has no head record".into()),
+        (Err(e), s) => {
+            if let Some(s) = s {
+                s.discard();
+            }
+            Err(e)
+        }
+    }
+}
+
+fn fill(
+    at: &StageAt,
+    name: &str,
+    staged: &mut Option<Staged>,
+    dec: &mut Decoder,
+    input: &mut dyn Read,
+    piece: &mut [u8],
+) -> Result<(), String> {
+    let err = |e: StoreError| format!("stream {name:?}: {e}");
+    while let Some(item) = next_item(dec, input, piece)? {
+        match item {
+            Item::Head(h) => {
+                if staged.is_some() {
+                    return Err("a second head record".into());
+                }
+                if h.stream != name {
+                    return Err(format!("the snapshot is of stream {:?}", h.stream));
+                }
+                let limits = stream::limits_of(&h.config);
+                let store = match &at.dir {
+                    None => StagedStore::Mem(MemStore::new(limits)),
+                    Some(dir) => {
+                        let tmp = dir.join("msgs.restoring");
+                        persist::remove_dir(&tmp);
+                        let fs = FileStore::open(&tmp, limits, at.sync).map_err(err)?;
+                        StagedStore::File(fs, dir.join("msgs"))
+                    }
+                };
+                let s = staged.insert(Staged {
+                    created: at.created,
+                    head: *h,
+                    store,
+                    consumers: Vec::new(),
+                });
+                s.store
+                    .get()
+                    .skip_to(s.head.first_seq, s.head.last_ts)
+                    .map_err(err)?;
+            }
+            Item::Msg(m) => {
+                let s = staged.as_ref().ok_or("a message before the head record")?;
+                let store = s.store.get();
+                store.skip_to(m.seq, m.ts).map_err(err)?;
+                let want = m.seq;
+                let seq = store
+                    .store_owned(&m.subject, m.header, m.data, m.ts)
+                    .map_err(err)?;
+                if seq != want {
+                    return Err(format!("message {want} stored at sequence {seq}"));
+                }
+            }
+            Item::Consumer(c) => {
+                let s = staged.as_mut().ok_or("a consumer before the head record")?;
+                s.consumers.push(*c);
+            }
+            Item::End => break,
+        }
+    }
+    dec.finish()?;
+    if let Some(s) = staged {
+        let store = s.store.get();
+        store
+            .skip_to(s.head.last_seq + 1, s.head.last_ts)
+            .map_err(err)?;
+        store.sync().map_err(err)?;
+    }
+    Ok(())
+}
+
+/// Replaces a copy's messages, consumers and configuration with a snapshot's (a follower
+/// too far behind, or a restart): read into a store of its own without the engine, then
+/// put in place with the engine held for that step only. Bad bytes are an error, never a
+/// panic.
+pub fn restore_replica(
+    js: &JetStream,
+    srv: &ServerShared,
+    account: &str,
+    name: &str,
+    input: &mut dyn Read,
+) -> Result<(), String> {
+    let at = js.engine().replica_stage_at(account, name)?;
+    match stage(&at, name, input)? {
+        Some(staged) => js.engine().replica_install(srv, account, name, staged),
+        None => Ok(()),
+    }
+}
+
+/// A snapshot's (or a fragment's) consumers into the copy once its messages are in: one
+/// this node already runs keeps its progress (its group's, newer than the snapshot's).
+fn install_consumers(
+    st: &mut Stream,
+    srv: &ServerShared,
+    recs: Vec<snap::ConsumerRec>,
+    mut kept: BTreeMap<String, Consumer>,
+) {
+    // Consumers run in groups of their own (`replica_consumers.rs`): a copy delivers
+    // only once its group says it leads.
+    let passive = st.replica.is_some();
+    for c in recs {
+        let mut con =
+            super::consumers::revive_consumer(st, srv, c.name.clone(), c.config, c.created, None);
+        con.passive = passive;
+        con.origin = c.origin;
+        let con = match kept.remove(&c.name).filter(|k| k.created == con.created) {
+            Some(mut k) => {
+                k.applied = Some(c.state);
+                k
+            }
+            None => {
+                con.restore(&c.state, st.store.as_ref());
+                con.applied = Some(c.state);
+                con
+            }
+        };
+        st.consumers.insert(c.name, con);
+    }
+}
+
+/// After a replacement or a restore's last fragment: deduplication from what the copy now
+/// holds, and a mirror's or a source's cursors.
+fn after_replace(engine: &mut Engine, account: &str, name: &str) {
+    let Some(ja) = engine.accounts.get_mut(account) else {
+        return;
+    };
+    let Some(st) = ja.streams.get_mut(name) else {
+        return;
+    };
+    st.rebuild_dedupe(now_nanos());
+    if let Ok(Some(mut f)) = crate::jetstream::mirror::parse(&st.cfg) {
+        f.recover(st);
+        ja.follows.insert(name.to_string(), f);
+    }
 }
 
 /// The messages from the cursor on into `buf` until it holds a piece, then past the head's
@@ -163,16 +364,66 @@ impl Engine {
         })
     }
 
-    /// Replaces the copy's messages with a snapshot's (a follower too far behind, or a
-    /// restart). Bad bytes are an error, never a panic.
-    pub fn replica_restore(
+    /// What [`stage`] needs to rebuild the copy of `name`.
+    pub fn replica_stage_at(&self, account: &str, name: &str) -> Result<StageAt, String> {
+        let st = self
+            .accounts
+            .get(account)
+            .and_then(|ja| ja.streams.get(name))
+            .ok_or_else(|| format!("stream {name:?} is not here"))?;
+        Ok(StageAt {
+            created: st.created,
+            dir: st.dir.clone(),
+            sync: self.config.sync,
+        })
+    }
+
+    /// Puts a staged snapshot in place of the copy's store, and its consumers and
+    /// configuration in place of the copy's.
+    pub fn replica_install(
         &mut self,
         srv: &ServerShared,
         account: &str,
         name: &str,
-        input: &mut dyn Read,
+        staged: Staged,
     ) -> Result<(), String> {
-        self.apply_snapshot(srv, account, name, input, Mode::Replace)
+        let st = self
+            .accounts
+            .get_mut(account)
+            .and_then(|ja| ja.streams.get_mut(name))
+            .filter(|st| st.created == staged.created);
+        let Some(st) = st else {
+            staged.discard();
+            return Err(format!(
+                "stream {name:?} went away (or was made again) during its restore"
+            ));
+        };
+        let Staged {
+            head,
+            store,
+            consumers,
+            ..
+        } = staged;
+        let store: Box<dyn MsgStore> = match store {
+            StagedStore::Mem(m) => Box::new(m),
+            StagedStore::File(fs, to) => {
+                if let Err(e) = st.store.delete() {
+                    tracing::warn!("JetStream: stream {name:?}: dropping its old copy: {e}");
+                }
+                persist::remove_dir(&to);
+                if let Err(e) = fs.move_to(&to) {
+                    let _ = fs.delete();
+                    return Err(format!("stream {name:?}: {e}"));
+                }
+                Box::new(fs)
+            }
+        };
+        drop(std::mem::replace(&mut st.store, store));
+        st.cfg = head.config;
+        let kept = std::mem::take(&mut st.consumers);
+        install_consumers(st, srv, consumers, kept);
+        after_replace(self, account, name);
+        Ok(())
     }
 
     /// A restore's fragment from the stream's log (`last`: the `RESTORE_END` one). The
@@ -240,28 +491,12 @@ impl Engine {
         if !feed(&mut dec, input, &mut piece)? {
             return Ok(());
         }
-        // Consumers run in groups of their own (`replica_consumers.rs`): a copy delivers
-        // only once its group says it leads, and one this node already runs keeps its
-        // progress (its group's, newer than the stream snapshot's).
-        let passive = st.replica.is_some();
-        let mut kept = BTreeMap::new();
-        if mode == Mode::Replace {
-            kept = std::mem::take(&mut st.consumers);
-            st.store
-                .purge(&Purge::default())
-                .map_err(|e| format!("stream {name:?}: {e}"))?;
-        }
         let mut head: Option<Head> = None;
-        let mut restored = Vec::new();
+        let mut recs = Vec::new();
         while let Some(item) = next_item(&mut dec, input, &mut piece)? {
             match item {
                 Item::Head(h) => {
-                    if mode == Mode::Replace {
-                        st.cfg = h.config.clone();
-                        st.store
-                            .update_limits(stream::limits_of(&st.cfg))
-                            .map_err(|e| e.to_string())?;
-                    } else if h.stream != name {
+                    if h.stream != name {
                         return Err("stream names do not match".into());
                     }
                     st.store
@@ -276,26 +511,11 @@ impl Engine {
                         .store
                         .store_owned(&m.subject, m.header, m.data, m.ts)
                         .map_err(|e| e.to_string())?;
-                    if mode != Mode::Replace && seq != want {
+                    if seq != want {
                         return Err(format!("message {want} stored at sequence {seq}"));
                     }
                 }
-                Item::Consumer(c) => {
-                    let c = *c;
-                    let mut con = super::consumers::revive_consumer(
-                        st,
-                        srv,
-                        c.name.clone(),
-                        c.config,
-                        c.created,
-                        None,
-                    );
-                    // Its progress once the messages are in (`restore` clamps to them).
-                    con.passive = passive;
-                    con.origin = c.origin;
-                    st.consumers.insert(c.name.clone(), con);
-                    restored.push((c.name, c.state));
-                }
+                Item::Consumer(c) => recs.push(*c),
                 Item::End => break,
             }
         }
@@ -305,31 +525,9 @@ impl Engine {
                 .skip_to(h.last_seq + 1, h.last_ts)
                 .map_err(|e| e.to_string())?;
         }
-        for (n, state) in restored {
-            let Some(c) = st.consumers.get_mut(&n) else {
-                continue;
-            };
-            match kept.remove(&n).filter(|k| k.created == c.created) {
-                Some(mut k) => {
-                    k.applied = Some(state);
-                    *c = k;
-                }
-                None => {
-                    c.restore(&state, st.store.as_ref());
-                    c.applied = Some(state);
-                }
-            }
-        }
-        if mode == Mode::Add {
-            return Ok(());
-        }
-        st.rebuild_dedupe(now_nanos());
-        // A mirror's or a source's cursors from what the copy now holds.
-        if let Ok(Some(mut f)) = crate::jetstream::mirror::parse(&st.cfg) {
-            f.recover(st);
-            if let Some(ja) = self.accounts.get_mut(account) {
-                ja.follows.insert(name.to_string(), f);
-            }
+        install_consumers(st, srv, recs, BTreeMap::new());
+        if mode == Mode::AddLast {
+            after_replace(self, account, name);
         }
         Ok(())
     }
@@ -339,7 +537,8 @@ impl Engine {
 mod tests {
     use super::*;
     use crate::jetstream::store::file::{FileStore, FileStoreOptions};
-    use crate::jetstream::store::{StoreLimits, SyncPolicy};
+    use crate::jetstream::store::{StoreLimits, StoredMsg, SyncPolicy};
+    use bytes::Bytes;
     use std::path::Path;
 
     fn open(dir: &Path) -> FileStore {
@@ -415,6 +614,91 @@ mod tests {
             cur.msgs
         );
         drop(fs);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A snapshot of stream `S`: messages 3, 4 and 6 (5 deleted), last sequence 8.
+    fn snapshot_of_s() -> Vec<u8> {
+        let mut b = Vec::new();
+        snap::encode_magic(&mut b);
+        let head = Head {
+            stream: "S".into(),
+            config: StreamConfig {
+                name: "S".into(),
+                max_msgs: -1,
+                max_bytes: -1,
+                max_msgs_per_subject: -1,
+                ..Default::default()
+            },
+            created: 7,
+            first_seq: 3,
+            last_seq: 8,
+            last_ts: 80,
+            messages: 3,
+        };
+        snap::encode_head(&mut b, &head).expect("head");
+        for seq in [3u64, 4, 6] {
+            let m = StoredMsg {
+                subject: format!("s.{seq}"),
+                seq,
+                ts: seq as i64 * 10,
+                header: (seq == 4).then(|| Bytes::from_static(b"NATS/1.0\r\nA: b\r\n\r\n")),
+                data: Bytes::from(vec![seq as u8; 100 * seq as usize]),
+            };
+            snap::encode_msg(&mut b, &m);
+        }
+        snap::encode_end(&mut b, 3, 0);
+        b
+    }
+
+    #[test]
+    fn a_snapshot_is_staged_whole_in_a_store_of_its_own_and_nothing_is_left_of_a_bad_one() {
+        let dir = std::env::temp_dir().join(format!(
+            "natsd-replica-stage-{}-{}",
+            std::process::id(),
+            rand::random::<u32>()
+        ));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let snapshot = snapshot_of_s();
+        for file in [false, true] {
+            let at = StageAt {
+                created: 7,
+                dir: file.then(|| dir.clone()),
+                sync: SyncPolicy::default(),
+            };
+            let staged = stage(&at, "S", &mut &snapshot[..])
+                .expect("staged")
+                .expect("not empty");
+            let store = staged.store.get();
+            let st = store.state();
+            assert_eq!(
+                (st.first_seq, st.last_seq, st.msgs),
+                (3, 8, 3),
+                "file {file}"
+            );
+            let m = store.load(4).expect("message 4");
+            assert_eq!(m.subject, "s.4");
+            assert_eq!(m.data.len(), 400);
+            assert!(m.header.is_some());
+            assert!(matches!(store.load(5), Err(StoreError::NotFound)));
+            // The next message takes the snapshot's next sequence.
+            assert_eq!(store.store("s.9", None, b"x", 90).expect("store"), 9);
+            if file {
+                assert!(dir.join("msgs.restoring").is_dir());
+            }
+            staged.discard();
+            assert!(!dir.join("msgs.restoring").exists());
+
+            // Cut short, of another stream, or empty.
+            let cut = &snapshot[..snapshot.len() - 150];
+            let e = stage(&at, "S", &mut &cut[..])
+                .err()
+                .expect("a cut snapshot fails");
+            assert!(!e.is_empty());
+            assert!(!dir.join("msgs.restoring").exists(), "left after {e}");
+            assert!(stage(&at, "T", &mut &snapshot[..]).is_err());
+            assert!(stage(&at, "S", &mut &b""[..]).expect("empty").is_none());
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -244,6 +244,31 @@ impl FileStore {
     pub fn segment_count(&self) -> usize {
         self.lock().segs.len()
     }
+
+    /// Moves the store's directory to `to` (which must not exist, or be an empty
+    /// directory), everything synced first; the store goes on there. A replicated stream's
+    /// copy is rebuilt from a snapshot in a store of its own and moved in place at the end.
+    pub fn move_to(&self, to: &Path) -> Result<(), StoreError> {
+        MsgStore::sync(self)?;
+        let mut g = self.lock();
+        if g.closed {
+            return Err(StoreError::Closed);
+        }
+        std::fs::rename(&g.dir, to).map_err(|e| {
+            StoreError::Io(format!(
+                "moving {} to {}: {e}",
+                g.dir.display(),
+                to.display()
+            ))
+        })?;
+        g.dir = to.to_path_buf();
+        if let Some(parent) = to.parent() {
+            File::open(parent)
+                .and_then(|f| f.sync_all())
+                .map_err(|e| io_err("sync", parent, e))?;
+        }
+        Ok(())
+    }
 }
 
 impl Drop for FileStore {
