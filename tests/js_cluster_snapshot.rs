@@ -310,3 +310,85 @@ async fn a_follower_behind_a_compacted_log_catches_up_from_the_stream_snapshot()
     .await;
     js.stop().await;
 }
+
+/// This node's newest snapshot of group `group`: (its last index, the node's count of
+/// snapshots it has made or received, which names its file `snapshot-<index>-<count>.data`).
+fn newest_snapshot(s: &Server, dir: &std::path::Path, group: &str) -> Option<(u64, u64)> {
+    let node = dir.join(&s.shared().name);
+    walk(&node)
+        .into_iter()
+        .filter(|p| p.parent().and_then(|d| d.file_name()) == Some(group.as_ref()))
+        .filter_map(|p| {
+            let f = p.file_name()?.to_str()?.to_string();
+            let rest = f.strip_prefix("snapshot-")?.strip_suffix(".data")?;
+            let (idx, n) = rest.split_once('-')?;
+            Some((idx.parse().ok()?, n.parse().ok()?))
+        })
+        .max()
+}
+
+/// Publishes `n` messages of `size` bytes to `subject`, each acknowledged.
+async fn publish_sized(ctx: &jetstream::Context, subject: &str, n: usize, size: usize) {
+    for _ in 0..n {
+        ctx.publish(subject.to_string(), vec![b'x'; size].into())
+            .await
+            .expect("publish")
+            .await
+            .expect("ack");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_large_stream_is_not_snapshotted_again_for_a_few_small_entries() {
+    let js = cluster_with("jsc-snap-bytes", 3, tweak).await;
+    let nc = async_nats::connect(js.servers[0].client_url())
+        .await
+        .expect("connect");
+    let created = api(
+        &nc,
+        "$JS.API.STREAM.CREATE.BIG",
+        r#"{"name":"BIG","subjects":["big.>"],"num_replicas":3,"storage":"file"}"#,
+    )
+    .await;
+    let group = created["cluster"]["raft_group"]
+        .as_str()
+        .expect("raft_group")
+        .to_string();
+    let ctx = jetstream::new(nc.clone());
+
+    // 1.6 MB in 8 entries, then enough small ones for a first snapshot, on every node.
+    publish_sized(&ctx, "big.a", 8, 200_000).await;
+    publish_sized(&ctx, "big.b", EVERY as usize * 2, 10).await;
+    let mut first = Vec::new();
+    for s in &js.servers {
+        common::wait_for("a first snapshot", || {
+            let got = newest_snapshot(s, &js.dir, &group);
+            async move { got.is_some() }
+        })
+        .await;
+        first.push(newest_snapshot(s, &js.dir, &group).expect("snapshot"));
+    }
+
+    // Many times EVERY small entries: each snapshot would write the whole 1.6 MB again for
+    // a few kB of log, so none is made.
+    publish_sized(&ctx, "big.c", EVERY as usize * 8, 10).await;
+    // Then as many bytes again as the stream holds: one is.
+    publish_sized(&ctx, "big.d", 10, 200_000).await;
+    let last = 8 + EVERY * 10 + 10 + 1;
+    for (i, s) in js.servers.iter().enumerate() {
+        common::wait_for("a snapshot after the large entries", || {
+            let got = newest_snapshot(s, &js.dir, &group);
+            async move { got.is_some_and(|(idx, _)| idx >= last - 10) }
+        })
+        .await;
+        let (idx, n) = newest_snapshot(s, &js.dir, &group).expect("snapshot");
+        let made = n - first[i].1;
+        assert!(
+            made <= 2,
+            "node {i}: {made} snapshots since index {} (now at {idx}) for {} small entries and 10 large",
+            first[i].0,
+            EVERY * 8
+        );
+    }
+    js.stop().await;
+}

@@ -16,7 +16,7 @@ use openraft::{BasicNode, ChangeMembers, Raft, ServerState, SnapshotPolicy};
 
 use super::log_store::LogStore;
 use super::network::{decode_request, encode_reply, NetFactory, RpcOp, Transport};
-use super::sm_store::SmStore;
+use super::sm_store::{SinceSnapshot, SmStore};
 use super::{GroupMetrics, NodeId, ProposeError, ReplicaProgress, Role, StateMachine, TypeConfig};
 
 /// How one group runs on this node.
@@ -31,7 +31,8 @@ pub struct GroupConfig {
     pub heartbeat: Duration,
     pub election_timeout_min: Duration,
     pub election_timeout_max: Duration,
-    /// Take a snapshot after this many applied entries since the last one.
+    /// Take a snapshot after this many applied entries since the last one (the owner may
+    /// ask for one sooner: [`Group::ask_snapshot`]).
     pub snapshot_every: u64,
     /// Entries kept in the log behind a snapshot, so a briefly absent follower catches
     /// up from the log instead of a full snapshot.
@@ -91,6 +92,8 @@ struct Inner {
     stepping_down: std::sync::atomic::AtomicBool,
     /// For the step-down's [`RpcOp::Elect`] (openraft's own RPCs go through `NetFactory`).
     transport: Arc<dyn Transport>,
+    /// What was applied since the last snapshot.
+    since: Arc<SinceSnapshot>,
 }
 
 fn ms(d: Duration) -> u64 {
@@ -166,6 +169,7 @@ impl Group {
             backoff: cfg.heartbeat,
             defer: cfg.defer_heartbeat,
         };
+        let since = sm.since.clone();
         let raft = Raft::new(cfg.id, Arc::new(rcfg), net, log, sm)
             .await
             .map_err(|e| ctx(format!("start: {e}")))?;
@@ -177,6 +181,7 @@ impl Group {
                 hold_until: Default::default(),
                 stepping_down: Default::default(),
                 transport,
+                since,
             }),
         })
     }
@@ -434,6 +439,29 @@ impl Group {
             .snapshot()
             .await
             .map_err(|f| ProposeError::Stopped(f.to_string()))
+    }
+
+    /// Entries and their payload bytes applied since the last snapshot (built or
+    /// installed).
+    pub fn since_snapshot(&self) -> (u64, u64) {
+        let s = &self.inner.since;
+        (
+            s.entries.load(std::sync::atomic::Ordering::Relaxed),
+            s.bytes.load(std::sync::atomic::Ordering::Relaxed),
+        )
+    }
+
+    /// As [`Group::snapshot_now`], besides openraft's every `snapshot_every` entries, but
+    /// once until a build ends (openraft ignores one asked for while it builds).
+    pub async fn ask_snapshot(&self) -> Result<(), ProposeError> {
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.inner.since.asked.swap(true, Relaxed) {
+            return Ok(());
+        }
+        self.inner.raft.trigger().snapshot().await.map_err(|e| {
+            self.inner.since.asked.store(false, Relaxed);
+            ProposeError::Stopped(e.to_string())
+        })
     }
 
     pub fn metrics(&self) -> GroupMetrics {

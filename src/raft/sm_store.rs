@@ -17,6 +17,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 use tokio::sync::Mutex;
@@ -65,10 +66,31 @@ struct Inner {
     receiving: Option<PathBuf>,
 }
 
+/// What a group applied since its last snapshot, for its owner to ask for one sooner than
+/// openraft's entry count would ([`super::Group::since_snapshot`]).
+#[derive(Default)]
+pub(crate) struct SinceSnapshot {
+    pub(crate) entries: AtomicU64,
+    /// The entries' payload bytes.
+    pub(crate) bytes: AtomicU64,
+    /// A snapshot was asked for and no build has ended since (openraft drops a request
+    /// that comes while it builds one: it may be asked again once that ends).
+    pub(crate) asked: AtomicBool,
+}
+
+impl SinceSnapshot {
+    /// A snapshot holds everything applied so far.
+    fn reset(&self) {
+        self.entries.store(0, Relaxed);
+        self.bytes.store(0, Relaxed);
+    }
+}
+
 /// The state machine side of one group.
 #[derive(Clone)]
 pub(crate) struct SmStore {
     inner: Arc<Mutex<Inner>>,
+    pub(crate) since: Arc<SinceSnapshot>,
     dir: PathBuf,
     /// This node's id in the group: entries another node appended are a follower's to
     /// apply (see [`RaftStateMachine::apply`]).
@@ -193,6 +215,7 @@ impl SmStore {
         }
         let store = SmStore {
             inner: Arc::new(Mutex::new(inner)),
+            since: Arc::default(),
             dir: dir.to_path_buf(),
             me,
         };
@@ -347,6 +370,7 @@ impl RaftSnapshotBuilder<TypeConfig> for SmStore {
             // after it is released (applies go on meanwhile).
             let (meta, name, w) = {
                 let mut inner = this.inner.blocking_lock();
+                this.since.reset();
                 let idx = inner.last_applied.map(|l| l.index).unwrap_or(0);
                 let meta = SnapshotMeta {
                     last_log_id: inner.last_applied,
@@ -371,6 +395,7 @@ impl RaftSnapshotBuilder<TypeConfig> for SmStore {
         .await
         .map_err(|e| io::Error::other(format!("snapshot task failed: {e}")))
         .and_then(|r| r);
+        self.since.asked.store(false, Relaxed);
         built.map_err(|e| {
             StorageError::from(StorageIOError::write_snapshot(None, AnyError::new(&e)))
         })
@@ -411,9 +436,11 @@ impl RaftStateMachine<TypeConfig> for SmStore {
         let mut out = Vec::new();
         for e in entries {
             inner.last_applied = Some(e.log_id);
+            self.since.entries.fetch_add(1, Relaxed);
             match e.payload {
                 EntryPayload::Blank => out.push(Vec::new()),
                 EntryPayload::Normal(data) => {
+                    self.since.bytes.fetch_add(data.0.len() as u64, Relaxed);
                     let (index, leader) = (e.log_id.index, e.log_id.leader_id.node_id);
                     let r = inner.user.apply_from(index, leader, &data.0);
                     out.push(r);
@@ -487,6 +514,7 @@ impl RaftStateMachine<TypeConfig> for SmStore {
                 .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
             frame::sync_dir(&this.dir)?;
             let (len, crc) = restore_file(inner.user.as_mut(), &path, None)?;
+            this.since.reset();
             inner.last_applied = meta.last_log_id;
             inner.membership = meta.last_membership.clone();
             this.make_current(&mut inner, &meta, DataFile { name, len, crc })?;

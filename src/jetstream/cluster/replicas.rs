@@ -27,6 +27,18 @@ const ANSWER_WITHIN_NS: i64 = 30_000_000_000;
 /// A copy no longer assigned here is closed after this at the latest.
 const LEAVE_WITHIN: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// A stream group snapshots at the latest after this many times `stream_snapshot_every`
+/// entries (it bounds the log, whose index costs 40 bytes an entry in memory).
+const SNAPSHOT_CAP: u64 = 16;
+
+/// Whether a stream's group should snapshot now: at least `every` entries since its last
+/// snapshot, and log bytes since then of at least half what the snapshot writes (the
+/// stream's bytes). A snapshot is the whole stream, so a large stream is not rewritten for
+/// a few small entries: what snapshots write stays within twice what the log received.
+pub(super) fn snapshot_due(entries: u64, bytes: u64, stream_bytes: u64, every: u64) -> bool {
+    entries >= every && bytes.saturating_mul(2) >= stream_bytes
+}
+
 /// A stream group's state machine: the engine's copy of the stream.
 struct StreamSm {
     js: Weak<JetStream>,
@@ -228,9 +240,12 @@ impl JsCluster {
         let dir = self.base.join("streams").join(&sa.group);
         js.engine().create_replica(&sa, &dir)?;
         let mut cfg = self.group_config(&sa.group);
-        // A snapshot is the whole stream (engine/replica.rs): not too often.
-        cfg.snapshot_every = js.config.stream_snapshot_every;
-        cfg.keep_after_snapshot = cfg.keep_after_snapshot.min(cfg.snapshot_every);
+        // A snapshot is the whole stream (engine/replica_snap.rs): not too often. openraft
+        // takes one every SNAPSHOT_CAP × `every` entries; the tick asks for one sooner
+        // when the log since the last carries enough bytes (`snapshot_due`).
+        let every = js.config.stream_snapshot_every;
+        cfg.snapshot_every = every.saturating_mul(SNAPSHOT_CAP);
+        cfg.keep_after_snapshot = cfg.keep_after_snapshot.min(every);
         let sm = StreamSm {
             js: Arc::downgrade(&js),
             srv: Arc::downgrade(&srv),
@@ -319,6 +334,8 @@ impl JsCluster {
         let mut progress = Vec::new();
         let mut steps = Vec::new();
         let mut events = Vec::new();
+        let mut snapshots = Vec::new();
+        let every = js.config.stream_snapshot_every;
         {
             let mut e = js.engine();
             for (acc, name, m, sa) in &views {
@@ -361,6 +378,15 @@ impl JsCluster {
                 }
                 if let Some(r) = lock(&self.replicas).get_mut(&(acc.clone(), name.clone())) {
                     self.check_receiving(&srv, r);
+                    let (entries, bytes) = r.group.since_snapshot();
+                    let stream_bytes = e
+                        .accounts
+                        .get(acc)
+                        .and_then(|ja| ja.streams.get(name))
+                        .map_or(0, |st| st.store.state().bytes);
+                    if snapshot_due(entries, bytes, stream_bytes, every) {
+                        snapshots.push(r.group.clone());
+                    }
                 }
                 if m.leader.is_some() {
                     let mut reps = lock(&self.replicas);
@@ -387,6 +413,13 @@ impl JsCluster {
             Cx::new(&srv, &acc).send(&reply, None, None, body.as_bytes());
         }
         super::events::send(&srv, events);
+        for g in snapshots {
+            srv.tasks.spawn(async move {
+                if let Err(e) = g.ask_snapshot().await {
+                    tracing::debug!("JetStream: group {}: snapshot: {e}", g.name());
+                }
+            });
+        }
         for (group, changing, step) in steps {
             srv.tasks
                 .spawn(placement::run_step(group, step, changing, "stream"));
@@ -594,4 +627,24 @@ fn queued_size(m: &PubMsg) -> usize {
         + m.reply.len()
         + m.header.as_ref().map_or(0, |h| h.len())
         + m.payload.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::snapshot_due;
+
+    #[test]
+    fn a_stream_snapshots_when_its_log_carries_half_the_stream_since_the_last() {
+        let every = 50_000;
+        // Too few entries, whatever their bytes.
+        assert!(!snapshot_due(every - 1, 1 << 30, 1 << 20, every));
+        // A small stream: at `every` entries.
+        assert!(snapshot_due(every, 2_000_000, 3_000_000, every));
+        // A large stream and small entries: not yet.
+        assert!(!snapshot_due(every * 10, 50 << 20, 10 << 30, every));
+        // Half the stream's bytes since the last: now.
+        assert!(snapshot_due(every, 5 << 30, 10 << 30, every));
+        // An empty stream (all deleted or expired).
+        assert!(snapshot_due(every, 0, 0, every));
+    }
 }
