@@ -94,14 +94,25 @@ async fn start_again(js: &common::jsc::Js, name: &str) -> Server {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_follower_behind_a_compacted_log_catches_up_from_the_stream_snapshot() {
-    let mut js = cluster_with("jsc-snap", 3, tweak).await;
+    catch_up("jsc-snap", "file").await;
+}
+
+/// The same for a memory stream: its copies' messages are in memory, their Raft logs and
+/// snapshots on disk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_memory_stream_follower_catches_up_from_the_stream_snapshot() {
+    catch_up("jsc-snap-mem", "memory").await;
+}
+
+async fn catch_up(prefix: &str, storage: &str) {
+    let mut js = cluster_with(prefix, 3, tweak).await;
     let nc = async_nats::connect(js.servers[0].client_url())
         .await
         .expect("connect");
     let created = api(
         &nc,
         "$JS.API.STREAM.CREATE.LOG",
-        r#"{"name":"LOG","subjects":["log.>"],"num_replicas":3,"storage":"file"}"#,
+        &format!(r#"{{"name":"LOG","subjects":["log.>"],"num_replicas":3,"storage":"{storage}"}}"#),
     )
     .await;
     let leader = created["cluster"]["leader"]
