@@ -9,7 +9,9 @@ mod common;
 use std::time::Duration;
 
 use async_nats::jetstream;
-use common::jsc::{api, cluster_with, js_node, new_leader, node, publish_acked, WAIT};
+use common::jsc::{
+    api, cluster_with, connect, create_stream, js_node, new_leader, node, publish_acked, WAIT,
+};
 use natsd::Server;
 
 /// Snapshots every 16 entries (and at most 16 entries kept behind one), so a follower
@@ -106,15 +108,10 @@ async fn a_memory_stream_follower_catches_up_from_the_stream_snapshot() {
 
 async fn catch_up(prefix: &str, storage: &str) {
     let mut js = cluster_with(prefix, 3, tweak).await;
-    let nc = async_nats::connect(js.servers[0].client_url())
-        .await
-        .expect("connect");
-    let created = api(
-        &nc,
-        "$JS.API.STREAM.CREATE.LOG",
-        &format!(r#"{{"name":"LOG","subjects":["log.>"],"num_replicas":3,"storage":"{storage}"}}"#),
-    )
-    .await;
+    let nc = connect(&js.servers[0]).await;
+    let config =
+        format!(r#"{{"name":"LOG","subjects":["log.>"],"num_replicas":3,"storage":"{storage}"}}"#);
+    let created = create_stream(&nc, &config).await;
     let leader = created["cluster"]["leader"]
         .as_str()
         .expect("leader")
@@ -292,9 +289,7 @@ async fn catch_up(prefix: &str, storage: &str) {
     let leader = new_leader(&nc, "LOG", "").await;
     let li = node(&js, &leader);
     js.servers.remove(li).shutdown().await;
-    let nc = async_nats::connect(js.servers[0].client_url())
-        .await
-        .expect("connect");
+    let nc = connect(&js.servers[0]).await;
     let ctx = jetstream::new(nc.clone());
     publish_acked(&ctx, "log", 121, 121).await;
     let info = api(&nc, "$JS.API.STREAM.INFO.LOG", "").await;
@@ -352,12 +347,9 @@ async fn publish_sized(ctx: &jetstream::Context, subject: &str, n: usize, size: 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_large_stream_is_not_snapshotted_again_for_a_few_small_entries() {
     let js = cluster_with("jsc-snap-bytes", 3, tweak).await;
-    let nc = async_nats::connect(js.servers[0].client_url())
-        .await
-        .expect("connect");
-    let created = api(
+    let nc = connect(&js.servers[0]).await;
+    let created = create_stream(
         &nc,
-        "$JS.API.STREAM.CREATE.BIG",
         r#"{"name":"BIG","subjects":["big.>"],"num_replicas":3,"storage":"file"}"#,
     )
     .await;

@@ -34,6 +34,21 @@ pub async fn cluster(name: &str, n: usize) -> Js {
     Js { servers, dir }
 }
 
+/// A client of `s`.
+pub async fn connect(s: &Server) -> async_nats::Client {
+    async_nats::connect(s.client_url()).await.expect("connect")
+}
+
+/// STREAM.CREATE of `config` (a JSON stream configuration; its `name` names the request),
+/// answered without an error: the `stream_create_response`.
+pub async fn create_stream(nc: &async_nats::Client, config: &str) -> Value {
+    let cfg: Value = serde_json::from_str(config).expect("a JSON stream configuration");
+    let name = cfg["name"].as_str().expect("the stream's name");
+    let r = api(nc, &format!("$JS.API.STREAM.CREATE.{name}"), config).await;
+    assert!(r["error"].is_null(), "{r}");
+    r
+}
+
 /// A `$JS.API` request answered within the deadline, retried while the cluster forms
 /// (no answer yet, or 503 "temporarily unavailable").
 pub async fn api(nc: &async_nats::Client, subject: &str, body: &str) -> Value {

@@ -541,6 +541,12 @@ mod tests {
     use bytes::Bytes;
     use std::path::Path;
 
+    /// A directory of this test's own (not made yet).
+    fn temp_dir(what: &str) -> std::path::PathBuf {
+        let (pid, r) = (std::process::id(), rand::random::<u32>());
+        std::env::temp_dir().join(format!("natsd-replica-{what}-{pid}-{r}"))
+    }
+
     fn open(dir: &Path) -> FileStore {
         let opts = FileStoreOptions { segment_size: 4096 };
         FileStore::open_with(dir, StoreLimits::default(), SyncPolicy::default(), opts)
@@ -572,11 +578,7 @@ mod tests {
 
     #[test]
     fn a_message_that_cannot_be_read_fails_the_snapshot_instead_of_ending_it() {
-        let dir = std::env::temp_dir().join(format!(
-            "natsd-replica-snap-{}-{}",
-            std::process::id(),
-            rand::random::<u32>()
-        ));
+        let dir = temp_dir("snap");
         {
             let fs = open(&dir);
             for i in 0..40u8 {
@@ -653,11 +655,7 @@ mod tests {
 
     #[test]
     fn a_snapshot_is_staged_whole_in_a_store_of_its_own_and_nothing_is_left_of_a_bad_one() {
-        let dir = std::env::temp_dir().join(format!(
-            "natsd-replica-stage-{}-{}",
-            std::process::id(),
-            rand::random::<u32>()
-        ));
+        let dir = temp_dir("stage");
         std::fs::create_dir_all(&dir).expect("dir");
         let snapshot = snapshot_of_s();
         for file in [false, true] {
