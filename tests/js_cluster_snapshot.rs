@@ -185,8 +185,13 @@ async fn catch_up(prefix: &str, storage: &str) {
 
     // Back, with its store dir: it is sent the stream's snapshot and the log after it.
     js.servers.push(start_again(&js, &name).await);
+    // (The first node may be a follower a moment behind.)
+    common::wait_for("the first node's copy of 120 messages, one deleted", || {
+        let n = copy_of(&js.servers[0]).map_or(0, |c| c.len());
+        async move { n == 119 }
+    })
+    .await;
     let want = copy_of(&js.servers[0]).expect("the first node's copy");
-    assert_eq!(want.len(), 119, "120 messages, one deleted");
     let back = js.servers.len() - 1;
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {

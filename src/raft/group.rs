@@ -19,6 +19,12 @@ use super::network::{decode_request, encode_reply, NetFactory, RpcOp, Transport}
 use super::sm_store::{SinceSnapshot, SmStore};
 use super::{GroupMetrics, NodeId, ProposeError, ReplicaProgress, Role, StateMachine, TypeConfig};
 
+/// How long a snapshot's last chunk may take to be answered: the member installs the whole
+/// snapshot first.
+const INSTALL_SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(600);
+/// How long any other chunk of a snapshot may take to be answered.
+const SNAPSHOT_CHUNK_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// How one group runs on this node.
 #[derive(Debug, Clone)]
 pub struct GroupConfig {
@@ -148,6 +154,7 @@ impl Group {
         })
         .await
         .map_err(|e| ctx(format!("open task failed: {e}")))??;
+        #[allow(deprecated)] // `send_snapshot_timeout`: the timeout of a chunk but the last
         let rcfg = openraft::Config {
             cluster_name: cfg.name.clone(),
             heartbeat_interval: ms(cfg.heartbeat),
@@ -157,6 +164,12 @@ impl Group {
             max_in_snapshot_log_to_keep: cfg.keep_after_snapshot,
             // One chunk per RPC: keep each well under a route's max_payload (1 MiB default).
             snapshot_max_chunk_size: 256 * 1024,
+            // The last chunk's answer waits for the member to install the snapshot (a whole
+            // stream, for a stream's group). openraft's default, 200 ms for every chunk,
+            // made the transfer of a snapshot that takes longer to send or install (a large
+            // stream, or a loaded machine) start over and over: the member never caught up.
+            install_snapshot_timeout: INSTALL_SNAPSHOT_TIMEOUT.as_millis() as u64,
+            send_snapshot_timeout: SNAPSHOT_CHUNK_TIMEOUT.as_millis() as u64,
             max_payload_entries: cfg.max_entries_per_rpc.max(1),
             ..Default::default()
         }
