@@ -255,6 +255,37 @@ async fn follower_behind_a_compacted_log_gets_a_snapshot() {
     c.shutdown().await;
 }
 
+/// A member still catches up from a snapshot when its chunks take a while to arrive (a
+/// busy route, a loaded machine) and its restore takes longer still (a large stream's):
+/// a chunk may take 10 s, and the last one's answer, which waits for the whole install,
+/// 10 minutes. With openraft's default, 200 ms for every chunk, the leader gave up on each
+/// chunk and started the snapshot over, again and again: the member never caught up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_whose_restore_is_slow_still_catches_up_from_a_snapshot() {
+    let mut c = Cluster::start_with("slowrestore", 3, 8, compact_often).await;
+    let mut acked = Vec::new();
+    propose_n(&c, 0, 5, &mut acked).await;
+    let leader = c.leader().await;
+    let down = c.ids().into_iter().find(|i| *i != leader).unwrap_or(0);
+    c.kill(down).await;
+    propose_n(&c, 5, 60, &mut acked).await;
+    let purged = c
+        .group(leader)
+        .wait_for(WAIT, |m| m.purged.is_some_and(|p| p > 20))
+        .await;
+    assert!(purged.is_ok(), "leader never purged its log: {purged:?}");
+    c.restore_delay = Duration::from_millis(1500);
+    c.net.set_snapshot_delay(Duration::from_millis(300));
+    c.open(down).await;
+    c.wait_applied(&[down], &acked, WAIT).await;
+    let m = c.group(down).metrics();
+    assert!(
+        m.snapshot.is_some_and(|s| s > 20),
+        "the follower installed a snapshot: {m:?}"
+    );
+    c.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restart_from_disk_restores_state() {
     let mut c = Cluster::start_with("restart", 3, 7, compact_often).await;
@@ -329,7 +360,7 @@ async fn open_single(dir: &std::path::Path) -> std::io::Result<(Group, Member)> 
     let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let g = Group::open(
         test_config("disk", 1, dir),
-        Box::new(Recorder { log: log.clone() }),
+        Box::new(Recorder::new(log.clone())),
         net,
     )
     .await?;
@@ -555,7 +586,7 @@ async fn a_group_name_that_is_not_one_subject_token_is_refused() {
     for bad in ["", "a.b", "a*", ">", "a b"] {
         let net = natsd::raft::mem_transport::MemNet::new(0);
         let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let res = Group::open(test_config(bad, 1, &dir), Box::new(Recorder { log }), net).await;
+        let res = Group::open(test_config(bad, 1, &dir), Box::new(Recorder::new(log)), net).await;
         let err = res.err().unwrap_or_else(|| panic!("{bad:?} accepted"));
         assert!(err.to_string().contains("subject token"), "{err}");
     }

@@ -63,7 +63,7 @@ async fn three_servers_replicate_a_group_over_their_routes() {
         let log = Arc::new(Mutex::new(Vec::new()));
         let group = Group::open(
             test_config("G1", id, &dir),
-            Box::new(Recorder { log: log.clone() }),
+            Box::new(Recorder::new(log.clone())),
             transport.clone(),
         )
         .await

@@ -7,6 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::PathBuf;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -166,10 +167,10 @@ impl Group {
             snapshot_max_chunk_size: 256 * 1024,
             // The last chunk's answer waits for the member to install the snapshot (a whole
             // stream, for a stream's group). openraft's default, 200 ms for every chunk,
-            // made the transfer of a snapshot that takes longer to send or install (a large
-            // stream, or a loaded machine) start over and over: the member never caught up.
-            install_snapshot_timeout: INSTALL_SNAPSHOT_TIMEOUT.as_millis() as u64,
-            send_snapshot_timeout: SNAPSHOT_CHUNK_TIMEOUT.as_millis() as u64,
+            // made the transfer of a snapshot whose chunks take longer (a busy route, a
+            // loaded machine) start over and over: the member never caught up.
+            install_snapshot_timeout: ms(INSTALL_SNAPSHOT_TIMEOUT),
+            send_snapshot_timeout: ms(SNAPSHOT_CHUNK_TIMEOUT),
             max_payload_entries: cfg.max_entries_per_rpc.max(1),
             ..Default::default()
         }
@@ -241,10 +242,7 @@ impl Group {
     /// Refuses early when this member is not a leader that a majority still follows.
     fn check_leader(&self) -> Result<(), ProposeError> {
         let m = self.metrics();
-        let leaving = self
-            .inner
-            .stepping_down
-            .load(std::sync::atomic::Ordering::Relaxed);
+        let leaving = self.inner.stepping_down.load(Relaxed);
         if m.role != Role::Leader || leaving {
             return Err(ProposeError::NotLeader {
                 leader: m.leader.filter(|_| !leaving),
@@ -262,9 +260,7 @@ impl Group {
 
     /// Whether this member follows and votes but never stands (lame duck mode).
     pub fn is_observer(&self) -> bool {
-        self.inner
-            .observer
-            .load(std::sync::atomic::Ordering::Relaxed)
+        self.inner.observer.load(Relaxed)
     }
 
     pub fn is_leader(&self) -> bool {
@@ -314,7 +310,6 @@ impl Group {
     /// new is proposed meanwhile: appends would reach the followers as heartbeats do, and
     /// under steady traffic none of them would ever time out.
     pub async fn step_down(&self) -> Result<NodeId, ProposeError> {
-        use std::sync::atomic::Ordering::Relaxed;
         self.check_leader()?;
         self.inner.stepping_down.store(true, Relaxed);
         let started = tokio::time::Instant::now();
@@ -403,7 +398,7 @@ impl Group {
             let mut h = g.inner.hold_until.lock().unwrap_or_else(|p| p.into_inner());
             if *h == Some(until) {
                 *h = None;
-                let observer = g.inner.observer.load(std::sync::atomic::Ordering::Relaxed);
+                let observer = g.inner.observer.load(Relaxed);
                 g.inner.raft.runtime_config().elect(!observer);
             }
         });
@@ -419,9 +414,7 @@ impl Group {
     /// Whether it led and handed over (`Some(true)`), led and could not (`Some(false)`), or
     /// did not lead (`None`).
     pub async fn observe(&self) -> Option<bool> {
-        self.inner
-            .observer
-            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.inner.observer.store(true, Relaxed);
         self.inner.raft.runtime_config().elect(false);
         if !self.is_leader() {
             return None;
@@ -458,16 +451,12 @@ impl Group {
     /// installed).
     pub fn since_snapshot(&self) -> (u64, u64) {
         let s = &self.inner.since;
-        (
-            s.entries.load(std::sync::atomic::Ordering::Relaxed),
-            s.bytes.load(std::sync::atomic::Ordering::Relaxed),
-        )
+        (s.entries.load(Relaxed), s.bytes.load(Relaxed))
     }
 
     /// As [`Group::snapshot_now`], besides openraft's every `snapshot_every` entries, but
     /// once until a build ends (openraft ignores one asked for while it builds).
     pub async fn ask_snapshot(&self) -> Result<(), ProposeError> {
-        use std::sync::atomic::Ordering::Relaxed;
         if self.inner.since.asked.swap(true, Relaxed) {
             return Ok(());
         }
@@ -576,12 +565,7 @@ impl Group {
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .is_some();
-                if held
-                    || self
-                        .inner
-                        .observer
-                        .load(std::sync::atomic::Ordering::Relaxed)
-                {
+                if held || self.inner.observer.load(Relaxed) {
                     return Err("not standing for election".into());
                 }
                 raft.trigger().elect().await.map_err(|e| e.to_string())?;

@@ -1,12 +1,14 @@
 //! An in-memory [`Transport`] for tests: every member of every group registered in one
 //! [`MemNet`], with faults injected by the test — nodes cut off from each other
-//! (partitions), and a seeded per-mille drop rate for requests and replies.
+//! (partitions), a seeded per-mille drop rate for requests and replies, and a delay for
+//! snapshot chunks (a slow or busy link).
 //!
 //! RPC bodies are the real JSON wire format (network.rs), so tests over `MemNet` also
 //! exercise encoding and `Group::handle_rpc`.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -23,6 +25,8 @@ struct Inner {
     rng: StdRng,
     /// AppendEntries RPCs (either form) sent to each node.
     appends: HashMap<NodeId, u64>,
+    /// How long a snapshot chunk takes to reach its member.
+    snapshot_delay: Duration,
 }
 
 /// The in-memory network; share it (`Arc`) as every member's transport.
@@ -41,6 +45,7 @@ impl MemNet {
                 drop_per_mille: 0,
                 rng: StdRng::seed_from_u64(seed),
                 appends: HashMap::new(),
+                snapshot_delay: Duration::ZERO,
             }),
             me: me.clone(),
         })
@@ -88,6 +93,11 @@ impl MemNet {
         self.lock().drop_per_mille = per_mille.min(1000);
     }
 
+    /// Every snapshot chunk sent from now on takes `delay` to reach its member.
+    pub fn set_snapshot_delay(&self, delay: Duration) {
+        self.lock().snapshot_delay = delay;
+    }
+
     /// How many AppendEntries RPCs (with entries or without) were sent to `node` so far.
     pub fn appends_to(&self, node: NodeId) -> u64 {
         self.lock().appends.get(&node).copied().unwrap_or(0)
@@ -129,9 +139,16 @@ impl Transport for MemNet {
             .groups
             .get(&(group.to_string(), target))
             .cloned();
+        let delay = match op {
+            RpcOp::Snapshot => self.lock().snapshot_delay,
+            _ => Duration::ZERO,
+        };
         let net = self.me.clone();
         Box::pin(async move {
             pass?;
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
             let Some(dest) = dest else {
                 return Err(TransportError::Unreachable(format!(
                     "node {target} is not serving this group"

@@ -15,9 +15,20 @@ use natsd::raft::{Group, GroupConfig, NodeId, ProposeError, StateMachine};
 
 pub const WAIT: Duration = Duration::from_secs(20);
 
-/// Records applied payloads; the snapshot is the whole record as JSON.
+/// Records applied payloads; the snapshot is the whole record as JSON. A restore takes
+/// at least `restore_delay` (a large stream's restore, in small).
 pub struct Recorder {
     pub log: Arc<Mutex<Vec<Vec<u8>>>>,
+    pub restore_delay: Duration,
+}
+
+impl Recorder {
+    pub fn new(log: Arc<Mutex<Vec<Vec<u8>>>>) -> Recorder {
+        Recorder {
+            log,
+            restore_delay: Duration::ZERO,
+        }
+    }
 }
 
 impl StateMachine for Recorder {
@@ -34,6 +45,7 @@ impl StateMachine for Recorder {
 
     fn restore(&mut self, snapshot: &[u8]) -> Result<(), String> {
         let v: Vec<Vec<u8>> = serde_json::from_slice(snapshot).map_err(|e| e.to_string())?;
+        std::thread::sleep(self.restore_delay);
         *self.log.lock().unwrap_or_else(|p| p.into_inner()) = v;
         Ok(())
     }
@@ -82,6 +94,8 @@ pub struct Cluster {
     pub net: Arc<MemNet>,
     pub live: BTreeMap<NodeId, Member>,
     pub tweak: fn(&mut GroupConfig),
+    /// How long members opened from now on take to restore a snapshot.
+    pub restore_delay: Duration,
 }
 
 fn no_tweak(_: &mut GroupConfig) {}
@@ -103,6 +117,7 @@ impl Cluster {
             net: MemNet::new(seed),
             live: BTreeMap::new(),
             tweak,
+            restore_delay: Duration::ZERO,
         };
         for id in 1..=n {
             c.open(id).await;
@@ -119,7 +134,10 @@ impl Cluster {
         let mut cfg = test_config(&self.name, id, &self.dir);
         (self.tweak)(&mut cfg);
         let log = Arc::new(Mutex::new(Vec::new()));
-        let sm = Box::new(Recorder { log: log.clone() });
+        let sm = Box::new(Recorder {
+            log: log.clone(),
+            restore_delay: self.restore_delay,
+        });
         let group = Group::open(cfg, sm, self.net.clone())
             .await
             .expect("open group");
