@@ -12,7 +12,7 @@
 use super::*;
 use crate::jetstream::snapshot::{self as snap, Decoder, Head, Item};
 use crate::jetstream::store::file::FileStore;
-use crate::jetstream::store::{StoreError, SyncPolicy};
+use crate::jetstream::store::{StoreError, StoredMsg, SyncPolicy};
 use crate::jetstream::JetStream;
 use std::io::{self, Read};
 use std::path::PathBuf;
@@ -144,6 +144,19 @@ pub fn stage(at: &StageAt, name: &str, input: &mut dyn Read) -> Result<Option<St
     }
 }
 
+/// Stores a snapshot's message at its own sequence (after any gap before it).
+fn land(store: &dyn MsgStore, m: StoredMsg) -> Result<(), String> {
+    store.skip_to(m.seq, m.ts).map_err(|e| e.to_string())?;
+    let want = m.seq;
+    let seq = store
+        .store_owned(&m.subject, m.header, m.data, m.ts)
+        .map_err(|e| e.to_string())?;
+    if seq != want {
+        return Err(format!("message {want} stored at sequence {seq}"));
+    }
+    Ok(())
+}
+
 fn fill(
     at: &StageAt,
     name: &str,
@@ -185,15 +198,7 @@ fn fill(
             }
             Item::Msg(m) => {
                 let s = staged.as_ref().ok_or("a message before the head record")?;
-                let store = s.store.get();
-                store.skip_to(m.seq, m.ts).map_err(err)?;
-                let want = m.seq;
-                let seq = store
-                    .store_owned(&m.subject, m.header, m.data, m.ts)
-                    .map_err(err)?;
-                if seq != want {
-                    return Err(format!("message {want} stored at sequence {seq}"));
-                }
+                land(s.store.get(), m).map_err(|e| format!("stream {name:?}: {e}"))?;
             }
             Item::Consumer(c) => {
                 let s = staged.as_mut().ok_or("a consumer before the head record")?;
@@ -504,17 +509,7 @@ impl Engine {
                         .map_err(|e| e.to_string())?;
                     head = Some(*h);
                 }
-                Item::Msg(m) => {
-                    st.store.skip_to(m.seq, m.ts).map_err(|e| e.to_string())?;
-                    let want = m.seq;
-                    let seq = st
-                        .store
-                        .store_owned(&m.subject, m.header, m.data, m.ts)
-                        .map_err(|e| e.to_string())?;
-                    if seq != want {
-                        return Err(format!("message {want} stored at sequence {seq}"));
-                    }
-                }
+                Item::Msg(m) => land(st.store.as_ref(), m)?,
                 Item::Consumer(c) => recs.push(*c),
                 Item::End => break,
             }
@@ -537,7 +532,7 @@ impl Engine {
 mod tests {
     use super::*;
     use crate::jetstream::store::file::{FileStore, FileStoreOptions};
-    use crate::jetstream::store::{StoreLimits, StoredMsg, SyncPolicy};
+    use crate::jetstream::store::{StoreLimits, SyncPolicy};
     use bytes::Bytes;
     use std::path::Path;
 
