@@ -10,19 +10,10 @@ use std::time::Duration;
 
 use async_nats::jetstream;
 use common::jsc::{
-    api, cluster_with, connect, create_stream, js_node, new_leader, node, publish_acked, WAIT,
+    api, cluster_with, connect, create_stream, js_node, new_leader, node, publish_acked,
+    snapshot_often, walk, WAIT,
 };
 use natsd::Server;
-
-/// Snapshots every 16 entries (and at most 16 entries kept behind one), so a follower
-/// that misses more than that must be sent the stream's snapshot.
-const EVERY: u64 = 16;
-
-fn tweak(_: &str, o: &mut natsd::Options) {
-    if let Some(j) = o.jetstream.as_mut() {
-        j.stream_snapshot_every = Some(EVERY);
-    }
-}
 
 /// A stored message: sequence, subject, header, payload.
 type Msg = (u64, String, Option<Vec<u8>>, Vec<u8>);
@@ -73,24 +64,11 @@ impl std::io::Read for EngineFree<'_> {
     }
 }
 
-/// Every file and directory under `dir`.
-fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    if let Ok(rd) = std::fs::read_dir(dir) {
-        for e in rd.flatten() {
-            let p = e.path();
-            out.extend(walk(&p));
-            out.push(p);
-        }
-    }
-    out
-}
-
 /// Node `name` started again with its store dir, routed to the first node.
 async fn start_again(js: &common::jsc::Js, name: &str) -> Server {
     let seed = common::cluster::route_port(&js.servers[0]);
     let mut o = js_node(&js.dir)(name, Some(seed));
-    tweak(name, &mut o);
+    snapshot_often(name, &mut o);
     common::start(o).await
 }
 
@@ -107,7 +85,7 @@ async fn a_memory_stream_follower_catches_up_from_the_stream_snapshot() {
 }
 
 async fn catch_up(prefix: &str, storage: &str) {
-    let mut js = cluster_with(prefix, 3, tweak).await;
+    let mut js = cluster_with(prefix, 3, snapshot_often).await;
     let nc = connect(&js.servers[0]).await;
     let config =
         format!(r#"{{"name":"LOG","subjects":["log.>"],"num_replicas":3,"storage":"{storage}"}}"#);
@@ -319,84 +297,5 @@ async fn catch_up(prefix: &str, storage: &str) {
         async move { same }
     })
     .await;
-    js.stop().await;
-}
-
-/// This node's newest snapshot of group `group`: (its last index, the node's count of
-/// snapshots it has made or received, which names its file `snapshot-<index>-<count>.data`).
-fn newest_snapshot(s: &Server, dir: &std::path::Path, group: &str) -> Option<(u64, u64)> {
-    let node = dir.join(&s.shared().name);
-    walk(&node)
-        .into_iter()
-        .filter(|p| p.parent().and_then(|d| d.file_name()) == Some(group.as_ref()))
-        .filter_map(|p| {
-            let f = p.file_name()?.to_str()?.to_string();
-            let rest = f.strip_prefix("snapshot-")?.strip_suffix(".data")?;
-            let (idx, n) = rest.split_once('-')?;
-            Some((idx.parse().ok()?, n.parse().ok()?))
-        })
-        .max()
-}
-
-/// Publishes `n` messages of `size` bytes to `subject`, each acknowledged.
-async fn publish_sized(ctx: &jetstream::Context, subject: &str, n: usize, size: usize) {
-    for _ in 0..n {
-        ctx.publish(subject.to_string(), vec![b'x'; size].into())
-            .await
-            .expect("publish")
-            .await
-            .expect("ack");
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_large_stream_is_not_snapshotted_again_for_a_few_small_entries() {
-    let js = cluster_with("jsc-snap-bytes", 3, tweak).await;
-    let nc = connect(&js.servers[0]).await;
-    let created = create_stream(
-        &nc,
-        r#"{"name":"BIG","subjects":["big.>"],"num_replicas":3,"storage":"file"}"#,
-    )
-    .await;
-    let group = created["cluster"]["raft_group"]
-        .as_str()
-        .expect("raft_group")
-        .to_string();
-    let ctx = jetstream::new(nc.clone());
-
-    // 1.6 MB in 8 entries, then enough small ones for a first snapshot, on every node.
-    publish_sized(&ctx, "big.a", 8, 200_000).await;
-    publish_sized(&ctx, "big.b", EVERY as usize * 2, 10).await;
-    let mut first = Vec::new();
-    for s in &js.servers {
-        common::wait_for("a first snapshot", || {
-            let got = newest_snapshot(s, &js.dir, &group);
-            async move { got.is_some() }
-        })
-        .await;
-        first.push(newest_snapshot(s, &js.dir, &group).expect("snapshot"));
-    }
-
-    // Many times EVERY small entries: each snapshot would write the whole 1.6 MB again for
-    // a few kB of log, so none is made.
-    publish_sized(&ctx, "big.c", EVERY as usize * 8, 10).await;
-    // Then as many bytes again as the stream holds: one is.
-    publish_sized(&ctx, "big.d", 10, 200_000).await;
-    let last = 8 + EVERY * 10 + 10 + 1;
-    for (i, s) in js.servers.iter().enumerate() {
-        common::wait_for("a snapshot after the large entries", || {
-            let got = newest_snapshot(s, &js.dir, &group);
-            async move { got.is_some_and(|(idx, _)| idx >= last - 10) }
-        })
-        .await;
-        let (idx, n) = newest_snapshot(s, &js.dir, &group).expect("snapshot");
-        let made = n - first[i].1;
-        assert!(
-            made <= 2,
-            "node {i}: {made} snapshots since index {} (now at {idx}) for {} small entries and 10 large",
-            first[i].0,
-            EVERY * 8
-        );
-    }
     js.stop().await;
 }

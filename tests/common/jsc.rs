@@ -207,3 +207,27 @@ pub fn with_conf(text: &'static str) -> impl Fn(&str, &mut Options) {
         o.jetstream = base.jetstream;
     }
 }
+
+/// Snapshots every 16 entries (and at most 16 entries kept behind one), so a follower
+/// that misses more than that must be sent the stream's snapshot.
+pub const SNAPSHOT_EVERY: u64 = 16;
+
+/// A node's options with stream snapshots every [`SNAPSHOT_EVERY`] entries.
+pub fn snapshot_often(_: &str, o: &mut Options) {
+    if let Some(j) = o.jetstream.as_mut() {
+        j.stream_snapshot_every = Some(SNAPSHOT_EVERY);
+    }
+}
+
+/// Every file and directory under `dir`.
+pub fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let p = e.path();
+            out.extend(walk(&p));
+            out.push(p);
+        }
+    }
+    out
+}

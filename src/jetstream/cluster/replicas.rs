@@ -35,9 +35,31 @@ const SNAPSHOT_CAP: u64 = 16;
 /// snapshot, and log bytes since then of at least half what the snapshot writes (the
 /// stream's bytes). A snapshot is the whole stream, so a large stream is not rewritten for
 /// a few small entries: what snapshots write stays within twice what the log received.
-pub(super) fn snapshot_due(entries: u64, bytes: u64, stream_bytes: u64, every: u64) -> bool {
-    entries >= every && bytes.saturating_mul(2) >= stream_bytes
+///
+/// The leader of a stream over [`LEADER_DEFERS_ABOVE`] waits for log bytes of twice the
+/// stream's instead: a member's applies wait while it writes its snapshot, and the leader's
+/// applies send the PubAcks (a 100 MB stream's took its publishers' acks 200–250 ms),
+/// while a follower's build delays no commit (it answers appends meanwhile). So the
+/// followers snapshot, and the leader once it no longer leads, or once its longer log
+/// holds twice the stream (a stream at its limits, whose old messages go), or at
+/// openraft's cap: its log stays within twice the stream's bytes or the cap's entries.
+pub(super) fn snapshot_due(
+    entries: u64,
+    bytes: u64,
+    stream_bytes: u64,
+    every: u64,
+    leading: bool,
+) -> bool {
+    let needed = if leading && stream_bytes > LEADER_DEFERS_ABOVE {
+        stream_bytes.saturating_mul(4)
+    } else {
+        stream_bytes
+    };
+    entries >= every && bytes.saturating_mul(2) >= needed
 }
+
+/// A stream's leader leaves snapshots of a stream larger than this to its followers.
+const LEADER_DEFERS_ABOVE: u64 = 16 << 20;
 
 /// A stream group's state machine: the engine's copy of the stream.
 struct StreamSm {
@@ -384,7 +406,7 @@ impl JsCluster {
                         .get(acc)
                         .and_then(|ja| ja.streams.get(name))
                         .map_or(0, |st| st.store.state().bytes);
-                    if snapshot_due(entries, bytes, stream_bytes, every) {
+                    if snapshot_due(entries, bytes, stream_bytes, every, leader) {
                         snapshots.push(r.group.clone());
                     }
                 }
@@ -636,15 +658,29 @@ mod tests {
     #[test]
     fn a_stream_snapshots_when_its_log_carries_half_the_stream_since_the_last() {
         let every = 50_000;
-        // Too few entries, whatever their bytes.
-        assert!(!snapshot_due(every - 1, 1 << 30, 1 << 20, every));
-        // A small stream: at `every` entries.
-        assert!(snapshot_due(every, 2_000_000, 3_000_000, every));
-        // A large stream and small entries: not yet.
-        assert!(!snapshot_due(every * 10, 50 << 20, 10 << 30, every));
-        // Half the stream's bytes since the last: now.
-        assert!(snapshot_due(every, 5 << 30, 10 << 30, every));
-        // An empty stream (all deleted or expired).
-        assert!(snapshot_due(every, 0, 0, every));
+        for leading in [false, true] {
+            // Too few entries, whatever their bytes.
+            assert!(!snapshot_due(every - 1, 1 << 30, 1 << 20, every, leading));
+            // A small stream: at `every` entries.
+            assert!(snapshot_due(every, 2_000_000, 3_000_000, every, leading));
+            // A large stream and small entries: not yet.
+            assert!(!snapshot_due(
+                every * 10,
+                50 << 20,
+                10 << 30,
+                every,
+                leading
+            ));
+            // An empty stream (all deleted or expired).
+            assert!(snapshot_due(every, 0, 0, every, leading));
+        }
+        // Half the stream's bytes since the last: now, on a follower; a large stream's
+        // leader leaves it to them.
+        assert!(snapshot_due(every, 5 << 30, 10 << 30, every, false));
+        assert!(!snapshot_due(every, 5 << 30, 10 << 30, every, true));
+        assert!(snapshot_due(every, 8 << 20, 16 << 20, every, true));
+        // Unless its log since the last holds twice the stream (a stream at its limits).
+        assert!(!snapshot_due(every, (20 << 30) - 1, 10 << 30, every, true));
+        assert!(snapshot_due(every, 20 << 30, 10 << 30, every, true));
     }
 }
