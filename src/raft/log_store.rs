@@ -30,6 +30,7 @@ use serde::{Deserialize, Serialize};
 use super::frame;
 use super::log_index::{LogIndex, Slot};
 use super::{NodeId, TypeConfig};
+use crate::util::writeback::Writeback;
 
 type StorageResult<T> = Result<T, StorageError<NodeId>>;
 
@@ -48,6 +49,8 @@ struct Inner {
     file: File,
     /// Where the next record goes.
     file_len: u64,
+    /// How far the kernel was asked to write the file back.
+    wb: Writeback,
     index: LogIndex,
     last_purged: Option<LogId<NodeId>>,
     /// Records in the file, for deciding when to rewrite it.
@@ -138,6 +141,7 @@ impl LogStore {
             path,
             file,
             file_len: scanned.valid_len,
+            wb: Writeback::at(scanned.valid_len),
             index,
             last_purged,
             records,
@@ -245,6 +249,7 @@ impl Inner {
 
     /// Counts `n` records written; fsyncs when `may_sync` and one is due.
     fn after_write(&mut self, n: usize, may_sync: bool) -> io::Result<()> {
+        self.wb.wrote(&self.file, self.file_len);
         if may_sync && self.sync_due() {
             self.file.sync_data().map_err(|e| io_err(&self.path, e))?;
             self.last_sync = std::time::Instant::now();

@@ -32,6 +32,7 @@ use serde::{Deserialize, Serialize};
 use super::frame;
 use super::{NodeId, StateMachine, TypeConfig};
 use crate::jetstream::store::file::record::crc32c_append;
+use crate::util::writeback::Appender;
 
 type StorageResult<T> = Result<T, StorageError<NodeId>>;
 
@@ -299,8 +300,9 @@ impl Inner {
     }
 }
 
-/// A data file being written (to `<name>`[`BUILDING`]), counted and checksummed.
-type DataWriter = Crc<BufWriter<File>>;
+/// A data file being written (to `<name>`[`BUILDING`]), counted and checksummed, its
+/// writeback started as it grows (so its fsync has little left to do).
+type DataWriter = Crc<BufWriter<Appender>>;
 
 fn building(dir: &Path, name: &str) -> PathBuf {
     dir.join(format!("{name}{BUILDING}"))
@@ -314,7 +316,10 @@ fn start_data(dir: &Path, name: &str) -> io::Result<DataWriter> {
         .truncate(true)
         .open(&tmp)
         .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", tmp.display())))?;
-    Ok(Crc::new(BufWriter::with_capacity(1 << 20, f)))
+    Ok(Crc::new(BufWriter::with_capacity(
+        1 << 20,
+        Appender::new(f),
+    )))
 }
 
 /// Makes what `w` holds durable as the data file `name`.
@@ -323,7 +328,7 @@ fn finish_data(dir: &Path, mut w: DataWriter, name: &str) -> io::Result<DataFile
     let at = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", tmp.display()));
     w.flush().map_err(at)?;
     let (len, crc) = (w.len, w.crc);
-    let f = w.inner.into_inner().map_err(|e| at(e.into_error()))?;
+    let f = w.inner.into_inner().map_err(|e| at(e.into_error()))?.file;
     f.sync_all().map_err(at)?;
     std::fs::rename(&tmp, dir.join(name)).map_err(at)?;
     frame::sync_dir(dir).map_err(at)?;

@@ -8,6 +8,7 @@ pub mod net;
 pub mod small;
 pub mod time;
 pub mod tz;
+pub mod writeback;
 
 /// HashMap with foldhash: per-process seeded like std's, several times faster than SipHash on
 /// the short keys of the hot maps (subject tokens, sids, interest keys).

@@ -458,6 +458,7 @@ impl Inner {
                     file,
                     flushed: last_len,
                     buf: Vec::new(),
+                    wb: crate::util::writeback::Writeback::at(last_len),
                 });
             }
             None => inner.new_segment(1)?,

@@ -9,6 +9,8 @@ use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::time::Instant;
 
+use crate::util::writeback::Writeback;
+
 /// Buffered appends are written to the OS once they reach this size, flush or not.
 const WRITE_BUF_LIMIT: usize = 1 << 20;
 
@@ -19,6 +21,8 @@ pub(super) struct Writer {
     /// Bytes already in the file.
     pub(super) flushed: u64,
     pub(super) buf: Vec<u8>,
+    /// How far the kernel was asked to write the file back.
+    pub(super) wb: Writeback,
 }
 
 impl Writer {
@@ -70,6 +74,7 @@ impl Inner {
             file,
             flushed: 0,
             buf,
+            wb: Writeback::default(),
         });
         self.segs.insert(
             idx,
@@ -102,6 +107,9 @@ impl Inner {
             .checked_add(1)
             .ok_or_else(|| StoreError::Io("segment numbers exhausted".to_string()))?;
         self.write_out()?;
+        if let Some(w) = self.writer.as_mut() {
+            w.wb.finish(&w.file, w.flushed);
+        }
         self.seal_writer();
         self.new_segment(next)
     }
@@ -143,6 +151,7 @@ impl Inner {
             .write_all_at(&w.buf, w.flushed)
             .map_err(|e| io_err("write", &seg_path(&self.dir, w.idx), e))?;
         w.flushed += w.buf.len() as u64;
+        w.wb.wrote(&w.file, w.flushed);
         w.buf.clear();
         if w.buf.capacity() > 4 * WRITE_BUF_LIMIT {
             w.buf.shrink_to(WRITE_BUF_LIMIT);
