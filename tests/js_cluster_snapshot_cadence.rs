@@ -76,20 +76,21 @@ async fn a_large_stream_is_not_snapshotted_again_for_a_few_small_entries() {
     // Many times EVERY small entries: each snapshot would write the whole 1.6 MB again for
     // a few kB of log, so none is made.
     publish_sized(&ctx, "big.c", EVERY as usize * 8, 10).await;
-    // Then as many bytes again as the stream holds: one is.
-    publish_sized(&ctx, "big.d", 10, 200_000).await;
-    let last = 8 + EVERY * 10 + 10 + 1;
+    // Then several times the stream's bytes: one is, on every member (members take turns,
+    // the last by id once its log holds five eighths of the stream).
+    publish_sized(&ctx, "big.d", 30, 200_000).await;
+    let last = 8 + EVERY * 10 + 30 + 1;
     for (i, s) in js.servers.iter().enumerate() {
         common::wait_for("a snapshot after the large entries", || {
             let got = newest_snapshot(s, &js.dir, &group);
-            async move { got.is_some_and(|(idx, _)| idx >= last - 10) }
+            async move { got.is_some_and(|(idx, _)| idx >= last - 30) }
         })
         .await;
         let (idx, n) = newest_snapshot(s, &js.dir, &group).expect("snapshot");
         let made = n - first[i].1;
         assert!(
             made <= 2,
-            "node {i}: {made} snapshots since index {} (now at {idx}) for {} small entries and 10 large",
+            "node {i}: {made} snapshots since index {} (now at {idx}) for {} small entries and 30 large",
             first[i].0,
             EVERY * 8
         );
