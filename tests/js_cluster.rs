@@ -751,3 +751,60 @@ async fn a_stepdown_under_steady_publishing_hands_over() {
     assert!(sent > 20);
     js.stop().await;
 }
+
+/// Each new R3 stream elects one leader and keeps it: exactly one leader-elected advisory
+/// per stream, for the leader its creation's answer names. (With every member campaigning
+/// at once, a leader could give way to a later candidate moments after its election, and
+/// the stream had no leader for a second or more: a restore's chunk then went unanswered.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn each_new_r3_stream_elects_one_leader_and_keeps_it() {
+    const N: usize = 12;
+    let js = cluster("jsc-one-leader", 3).await;
+    let nc = connect(&js.servers[0]).await;
+    let mut elected = nc
+        .subscribe("$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED.>")
+        .await
+        .expect("sub");
+    nc.flush().await.expect("flush");
+    let mut leaders = std::collections::BTreeMap::new();
+    for i in 0..N {
+        let cfg = format!(r#"{{"name":"L{i}","subjects":["l{i}.>"],"num_replicas":3}}"#);
+        let r = create_stream(&nc, &cfg).await;
+        let leader = r["cluster"]["leader"]
+            .as_str()
+            .expect("a leader")
+            .to_string();
+        leaders.insert(format!("L{i}"), leader);
+    }
+    // Every stream takes a publish, so each has had its leader a while.
+    let ctx = jetstream::new(nc.clone());
+    for i in 0..N {
+        publish_acked(&ctx, &format!("l{i}"), 1, 1).await;
+    }
+    let mut seen: Vec<(String, String)> = Vec::new();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let every = leaders.keys().all(|s| seen.iter().any(|(n, _)| n == s));
+        // Once each has one, whatever else is on its way (a second election takes an
+        // election timeout, and every stream has been led longer than that by now).
+        let wait = if every {
+            Duration::from_millis(500)
+        } else {
+            deadline.saturating_duration_since(tokio::time::Instant::now())
+        };
+        let Ok(m) = tokio::time::timeout(wait, futures::StreamExt::next(&mut elected)).await else {
+            assert!(every, "advisories for every stream: {seen:?}");
+            break;
+        };
+        let a: Value = serde_json::from_slice(&m.expect("open").payload).expect("json");
+        let name = a["stream"].as_str().expect("stream").to_string();
+        seen.push((name, a["leader"].as_str().expect("leader").to_string()));
+    }
+    seen.sort();
+    let want: Vec<(String, String)> = leaders.into_iter().collect();
+    assert_eq!(
+        seen, want,
+        "one election per stream, of the leader first named"
+    );
+    js.stop().await;
+}

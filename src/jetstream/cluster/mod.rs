@@ -135,6 +135,8 @@ struct Replica {
     opened_ns: i64,
     /// On the leader of a stream being restored: the data's subscription (`restore.rs`).
     receiving: Option<restore::Receiving>,
+    /// A later member of the group's creation, until the group has members here.
+    boot: Option<replicas::Boot>,
 }
 
 pub struct JsCluster {
@@ -186,17 +188,17 @@ async fn kick_once_led(group: &Group, kick: &tokio::sync::Notify) {
     }
 }
 
-/// Campaigns for a group this node just bootstrapped until it has a leader, then kicks
-/// the tick. The other members open the group when they apply the creation, a moment
-/// after this one: a vote request that reached them before is lost, and this campaigns
-/// again at once rather than after an election timeout.
+/// Campaigns for a group this node just bootstrapped (which started a first election)
+/// until it has a leader, then kicks the tick. The other members open the group when they
+/// apply the creation, a moment after this one: a vote request that reached them before
+/// is lost, and this campaigns again soon rather than after an election timeout.
 async fn campaign_until_led(group: &Group, kick: &tokio::sync::Notify) {
     let mut wait = Duration::from_millis(20);
     for _ in 0..6 {
-        group.campaign().await;
         if group.wait_for(wait, |m| m.leader.is_some()).await.is_ok() {
             break;
         }
+        group.campaign().await;
         wait *= 2;
     }
     kick_once_led(group, kick).await;
@@ -332,17 +334,6 @@ impl JsCluster {
             }
         }
         self.shutdown().await;
-    }
-
-    /// Kicks the tick once `group` has a leader (it was just bootstrapped), within an
-    /// election or two.
-    fn kick_when_led(&self, group: Group) {
-        let Some(srv) = self.srv.upgrade() else {
-            return;
-        };
-        let kick = self.kick.clone();
-        srv.tasks
-            .spawn(async move { kick_once_led(&group, &kick).await });
     }
 
     fn meta(&self) -> Option<&Group> {

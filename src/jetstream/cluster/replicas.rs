@@ -4,9 +4,11 @@
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use tokio::sync::mpsc;
 
+use super::cgroup_boot::ORPHAN_AFTER;
 use super::entry::{Entry, PubMsg};
 use super::meta::StreamAssignment;
 use super::placement::{self, Step};
@@ -25,7 +27,7 @@ const BATCH_MSGS: usize = 1024;
 /// A creation older than this is not answered again when its assignment is replayed.
 const ANSWER_WITHIN_NS: i64 = 30_000_000_000;
 /// A copy no longer assigned here is closed after this at the latest.
-const LEAVE_WITHIN: std::time::Duration = std::time::Duration::from_secs(30);
+const LEAVE_WITHIN: Duration = Duration::from_secs(30);
 
 /// A stream group snapshots at the latest after this many times `stream_snapshot_every`
 /// entries (it bounds the log, whose index costs 40 bytes an entry in memory).
@@ -290,15 +292,20 @@ impl JsCluster {
             .await
             .map_err(|e| format!("stream {:?} group: {e}", sa.name))?;
         ready.transport.register(&group);
-        // Only the peers the group was created with bootstrap it; a node added later
-        // waits for its leader to bring it in.
-        let initial = sa.bootstrap_members();
-        if initial.iter().any(|p| p.0 == self.me) {
-            match group.bootstrap(initial).await {
-                Ok(()) => self.kick_when_led(group.clone()),
-                Err(e) => tracing::warn!("JetStream: stream {:?} group bootstrap: {e}", sa.name),
+        // Only the peers the group was created with bootstrap it, the first of them at
+        // once; a node added later waits for its leader to bring it in.
+        let initial = sa.bootstrap_members().to_vec();
+        let boot = match boot_after(&initial, self.me) {
+            Some(after) if after.is_zero() => {
+                self.bootstrap(&srv, group.clone(), initial);
+                None
             }
-        }
+            Some(after) => Some(Boot {
+                members: initial,
+                at: tokio::time::Instant::now() + after,
+            }),
+            None => None,
+        };
         let (tx, rx) = mpsc::unbounded_channel();
         srv.tasks.spawn(proposer(
             group.clone(),
@@ -327,9 +334,22 @@ impl JsCluster {
                 json_pace: Default::default(),
                 copier: None,
                 receiving: None,
+                boot,
             },
         );
         Ok(())
+    }
+
+    /// Bootstraps a stream's group here with `members` and campaigns until it has a
+    /// leader (a kick of the tick then answers the creation).
+    fn bootstrap(&self, srv: &ServerShared, group: Group, members: Vec<(NodeId, String)>) {
+        let kick = self.kick.clone();
+        srv.tasks.spawn(async move {
+            match group.bootstrap(&members).await {
+                Ok(()) => super::campaign_until_led(&group, &kick).await,
+                Err(e) => tracing::warn!("JetStream: stream group {} bootstrap: {e}", group.name()),
+            }
+        });
     }
 
     async fn close_replica(&self, account: &str, name: &str) {
@@ -408,6 +428,11 @@ impl JsCluster {
                     }
                 }
                 if let Some(r) = lock(&self.replicas).get_mut(&(acc.clone(), name.clone())) {
+                    if let Some(b) = r.boot.take_if(|b| !m.voters.is_empty() || b.due()) {
+                        if m.voters.is_empty() {
+                            self.bootstrap(&srv, r.group.clone(), b.members);
+                        }
+                    }
                     self.check_receiving(&srv, r);
                     let (entries, bytes) = r.group.since_snapshot();
                     let stream_bytes = e
@@ -655,6 +680,30 @@ async fn proposer(
     }
 }
 
+/// A member of a stream group's creation other than the first, until the group has
+/// members here: it bootstraps the group itself at `at` (the first's bootstrap was lost).
+pub(super) struct Boot {
+    members: Vec<(NodeId, String)>,
+    at: tokio::time::Instant,
+}
+
+impl Boot {
+    fn due(&self) -> bool {
+        tokio::time::Instant::now() >= self.at
+    }
+}
+
+/// When member `me` of a new stream group (created with `members`) bootstraps it: the
+/// first at once, the one ranked `r` after `r` × [`ORPHAN_AFTER`] if no leader has brought
+/// it in by then; `None`: not one of them. One bootstrap at a time, because every member
+/// that bootstraps campaigns at once: with several candidates in the first term, a leader
+/// already elected gave way to a later candidate with a higher id (openraft orders the
+/// votes of one term by node id), and the group had no leader for a second or more.
+fn boot_after(members: &[(NodeId, String)], me: NodeId) -> Option<Duration> {
+    let rank = members.iter().position(|m| m.0 == me)?;
+    Some(ORPHAN_AFTER * rank as u32)
+}
+
 /// What a queued message counted for (`Event::size` of the publish it came from).
 fn queued_size(m: &PubMsg) -> usize {
     64 + m.subject.len()
@@ -665,7 +714,20 @@ fn queued_size(m: &PubMsg) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::snapshot_due;
+    use super::{boot_after, snapshot_due, ORPHAN_AFTER};
+
+    #[test]
+    fn a_new_stream_group_is_bootstrapped_by_its_first_member_and_the_others_in_turn_later() {
+        let members: Vec<(u64, String)> = [(30, "n0"), (10, "n1"), (20, "n2")]
+            .iter()
+            .map(|(id, n)| (*id, n.to_string()))
+            .collect();
+        // The creation's order, not the ids', so that every member agrees.
+        assert_eq!(boot_after(&members, 30), Some(std::time::Duration::ZERO));
+        assert_eq!(boot_after(&members, 10), Some(ORPHAN_AFTER));
+        assert_eq!(boot_after(&members, 20), Some(ORPHAN_AFTER * 2));
+        assert_eq!(boot_after(&members, 40), None, "a node added later waits");
+    }
 
     #[test]
     fn a_stream_snapshots_when_its_log_carries_half_the_stream_since_the_last() {
