@@ -452,18 +452,40 @@ impl JsCluster {
     /// after one it knew (and JetStream has run 10 s), or 10 s after the group opened here
     /// (nats-server's `isGroupLeaderless`, with its `lostQuorumInterval`).
     pub(super) fn consumer_leaderless(&self, account: &str, stream: &str, name: &str) -> bool {
-        let key = (account.to_string(), stream.to_string(), name.to_string());
-        let cg = lock(&self.cgroups);
-        let Some(c) = cg.get(&key) else {
+        let Some((m, opened)) = self.consumer_seen(account, stream, name) else {
             return false;
         };
-        let m = c.group.metrics();
         if !m.voters.contains(&self.me) || m.leader.is_some() {
             return false;
         }
         let had_leader = m.applied.is_some();
         let up = now_nanos().saturating_sub(self.started) >= LEADERLESS_AFTER.as_nanos() as i64;
-        (had_leader && up) || c.opened.elapsed() >= LEADERLESS_AFTER
+        (had_leader && up) || opened.elapsed() >= LEADERLESS_AFTER
+    }
+
+    /// Whether this node is in the consumer's group, which opened here moments ago and has
+    /// had no leader with a following yet: a consumer just created.
+    pub(super) fn consumer_unled_yet(&self, account: &str, stream: &str, name: &str) -> bool {
+        let Some((m, opened)) = self.consumer_seen(account, stream, name) else {
+            return false;
+        };
+        // A leader elected but not yet followed has applied nothing either.
+        !super::leads(&m)
+            && m.applied.is_none()
+            && m.voters.contains(&self.me)
+            && opened.elapsed() < LEADERLESS_AFTER
+    }
+
+    /// The consumer's group here: its metrics, and when it opened.
+    fn consumer_seen(
+        &self,
+        account: &str,
+        stream: &str,
+        name: &str,
+    ) -> Option<(crate::raft::GroupMetrics, Instant)> {
+        let key = (account.to_string(), stream.to_string(), name.to_string());
+        let cg = lock(&self.cgroups);
+        cg.get(&key).map(|c| (c.group.metrics(), c.opened))
     }
 
     /// The group of a consumer this node holds a copy of.

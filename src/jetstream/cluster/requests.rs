@@ -171,6 +171,18 @@ impl JsCluster {
                 .and_then(|ja| ja.streams.get(s))
                 .is_some_and(|st| st.consumers.contains_key(*c));
             if known {
+                // A consumer just created, whose group has had no leader yet: the stream's
+                // leader, which bootstraps that group, answers INFO from its copy (as
+                // nats-server's preferred member does), so a client that reads the
+                // consumer right after creating it gets an answer.
+                if t[1] == "INFO"
+                    && self.consumer_unled_yet(acc, s, c)
+                    && self
+                        .replica_group(acc, s)
+                        .is_some_and(|g| super::group_leads(&g))
+                {
+                    return false;
+                }
                 let Some(cg) = self.consumer_group(acc, s, c) else {
                     return true; // its group is not open here yet
                 };
