@@ -9,7 +9,7 @@ mod raft_support;
 use std::collections::HashSet;
 use std::time::Duration;
 
-use natsd::raft::{Group, GroupConfig, ProposeError, Role};
+use natsd::raft::{Group, GroupConfig, NodeId, ProposeError, Role};
 use raft_support::{msg, server_name, test_config, tmp_dir, Cluster, Member, Recorder, WAIT};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -228,9 +228,10 @@ fn compact_often(cfg: &mut GroupConfig) {
     cfg.keep_after_snapshot = 0;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn follower_behind_a_compacted_log_gets_a_snapshot() {
-    let mut c = Cluster::start_with("catchsnap", 3, 6, compact_often).await;
+/// Three members that compact often, one of them down (returned, with what was acked)
+/// while the others go on past what their logs keep.
+async fn behind_a_compacted_log(name: &str, seed: u64) -> (Cluster, NodeId, Vec<Vec<u8>>) {
+    let mut c = Cluster::start_with(name, 3, seed, compact_often).await;
     let mut acked = Vec::new();
     propose_n(&c, 0, 5, &mut acked).await;
     let leader = c.leader().await;
@@ -242,6 +243,12 @@ async fn follower_behind_a_compacted_log_gets_a_snapshot() {
         .wait_for(WAIT, |m| m.purged.is_some_and(|p| p > 20))
         .await;
     assert!(purged.is_ok(), "leader never purged its log: {purged:?}");
+    (c, down, acked)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn follower_behind_a_compacted_log_gets_a_snapshot() {
+    let (mut c, down, mut acked) = behind_a_compacted_log("catchsnap", 6).await;
     c.open(down).await;
     c.wait_applied(&c.ids(), &acked, WAIT).await;
     let m = c.group(down).metrics();
@@ -262,18 +269,7 @@ async fn follower_behind_a_compacted_log_gets_a_snapshot() {
 /// chunk and started the snapshot over, again and again: the member never caught up.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_follower_whose_restore_is_slow_still_catches_up_from_a_snapshot() {
-    let mut c = Cluster::start_with("slowrestore", 3, 8, compact_often).await;
-    let mut acked = Vec::new();
-    propose_n(&c, 0, 5, &mut acked).await;
-    let leader = c.leader().await;
-    let down = c.ids().into_iter().find(|i| *i != leader).unwrap_or(0);
-    c.kill(down).await;
-    propose_n(&c, 5, 60, &mut acked).await;
-    let purged = c
-        .group(leader)
-        .wait_for(WAIT, |m| m.purged.is_some_and(|p| p > 20))
-        .await;
-    assert!(purged.is_ok(), "leader never purged its log: {purged:?}");
+    let (mut c, down, acked) = behind_a_compacted_log("slowrestore", 8).await;
     c.restore_delay = Duration::from_millis(1500);
     c.net.set_snapshot_delay(Duration::from_millis(300));
     c.open(down).await;
