@@ -62,20 +62,21 @@ impl Writeback {
     /// `file` is complete at `len` bytes (a segment rolled): starts the writeback of the
     /// rest, which would otherwise wait for the kernel.
     pub fn finish(&mut self, file: &File, len: u64) {
-        if let Some((from, n)) = self.rest(len) {
-            if let Err(e) = start(file, from, n) {
-                tracing::debug!(error = %e, "sync_file_range");
-            }
-        }
+        start_logged(file, self.rest(len));
     }
 
     /// `file` now holds `len` bytes: starts the writeback of what is due. Advisory: a
     /// failure changes nothing but when the kernel writes the pages, so it is only logged.
     pub fn wrote(&mut self, file: &File, len: u64) {
-        if let Some((from, n)) = self.due(len) {
-            if let Err(e) = start(file, from, n) {
-                tracing::debug!(error = %e, "sync_file_range");
-            }
+        start_logged(file, self.due(len));
+    }
+}
+
+/// [`start`] of `range` (from, bytes), if any; a failure is only logged (see `wrote`).
+fn start_logged(file: &File, range: Option<(u64, u64)>) {
+    if let Some((from, n)) = range {
+        if let Err(e) = start(file, from, n) {
+            tracing::debug!(error = %e, "sync_file_range");
         }
     }
 }
