@@ -266,6 +266,9 @@ impl JsCluster {
                 "server is not a member of the cluster",
             ));
         };
+        // Its last hello is forgotten: one from before the removal (it may be a second
+        // old, a server just stopped) must not add it back; only a new one does.
+        lock(&self.peers).remove(&id);
         let moves = self.moves_without(id);
         let srv2 = srv.clone();
         srv.tasks.spawn(async move {
