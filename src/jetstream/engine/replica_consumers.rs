@@ -250,6 +250,7 @@ impl Engine {
             let acc = ja.acc.clone();
             let cx = Cx::new(srv, &acc);
             let streams = &ja.streams;
+            let led_here = format!("\"leader\":\"{}\"", srv.name);
             ja.held.retain(|h| {
                 let Some(st) = streams.get(&h.stream) else {
                     return false;
@@ -258,9 +259,12 @@ impl Engine {
                     return false;
                 };
                 // Led here (this copy runs it), or led elsewhere a while: the leader's own
-                // tick has made its copy run by then.
+                // tick has made its copy run by then. (Elected here but not yet followed,
+                // it is not led: a pull request now would reach no active copy.)
                 let waited = h.since.elapsed();
-                let elsewhere = c.cluster_json.contains("\"leader\"") && waited >= LED_ELSEWHERE;
+                let elsewhere = c.cluster_json.contains("\"leader\"")
+                    && !c.cluster_json.contains(&led_here)
+                    && waited >= LED_ELSEWHERE;
                 if c.passive && !elsewhere && waited < HOLD_AT_MOST {
                     return true;
                 }
