@@ -452,7 +452,9 @@ impl JsCluster {
     /// after one it knew (and JetStream has run 10 s), or 10 s after the group opened here
     /// (nats-server's `isGroupLeaderless`, with its `lostQuorumInterval`).
     pub(super) fn consumer_leaderless(&self, account: &str, stream: &str, name: &str) -> bool {
-        let Some((m, opened)) = self.consumer_seen(account, stream, name) else {
+        let Some((m, opened)) =
+            self.with_consumer(account, stream, name, |c| (c.group.metrics(), c.opened))
+        else {
             return false;
         };
         if !m.voters.contains(&self.me) || m.leader.is_some() {
@@ -463,29 +465,34 @@ impl JsCluster {
         (had_leader && up) || opened.elapsed() >= LEADERLESS_AFTER
     }
 
-    /// Whether this node is in the consumer's group, which opened here moments ago and has
-    /// had no leader with a following yet: a consumer just created.
+    /// Whether this node is in the group of a consumer created moments ago (by a live
+    /// request, while this process ran), which has had no leader with a following yet.
+    /// (Not a group reopened after a restart or a snapshot: its state is the leader's to
+    /// tell.)
     pub(super) fn consumer_unled_yet(&self, account: &str, stream: &str, name: &str) -> bool {
-        let Some((m, opened)) = self.consumer_seen(account, stream, name) else {
-            return false;
-        };
-        // A leader elected but not yet followed has applied nothing either.
-        !super::leads(&m)
-            && m.applied.is_none()
-            && m.voters.contains(&self.me)
-            && opened.elapsed() < LEADERLESS_AFTER
+        let now_ns = now_nanos();
+        let within = LEADERLESS_AFTER.as_nanos() as i64;
+        self.with_consumer(account, stream, name, |c| {
+            let m = c.group.metrics();
+            let new = c.desc.born_live
+                && c.desc.created >= self.started
+                && now_ns.saturating_sub(c.desc.created) < within;
+            // A leader elected but not yet followed has applied nothing either.
+            new && !super::leads(&m) && m.applied.is_none() && m.voters.contains(&self.me)
+        })
+        .unwrap_or(false)
     }
 
-    /// The consumer's group here: its metrics, and when it opened.
-    fn consumer_seen(
+    /// `f` of this node's member of the consumer's group, if it has one.
+    fn with_consumer<T>(
         &self,
         account: &str,
         stream: &str,
         name: &str,
-    ) -> Option<(crate::raft::GroupMetrics, Instant)> {
+        f: impl FnOnce(&ConsumerReplica) -> T,
+    ) -> Option<T> {
         let key = (account.to_string(), stream.to_string(), name.to_string());
-        let cg = lock(&self.cgroups);
-        cg.get(&key).map(|c| (c.group.metrics(), c.opened))
+        lock(&self.cgroups).get(&key).map(f)
     }
 
     /// The group of a consumer this node holds a copy of.
