@@ -285,6 +285,10 @@ async fn a_follower_whose_restore_is_slow_still_catches_up_from_a_snapshot() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restart_from_disk_restores_state() {
     let mut c = Cluster::start_with("restart", 3, 7, compact_often).await;
+    assert!(
+        c.ids().iter().all(|id| c.group(*id).is_blank()),
+        "new members"
+    );
     let mut acked = Vec::new();
     propose_n(&c, 0, 25, &mut acked).await;
     c.wait_applied(&c.ids(), &acked, WAIT).await;
@@ -293,6 +297,11 @@ async fn restart_from_disk_restores_state() {
     }
     for id in 1..=3 {
         c.open(id).await;
+        // What bootstraps a new stream group asks (its metrics start empty either way).
+        assert!(
+            !c.group(id).is_blank(),
+            "member {id} reopened with its state"
+        );
     }
     // Nothing re-bootstraps: the vote, log and snapshot on disk are the whole state.
     c.leader().await;

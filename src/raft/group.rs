@@ -101,6 +101,8 @@ struct Inner {
     transport: Arc<dyn Transport>,
     /// What was applied since the last snapshot.
     since: Arc<SinceSnapshot>,
+    /// Opened without any state here (see [`Group::is_blank`]).
+    blank: bool,
 }
 
 fn ms(d: Duration) -> u64 {
@@ -184,6 +186,7 @@ impl Group {
             defer: cfg.defer_heartbeat,
         };
         let since = sm.since.clone();
+        let blank = log.is_blank();
         let raft = Raft::new(cfg.id, Arc::new(rcfg), net, log, sm)
             .await
             .map_err(|e| ctx(format!("start: {e}")))?;
@@ -196,8 +199,16 @@ impl Group {
                 stepping_down: Default::default(),
                 transport,
                 since,
+                blank,
             }),
         })
+    }
+
+    /// Whether the group opened without any state on this node (no vote ever saved, an
+    /// empty log): a new member, not one reopened after a restart. (Its metrics cannot
+    /// tell at once: they start empty until openraft reports the loaded state.)
+    pub fn is_blank(&self) -> bool {
+        self.inner.blank
     }
 
     pub fn name(&self) -> &str {

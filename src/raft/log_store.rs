@@ -155,6 +155,13 @@ impl LogStore {
         })
     }
 
+    /// Whether the group has no state here: no vote ever saved, no record in the log (a
+    /// member that never took part).
+    pub(crate) fn is_blank(&self) -> bool {
+        let i = lock(&self.inner);
+        i.vote.is_none() && i.records == 0
+    }
+
     /// Runs `f` on the blocking pool with the store locked.
     async fn blocking<T, F>(&self, f: F) -> io::Result<T>
     where

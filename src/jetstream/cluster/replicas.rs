@@ -293,9 +293,11 @@ impl JsCluster {
             .map_err(|e| format!("stream {:?} group: {e}", sa.name))?;
         ready.transport.register(&group);
         // Only the peers the group was created with bootstrap it, the first of them at
-        // once; a node added later waits for its leader to bring it in.
+        // once; a node added later waits for its leader to bring it in. A group with
+        // members here (reopened after a restart) is never bootstrapped: the first
+        // member's campaign would depose the leader it has not heard from yet.
         let initial = sa.bootstrap_members().to_vec();
-        let boot = match boot_after(&initial, self.me) {
+        let boot = match boot_after(&initial, self.me).filter(|_| group.is_blank()) {
             Some(after) if after.is_zero() => {
                 self.bootstrap(&srv, group.clone(), initial);
                 None
