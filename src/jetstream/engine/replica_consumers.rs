@@ -211,6 +211,8 @@ impl Engine {
             if c.passive {
                 c.restore(&p.state, st.store.as_ref());
                 c.last_active = Instant::now();
+            } else if !mine {
+                c.merge_committed(&p.state, st.store.as_ref());
             }
             c.group_applied = Some(p.state);
         }
