@@ -107,24 +107,7 @@ async fn stream_leader_killed_loses_no_acknowledged_message() {
     }
     // The killed node comes back and catches up.
     nodes.procs[li] = Some(start(&nodes.confs[li]));
-    let deadline = tokio::time::Instant::now() + WAIT;
-    let info = loop {
-        let info = request(&nc, "$JS.API.STREAM.INFO.EV", String::new()).await;
-        let caught_up = info.as_ref().is_some_and(|v| {
-            let reps = v["cluster"]["replicas"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default();
-            reps.len() == 2 && reps.iter().all(|r| r["current"] == true)
-        });
-        if caught_up {
-            break info.unwrap_or_default();
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "replicas never current: {info:?}"
-        );
-    };
+    let info = caught_up(&nc).await;
     assert_ne!(info["cluster"]["leader"], leader.as_str(), "{info}");
     assert_eq!(info["state"]["messages"], 200, "{info}");
     assert_eq!(info["state"]["last_seq"], 200, "{info}");
@@ -236,5 +219,119 @@ async fn consumer_leader_killed_comes_back_and_leads_again() {
     }
     assert_eq!(consumer_leader(&nc, &second).await, first);
     assert_eq!(take(&consumer, 40).await, (61..=100).collect::<Vec<u64>>());
+    drop(nodes);
+}
+
+/// Group `group` in node `http`'s `/raftz` (`Null` before the node has it open).
+async fn raftz_of(http: u16, group: &str) -> serde_json::Value {
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], http));
+    let (_, body) = common::http_get(addr, &format!("/raftz?acc=$G&group={group}")).await;
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+    v["$G"][group].clone()
+}
+
+/// STREAM INFO of EV once both followers are current (the restarted node caught up).
+async fn caught_up(nc: &async_nats::Client) -> serde_json::Value {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let info = request(nc, "$JS.API.STREAM.INFO.EV", String::new()).await;
+        if let Some(v) = info.as_ref().filter(|v| {
+            let reps = v["cluster"]["replicas"].as_array();
+            reps.is_some_and(|r| r.len() == 2 && r.iter().all(|r| r["current"] == true))
+        }) {
+            return v.clone();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "replicas never current: {info:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The member that created an R3 stream's group (its first leader, which bootstraps it)
+/// restarts while another member leads: it rejoins as a follower and leaves the leader be —
+/// no election, the group's term unchanged (a restarted member that bootstrapped and
+/// campaigned again would depose a leader it had not heard from yet).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_first_member_leaves_the_leader_be() {
+    use futures::StreamExt;
+    let (mut nodes, nc) = three("jsc-first").await;
+    let created = create_ev(&nc, "file").await;
+    let first = created["cluster"]["leader"]
+        .as_str()
+        .expect("leader")
+        .to_string();
+    let group = created["cluster"]["raft_group"]
+        .as_str()
+        .expect("raft_group")
+        .to_string();
+    for i in 1..=10u64 {
+        publish_acked(&nc, i).await;
+    }
+    let mut elected = nc
+        .subscribe("$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED.EV")
+        .await
+        .expect("sub");
+    nc.flush().await.expect("flush");
+    // One step-down (it takes openraft's leader lease, about 2 s, longer than `request`
+    // waits; asking again would step the next leader down too).
+    let r = tokio::time::timeout(
+        WAIT,
+        nc.request("$JS.API.STREAM.LEADER.STEPDOWN.EV", "".into()),
+    )
+    .await
+    .expect("a stepdown answer")
+    .expect("a stepdown answer");
+    let r: serde_json::Value = serde_json::from_slice(&r.payload).expect("json");
+    assert_eq!(r["success"], true, "{r}");
+    let deadline = tokio::time::Instant::now() + WAIT;
+    // The step-down's own election, announced by the new leader.
+    let next = loop {
+        let m = tokio::time::timeout_at(deadline, elected.next())
+            .await
+            .expect("an advisory of the new leader")
+            .expect("open");
+        let a: serde_json::Value = serde_json::from_slice(&m.payload).expect("json");
+        let l = a["leader"].as_str().unwrap_or_default().to_string();
+        if !l.is_empty() && l != first {
+            break l;
+        }
+    };
+    let ni: usize = next[1..].parse().expect("nK");
+    let term = raftz_of(nodes.http[ni], &group).await["term"].clone();
+    assert!(term.as_u64().is_some_and(|t| t > 0), "{term}");
+
+    // Restart the first member (kill -9: no lame duck, no handover) and let it catch up.
+    let fi: usize = first[1..].parse().expect("nK");
+    if let Some(p) = &nodes.procs[fi] {
+        p.signal("-9");
+    }
+    nodes.procs[fi] = None;
+    nodes.procs[fi] = Some(start(&nodes.confs[fi]));
+    for i in 11..=20u64 {
+        assert_eq!(publish_acked(&nc, i).await, i);
+    }
+    // The restarted member has applied all the leader has (STREAM INFO's `current` may
+    // still be the leader's view from before the kill).
+    let applied = raftz_of(nodes.http[ni], &group).await["applied"].clone();
+    common::wait_for("the restarted member caught up", || {
+        let (http, group, applied) = (nodes.http[fi], group.clone(), applied.clone());
+        async move {
+            let g = raftz_of(http, &group).await;
+            g["applied"].as_u64() >= applied.as_u64() && g["leader"].is_string()
+        }
+    })
+    .await;
+    let info = caught_up(&nc).await;
+    assert_eq!(info["cluster"]["leader"], next.as_str(), "{info}");
+    for k in [ni, fi] {
+        let g = raftz_of(nodes.http[k], &group).await;
+        assert_eq!(g["term"], term, "n{k}: {g}");
+    }
+    // No election announced since the step-down's.
+    if let Ok(Some(m)) = tokio::time::timeout(Duration::from_millis(200), elected.next()).await {
+        panic!("an election: {}", String::from_utf8_lossy(&m.payload));
+    }
     drop(nodes);
 }

@@ -37,8 +37,13 @@ pub fn conf_with(
         .iter()
         .map(|p| format!("\"nats-route://127.0.0.1:{p}\""))
         .collect();
+    let debug = if std::env::var_os("NATSD_TEST_DEBUG").is_some() {
+        "debug: true\n"
+    } else {
+        ""
+    };
     format!(
-        "server_name: n{i}\nlisten: 127.0.0.1:{client}\nhttp: 127.0.0.1:{http}\n\
+        "{debug}server_name: n{i}\nlisten: 127.0.0.1:{client}\nhttp: 127.0.0.1:{http}\n\
          lame_duck_duration: \"4s\"\nlame_duck_grace_period: \"1s\"\n\
          jetstream {{ store_dir: \"{}\" }}\n\
          cluster {{ name: C1, listen: 127.0.0.1:{route}, routes: [{}]\n{cluster_extra} }}\n",
@@ -46,6 +51,9 @@ pub fn conf_with(
         peers.join(", ")
     )
 }
+
+/// How many of each node's last log lines a failing test shows.
+const LOG_TAIL: usize = 400;
 
 pub fn start(p: &Path) -> Proc {
     let p = p.to_string_lossy().to_string();
@@ -192,7 +200,22 @@ async fn start_three(name: &str, linked: bool) -> (Nodes, async_nats::Client) {
 }
 
 impl Drop for Nodes {
+    /// A failing test shows the last lines each live node logged (with `NATSD_TEST_DEBUG`
+    /// set, its debug log: the nodes run with `debug: true`).
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            for (i, p) in self.procs.iter_mut().enumerate() {
+                let Some(p) = p else { continue };
+                while let Ok(l) = p.lines.try_recv() {
+                    p.seen.push(l);
+                }
+                let from = p.seen.len().saturating_sub(LOG_TAIL);
+                eprintln!("--- n{i}: last {} log lines", p.seen.len() - from);
+                for l in &p.seen[from..] {
+                    eprintln!("n{i} {l}");
+                }
+            }
+        }
         self.procs.clear();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
