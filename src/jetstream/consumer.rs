@@ -104,6 +104,8 @@ pub struct Consumer {
     /// CONSUMER INFO's `cluster`, as this node sees the consumer's group (empty until the
     /// group has reported).
     pub cluster_json: String,
+    /// Another member leads the consumer's group, as the cluster's last tick saw it.
+    pub led_elsewhere: bool,
     /// Created by a live entry of its stream's log (not revived from a snapshot): its
     /// group may be bootstrapped at once.
     pub born_live: bool,
@@ -215,6 +217,7 @@ impl Consumer {
             group_applied: None,
             relayed: None,
             cluster_json: String::new(),
+            led_elsewhere: false,
             born_live: false,
             origin: None,
         }

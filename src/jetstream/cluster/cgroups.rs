@@ -30,7 +30,7 @@ use super::{lock, JsCluster};
 use crate::jetstream::advisory::{self, Leadership};
 use crate::jetstream::consumer::Cx;
 use crate::jetstream::engine::replica::CONSUMER_STATES;
-use crate::jetstream::engine::replica_consumers::ConsumerDesc;
+use crate::jetstream::engine::replica_consumers::{ConsumerDesc, Led};
 use crate::jetstream::types::now_nanos;
 use crate::jetstream::JetStream;
 use crate::raft::{Group, NodeId, StateMachine};
@@ -226,7 +226,7 @@ impl JsCluster {
             // A copy whose group closes runs no more (a new group says who leads).
             let mut e = js.engine();
             for ((acc, s, n), _) in &gone {
-                e.set_consumer_leader(&srv, acc, s, n, false, Some(String::new()));
+                e.set_consumer_leader(&srv, acc, s, n, Led::Unknown, Some(String::new()));
             }
         }
         for (k, c) in gone {
@@ -346,7 +346,14 @@ impl JsCluster {
                         self.r1_cluster_json(leads.then_some(self.name.as_str()))
                     }
                 });
-                e.set_consumer_leader(&srv, acc, s, name, leads, json);
+                let led = if leads {
+                    Led::Here
+                } else if m.leader.is_some_and(|l| l != self.me) {
+                    Led::Elsewhere
+                } else {
+                    Led::Unknown
+                };
+                e.set_consumer_leader(&srv, acc, s, name, led, json);
                 if leads && !c.led && target.len() > 1 {
                     let replicas = serde_json::to_string(&self.replica_infos_of(&m, &target))
                         .unwrap_or_else(|_| "[]".into());
@@ -371,10 +378,8 @@ impl JsCluster {
                     // it itself when that first bootstrap was lost. A copy opened after
                     // the creation (a stream scaled up, a peer replaced) is added by the
                     // group's leader.
-                    let fresh = c.original()
-                        && c.desc.born_live
-                        && c.desc.created >= self.started
-                        && now_ns.saturating_sub(c.desc.created) < FRESH_NS;
+                    let fresh =
+                        c.original() && c.created_live_within(self.started, now_ns, FRESH_NS);
                     let seen = Seen {
                         me: self.me,
                         group: c.group.name(),
@@ -474,9 +479,7 @@ impl JsCluster {
         let within = LEADERLESS_AFTER.as_nanos() as i64;
         self.with_consumer(account, stream, name, |c| {
             let m = c.group.metrics();
-            let new = c.desc.born_live
-                && c.desc.created >= self.started
-                && now_ns.saturating_sub(c.desc.created) < within;
+            let new = c.created_live_within(self.started, now_ns, within);
             // A leader elected but not yet followed has applied nothing either.
             new && !super::leads(&m) && m.applied.is_none() && m.voters.contains(&self.me)
         })
@@ -581,6 +584,14 @@ struct Want {
 }
 
 impl ConsumerReplica {
+    /// Created by a live request (not revived from a snapshot) while this process ran
+    /// (since `started`), under `window_ns` before `now_ns`.
+    fn created_live_within(&self, started: i64, now_ns: i64, window_ns: i64) -> bool {
+        self.desc.born_live
+            && self.desc.created >= started
+            && now_ns.saturating_sub(self.desc.created) < window_ns
+    }
+
     /// This node's copy of the stream had the consumer from the start: it was one of the
     /// stream's first peers (which never changed), or the consumer was created after the
     /// copy opened here. Only such a member may bootstrap the group.

@@ -35,6 +35,17 @@ const HOLD_AT_MOST: Duration = Duration::from_secs(5);
 /// A held creation whose group is led by another node is answered after this.
 const LED_ELSEWHERE: Duration = Duration::from_millis(300);
 
+/// Who leads a consumer's group, as the cluster's tick sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Led {
+    /// This node: its copy runs.
+    Here,
+    /// Another node, as this member knows it.
+    Elsewhere,
+    /// No leader known (or elected here, not yet followed).
+    Unknown,
+}
+
 /// What the cluster needs to run a consumer's group.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConsumerDesc {
@@ -104,9 +115,10 @@ impl Engine {
         account: &str,
         stream: &str,
         name: &str,
-        leader: bool,
+        led: Led,
         cluster_json: Option<String>,
     ) {
+        let leader = led == Led::Here;
         let Some(ja) = self.accounts.get_mut(account) else {
             return;
         };
@@ -119,6 +131,7 @@ impl Engine {
         if let Some(j) = cluster_json {
             c.cluster_json = j;
         }
+        c.led_elsewhere = led == Led::Elsewhere;
         if c.passive != leader {
             return;
         }
@@ -252,7 +265,6 @@ impl Engine {
             let acc = ja.acc.clone();
             let cx = Cx::new(srv, &acc);
             let streams = &ja.streams;
-            let led_here = format!("\"leader\":\"{}\"", srv.name);
             ja.held.retain(|h| {
                 let Some(st) = streams.get(&h.stream) else {
                     return false;
@@ -264,9 +276,7 @@ impl Engine {
                 // tick has made its copy run by then. (Elected here but not yet followed,
                 // it is not led: a pull request now would reach no active copy.)
                 let waited = h.since.elapsed();
-                let elsewhere = c.cluster_json.contains("\"leader\"")
-                    && !c.cluster_json.contains(&led_here)
-                    && waited >= LED_ELSEWHERE;
+                let elsewhere = c.led_elsewhere && waited >= LED_ELSEWHERE;
                 if c.passive && !elsewhere && waited < HOLD_AT_MOST {
                     return true;
                 }
