@@ -5,7 +5,8 @@
 //! restores it on the passive copy when the entry is applied. A member that comes to lead
 //! takes over from the last progress it applied: what was delivered and not acknowledged
 //! then is delivered again after its ack wait, as by nats-server; pull requests made to the
-//! old leader are gone (clients pull again).
+//! old leader are gone (clients pull again). Progress its predecessor committed that it
+//! applies only after taking over is merged in (`Consumer::merge_committed`).
 
 use super::replica::{Progress, ProgressEntry};
 use super::*;
