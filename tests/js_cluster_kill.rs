@@ -127,9 +127,14 @@ async fn stream_leader_killed_loses_no_acknowledged_message() {
 
     // The consumer's progress outlived its leader; then the leader of now goes too, so the
     // restarted node (its copy rebuilt from its log) or the other one leads: D goes on at 51.
-    let d = request(&nc, "$JS.API.CONSUMER.INFO.EV.D", String::new())
-        .await
-        .unwrap_or_default();
+    // (Asked until answered: under a loaded disk one answer may take over `request`'s 2 s.)
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let d = loop {
+        if let Some(d) = request(&nc, "$JS.API.CONSUMER.INFO.EV.D", String::new()).await {
+            break d;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no consumer info");
+    };
     assert_eq!(d["ack_floor"]["stream_seq"], 50, "{d}");
     assert_eq!(d["num_pending"], 150, "{d}");
     let now: usize = info["cluster"]["leader"].as_str().expect("leader")[1..]
