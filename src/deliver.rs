@@ -391,7 +391,13 @@ impl Fanout {
                         self.route_target(&s.conn);
                     }
                 }
-                ConnKind::Internal => self.internal.push(s.clone()),
+                // This server's own handlers, unless the publish is its own without echo
+                // (nats-server's system client has none).
+                ConnKind::Internal => {
+                    if echo || s.conn.cid != own_cid {
+                        self.internal.push(s.clone());
+                    }
+                }
                 // Gateway interest lives in the gateway's own sublists, never here.
                 ConnKind::Gateway => {}
             }
@@ -453,6 +459,9 @@ impl Fanout {
                         }
                     }
                     ConnKind::Internal => {
+                        if !echo && s.conn.cid == own_cid {
+                            continue;
+                        }
                         self.internal.push(s.clone());
                         done = true;
                         break;

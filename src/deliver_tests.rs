@@ -137,3 +137,57 @@ fn retiring_an_auto_unsubscribed_subscription_withdraws_its_interest() {
     // Gone from the sublist: the next message reaches nobody.
     assert_eq!(fan.publish_in(&acc, &HI, origin), 0);
 }
+
+/// A queue group with a member on the server's own internal connection and one elsewhere:
+/// the server's publish without echo (a request for the other servers) always goes to the
+/// other member, never to its own handler.
+#[test]
+fn a_publish_without_echo_skips_the_servers_own_queue_member() {
+    let internal = Arc::new(Conn::new(
+        1,
+        ConnKind::Internal,
+        std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+        1 << 20,
+    ));
+    let stub = Arc::new(Stub {
+        internal: Some(internal.clone()),
+        ..Stub::default()
+    });
+    let acc = Account::new("A");
+    let own = Arc::new(AtomicU64::new(0));
+    let counted = own.clone();
+    let handler: crate::account::Handler = Arc::new(move |_, _: &Msg<'_>| {
+        counted.fetch_add(1, Relaxed);
+    });
+    let other = client(7);
+    for (conn, handler) in [(&internal, Some(handler)), (&other, None)] {
+        let sub = Arc::new(Subscription {
+            conn: conn.clone(),
+            subject: Bytes::from_static(b"a.b"),
+            queue: Some(Bytes::from_static(b"responder")),
+            sid: Bytes::from_static(b"1"),
+            max: AtomicU64::new(0),
+            delivered: AtomicU64::new(0),
+            deny: None,
+            weight: 1,
+            handler,
+            traced: false,
+        });
+        acc.sublist
+            .insert(b"a.b", Some(b"responder"), SubRef(sub))
+            .expect("insert");
+    }
+    let mut fan = Fanout::new(stub.clone());
+    let without_echo = Origin::Client { cid: 1, echo: false };
+    for _ in 0..40 {
+        assert_eq!(fan.publish_in(&acc, &HI, without_echo), 1);
+    }
+    assert_eq!(own.load(Relaxed), 0, "the server's own member took it");
+    assert_eq!(written(&other).matches("MSG a.b").count(), 40);
+    // With echo (as the server's other publishes), its own member takes its turn.
+    let with_echo = Origin::Client { cid: 1, echo: true };
+    for _ in 0..40 {
+        assert_eq!(fan.publish_in(&acc, &HI, with_echo), 1);
+    }
+    assert!(own.load(Relaxed) > 0, "never its own member in 40 publishes");
+}

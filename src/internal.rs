@@ -80,6 +80,22 @@ pub fn unsubscribe(fabric: &dyn Fabric, acc: &Account, sub: &Arc<Subscription>) 
 /// included) and routes, exactly as a client's publish would go.
 pub fn publish(fabric: Arc<dyn Fabric>, acc: &Account, m: &Msg<'_>) -> u64 {
     let origin = origin(&*fabric);
+    publish_from(fabric, acc, m, origin)
+}
+
+/// [`publish`] for the other servers only: this server's own internal subscriptions are
+/// skipped (nats-server's system client publishes without echo), so a queue group's member
+/// here never takes it — a request only another server can answer (the full resolver's
+/// pack request: its own responder would always find its own hash the same).
+pub fn publish_to_others(fabric: Arc<dyn Fabric>, acc: &Account, m: &Msg<'_>) -> u64 {
+    let origin = Origin::Client {
+        cid: fabric.internal_conn().cid,
+        echo: false,
+    };
+    publish_from(fabric, acc, m, origin)
+}
+
+fn publish_from(fabric: Arc<dyn Fabric>, acc: &Account, m: &Msg<'_>, origin: Origin) -> u64 {
     let mut fan = Fanout::new(fabric);
     let delivered = fan.publish_in(acc, m, origin);
     fan.finish_sync();

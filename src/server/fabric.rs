@@ -102,6 +102,11 @@ impl ServerShared {
         crate::internal::publish(self.clone(), acc, m)
     }
 
+    /// See [`crate::internal::publish_to_others`].
+    pub fn publish_internal_to_others(self: &Arc<Self>, acc: &Account, m: &Msg<'_>) -> u64 {
+        crate::internal::publish_to_others(self.clone(), acc, m)
+    }
+
     /// See [`crate::internal::origin`].
     pub fn internal_origin(&self) -> Origin {
         crate::internal::origin(self)

@@ -226,6 +226,16 @@ const STATSZ_EVERY: Duration = Duration::from_secs(30);
 /// Requests waiting for the service task; more are dropped (logged at debug).
 const QUEUE: usize = 4096;
 
+/// A message without headers.
+fn plain<'a>(subject: &'a str, reply: Option<&'a str>, payload: &'a [u8]) -> Msg<'a> {
+    Msg {
+        subject: subject.as_bytes(),
+        reply: reply.map(str::as_bytes),
+        header: None,
+        payload,
+    }
+}
+
 impl Sys {
     /// Subscribe the services in the system account and start their task. `None` with
     /// `no_system_account` (or when the account is missing, which validation prevents).
@@ -382,13 +392,19 @@ impl Sys {
         reply: Option<&str>,
         payload: &[u8],
     ) {
-        let m = Msg {
-            subject: subject.as_bytes(),
-            reply: reply.map(str::as_bytes),
-            header: None,
-            payload,
-        };
-        srv.publish_internal(&self.acc, &m);
+        srv.publish_internal(&self.acc, &plain(subject, reply, payload));
+    }
+
+    /// [`Sys::publish`] to the other servers only (not this one's own handlers): a request
+    /// only another server can answer.
+    pub fn publish_to_others(
+        &self,
+        srv: &Arc<ServerShared>,
+        subject: &str,
+        reply: Option<&str>,
+        payload: &[u8],
+    ) {
+        srv.publish_internal_to_others(&self.acc, &plain(subject, reply, payload));
     }
 
     /// Send a request to every server (this one included) and collect the answers until

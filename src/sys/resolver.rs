@@ -174,7 +174,8 @@ pub fn start(srv: &Arc<ServerShared>, sys: &Arc<Sys>, subs: &mut Vec<Arc<Subscri
             let Some(sys) = wsys.upgrade() else { return };
             let hash = res.store().hash();
             tracing::debug!("DirResolver - Checking store state: {}", hex(&hash));
-            sys.publish(&srv, PACK, Some(&res.pack_inbox), &hash);
+            // Not to this server's own responder (it holds the same set): one of the others.
+            sys.publish_to_others(&srv, PACK, Some(&res.pack_inbox), &hash);
         }
     });
     tracing::info!(
