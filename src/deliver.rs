@@ -362,6 +362,9 @@ impl Fanout {
             Origin::Client { cid, echo } => (cid, echo),
             Origin::Route | Origin::Gateway | Origin::Leaf { .. } => (u64::MAX, true),
         };
+        // The publisher's own subscription, which a publish without echo skips (a client's,
+        // or the server's internal one for its own publish without echo).
+        let own = |c: &Conn| !echo && c.cid == own_cid;
         // Leafnode rules (nats-server's): never back to the leaf it came from; from a hub we
         // dialled, not to routes; from a route, only to leaves we are the hub of.
         let (from_leaf, from_spoke) = match origin {
@@ -371,7 +374,7 @@ impl Fanout {
         for s in &r.psubs {
             match s.conn.kind {
                 ConnKind::Client => {
-                    if !echo && s.conn.cid == own_cid {
+                    if own(&s.conn) {
                         if self.msg_trace.is_some() {
                             crate::trace::egress::no_echo(self, s);
                         }
@@ -394,7 +397,7 @@ impl Fanout {
                 // This server's own handlers, unless the publish is its own without echo
                 // (nats-server's system client has none).
                 ConnKind::Internal => {
-                    if echo || s.conn.cid != own_cid {
+                    if !own(&s.conn) {
                         self.internal.push(s.clone());
                     }
                 }
@@ -430,7 +433,7 @@ impl Fanout {
                 }
                 match s.conn.kind {
                     ConnKind::Client => {
-                        if !echo && s.conn.cid == own_cid {
+                        if own(&s.conn) {
                             if self.msg_trace.is_some() {
                                 crate::trace::egress::no_echo(self, s);
                             }
@@ -459,7 +462,7 @@ impl Fanout {
                         }
                     }
                     ConnKind::Internal => {
-                        if !echo && s.conn.cid == own_cid {
+                        if own(&s.conn) {
                             continue;
                         }
                         self.internal.push(s.clone());

@@ -178,7 +178,10 @@ fn a_publish_without_echo_skips_the_servers_own_queue_member() {
             .expect("insert");
     }
     let mut fan = Fanout::new(stub.clone());
-    let without_echo = Origin::Client { cid: 1, echo: false };
+    let without_echo = Origin::Client {
+        cid: 1,
+        echo: false,
+    };
     for _ in 0..40 {
         assert_eq!(fan.publish_in(&acc, &HI, without_echo), 1);
     }
@@ -189,5 +192,8 @@ fn a_publish_without_echo_skips_the_servers_own_queue_member() {
     for _ in 0..40 {
         assert_eq!(fan.publish_in(&acc, &HI, with_echo), 1);
     }
-    assert!(own.load(Relaxed) > 0, "never its own member in 40 publishes");
+    assert!(
+        own.load(Relaxed) > 0,
+        "never its own member in 40 publishes"
+    );
 }

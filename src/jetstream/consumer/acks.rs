@@ -106,7 +106,7 @@ impl Consumer {
             self.dirty = true;
         }
         let last = store.state().last_seq;
-        if st.sseq > self.sseq && self.sseq <= last {
+        if st.sseq > self.sseq {
             let now = Instant::now();
             for &(s, d, ts, dc) in st.pending.iter().filter(|p| p.0 >= self.sseq) {
                 if s > last {
