@@ -57,6 +57,13 @@ async fn r3_stream_acks_on_quorum_and_survives_its_leader() {
         async move { c.iter().all(|c| *c == Some((50, 50))) }
     })
     .await;
+    // Each copy's applies leave its store's buffer to the engine's timer (the group's log
+    // already holds them): the messages still reach every node's segment files.
+    common::wait_for("every node's segments hold the last message", || {
+        let n = nodes_whose_segments_hold(&js.dir, b"m50");
+        async move { n == 3 }
+    })
+    .await;
 
     // One answer per request: a second reply would show as a second message.
     let inbox = nc.new_inbox();
@@ -807,4 +814,27 @@ async fn each_new_r3_stream_elects_one_leader_and_keeps_it() {
         "one election per stream, of the leader first named"
     );
     js.stop().await;
+}
+
+/// How many nodes' stores (the directories under `dir`) have a stream segment (`*.blk`)
+/// holding `needle`.
+fn nodes_whose_segments_hold(dir: &std::path::Path, needle: &[u8]) -> usize {
+    fn holds(p: &std::path::Path, needle: &[u8]) -> bool {
+        let Ok(rd) = std::fs::read_dir(p) else {
+            return false;
+        };
+        rd.flatten().any(|e| {
+            let path = e.path();
+            if path.is_dir() {
+                holds(&path, needle)
+            } else {
+                path.extension().is_some_and(|x| x == "blk")
+                    && std::fs::read(&path)
+                        .is_ok_and(|b| b.windows(needle.len()).any(|w| w == needle))
+            }
+        })
+    }
+    std::fs::read_dir(dir)
+        .map(|rd| rd.flatten().filter(|e| holds(&e.path(), needle)).count())
+        .unwrap_or(0)
 }

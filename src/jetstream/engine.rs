@@ -371,6 +371,7 @@ impl Engine {
     /// Flush every stream that stored publishes since the last call, then send their acks
     /// in the order the publishes came. A PubAck is never sent before its message was
     /// flushed; a failed flush turns the acks of that stream into errors.
+    /// A replicated copy's store is left to [`Engine::tick`]: its group's log keeps them.
     pub fn finish_batch(&mut self, srv: &Arc<ServerShared>) {
         if self.pending_acks.is_empty() {
             return;
@@ -388,8 +389,9 @@ impl Engine {
                 .accounts
                 .get(&*p.account)
                 .and_then(|ja| ja.streams.get(&*p.stream))
+                .filter(|st| st.replica.is_none())
             else {
-                continue; // deleted in the same batch: nothing left to flush
+                continue; // deleted in the same batch, or a replicated copy: no flush now
             };
             if let Err(e) = st.store.flush() {
                 tracing::error!("JetStream: stream {:?} flush: {e}", p.stream);
@@ -553,6 +555,10 @@ impl Engine {
             // Mirrors and sources copy first: their consumers below get the copies now.
             super::mirror::pump(&cx, &self.tx, &mut ja.streams, &mut ja.follows, &ja.limits);
             for st in ja.streams.values_mut() {
+                // What a replicated copy's applies left buffered (`finish_batch`).
+                if let Some(Err(e)) = st.replica.as_ref().map(|_| st.store.flush()) {
+                    tracing::error!("JetStream: stream {:?} flush: {e}", st.cfg.name);
+                }
                 if st.store.expire(now_ns) > 0 {
                     tracing::trace!("stream {:?}: aged messages removed", st.cfg.name);
                 }
