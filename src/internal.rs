@@ -76,6 +76,10 @@ pub fn unsubscribe(fabric: &dyn Fabric, acc: &Account, sub: &Arc<Subscription>) 
     }
 }
 
+/// How many destinations of one internal publish batch [`Fanout::finish_sync`] writes to
+/// in place ([`crate::conn::Outbound::flush_or_kick`]).
+const IN_PLACE_DESTINATIONS: usize = 4;
+
 /// Publish a message from the server itself into `acc`: local subscribers (internal ones
 /// included) and routes, exactly as a client's publish would go.
 pub fn publish(fabric: Arc<dyn Fabric>, acc: &Account, m: &Msg<'_>) -> u64 {
@@ -138,8 +142,15 @@ impl Fanout {
             }
         }
         self.flush_counters();
-        for c in self.kicks().drain(..) {
-            c.out.kick();
+        // The server's own messages (PubAcks, Raft appends and answers) go out from here
+        // when the socket takes them at once; past a few destinations the writers do it, in
+        // parallel.
+        for (i, c) in self.kicks().drain(..).enumerate() {
+            if i < IN_PLACE_DESTINATIONS {
+                c.out.flush_or_kick();
+            } else {
+                c.out.kick();
+            }
         }
     }
 }

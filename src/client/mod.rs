@@ -65,6 +65,7 @@ pub async fn serve(srv: Arc<ServerShared>, stream: TcpStream, addr: SocketAddr) 
         return serve_tls(srv, conn, opts, stream, acceptor).await;
     }
     // Plaintext: the socket's own halves, no extra layer.
+    conn.out.set_direct(&stream);
     let (rd, wr) = stream.into_split();
     let cfg = srv.write_cfg(ConnKind::Client, opts.write_deadline);
     let mut c = Client::new(srv, conn.clone(), opts);

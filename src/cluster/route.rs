@@ -72,6 +72,7 @@ pub async fn run(
     let mut r = Route::new(srv.clone(), cl.clone(), conn.clone(), solicit);
     match &cl.tls {
         None => {
+            conn.out.set_direct(&stream);
             let (rd, wr) = stream.into_split();
             r.serve(rd, wr).await;
         }

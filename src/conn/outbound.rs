@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 const INITIAL_CAPACITY: usize = 32 * 1024;
+/// [`Outbound::flush_or_kick`] writes from the caller's thread at most this much.
+const IN_PLACE_MAX: usize = 16 * 1024;
 /// A spare up to this size is always kept; a larger one only while writes fill it.
 const MAX_KEPT_CAPACITY: usize = 4 * 1024 * 1024;
 /// A write of at least this much keeps a large spare for [`KEEP_LARGE_FOR`] more.
@@ -47,6 +49,12 @@ struct State {
     in_flight: usize,
     /// When the writer last wrote a batch of [`BUSY_WRITE`] or more.
     busy_at: Option<Instant>,
+    /// The connection's plain TCP socket (a duplicate of its descriptor), for
+    /// [`Outbound::flush_or_kick`]; dropped with `release`, so the socket closes with
+    /// the connection. `None` for TLS and WebSocket connections and in tests.
+    direct: Option<std::net::TcpStream>,
+    /// Compression was switched on once: bytes go out through the writer's encoder only.
+    compressing: bool,
 }
 
 impl State {
@@ -85,6 +93,8 @@ impl Outbound {
                 compress: None,
                 in_flight: 0,
                 busy_at: None,
+                direct: None,
+                compressing: false,
             }),
             notify: Notify::new(),
             drained: Notify::new(),
@@ -152,6 +162,61 @@ impl Outbound {
         self.notify.notify_one();
     }
 
+    /// Lets [`Outbound::flush_or_kick`] write to `sock` (a plain TCP connection's socket,
+    /// before it is split for the read loop and the writer). Without a duplicate of its
+    /// descriptor the connection only has its writer.
+    pub fn set_direct(&self, sock: &tokio::net::TcpStream) {
+        use std::os::fd::AsFd;
+        match sock.as_fd().try_clone_to_owned() {
+            Ok(fd) => self.lock().direct = Some(std::net::TcpStream::from(fd)),
+            Err(e) => tracing::debug!("no direct writes: cannot duplicate the socket: {e}"),
+        }
+    }
+
+    /// Write what is queued from the caller's thread when that is quick and keeps the byte
+    /// order, else wake the writer. Quick: a plain TCP socket, at most [`IN_PLACE_MAX`]
+    /// bytes queued, the writer not in the middle of a write, no compression, and the
+    /// socket takes it all without blocking (what it does not take stays for the writer,
+    /// ahead of anything appended later). It saves a server-originated message (a
+    /// JetStream PubAck, a Raft append and its answer) the hand-off to the writer task,
+    /// often a wake of another runtime thread, on the path of every synchronous publish.
+    pub fn flush_or_kick(&self) {
+        if !self.write_here() {
+            self.kick();
+        }
+    }
+
+    /// The whole buffer went to the socket from here.
+    fn write_here(&self) -> bool {
+        use std::io::Write;
+        let mut st = self.lock();
+        let st = &mut *st;
+        let Some(sock) = st.direct.as_ref() else {
+            return false;
+        };
+        let n = st.buf.len();
+        if n == 0 || n > IN_PLACE_MAX || st.closed || st.in_flight > 0 {
+            return false;
+        }
+        if st.compressing || st.compress.is_some() {
+            return false;
+        }
+        match (&*sock).write(&st.buf) {
+            Ok(w) if w == n => {
+                st.buf.clear();
+                self.stuck.store(false, Relaxed);
+                self.slow.store(false, Relaxed);
+                true
+            }
+            Ok(w) => {
+                let _ = st.buf.split_to(w);
+                false
+            }
+            // Would block, or an error the writer's own write meets and handles.
+            Err(_) => false,
+        }
+    }
+
     pub fn max_pending(&self) -> usize {
         self.max_pending
     }
@@ -177,6 +242,7 @@ impl Outbound {
         let mut st = self.lock();
         let at = st.compress.map_or(st.buf.len(), |prev| prev.at);
         st.compress = Some(Switch { at, level });
+        st.compressing = true;
     }
 
     /// A compression switch with the INFO that goes with it (`send` queues it), as nats-server
@@ -240,7 +306,9 @@ impl Outbound {
         let mut st = self.lock();
         st.closed = true;
         st.buf = BytesMut::new();
+        let direct = st.direct.take();
         drop(st);
+        drop(direct);
         self.drained.notify_waiters();
     }
 
@@ -405,5 +473,112 @@ mod tests {
         round(4, busy + KEEP_LARGE_FOR);
         let (a, b) = round(4, busy + KEEP_LARGE_FOR + ms(1));
         assert!(a < MAX_KEPT_CAPACITY && b < MAX_KEPT_CAPACITY, "{a} {b}");
+    }
+
+    /// A connected pair on loopback: the server side's socket and the peer.
+    async fn pair() -> (tokio::net::TcpStream, tokio::net::TcpStream) {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = l.local_addr().expect("addr");
+        let (a, b) = tokio::join!(l.accept(), tokio::net::TcpStream::connect(addr));
+        (a.expect("accept").0, b.expect("connect"))
+    }
+
+    async fn read_exactly(peer: &mut tokio::net::TcpStream, n: usize) -> Vec<u8> {
+        use tokio::io::AsyncReadExt;
+        let mut got = vec![0u8; n];
+        tokio::time::timeout(Duration::from_secs(5), peer.read_exact(&mut got))
+            .await
+            .expect("bytes within 5 s")
+            .expect("read");
+        got
+    }
+
+    #[tokio::test]
+    async fn a_small_batch_goes_out_from_the_callers_thread_without_a_writer() {
+        let (sock, mut peer) = pair().await;
+        let o = Outbound::new(1 << 20);
+        o.set_direct(&sock);
+        // No writer task exists: only an in-place write can deliver these.
+        assert_eq!(
+            o.push(6, |b| b.extend_from_slice(b"PONG\r\n")),
+            Push::Ok {
+                kick: true,
+                stall: false
+            }
+        );
+        o.flush_or_kick();
+        assert_eq!(o.pending(), 0);
+        assert_eq!(read_exactly(&mut peer, 6).await, b"PONG\r\n");
+        // The buffer is empty again: the next append asks for a kick, and goes out too.
+        assert_eq!(
+            o.push(3, |b| b.extend_from_slice(b"+OK")),
+            Push::Ok {
+                kick: true,
+                stall: false
+            }
+        );
+        o.flush_or_kick();
+        assert_eq!(read_exactly(&mut peer, 3).await, b"+OK");
+    }
+
+    #[tokio::test]
+    async fn bytes_stay_for_the_writer_while_it_writes_or_when_large_or_compressed() {
+        let (sock, mut peer) = pair().await;
+        let o = Outbound::new(1 << 20);
+        o.set_direct(&sock);
+        // The writer took a batch and is still writing it: what comes after must wait for
+        // it, or the peer would see the later bytes first.
+        o.push(5, |b| b.extend_from_slice(b"first"));
+        let mut spare = BytesMut::new();
+        o.take(&mut spare);
+        o.push(6, |b| b.extend_from_slice(b"second"));
+        o.flush_or_kick();
+        assert_eq!(
+            o.pending(),
+            6,
+            "written while the writer's batch was in flight"
+        );
+        // Its write done, the next kick sends what waited, after the writer's batch.
+        sock.try_write(&spare).expect("the writer's batch");
+        o.signal_drained();
+        o.flush_or_kick();
+        assert_eq!(o.pending(), 0);
+        assert_eq!(read_exactly(&mut peer, 11).await, b"firstsecond");
+
+        // More than IN_PLACE_MAX queued: the writer's job.
+        o.push(IN_PLACE_MAX + 1, |b| b.resize(IN_PLACE_MAX + 1, b'x'));
+        o.flush_or_kick();
+        assert_eq!(o.pending(), IN_PLACE_MAX + 1);
+        o.take(&mut spare);
+        o.signal_drained();
+
+        // Once compression is on, bytes only go out through the writer's encoder.
+        o.compress_from_now(crate::compress::Level::Fast);
+        o.push(4, |b| b.extend_from_slice(b"zzzz"));
+        o.flush_or_kick();
+        assert_eq!(o.pending(), 4);
+    }
+
+    #[tokio::test]
+    async fn the_socket_closes_with_the_connection_not_with_the_buffer() {
+        let (sock, mut peer) = pair().await;
+        let o = Outbound::new(1 << 20);
+        o.set_direct(&sock);
+        // The connection ends (its writer releases the buffer, its halves drop): the peer
+        // sees the end, though the `Outbound` itself lives on (stale match results).
+        o.release();
+        drop(sock);
+        use tokio::io::AsyncReadExt;
+        let mut b = [0u8; 1];
+        let n = tokio::time::timeout(Duration::from_secs(5), peer.read(&mut b))
+            .await
+            .expect("EOF within 5 s")
+            .expect("read");
+        assert_eq!(n, 0);
+        // Nothing goes anywhere after a release.
+        assert_eq!(o.push(1, |b| b.extend_from_slice(b"x")), Push::Closed);
+        o.flush_or_kick();
     }
 }
