@@ -51,9 +51,10 @@ struct State {
     busy_at: Option<Instant>,
     /// The connection's plain TCP socket (a duplicate of its descriptor), for
     /// [`Outbound::flush_or_kick`]; dropped with `release`, so the socket closes with
-    /// the connection. `None` for TLS and WebSocket connections and in tests.
+    /// the connection. `None` for TLS connections, gateways and leafnodes.
     direct: Option<std::net::TcpStream>,
-    /// Compression was switched on once: bytes go out through the writer's encoder only.
+    /// Compression was switched on once (set with `compress`, which the writer takes; its
+    /// encoder lives on in the writer): bytes go out through that encoder only.
     compressing: bool,
 }
 
@@ -195,10 +196,7 @@ impl Outbound {
             return false;
         };
         let n = st.buf.len();
-        if n == 0 || n > IN_PLACE_MAX || st.closed || st.in_flight > 0 {
-            return false;
-        }
-        if st.compressing || st.compress.is_some() {
+        if n == 0 || n > IN_PLACE_MAX || st.closed || st.in_flight > 0 || st.compressing {
             return false;
         }
         match (&*sock).write(&st.buf) {
