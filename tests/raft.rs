@@ -347,9 +347,9 @@ async fn membership_one_to_three_to_one() {
     c.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn step_down_hands_leadership_to_another_member() {
-    let c = Cluster::start("stepdown", 3, 9).await;
+/// A group of `n` hands over from a leader just elected, and goes on.
+async fn hand_over(name: &str, n: u64, seed: u64) {
+    let c = Cluster::start(name, n, seed).await;
     let mut acked = Vec::new();
     propose_n(&c, 0, 5, &mut acked).await;
     let old = c.leader().await;
@@ -358,6 +358,50 @@ async fn step_down_hands_leadership_to_another_member() {
     propose_n(&c, 5, 10, &mut acked).await;
     c.wait_applied(&c.ids(), &acked, WAIT).await;
     c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn step_down_hands_leadership_to_another_member() {
+    hand_over("stepdown", 3, 9).await;
+}
+
+fn long_lease(c: &mut GroupConfig) {
+    c.election_timeout_min = Duration::from_millis(2_000);
+    c.election_timeout_max = Duration::from_millis(3_000);
+}
+
+/// A leader that has led longer than its lease hands over to a caught-up member of a
+/// three-member group at once (that member and the leader are a majority, and nothing
+/// renews a leader's own lease), not after the followers' leases run out: a stream or meta
+/// step-down, and lame duck mode, pause writes for milliseconds, not `election_timeout_max`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_settled_leader_of_three_hands_over_without_waiting_out_the_lease() {
+    let c = Cluster::start_with("stepquick", 3, 11, long_lease).await;
+    let mut acked = Vec::new();
+    propose_n(&c, 0, 5, &mut acked).await;
+    let old = c.leader().await;
+    let lease = c.group(old).election_timeout_max();
+    // Led longer than its lease: what a stream's leader usually has.
+    tokio::time::sleep(lease + Duration::from_millis(100)).await;
+    propose_n(&c, 5, 10, &mut acked).await;
+    let asked = std::time::Instant::now();
+    let new = c.group(old).step_down().await.expect("step down");
+    let took = asked.elapsed();
+    assert_ne!(new, old);
+    assert!(
+        took < lease,
+        "the handover waited {took:?}, as long as the followers' lease ({lease:?})"
+    );
+    propose_n(&c, 10, 15, &mut acked).await;
+    c.wait_applied(&c.ids(), &acked, WAIT).await;
+    c.shutdown().await;
+}
+
+/// In a group of five, the candidate needs a follower whose lease still runs: the handover
+/// waits for it, and still happens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_of_five_hands_over_after_the_lease() {
+    hand_over("stepfive", 5, 12).await;
 }
 
 async fn open_single(dir: &std::path::Path) -> std::io::Result<(Group, Member)> {

@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::PathBuf;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -97,6 +97,11 @@ struct Inner {
     hold_until: std::sync::Mutex<Option<tokio::time::Instant>>,
     /// A step-down is under way: nothing new is proposed (see [`Group::step_down`]).
     stepping_down: std::sync::atomic::AtomicBool,
+    /// Told of leadership changes ([`Group::notify_leadership`]).
+    leadership: std::sync::OnceLock<Arc<tokio::sync::Notify>>,
+    /// Proposals on their way into the log, and their last one's end during a step-down.
+    inflight: std::sync::atomic::AtomicUsize,
+    drained: tokio::sync::Notify,
     /// For the step-down's [`RpcOp::Elect`] (openraft's own RPCs go through `NetFactory`).
     transport: Arc<dyn Transport>,
     /// What was applied since the last snapshot.
@@ -197,6 +202,9 @@ impl Group {
                 observer: Default::default(),
                 hold_until: Default::default(),
                 stepping_down: Default::default(),
+                leadership: Default::default(),
+                inflight: Default::default(),
+                drained: Default::default(),
                 transport,
                 since,
                 blank,
@@ -237,6 +245,8 @@ impl Group {
     /// Replicates `data` and returns what the state machine's `apply` returned for it
     /// on this (the leader) member, once a majority has it.
     pub async fn propose(&self, data: Vec<u8>) -> Result<Vec<u8>, ProposeError> {
+        // Counted before the check, so a step-down either refuses it or waits for it.
+        let _inflight = Inflight::enter(&self.inner);
         self.check_leader()?;
         match tokio::time::timeout(
             self.inner.cfg.propose_timeout,
@@ -253,7 +263,7 @@ impl Group {
     /// Refuses early when this member is not a leader that a majority still follows.
     fn check_leader(&self) -> Result<(), ProposeError> {
         let m = self.metrics();
-        let leaving = self.inner.stepping_down.load(Relaxed);
+        let leaving = self.inner.stepping_down.load(SeqCst);
         if m.role != Role::Leader || leaving {
             return Err(ProposeError::NotLeader {
                 leader: m.leader.filter(|_| !leaving),
@@ -316,19 +326,29 @@ impl Group {
     }
 
     /// On the leader: stops leading so another member takes over. openraft 0.9 has no
-    /// leadership transfer, so this pauses heartbeats (followers time out and elect) and
-    /// this member's own elections until another leader is seen, then resumes both. Nothing
-    /// new is proposed meanwhile: appends would reach the followers as heartbeats do, and
-    /// under steady traffic none of them would ever time out.
+    /// leadership transfer, so this pauses heartbeats and this member's own elections,
+    /// asks a caught-up member to campaign (at once in a group of up to three, else once
+    /// the followers' leases run out; failing that, followers time out and elect), and
+    /// resumes both once another leader is seen. Nothing new is proposed meanwhile (what
+    /// was under way is waited for first): the candidate must hold all of this log, and
+    /// under steady traffic appends would keep followers from ever timing out.
     pub async fn step_down(&self) -> Result<NodeId, ProposeError> {
+        self.step_down_to(None).await
+    }
+
+    /// [`Group::step_down`] to `prefer` if given: only that member is asked to campaign
+    /// (the others were told to hold their elections, and a hold may arrive after an ask).
+    pub async fn step_down_to(&self, prefer: Option<NodeId>) -> Result<NodeId, ProposeError> {
         self.check_leader()?;
-        self.inner.stepping_down.store(true, Relaxed);
+        self.inner.stepping_down.store(true, SeqCst);
+        self.leadership_changed();
         let started = tokio::time::Instant::now();
+        self.drain_proposals().await;
         let rc = self.inner.raft.runtime_config();
         rc.heartbeat(false);
         rc.elect(false);
         let me = self.id();
-        self.ask_to_campaign(started).await;
+        self.ask_to_campaign(started, prefer).await;
         let wait = self.inner.cfg.election_timeout_max * 4;
         let res = self
             .wait_for(wait, |m| m.leader.is_some_and(|l| l != me))
@@ -337,6 +357,7 @@ impl Group {
         rc.heartbeat(true);
         rc.elect(!self.inner.observer.load(Relaxed));
         self.inner.stepping_down.store(false, Relaxed);
+        self.leadership_changed();
         match res {
             Ok(m) => Ok(m.leader.unwrap_or(me)),
             Err(_) => Err(ProposeError::NoHandover),
@@ -345,18 +366,21 @@ impl Group {
 
     /// The voters that have all of this leader's log (within a heartbeat interval) are asked
     /// in turn to campaign, until one takes it on. openraft 0.9 refuses votes while the
-    /// leader's lease (`election_timeout_max` since the members last heard from it, that is
-    /// since the step-down `started`) runs, so they are asked right after it: the handover
-    /// then ends there, not up to an election timeout later. A member holding off (another
-    /// is preferred) or on its way out says no; with none caught up or willing, nothing
-    /// happens.
-    async fn ask_to_campaign(&self, started: tokio::time::Instant) {
+    /// voter's lease (`election_timeout_max` since its vote last changed or an append renewed
+    /// it) runs. A follower's runs until `election_timeout_max` after the step-down `started`,
+    /// so they are asked again right after it: the handover then ends there, not up to an
+    /// election timeout later. A leader's own lease ends that long after its election, so in
+    /// a group of up to three a settled leader's vote and the candidate's are a majority at
+    /// once. A member holding off (another is preferred) or on its way out says no; with
+    /// none caught up or willing, nothing happens.
+    async fn ask_to_campaign(&self, started: tokio::time::Instant, prefer: Option<NodeId>) {
         let me = self.id();
         let caught_up = |m: &GroupMetrics| -> Vec<NodeId> {
             let last = m.last_log_index.unwrap_or(0);
             m.replicas
                 .iter()
                 .filter(|r| r.matched == Some(last) && m.voters.contains(&r.id) && r.id != me)
+                .filter(|r| prefer.is_none_or(|p| p == r.id))
                 .map(|r| r.id)
                 .collect()
         };
@@ -366,13 +390,49 @@ impl Group {
         else {
             return;
         };
+        // In a group of up to three, the candidate and this leader are a majority, and a
+        // leader's own lease ran out `election_timeout_max` after it was elected (nothing
+        // renews it while it leads): ask at once. If it has not led that long, the vote is
+        // refused and the ask below, after the followers' leases, decides.
+        if m.voters.len() <= 3 {
+            self.ask_each(&caught_up(&m)).await;
+        }
         let lease_over = started + self.inner.cfg.election_timeout_max + Duration::from_millis(50);
         let other_leader = |m: &GroupMetrics| m.leader.is_some_and(|l| l != me);
         let left = lease_over.saturating_duration_since(tokio::time::Instant::now());
         if self.wait_for(left, other_leader).await.is_ok() {
             return;
         }
-        for target in caught_up(&m) {
+        let mut targets = caught_up(&self.metrics());
+        if targets.is_empty() {
+            targets = caught_up(&m);
+        }
+        self.ask_each(&targets).await;
+    }
+
+    /// Waits (up to the propose timeout) for the proposals that passed the leader check
+    /// before a step-down began to be in the log: a member is asked to campaign only once
+    /// it has all of it. One appended after it looked caught up would make this leader
+    /// refuse its vote, and its higher term depose this leader with nobody able to win.
+    async fn drain_proposals(&self) {
+        let deadline = tokio::time::Instant::now() + self.inner.cfg.propose_timeout;
+        loop {
+            let drained = self.inner.drained.notified();
+            tokio::pin!(drained);
+            drained.as_mut().enable();
+            if self.inner.inflight.load(SeqCst) == 0 {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, drained).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// Asks `targets` in turn to campaign, until one agrees to.
+    async fn ask_each(&self, targets: &[NodeId]) {
+        let me = self.id();
+        for &target in targets {
             let call = self
                 .inner
                 .transport
@@ -384,6 +444,43 @@ impl Group {
                     tracing::debug!(group = %self.name(), "step down: {target} did not answer")
                 }
             }
+        }
+    }
+
+    /// Notifies `n` whenever this member's leadership changes: its role or the group's
+    /// leader, a new leader's first acknowledgement by a majority, a step-down's start and
+    /// end (not on appends). For a tick that acts on leadership (subscribes a stream's
+    /// subjects on its leader): a handover then moves it within a round trip, not a tick.
+    /// The watch ends when the group stops.
+    pub fn notify_leadership(&self, n: Arc<tokio::sync::Notify>) {
+        if self.inner.leadership.set(n.clone()).is_err() {
+            return;
+        }
+        let mut rx = self.inner.raft.server_metrics();
+        let weak = Arc::downgrade(&self.inner);
+        let within = self.inner.cfg.election_timeout_max;
+        tokio::spawn(async move {
+            while rx.changed().await.is_ok() {
+                n.notify_one();
+                let Some(inner) = weak.upgrade() else {
+                    return;
+                };
+                let g = Group { inner };
+                if g.metrics().role == Role::Leader {
+                    let acked = |m: &GroupMetrics| {
+                        m.role != Role::Leader || m.millis_since_quorum_ack.is_some()
+                    };
+                    if g.wait_for(within, acked).await.is_ok() {
+                        n.notify_one();
+                    }
+                }
+            }
+        });
+    }
+
+    fn leadership_changed(&self) {
+        if let Some(n) = self.inner.leadership.get() {
+            n.notify_one();
         }
     }
 
@@ -589,6 +686,24 @@ impl Group {
     pub async fn shutdown(&self) {
         if let Err(e) = self.inner.raft.shutdown().await {
             tracing::warn!(group = %self.inner.cfg.name, error = %e, "raft group did not stop cleanly");
+        }
+    }
+}
+
+/// A proposal counted in [`Inner::inflight`] until it ends (or is dropped).
+struct Inflight<'a>(&'a Inner);
+
+impl<'a> Inflight<'a> {
+    fn enter(inner: &'a Inner) -> Self {
+        inner.inflight.fetch_add(1, SeqCst);
+        Inflight(inner)
+    }
+}
+
+impl Drop for Inflight<'_> {
+    fn drop(&mut self) {
+        if self.0.inflight.fetch_sub(1, SeqCst) == 1 && self.0.stepping_down.load(SeqCst) {
+            self.0.drained.notify_waiters();
         }
     }
 }

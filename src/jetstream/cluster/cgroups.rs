@@ -265,6 +265,7 @@ impl JsCluster {
                 }
             };
             ready.transport.register(&group);
+            group.notify_leadership(self.kick.clone());
             let wake = Arc::new(Notify::new());
             let stop = CancellationToken::new();
             srv.tasks.spawn(proposer(

@@ -24,6 +24,7 @@ mod events;
 mod hello;
 pub mod meta;
 pub mod placement;
+mod proposer;
 mod raftz;
 mod replicas;
 mod requests;

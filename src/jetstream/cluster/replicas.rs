@@ -2,14 +2,14 @@
 //! assignments (`reconcile`), fed by their groups' logs (`StreamSm`), led by whichever
 //! member its group elects (`tick`), written to through one proposer task per stream.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use tokio::sync::mpsc;
 
 use super::cgroup_boot::ORPHAN_AFTER;
-use super::entry::{Entry, PubMsg};
+use super::entry::Entry;
 use super::meta::StreamAssignment;
 use super::placement::{self, Step};
 use super::{lock, Item, JsCluster, Replica};
@@ -21,9 +21,6 @@ use crate::jetstream::JetStream;
 use crate::raft::{Group, GroupMetrics, NodeId, Role, StateMachine};
 use crate::server::ServerShared;
 
-/// A proposal carries at most this many bytes of messages, or this many messages.
-const BATCH_BYTES: usize = 256 << 10;
-const BATCH_MSGS: usize = 1024;
 /// A creation older than this is not answered again when its assignment is replayed.
 const ANSWER_WITHIN_NS: i64 = 30_000_000_000;
 /// A copy no longer assigned here is closed after this at the latest.
@@ -292,6 +289,7 @@ impl JsCluster {
             .await
             .map_err(|e| format!("stream {:?} group: {e}", sa.name))?;
         ready.transport.register(&group);
+        group.notify_leadership(self.kick.clone());
         // Only the peers the group was created with bootstrap it, the first of them at
         // once; a node added later waits for its leader to bring it in. A group with
         // members here (reopened after a restart) is never bootstrapped: the first
@@ -309,11 +307,12 @@ impl JsCluster {
             None => None,
         };
         let (tx, rx) = mpsc::unbounded_channel();
-        srv.tasks.spawn(proposer(
+        srv.tasks.spawn(super::proposer::run(
             group.clone(),
             rx,
             self.session,
             self.queued.clone(),
+            (Arc::downgrade(&srv), sa.account.clone()),
         ));
         let fresh =
             sa.created >= self.started && now_nanos().saturating_sub(sa.created) < ANSWER_WITHIN_NS;
@@ -617,71 +616,6 @@ pub(super) fn still_needed(m: &GroupMetrics, me: crate::raft::NodeId) -> bool {
     m.voters.contains(&me) && matches!(m.role, Role::Follower | Role::Leader) && m.leader.is_some()
 }
 
-/// Proposes a stream's writes in order: as many queued messages as fit in one entry, an
-/// API request alone. One proposal at a time; what queues meanwhile goes in the next one.
-/// Nothing is answered on a failed proposal: the publisher's ack times out and it retries
-/// (with `Nats-Msg-Id`, safely).
-async fn proposer(
-    group: Group,
-    mut rx: mpsc::UnboundedReceiver<Item>,
-    session: u64,
-    queued: Arc<AtomicUsize>,
-) {
-    let mut held: Option<Item> = None;
-    loop {
-        let first = match held.take() {
-            Some(i) => i,
-            None => match rx.recv().await {
-                Some(i) => i,
-                None => return,
-            },
-        };
-        let entry = match first {
-            Item::Api {
-                subject,
-                reply,
-                payload,
-            } => Entry::Api {
-                proposer: session,
-                ts: now_nanos(),
-                subject,
-                reply,
-                payload,
-            },
-            Item::Msg(m) => {
-                let mut size = m.encoded_len();
-                let mut msgs = vec![m];
-                while size < BATCH_BYTES && msgs.len() < BATCH_MSGS {
-                    match rx.try_recv() {
-                        Ok(Item::Msg(m)) => {
-                            size += m.encoded_len();
-                            msgs.push(m);
-                        }
-                        Ok(other) => {
-                            held = Some(other);
-                            break;
-                        }
-                        Err(_) => break,
-                    }
-                }
-                let bytes: usize = msgs.iter().map(queued_size).sum();
-                queued.fetch_sub(bytes.min(queued.load(Relaxed)), Relaxed);
-                Entry::Msgs {
-                    proposer: session,
-                    ts: now_nanos(),
-                    msgs,
-                }
-            }
-        };
-        if let Err(e) = group.propose(entry.encode()).await {
-            tracing::debug!(
-                "JetStream: stream group {}: proposal failed: {e}",
-                group.name()
-            );
-        }
-    }
-}
-
 /// A member of a stream group's creation other than the first, until the group has
 /// members here: it bootstraps the group itself at `at` (the first's bootstrap was lost).
 pub(super) struct Boot {
@@ -704,14 +638,6 @@ impl Boot {
 fn boot_after(members: &[(NodeId, String)], me: NodeId) -> Option<Duration> {
     let rank = members.iter().position(|m| m.0 == me)?;
     Some(ORPHAN_AFTER * rank as u32)
-}
-
-/// What a queued message counted for (`Event::size` of the publish it came from).
-fn queued_size(m: &PubMsg) -> usize {
-    64 + m.subject.len()
-        + m.reply.len()
-        + m.header.as_ref().map_or(0, |h| h.len())
-        + m.payload.len()
 }
 
 #[cfg(test)]

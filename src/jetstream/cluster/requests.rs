@@ -603,12 +603,13 @@ impl JsCluster {
                 if let Some(reply) = &ev.reply {
                     send(srv, &ev.acc, reply, &err_json(ty, &e, ""));
                 }
-                return;
             }
-            Ok(Some(to)) => self.hold_elections(srv, &group, to),
-            Ok(None) => {}
+            Ok(Some(to)) => {
+                self.hold_elections(srv, &group, to);
+                self.stepdown(srv, ev, group, ty, Some(to));
+            }
+            Ok(None) => self.stepdown(srv, ev, group, ty, None),
         }
-        self.stepdown(srv, ev, group, ty);
     }
 
     /// Steps `group`'s leader down and answers with response type `ty` once it has.
@@ -618,6 +619,7 @@ impl JsCluster {
         ev: &Event,
         group: crate::raft::Group,
         ty: &'static str,
+        prefer: Option<crate::raft::NodeId>,
     ) {
         let Some(reply) = ev.reply.clone() else {
             return;
@@ -625,7 +627,7 @@ impl JsCluster {
         let acc = ev.acc.to_string();
         let srv2 = srv.clone();
         srv.tasks.spawn(async move {
-            let out = match group.step_down().await {
+            let out = match group.step_down_to(prefer).await {
                 Ok(_) => {
                     let mut o = Obj::typed(ty);
                     o.field("success", &true);
