@@ -105,11 +105,14 @@ async fn a_large_stream_is_not_snapshotted_again_for_a_few_small_entries() {
 async fn a_large_streams_leader_leaves_snapshots_to_its_followers() {
     let (js, nc, group) = r3_file_stream("jsc-snap-lead", "HUGE").await;
     let ctx = jetstream::new(nc.clone());
-    // 48 MB, an entry each: the stream passes 16 MiB at about entry 24, and every member
-    // snapshots whenever the log since its last carries half the stream (about 16, 32 …
-    // entries), the leader only until then. (Few entries: openraft's own cap, at 16 × EVERY
-    // entries, would make the leader snapshot as well.)
-    publish_sized(&ctx, "huge.a", 60, 800_000).await;
+    // 64 MB, an entry each: the stream passes 16 MiB at about entry 21, and every member
+    // snapshots whenever the log since its last carries half the stream (the member of
+    // rank 2: 5/8 of it), the leader only until then. A follower's first snapshot lands at
+    // entry 20–25 (the tick's 100 ms decides), so the second needs about 2.7 times that
+    // many entries in all: with 60 (48 MB) a first at 23 or later never had a second, and
+    // CI once timed out waiting for it (7 Dec 2026). (Few entries: openraft's own cap, at
+    // 16 × EVERY entries, would make the leader snapshot as well.)
+    publish_sized(&ctx, "huge.a", 80, 800_000).await;
     let leader = new_leader(&nc, "HUGE", "").await;
     let li = node(&js, &leader);
     const PAST: u64 = 26;
