@@ -97,8 +97,6 @@ struct Inner {
     hold_until: std::sync::Mutex<Option<tokio::time::Instant>>,
     /// A step-down is under way: nothing new is proposed (see [`Group::step_down`]).
     stepping_down: std::sync::atomic::AtomicBool,
-    /// Told of leadership changes ([`Group::notify_leadership`]).
-    leadership: std::sync::OnceLock<Arc<tokio::sync::Notify>>,
     /// Proposals on their way into the log, and their last one's end during a step-down.
     inflight: std::sync::atomic::AtomicUsize,
     drained: tokio::sync::Notify,
@@ -202,7 +200,6 @@ impl Group {
                 observer: Default::default(),
                 hold_until: Default::default(),
                 stepping_down: Default::default(),
-                leadership: Default::default(),
                 inflight: Default::default(),
                 drained: Default::default(),
                 transport,
@@ -341,7 +338,6 @@ impl Group {
     pub async fn step_down_to(&self, prefer: Option<NodeId>) -> Result<NodeId, ProposeError> {
         self.check_leader()?;
         self.inner.stepping_down.store(true, SeqCst);
-        self.leadership_changed();
         let started = tokio::time::Instant::now();
         self.drain_proposals().await;
         let rc = self.inner.raft.runtime_config();
@@ -357,7 +353,6 @@ impl Group {
         rc.heartbeat(true);
         rc.elect(!self.inner.observer.load(Relaxed));
         self.inner.stepping_down.store(false, Relaxed);
-        self.leadership_changed();
         match res {
             Ok(m) => Ok(m.leader.unwrap_or(me)),
             Err(_) => Err(ProposeError::NoHandover),
@@ -448,14 +443,11 @@ impl Group {
     }
 
     /// Notifies `n` whenever this member's leadership changes: its role or the group's
-    /// leader, a new leader's first acknowledgement by a majority, a step-down's start and
-    /// end (not on appends). For a tick that acts on leadership (subscribes a stream's
-    /// subjects on its leader): a handover then moves it within a round trip, not a tick.
-    /// The watch ends when the group stops.
+    /// leader, and a new leader's first acknowledgement by a majority (not on appends).
+    /// For a tick that acts on leadership (subscribes a stream's subjects on its leader): a
+    /// handover then moves it within a round trip, not a tick. Call it once per group; the
+    /// watch ends when the group stops.
     pub fn notify_leadership(&self, n: Arc<tokio::sync::Notify>) {
-        if self.inner.leadership.set(n.clone()).is_err() {
-            return;
-        }
         let mut rx = self.inner.raft.server_metrics();
         let weak = Arc::downgrade(&self.inner);
         let within = self.inner.cfg.election_timeout_max;
@@ -476,12 +468,6 @@ impl Group {
                 }
             }
         });
-    }
-
-    fn leadership_changed(&self) {
-        if let Some(n) = self.inner.leadership.get() {
-            n.notify_one();
-        }
     }
 
     /// Keeps this member from standing for election for `d` (it still follows and votes):

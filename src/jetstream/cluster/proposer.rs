@@ -9,6 +9,7 @@ use tokio::sync::mpsc;
 use super::entry::{Entry, PubMsg};
 use super::Item;
 use crate::jetstream::consumer::Cx;
+use crate::jetstream::engine::no_responders;
 use crate::jetstream::types::now_nanos;
 use crate::raft::{Group, ProposeError};
 use crate::server::ServerShared;
@@ -29,7 +30,8 @@ pub(super) async fn run(
     mut rx: mpsc::UnboundedReceiver<Item>,
     session: u64,
     queued: Arc<AtomicUsize>,
-    (srv, account): (Weak<ServerShared>, String),
+    srv: Weak<ServerShared>,
+    account: String,
 ) {
     let mut held: Option<Item> = None;
     loop {
@@ -98,8 +100,8 @@ fn refuse(srv: &Weak<ServerShared>, account: &str, msgs: &[PubMsg]) {
         return;
     };
     let cx = Cx::new(&srv, &acc);
-    for m in msgs.iter().filter(|m| !m.reply.is_empty()) {
-        cx.send(&m.reply, None, Some(b"NATS/1.0 503\r\n\r\n"), b"");
+    for m in msgs {
+        no_responders(&cx, &m.reply);
     }
 }
 

@@ -312,7 +312,8 @@ impl JsCluster {
             rx,
             self.session,
             self.queued.clone(),
-            (Arc::downgrade(&srv), sa.account.clone()),
+            Arc::downgrade(&srv),
+            sa.account.clone(),
         ));
         let fresh =
             sa.created >= self.started && now_nanos().saturating_sub(sa.created) < ANSWER_WITHIN_NS;
