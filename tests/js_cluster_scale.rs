@@ -554,3 +554,66 @@ async fn account_limits_count_every_replica() {
     assert_eq!(r["error"]["err_code"], 10047, "{r}");
     js.stop().await;
 }
+
+/// A publish past the account's limits is refused before it is proposed (nats-server's
+/// `processClusteredInboundMsg`): the publisher of an acknowledged stream gets the error, the
+/// publisher of a `no_ack` stream gets nothing at all (`canRespond`), and neither message is
+/// stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_no_ack_streams_refused_publish_is_not_answered() {
+    let conf = "accounts {\n  APP { jetstream: { max_file: 1000 }, \
+                users [{user: app, password: app}] }\n}\n";
+    let js = cluster_with("jsc-noack", 3, with_conf(conf)).await;
+    let app = |i: usize| {
+        let url = js.servers[i].client_url();
+        async move {
+            async_nats::ConnectOptions::with_user_and_password("app".into(), "app".into())
+                .connect(url.as_str())
+                .await
+                .expect("connect")
+        }
+    };
+    let nc = app(0).await;
+    for (name, no_ack) in [("ACK", false), ("NA", true)] {
+        let cfg = format!(
+            r#"{{"name":"{name}","subjects":["{name}"],"num_replicas":3,"no_ack":{no_ack}}}"#
+        );
+        let r = api(&nc, &format!("$JS.API.STREAM.CREATE.{name}"), &cfg).await;
+        assert!(r["error"].is_null(), "{r}");
+    }
+    let big = vec![b'x'; 2000];
+    // Each publisher is a client of its stream's leader: the refusal happens there, before
+    // the next request of the same connection is read.
+    let at_leader = |name: &'static str| {
+        let nc = nc.clone();
+        async move {
+            let info = api(&nc, &format!("$JS.API.STREAM.INFO.{name}"), "").await;
+            info["cluster"]["leader"]
+                .as_str()
+                .expect("a leader")
+                .to_string()
+        }
+    };
+    let ack = app(node(&js, &at_leader("ACK").await)).await;
+    let r = once_with(&ack, "ACK", std::str::from_utf8(&big).expect("ascii")).await;
+    assert_eq!(r["error"]["err_code"], 10002, "{r}");
+
+    let na = app(node(&js, &at_leader("NA").await)).await;
+    let mut inbox = na.subscribe("answers").await.expect("subscribe");
+    na.publish_with_reply("NA", "answers", big.clone().into())
+        .await
+        .expect("publish");
+    // A request after it on the same connection, to the same node: answered after the
+    // publish was refused.
+    let info = once(&na, "$JS.API.STREAM.INFO.NA").await;
+    assert_eq!(info["state"]["messages"], 0, "{info}");
+    use futures::{FutureExt, StreamExt};
+    let early = inbox.next().now_or_never();
+    assert!(
+        early.is_none(),
+        "the no_ack publisher was answered: {early:?}"
+    );
+    let info = once(&nc, "$JS.API.STREAM.INFO.ACK").await;
+    assert_eq!(info["state"]["messages"], 0, "{info}");
+    js.stop().await;
+}

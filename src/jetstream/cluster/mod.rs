@@ -463,17 +463,22 @@ impl JsCluster {
     ) -> bool {
         // The tick's view of the leadership (`Engine::set_replica`, every 100 ms): reading
         // the group's metrics here would clone them for every message.
-        let leads = match engine
+        let (leads, no_ack) = match engine
             .accounts
             .get(&*ev.acc)
             .and_then(|ja| ja.streams.get(stream))
-            .map(|st| st.replica.as_ref().map(|r| r.leader))
+            .map(|st| (st.replica.as_ref().map(|r| r.leader), st.cfg.no_ack))
         {
-            Some(Some(leads)) => leads,
+            Some((Some(leads), no_ack)) => (leads, no_ack),
             _ => return false,
         };
         if !leads {
             return true;
+        }
+        // A `no_ack` stream answers its publishers nothing, errors and refusals included
+        // (nats-server's `canRespond`).
+        if no_ack {
+            ev.reply = None;
         }
         // The account's limits, before the proposal (nats-server's
         // `processClusteredInboundMsg`): refused, it never reaches the log.
