@@ -130,6 +130,8 @@ struct Route {
     started: Instant,
     /// Moves when a reload changed compression or pinned accounts (`route/reload.rs`).
     reconf: Option<tokio::sync::watch::Receiver<u64>>,
+    /// A reload came during the handshake: re-checked once registered.
+    reconf_missed: bool,
 }
 
 impl Route {
@@ -165,6 +167,7 @@ impl Route {
             switch_reader: false,
             started: Instant::now(),
             reconf,
+            reconf_missed: false,
         }
     }
 
@@ -688,7 +691,7 @@ impl Route {
                 // The peer dialled this one and another for one slot: it closes one.
                 self.entry = Some(entry);
                 self.next_ping = Instant::now() + FIRST_PING;
-                return Ok(());
+                return self.after_handshake();
             }
             Verdict::Registered { first } => first,
         };
@@ -715,7 +718,7 @@ impl Route {
         self.entry = Some(entry.clone());
         self.cl.on_registered(&self.srv, &entry, first);
         self.next_ping = Instant::now() + FIRST_PING;
-        Ok(())
+        self.after_handshake()
     }
 
     fn cleanup(&mut self) {
