@@ -502,7 +502,20 @@ pub async fn http_json(addr: std::net::SocketAddr, path: &str) -> serde_json::Va
 /// Publish probes on `from` until `to` (subscribed to `subject`) gets one — interest has
 /// crossed — then a fence, read up to by `to`, so no stray probe is left behind.
 pub async fn until_delivered(from: &mut Raw, to: &mut Raw, subject: &str) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    assert!(
+        delivered_within(from, to, subject, Duration::from_secs(10)).await,
+        "interest for {subject} never crossed"
+    );
+}
+
+/// [`until_delivered`], false when no probe got through within `within` (the caller explains).
+pub async fn delivered_within(
+    from: &mut Raw,
+    to: &mut Raw,
+    subject: &str,
+    within: Duration,
+) -> bool {
+    let deadline = std::time::Instant::now() + within;
     loop {
         from.send(&format!("PUB {subject} 5\r\nprobe\r\n")).await;
         from.flush().await;
@@ -515,14 +528,13 @@ pub async fn until_delivered(from: &mut Raw, to: &mut Raw, subject: &str) {
             loop {
                 let (s, _, _, p) = to.msg().await;
                 if s == subject && p == b"fence" {
-                    return;
+                    return true;
                 }
             }
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "interest for {subject} never crossed"
-        );
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
