@@ -12,7 +12,10 @@
 //! - Slots: with both ends pooling, `max(P_local, P_remote)` pool slots plus one per pinned
 //!   account; otherwise one slot (`Pool(0)`). The dialler of the lowest registered slot dials
 //!   the missing ones (retry 1 s, doubling to 30 s); the larger id, when it dialled from
-//!   gossip, only once its connection has held the slot for `DEFER_TO_SMALLER`.
+//!   gossip, only once its connection has held the slot for `DEFER_TO_SMALLER`. A pinned
+//!   account's slot still missing `defer()` after a peer's first dial, or after its
+//!   connection was lost, we dial even when the peer holds the lowest slot (nats-server
+//!   never dials a pinned account on a route it did not configure).
 //! - Duplicates, per (peer, slot): a connection dialled by the server with the smaller id beats
 //!   one dialled by the other; between two dialled by the same server, that server closes the
 //!   newer one and the other end keeps both until then. Both ends agree without talking.

@@ -30,6 +30,17 @@ impl Mesh {
         }
     }
 
+    /// Whether we dialled the connection in peer `id`'s lowest registered slot (that end
+    /// fills the pool).
+    pub(super) fn dialled_lowest(&self, id: &str) -> bool {
+        self.peers
+            .get(id)
+            .and_then(|p| p.slots.values().next())
+            .and_then(|l| l.first())
+            .and_then(|c| self.conns.get(c))
+            .is_some_and(|c| c.dial.is_some())
+    }
+
     /// The slots we owe peer `id`: all of them when both ends pool.
     pub(super) fn expected_slots(&self, p: &Peer) -> Vec<Slot> {
         if !self.both_pool(p.pool) {
@@ -169,6 +180,17 @@ impl Mesh {
             return;
         }
         if !p.slots.is_empty() {
+            // A pinned account's connection lost while the peer holds the lowest slot: the
+            // peer fills the pool, but a nats-server peer redials a pinned account only on
+            // its configured routes (or one it dialled itself). So, as when such a peer
+            // first dials us, what is still missing `defer()` later we dial ourselves.
+            // (After a reload that closed every route to a nats-server peer, its new pool
+            // could register before our old `$SYS` connection's end was reported; the pair
+            // was then left without `$SYS` for good.)
+            if matches!(slot, Slot::Account(_)) && !self.dialled_lowest(&id) {
+                let at = self.now + self.defer() + self.jitter();
+                self.arm(at, Timer::Pinned(id.clone()));
+            }
             self.slot_retry(&id);
             return;
         }

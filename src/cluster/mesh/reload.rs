@@ -122,14 +122,7 @@ impl Mesh {
         // So we dial what is still missing ourselves, `MAX_DEFER` later (a natsd peer has
         // filled it by then, and a nats-server peer dialled it if it was going to: sooner, our
         // dial crossed its and one of the two was closed).
-        let dialled_lowest = self
-            .peers
-            .get(id)
-            .and_then(|p| p.slots.values().next())
-            .and_then(|l| l.first())
-            .and_then(|c| self.conns.get(c))
-            .is_some_and(|c| c.dial.is_some());
-        if !dialled_lowest {
+        if !self.dialled_lowest(id) {
             let at = self.now + MAX_DEFER + self.jitter();
             self.arm(at, Timer::Pinned(id.clone()));
         }

@@ -72,3 +72,65 @@ fn the_pool_of_a_nats_server_peer_that_dialled_only_a_pinned_account_is_dialled(
     let want: Vec<(SocketAddr, Slot)> = (0..3).map(|i| (addr(9), Slot::Pool(i))).collect();
     assert_eq!(got, want);
 }
+
+/// A nats-server peer that dialled our pool, with the `$SYS` connection we dialled (it never
+/// dials a pinned account on a route it did not configure): a reload closes all of them,
+/// the peer dials its pool again at once, and our old `$SYS` connection's end is reported
+/// after the new pool registered. We dial `$SYS` again (before, nobody did, and the pair
+/// stayed without it: tests/reload_routes.rs, a compression reload on a loaded machine).
+#[test]
+fn a_pinned_connection_lost_behind_a_nats_server_peers_new_pool_is_dialled_again() {
+    let mut s = Mesh::new(cfg("S", 3));
+    let pool = |i: u16| Hello {
+        pool_idx: i,
+        natsd: false,
+        ..hello("X", 3)
+    };
+    for i in 0..3u16 {
+        accepted(&mut s, u64::from(i) + 1, pool(i), 0);
+    }
+    // `defer()` after its first dial, we dial the `$SYS` connection it never will.
+    let ds = run_until(&mut s, 10_000);
+    assert_eq!(
+        ds.iter()
+            .map(|(_, a, s)| (*a, s.clone()))
+            .collect::<Vec<_>>(),
+        vec![(addr(9), Slot::Account(Arc::from("$SYS")))]
+    );
+    step(
+        &mut s,
+        Event::Dialled {
+            dial: ds[0].0,
+            conn: 4,
+        },
+        10_000,
+    );
+    let sys = Hello {
+        account: Some(Arc::from("$SYS")),
+        natsd: false,
+        ..hello("X", 3)
+    };
+    step(
+        &mut s,
+        Event::Hello {
+            conn: 4,
+            hello: sys,
+        },
+        10_000,
+    );
+    assert_eq!(s.routes().len(), 4);
+    // The reload: every connection closes; the peer's new pool comes before the ends of
+    // our old connections are reported (each new one waits as a spare for its slot).
+    for i in 0..3u16 {
+        accepted(&mut s, u64::from(i) + 5, pool(i), 20_000);
+    }
+    for c in 1..=4 {
+        step(&mut s, Event::Closed { conn: c }, 20_001);
+    }
+    assert_eq!(s.routes().len(), 3, "the new pool: {:?}", s.routes());
+    let again: Vec<(SocketAddr, Slot)> = run_until(&mut s, 40_000)
+        .into_iter()
+        .map(|(_, a, s)| (a, s))
+        .collect();
+    assert_eq!(again, vec![(addr(9), Slot::Account(Arc::from("$SYS")))]);
+}
