@@ -600,7 +600,7 @@ async fn a_no_ack_streams_refused_publish_is_not_answered() {
 
     let na = app(node(&js, &at_leader("NA").await)).await;
     let mut inbox = na.subscribe("answers").await.expect("subscribe");
-    na.publish_with_reply("NA", "answers", big.clone().into())
+    na.publish_with_reply("NA", "answers", big.into())
         .await
         .expect("publish");
     // A request after it on the same connection, to the same node: answered after the

@@ -377,9 +377,9 @@ async fn a_route_whose_handshake_spans_a_compression_reload_is_checked_once_regi
     node.reload("compression: s2_fast");
     // The peer's side of the handshake, as a pooled nats-server configured for `s2_fast`
     // sends it: `off` is what natsd's INFO asked for, so the route comes up plain.
-    let connect = r#"CONNECT {"echo":true,"verbose":false,"pedantic":false,"tls_required":false,"headers":true,"name":"FAKEHS","cluster":"C1"}"#;
-    let mine = r#"INFO {"server_id":"FAKEHS","server_name":"FAKEHS","version":"2.15.1","proto":3,"host":"127.0.0.1","port":1,"headers":true,"max_payload":1048576,"cluster":"C1","route_pool_size":3,"compression":"s2_fast"}"#;
-    peer.send(&format!("{connect}\r\n{mine}\r\n")).await;
+    let extra = r#","route_pool_size":3,"compression":"s2_fast""#;
+    peer.send(&common::mixed::route_hello("FAKEHS", extra))
+        .await;
     assert!(
         peer.closed().await,
         "the plain route stayed up under s2_fast"

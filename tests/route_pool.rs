@@ -118,13 +118,7 @@ async fn fake_peer(route: SocketAddr, id: &str, info_extra: &str) -> (Raw, Value
     let l = p.line().await;
     let info: Value =
         serde_json::from_str(l.strip_prefix("INFO ").expect("INFO first")).expect("json");
-    let connect = format!(
-        r#"CONNECT {{"echo":true,"verbose":false,"pedantic":false,"tls_required":false,"headers":true,"name":"{id}","cluster":"C1"}}"#
-    );
-    let mine = format!(
-        r#"INFO {{"server_id":"{id}","server_name":"{id}","version":"2.15.1","proto":3,"host":"127.0.0.1","port":1,"headers":true,"max_payload":1048576,"cluster":"C1"{info_extra}}}"#
-    );
-    p.send(&format!("{connect}\r\n{mine}\r\n")).await;
+    p.send(&common::mixed::route_hello(id, info_extra)).await;
     (p, info)
 }
 

@@ -84,6 +84,19 @@ cluster {{
     )
 }
 
+/// What a raw route peer of the mixed cluster (`C1`) sends once it has read natsd's INFO: its
+/// CONNECT and INFO lines, as nats-server 2.15.1 with id and name `id` writes them
+/// (`info_extra`: more INFO fields, each with its leading comma).
+pub fn route_hello(id: &str, info_extra: &str) -> String {
+    let connect = format!(
+        r#"CONNECT {{"echo":true,"verbose":false,"pedantic":false,"tls_required":false,"headers":true,"name":"{id}","cluster":"C1"}}"#
+    );
+    let info = format!(
+        r#"INFO {{"server_id":"{id}","server_name":"{id}","version":"2.15.1","proto":3,"host":"127.0.0.1","port":1,"headers":true,"max_payload":1048576,"cluster":"C1"{info_extra}}}"#
+    );
+    format!("{connect}\r\n{info}\r\n")
+}
+
 pub async fn natsd(name: &str, seed: Option<u16>, extra: &str) -> Node {
     natsd_conf(&config(name, seed, extra)).await
 }
