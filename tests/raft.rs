@@ -397,6 +397,42 @@ async fn a_settled_leader_of_three_hands_over_without_waiting_out_the_lease() {
     c.shutdown().await;
 }
 
+/// A leader of three elected moments ago cannot hand over at once (its own lease refuses
+/// the candidate's vote, the other follower's too): asked to step down, it goes on taking
+/// proposals until its lease is over, then hands over, instead of refusing them for the
+/// followers' leases (what gave a rolling restart its windows of `503` refusals).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_young_leader_of_three_takes_proposals_until_it_can_hand_over() {
+    let c = Cluster::start_with("stepyoung", 3, 13, long_lease).await;
+    let mut acked = Vec::new();
+    propose_n(&c, 0, 5, &mut acked).await;
+    let first = c.leader().await;
+    let lease = c.group(first).election_timeout_max();
+    tokio::time::sleep(lease + Duration::from_millis(100)).await;
+    // A settled leader hands over at once: the new leader was elected just now.
+    let young = c.group(first).step_down().await.expect("first step down");
+    assert_ne!(young, first);
+    let elected = std::time::Instant::now();
+    let g = c.group(young).clone();
+    let handover = tokio::spawn(async move { g.step_down().await });
+    // Every proposal while it waits for its lease is taken.
+    let mut i = 5;
+    while !handover.is_finished() && elected.elapsed() < lease / 2 {
+        c.group(young)
+            .propose(msg(i))
+            .await
+            .unwrap_or_else(|e| panic!("proposal {i} during the step-down: {e}"));
+        acked.push(msg(i));
+        i += 1;
+    }
+    assert!(i > 5, "the step-down ended before any proposal");
+    let new = handover.await.expect("task").expect("second step down");
+    assert_ne!(new, young);
+    propose_n(&c, i, i + 5, &mut acked).await;
+    c.wait_applied(&c.ids(), &acked, WAIT).await;
+    c.shutdown().await;
+}
+
 /// In a group of five, the candidate needs a follower whose lease still runs: the handover
 /// waits for it, and still happens.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

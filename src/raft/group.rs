@@ -106,6 +106,9 @@ struct Inner {
     since: Arc<SinceSnapshot>,
     /// Opened without any state here (see [`Group::is_blank`]).
     blank: bool,
+    /// While this member leads: the term, and when it was first seen leading in it (no
+    /// earlier than openraft started its lease, see [`Group::settle_before_handover`]).
+    led_since: Arc<std::sync::Mutex<Option<(u64, tokio::time::Instant)>>>,
 }
 
 fn ms(d: Duration) -> u64 {
@@ -193,6 +196,8 @@ impl Group {
         let raft = Raft::new(cfg.id, Arc::new(rcfg), net, log, sm)
             .await
             .map_err(|e| ctx(format!("start: {e}")))?;
+        let led_since = Arc::new(std::sync::Mutex::new(None));
+        watch_leading(&raft, cfg.id, led_since.clone());
         Ok(Group {
             inner: Arc::new(Inner {
                 raft,
@@ -205,6 +210,7 @@ impl Group {
                 transport,
                 since,
                 blank,
+                led_since,
             }),
         })
     }
@@ -328,7 +334,9 @@ impl Group {
     /// the followers' leases run out; failing that, followers time out and elect), and
     /// resumes both once another leader is seen. Nothing new is proposed meanwhile (what
     /// was under way is waited for first): the candidate must hold all of this log, and
-    /// under steady traffic appends would keep followers from ever timing out.
+    /// under steady traffic appends would keep followers from ever timing out. A leader of
+    /// up to three elected moments ago first leads on until it can hand over at once
+    /// ([`Group::settle_before_handover`]).
     pub async fn step_down(&self) -> Result<NodeId, ProposeError> {
         self.step_down_to(None).await
     }
@@ -336,6 +344,10 @@ impl Group {
     /// [`Group::step_down`] to `prefer` if given: only that member is asked to campaign
     /// (the others were told to hold their elections, and a hold may arrive after an ask).
     pub async fn step_down_to(&self, prefer: Option<NodeId>) -> Result<NodeId, ProposeError> {
+        self.check_leader()?;
+        if let Some(other) = self.settle_before_handover().await {
+            return Ok(other);
+        }
         self.check_leader()?;
         self.inner.stepping_down.store(true, SeqCst);
         let started = tokio::time::Instant::now();
@@ -356,6 +368,42 @@ impl Group {
         match res {
             Ok(m) => Ok(m.leader.unwrap_or(me)),
             Err(_) => Err(ProposeError::NoHandover),
+        }
+    }
+
+    /// In a group of up to three, a leader elected less than `election_timeout_max` ago
+    /// would have the candidate's vote refused (its own lease still runs) and the handover
+    /// would wait for the followers' leases with proposals paused: about 2 s of refused
+    /// publishes (seen in rolling restarts, where a node's leaderships are young when the
+    /// next node goes). Instead it goes on leading until its lease is over, then hands over
+    /// at once. In a larger group the followers' leases decide whatever its age, so it does
+    /// not wait. `Some(leader)` when another member took over meanwhile.
+    async fn settle_before_handover(&self) -> Option<NodeId> {
+        let me = self.id();
+        let m = self.metrics();
+        if m.voters.len() > 3 {
+            return None;
+        }
+        let since = *self
+            .inner
+            .led_since
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let since = match since {
+            Some((term, t)) if term == m.term => t,
+            // Not seen leading in this term yet: it has just been elected.
+            _ => tokio::time::Instant::now(),
+        };
+        let settled = since + self.inner.cfg.election_timeout_max + Duration::from_millis(50);
+        let left = settled.saturating_duration_since(tokio::time::Instant::now());
+        if left.is_zero() {
+            return None;
+        }
+        tracing::debug!(group = %self.name(), "step down: leading {left:?} more, until the lease is over");
+        let gone = |m: &GroupMetrics| m.role != Role::Leader;
+        match self.wait_for(left, gone).await {
+            Ok(m) => m.leader.filter(|l| *l != me),
+            Err(_) => None,
         }
     }
 
@@ -674,6 +722,37 @@ impl Group {
             tracing::warn!(group = %self.inner.cfg.name, error = %e, "raft group did not stop cleanly");
         }
     }
+}
+
+/// Keeps `led_since` as the term this member leads in and when it was first seen leading
+/// in it (`None` while it does not lead), from openraft's server metrics, which change with
+/// the vote and role only (not per entry). Ends when the group stops.
+fn watch_leading(
+    raft: &Raft<TypeConfig>,
+    me: NodeId,
+    led_since: Arc<std::sync::Mutex<Option<(u64, tokio::time::Instant)>>>,
+) {
+    let mut rx = raft.server_metrics();
+    tokio::spawn(async move {
+        loop {
+            let now = {
+                let m = rx.borrow_and_update();
+                let leading = m.state == ServerState::Leader && m.current_leader == Some(me);
+                leading.then(|| m.vote.leader_id().get_term())
+            };
+            {
+                let mut g = led_since.lock().unwrap_or_else(|p| p.into_inner());
+                *g = match (now, *g) {
+                    (Some(term), Some((t, at))) if t == term => Some((t, at)),
+                    (Some(term), _) => Some((term, tokio::time::Instant::now())),
+                    (None, _) => None,
+                };
+            }
+            if rx.changed().await.is_err() {
+                return;
+            }
+        }
+    });
 }
 
 /// A proposal counted in [`Inner::inflight`] until it ends (or is dropped).
