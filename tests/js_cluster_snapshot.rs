@@ -11,7 +11,7 @@ use std::time::Duration;
 use async_nats::jetstream;
 use common::jsc::{
     api, cluster_with, connect, create_stream, js_node, new_leader, node, publish_acked,
-    snapshot_often, walk, WAIT,
+    publish_acked_or_explain, snapshot_often, walk, WAIT,
 };
 use natsd::Server;
 
@@ -274,7 +274,7 @@ async fn catch_up(prefix: &str, storage: &str) {
     js.servers.remove(li).shutdown().await;
     let nc = connect(&js.servers[0]).await;
     let ctx = jetstream::new(nc.clone());
-    publish_acked(&ctx, "log", 121, 121).await;
+    publish_acked_or_explain(&ctx, &js, "$G", "log", 121, 121).await;
     let info = api(&nc, "$JS.API.STREAM.INFO.LOG", "").await;
     assert_eq!(info["state"]["messages"], 120, "{info}");
     assert_eq!(info["state"]["last_seq"], 121, "{info}");

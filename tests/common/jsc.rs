@@ -140,6 +140,30 @@ pub async fn new_leader(nc: &async_nats::Client, stream: &str, old: &str) -> Str
 /// (while a new leader is elected), and asserts each ack names the expected sequence: none
 /// reused, none skipped.
 pub async fn publish_acked(ctx: &jetstream::Context, subject: &str, from: u64, to: u64) {
+    publish_acked_then(ctx, subject, from, to, String::new).await
+}
+
+/// As [`publish_acked`], but a step that fails panics with [`explain`]'s account of every
+/// node's Raft groups in `account` and the meta group.
+#[allow(dead_code)]
+pub async fn publish_acked_or_explain(
+    ctx: &jetstream::Context,
+    js: &Js,
+    account: &str,
+    subject: &str,
+    from: u64,
+    to: u64,
+) {
+    publish_acked_then(ctx, subject, from, to, || explain(js, account)).await
+}
+
+async fn publish_acked_then(
+    ctx: &jetstream::Context,
+    subject: &str,
+    from: u64,
+    to: u64,
+    why: impl Fn() -> String,
+) {
     let deadline = tokio::time::Instant::now() + WAIT;
     let mut next = from;
     while next <= to {
@@ -156,12 +180,34 @@ pub async fn publish_acked(ctx: &jetstream::Context, subject: &str, from: u64, t
                 assert_eq!(ack.sequence, next, "no sequence reused or skipped");
                 next += 1;
             }
-            None => assert!(
-                tokio::time::Instant::now() < deadline,
-                "no leader takes {next}"
-            ),
+            None if tokio::time::Instant::now() < deadline => {}
+            None => panic!("no leader takes {next}\n{}", why()),
         }
     }
+}
+
+/// Every node's `/raftz` for `account` and the system account (role, term, leader,
+/// applied and log indexes of each group), for a failing step to say where it stands.
+#[allow(dead_code)]
+pub fn explain(js: &Js, account: &str) -> String {
+    let mut out = String::new();
+    for s in &js.servers {
+        let sh = s.shared();
+        let cluster = sh.jetstream.get().and_then(|j| j.engine().cluster.clone());
+        let Some(c) = cluster else {
+            out.push_str(&format!("{}: no clustered JetStream\n", sh.name));
+            continue;
+        };
+        let sys = sh.system_account_name();
+        out.push_str(&format!(
+            "{}: {}\n{}: {}\n",
+            sh.name,
+            c.raftz(sys, account, None),
+            sh.name,
+            c.raftz(sys, sys, None)
+        ));
+    }
+    out
 }
 
 /// STREAM.UPDATE of `stream` with its configuration from STREAM INFO and `num_replicas`
