@@ -215,10 +215,12 @@ async fn one_append_per_proposal_also_carries_the_commit() {
     );
     // openraft alone follows each commit with a heartbeat to every follower (the next
     // append waits for its answer): nearly two RPCs a proposal.
+    // (Summed over the followers: under load openraft sometimes folds a commit's heartbeat
+    // into the next append to one of them: a loaded run saw [400, 291] against [202, 176].)
     let plain = appends_per_follower("hbplain", defer_none, N).await;
-    let most = deferred.iter().max().copied().unwrap_or(0);
+    let (p, d) = (plain.iter().sum::<u64>(), deferred.iter().sum::<u64>());
     assert!(
-        plain.iter().all(|s| *s > most + N as u64 / 2),
+        p > d + N as u64,
         "without deferral: {plain:?}, with: {deferred:?}"
     );
 }
