@@ -399,6 +399,32 @@ async fn a_settled_leader_of_three_hands_over_without_waiting_out_the_lease() {
     c.shutdown().await;
 }
 
+/// Starts `leader`'s step-down and proposes to it meanwhile, from `i`, for `for_` or until
+/// the step-down ends: every proposal must be taken (none refused for the handover). The
+/// step-down's task and the next `i`.
+async fn propose_while_stepping_down(
+    c: &Cluster,
+    leader: NodeId,
+    mut i: usize,
+    for_: Duration,
+    acked: &mut Vec<Vec<u8>>,
+) -> (tokio::task::JoinHandle<Result<NodeId, ProposeError>>, usize) {
+    let asked = std::time::Instant::now();
+    let g = c.group(leader).clone();
+    let handover = tokio::spawn(async move { g.step_down().await });
+    let first = i;
+    while !handover.is_finished() && asked.elapsed() < for_ {
+        c.group(leader)
+            .propose(msg(i))
+            .await
+            .unwrap_or_else(|e| panic!("proposal {i} during the step-down: {e}"));
+        acked.push(msg(i));
+        i += 1;
+    }
+    assert!(i > first, "the step-down ended before any proposal");
+    (handover, i)
+}
+
 /// A leader of three elected moments ago cannot hand over at once (its own lease refuses
 /// the candidate's vote, the other follower's too): asked to step down, it goes on taking
 /// proposals until its lease is over, then hands over, instead of refusing them for the
@@ -414,20 +440,7 @@ async fn a_young_leader_of_three_takes_proposals_until_it_can_hand_over() {
     // A settled leader hands over at once: the new leader was elected just now.
     let young = c.group(first).step_down().await.expect("first step down");
     assert_ne!(young, first);
-    let elected = std::time::Instant::now();
-    let g = c.group(young).clone();
-    let handover = tokio::spawn(async move { g.step_down().await });
-    // Every proposal while it waits for its lease is taken.
-    let mut i = 5;
-    while !handover.is_finished() && elected.elapsed() < lease / 2 {
-        c.group(young)
-            .propose(msg(i))
-            .await
-            .unwrap_or_else(|e| panic!("proposal {i} during the step-down: {e}"));
-        acked.push(msg(i));
-        i += 1;
-    }
-    assert!(i > 5, "the step-down ended before any proposal");
+    let (handover, i) = propose_while_stepping_down(&c, young, 5, lease / 2, &mut acked).await;
     let new = handover.await.expect("task").expect("second step down");
     assert_ne!(new, young);
     propose_n(&c, i, i + 5, &mut acked).await;
@@ -435,8 +448,28 @@ async fn a_young_leader_of_three_takes_proposals_until_it_can_hand_over() {
     c.shutdown().await;
 }
 
-/// In a group of five, the candidate needs a follower whose lease still runs: the handover
-/// waits for it, and still happens.
+/// In a group of five the candidate needs a follower's vote besides the leader's, and
+/// appends renew every follower's lease: the leader mutes one follower (told to hold its
+/// elections) while it goes on leading with the other three, then hands over once that
+/// one's lease is over. No proposal is refused meanwhile (before, they were for the
+/// followers' leases, about 2 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_settled_leader_of_five_takes_proposals_until_it_can_hand_over() {
+    let c = Cluster::start_with("stepfive2", 5, 14, long_lease).await;
+    let mut acked = Vec::new();
+    propose_n(&c, 0, 5, &mut acked).await;
+    let old = c.leader().await;
+    let lease = c.group(old).election_timeout_max();
+    tokio::time::sleep(lease + Duration::from_millis(100)).await;
+    let (handover, i) = propose_while_stepping_down(&c, old, 5, lease / 2, &mut acked).await;
+    let new = handover.await.expect("task").expect("step down");
+    assert_ne!(new, old);
+    propose_n(&c, i, i + 5, &mut acked).await;
+    c.wait_applied(&c.ids(), &acked, WAIT).await;
+    c.shutdown().await;
+}
+
+/// In a group of five, a leader elected moments ago still hands over.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_of_five_hands_over_after_the_lease() {
     hand_over("stepfive", 5, 12).await;

@@ -20,6 +20,9 @@ use super::network::{decode_request, encode_reply, NetFactory, RpcOp, Transport}
 use super::sm_store::{SinceSnapshot, SmStore};
 use super::{GroupMetrics, NodeId, ProposeError, ReplicaProgress, Role, StateMachine, TypeConfig};
 
+mod handover;
+use handover::watch_leading;
+
 /// How long a snapshot's last chunk may take to be answered: the member installs the whole
 /// snapshot first.
 const INSTALL_SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(600);
@@ -97,6 +100,8 @@ struct Inner {
     hold_until: std::sync::Mutex<Option<tokio::time::Instant>>,
     /// A step-down is under way: nothing new is proposed (see [`Group::step_down`]).
     stepping_down: std::sync::atomic::AtomicBool,
+    /// A step-down is under way, from its first step (a second one is refused).
+    handing_over: std::sync::atomic::AtomicBool,
     /// Proposals on their way into the log, and their last one's end during a step-down.
     inflight: std::sync::atomic::AtomicUsize,
     drained: tokio::sync::Notify,
@@ -109,6 +114,10 @@ struct Inner {
     /// While this member leads: the term, and when it was first seen leading in it (no
     /// earlier than openraft started its lease, see [`Group::settle_before_handover`]).
     led_since: Arc<std::sync::Mutex<Option<(u64, tokio::time::Instant)>>>,
+    /// The member this leader sends nothing to for now (0: none; see `handover.rs`).
+    muted: Arc<std::sync::atomic::AtomicU64>,
+    /// When each peer last accepted an append or heartbeat from this member.
+    heard: Arc<super::network::Heard>,
 }
 
 fn ms(d: Duration) -> u64 {
@@ -190,7 +199,10 @@ impl Group {
             transport: transport.clone(),
             backoff: cfg.heartbeat,
             defer: cfg.defer_heartbeat,
+            muted: Default::default(),
+            heard: Default::default(),
         };
+        let (muted, heard) = (net.muted.clone(), net.heard.clone());
         let since = sm.since.clone();
         let blank = log.is_blank();
         let raft = Raft::new(cfg.id, Arc::new(rcfg), net, log, sm)
@@ -205,12 +217,15 @@ impl Group {
                 observer: Default::default(),
                 hold_until: Default::default(),
                 stepping_down: Default::default(),
+                handing_over: Default::default(),
                 inflight: Default::default(),
                 drained: Default::default(),
                 transport,
                 since,
                 blank,
                 led_since,
+                muted,
+                heard,
             }),
         })
     }
@@ -325,168 +340,6 @@ impl Group {
         match tokio::time::timeout(t, self.inner.raft.change_membership(change, false)).await {
             Err(_) => Err(ProposeError::Timeout),
             Ok(r) => r.map(|_| ()).map_err(write_err),
-        }
-    }
-
-    /// On the leader: stops leading so another member takes over. openraft 0.9 has no
-    /// leadership transfer, so this pauses heartbeats and this member's own elections,
-    /// asks a caught-up member to campaign (at once in a group of up to three, else once
-    /// the followers' leases run out; failing that, followers time out and elect), and
-    /// resumes both once another leader is seen. Nothing new is proposed meanwhile (what
-    /// was under way is waited for first): the candidate must hold all of this log, and
-    /// under steady traffic appends would keep followers from ever timing out. A leader of
-    /// up to three elected moments ago first leads on until it can hand over at once
-    /// ([`Group::settle_before_handover`]).
-    pub async fn step_down(&self) -> Result<NodeId, ProposeError> {
-        self.step_down_to(None).await
-    }
-
-    /// [`Group::step_down`] to `prefer` if given: only that member is asked to campaign
-    /// (the others were told to hold their elections, and a hold may arrive after an ask).
-    pub async fn step_down_to(&self, prefer: Option<NodeId>) -> Result<NodeId, ProposeError> {
-        self.check_leader()?;
-        if let Some(other) = self.settle_before_handover().await {
-            return Ok(other);
-        }
-        self.check_leader()?;
-        self.inner.stepping_down.store(true, SeqCst);
-        let started = tokio::time::Instant::now();
-        self.drain_proposals().await;
-        let rc = self.inner.raft.runtime_config();
-        rc.heartbeat(false);
-        rc.elect(false);
-        let me = self.id();
-        self.ask_to_campaign(started, prefer).await;
-        let wait = self.inner.cfg.election_timeout_max * 4;
-        let res = self
-            .wait_for(wait, |m| m.leader.is_some_and(|l| l != me))
-            .await;
-        let rc = self.inner.raft.runtime_config();
-        rc.heartbeat(true);
-        rc.elect(!self.inner.observer.load(Relaxed));
-        self.inner.stepping_down.store(false, Relaxed);
-        match res {
-            Ok(m) => Ok(m.leader.unwrap_or(me)),
-            Err(_) => Err(ProposeError::NoHandover),
-        }
-    }
-
-    /// In a group of up to three, a leader elected less than `election_timeout_max` ago
-    /// would have the candidate's vote refused (its own lease still runs) and the handover
-    /// would wait for the followers' leases with proposals paused: about 2 s of refused
-    /// publishes (seen in rolling restarts, where a node's leaderships are young when the
-    /// next node goes). Instead it goes on leading until its lease is over, then hands over
-    /// at once. In a larger group the followers' leases decide whatever its age, so it does
-    /// not wait. `Some(leader)` when another member took over meanwhile.
-    async fn settle_before_handover(&self) -> Option<NodeId> {
-        let me = self.id();
-        let m = self.metrics();
-        if m.voters.len() > 3 {
-            return None;
-        }
-        let since = *self
-            .inner
-            .led_since
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        let since = match since {
-            Some((term, t)) if term == m.term => t,
-            // Not seen leading in this term yet: it has just been elected.
-            _ => tokio::time::Instant::now(),
-        };
-        let settled = since + self.inner.cfg.election_timeout_max + Duration::from_millis(50);
-        let left = settled.saturating_duration_since(tokio::time::Instant::now());
-        if left.is_zero() {
-            return None;
-        }
-        tracing::debug!(group = %self.name(), "step down: leading {left:?} more, until the lease is over");
-        let gone = |m: &GroupMetrics| m.role != Role::Leader;
-        match self.wait_for(left, gone).await {
-            Ok(m) => m.leader.filter(|l| *l != me),
-            Err(_) => None,
-        }
-    }
-
-    /// The voters that have all of this leader's log (within a heartbeat interval) are asked
-    /// in turn to campaign, until one takes it on. openraft 0.9 refuses votes while the
-    /// voter's lease (`election_timeout_max` since its vote last changed or an append renewed
-    /// it) runs. A follower's runs until `election_timeout_max` after the step-down `started`,
-    /// so they are asked again right after it: the handover then ends there, not up to an
-    /// election timeout later. A leader's own lease ends that long after its election, so in
-    /// a group of up to three a settled leader's vote and the candidate's are a majority at
-    /// once. A member holding off (another is preferred) or on its way out says no; with
-    /// none caught up or willing, nothing happens.
-    async fn ask_to_campaign(&self, started: tokio::time::Instant, prefer: Option<NodeId>) {
-        let me = self.id();
-        let caught_up = |m: &GroupMetrics| -> Vec<NodeId> {
-            let last = m.last_log_index.unwrap_or(0);
-            m.replicas
-                .iter()
-                .filter(|r| r.matched == Some(last) && m.voters.contains(&r.id) && r.id != me)
-                .filter(|r| prefer.is_none_or(|p| p == r.id))
-                .map(|r| r.id)
-                .collect()
-        };
-        let Ok(m) = self
-            .wait_for(self.inner.cfg.heartbeat, |m| !caught_up(m).is_empty())
-            .await
-        else {
-            return;
-        };
-        // In a group of up to three, the candidate and this leader are a majority, and a
-        // leader's own lease ran out `election_timeout_max` after it was elected (nothing
-        // renews it while it leads): ask at once. If it has not led that long, the vote is
-        // refused and the ask below, after the followers' leases, decides.
-        if m.voters.len() <= 3 {
-            self.ask_each(&caught_up(&m)).await;
-        }
-        let lease_over = started + self.inner.cfg.election_timeout_max + Duration::from_millis(50);
-        let other_leader = |m: &GroupMetrics| m.leader.is_some_and(|l| l != me);
-        let left = lease_over.saturating_duration_since(tokio::time::Instant::now());
-        if self.wait_for(left, other_leader).await.is_ok() {
-            return;
-        }
-        let mut targets = caught_up(&self.metrics());
-        if targets.is_empty() {
-            targets = caught_up(&m);
-        }
-        self.ask_each(&targets).await;
-    }
-
-    /// Waits (up to the propose timeout) for the proposals that passed the leader check
-    /// before a step-down began to be in the log: a member is asked to campaign only once
-    /// it has all of it. One appended after it looked caught up would make this leader
-    /// refuse its vote, and its higher term depose this leader with nobody able to win.
-    async fn drain_proposals(&self) {
-        let deadline = tokio::time::Instant::now() + self.inner.cfg.propose_timeout;
-        loop {
-            let drained = self.inner.drained.notified();
-            tokio::pin!(drained);
-            drained.as_mut().enable();
-            if self.inner.inflight.load(SeqCst) == 0 {
-                return;
-            }
-            if tokio::time::timeout_at(deadline, drained).await.is_err() {
-                return;
-            }
-        }
-    }
-
-    /// Asks `targets` in turn to campaign, until one agrees to.
-    async fn ask_each(&self, targets: &[NodeId]) {
-        let me = self.id();
-        for &target in targets {
-            let call = self
-                .inner
-                .transport
-                .call(self.name(), me, target, RpcOp::Elect, &[]);
-            match tokio::time::timeout(self.inner.cfg.heartbeat * 2, call).await {
-                Ok(Ok(_)) => return,
-                Ok(Err(e)) => tracing::debug!(group = %self.name(), "step down: {target}: {e}"),
-                Err(_) => {
-                    tracing::debug!(group = %self.name(), "step down: {target} did not answer")
-                }
-            }
         }
     }
 
@@ -713,6 +566,14 @@ impl Group {
                 raft.trigger().elect().await.map_err(|e| e.to_string())?;
                 Ok(Vec::new())
             }
+            RpcOp::Hold => {
+                let millis: u64 = std::str::from_utf8(body_ref)
+                    .ok()
+                    .and_then(|t| t.parse().ok())
+                    .ok_or("bad HOLD request: not a number of milliseconds")?;
+                self.hold_elections(Duration::from_millis(millis.min(60_000)));
+                Ok(Vec::new())
+            }
         }
     }
 
@@ -722,37 +583,6 @@ impl Group {
             tracing::warn!(group = %self.inner.cfg.name, error = %e, "raft group did not stop cleanly");
         }
     }
-}
-
-/// Keeps `led_since` as the term this member leads in and when it was first seen leading
-/// in it (`None` while it does not lead), from openraft's server metrics, which change with
-/// the vote and role only (not per entry). Ends when the group stops.
-fn watch_leading(
-    raft: &Raft<TypeConfig>,
-    me: NodeId,
-    led_since: Arc<std::sync::Mutex<Option<(u64, tokio::time::Instant)>>>,
-) {
-    let mut rx = raft.server_metrics();
-    tokio::spawn(async move {
-        loop {
-            let now = {
-                let m = rx.borrow_and_update();
-                let leading = m.state == ServerState::Leader && m.current_leader == Some(me);
-                leading.then(|| m.vote.leader_id().get_term())
-            };
-            {
-                let mut g = led_since.lock().unwrap_or_else(|p| p.into_inner());
-                *g = match (now, *g) {
-                    (Some(term), Some((t, at))) if t == term => Some((t, at)),
-                    (Some(term), _) => Some((term, tokio::time::Instant::now())),
-                    (None, _) => None,
-                };
-            }
-            if rx.changed().await.is_err() {
-                return;
-            }
-        }
-    });
 }
 
 /// A proposal counted in [`Inner::inflight`] until it ends (or is dropped).

@@ -10,6 +10,7 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -40,6 +41,10 @@ pub enum RpcOp {
     /// `TimeoutNow`). A node that does not know it ignores it; the step-down then waits for
     /// an election timeout.
     Elect,
+    /// From a leader about to step down in a group of more than three: do not stand for
+    /// election for the milliseconds in the body (decimal), while the leader stops sending
+    /// to this member so its lease runs out (see `Group::step_down`).
+    Hold,
 }
 
 impl RpcOp {
@@ -50,6 +55,7 @@ impl RpcOp {
             RpcOp::Vote => "VOTE",
             RpcOp::Snapshot => "SNAP",
             RpcOp::Elect => "ELECT",
+            RpcOp::Hold => "HOLD",
         }
     }
 
@@ -60,6 +66,7 @@ impl RpcOp {
             "VOTE" => Some(RpcOp::Vote),
             "SNAP" => Some(RpcOp::Snapshot),
             "ELECT" => Some(RpcOp::Elect),
+            "HOLD" => Some(RpcOp::Hold),
             _ => None,
         }
     }
@@ -117,6 +124,43 @@ pub(crate) struct NetFactory {
     pub backoff: Duration,
     /// [`Deferred`] heartbeats wait this long; `None`: none is deferred.
     pub defer: Option<Duration>,
+    /// The member nothing is sent to for now (0: none), see [`Link::send`].
+    pub muted: Arc<AtomicU64>,
+    /// When each peer last accepted an append or heartbeat.
+    pub heard: Arc<Heard>,
+}
+
+/// When each peer last accepted an append or heartbeat from this member: milliseconds
+/// after `epoch` (0: never), one atomic per peer so the append path takes no lock.
+pub(crate) struct Heard {
+    epoch: Instant,
+    peers: Mutex<std::collections::BTreeMap<NodeId, Arc<AtomicU64>>>,
+}
+
+impl Default for Heard {
+    fn default() -> Self {
+        Heard {
+            epoch: Instant::now(),
+            peers: Default::default(),
+        }
+    }
+}
+
+impl Heard {
+    fn slot(&self, peer: NodeId) -> Arc<AtomicU64> {
+        let mut g = self.peers.lock().unwrap_or_else(|p| p.into_inner());
+        g.entry(peer).or_default().clone()
+    }
+
+    fn now(&self) -> u64 {
+        (self.epoch.elapsed().as_millis() as u64).max(1)
+    }
+
+    /// How long ago `peer` last accepted something; `None`: never.
+    pub(crate) fn since(&self, peer: NodeId) -> Option<Duration> {
+        let at = self.slot(peer).load(Relaxed);
+        (at > 0).then(|| Duration::from_millis(self.now().saturating_sub(at)))
+    }
 }
 
 impl RaftNetworkFactory<TypeConfig> for NetFactory {
@@ -129,10 +173,12 @@ impl RaftNetworkFactory<TypeConfig> for NetFactory {
                 me: self.me,
                 target,
                 transport: self.transport.clone(),
+                muted: self.muted.clone(),
             },
             backoff: self.backoff,
             defer: self.defer,
             deferred: Arc::new(Mutex::new(Deferred::default())),
+            heard: (self.heard.clone(), self.heard.slot(target)),
         }
     }
 }
@@ -147,6 +193,8 @@ pub(crate) struct NetClient {
     backoff: Duration,
     defer: Option<Duration>,
     deferred: Arc<Mutex<Deferred>>,
+    /// The group's [`Heard`] and this peer's slot in it.
+    heard: (Arc<Heard>, Arc<AtomicU64>),
 }
 
 /// Where one peer's RPCs go.
@@ -156,6 +204,7 @@ struct Link {
     me: NodeId,
     target: NodeId,
     transport: Arc<dyn Transport>,
+    muted: Arc<AtomicU64>,
 }
 
 /// Heartbeats to one peer that wait for a chance to go along with an append.
@@ -221,8 +270,13 @@ impl Link {
         self.reply(op, call, ttl).await
     }
 
-    /// Hands the encoded request to the transport.
+    /// Hands the encoded request to the transport; to a muted member (a step-down lets its
+    /// lease run out) nothing goes: it is unreachable, and openraft backs off.
     fn send(&self, op: RpcOp, body: &[u8]) -> TransportFuture {
+        if self.muted.load(Relaxed) == self.target {
+            let why = format!("{} muted while the leader hands over", self.target);
+            return Box::pin(std::future::ready(Err(TransportError::Unreachable(why))));
+        }
         self.transport
             .call(&self.group, self.me, self.target, op, body)
     }
@@ -293,7 +347,10 @@ impl RaftNetwork<TypeConfig> for NetClient {
         let vote = rpc.vote;
         let res = self.link.append(&rpc, option.hard_ttl()).await;
         lock(&self.deferred).last_ok = match &res {
-            Ok(AppendEntriesResponse::Success) => Some((Instant::now(), vote)),
+            Ok(AppendEntriesResponse::Success) => {
+                self.heard.1.store(self.heard.0.now(), Relaxed);
+                Some((Instant::now(), vote))
+            }
             _ => None,
         };
         res
