@@ -903,3 +903,45 @@ async fn reopening_restores_the_snapshot_off_the_runtime_thread() {
     g.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A follower cut off for several election timeouts asks before it stands (pre-vote) and,
+/// with the leader alive on the other side, never raises its term: back, it follows again,
+/// and the leader goes on taking proposals in the same term (without the pre-vote its higher
+/// term deposed the leader: about 2 s of refusals and an election).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_back_from_a_partition_does_not_depose_the_leader() {
+    let c = Cluster::start_with("prevote", 3, 21, long_lease).await;
+    let mut acked = Vec::new();
+    propose_n(&c, 0, 5, &mut acked).await;
+    let leader = c.leader().await;
+    let lease = c.group(leader).election_timeout_max();
+    let cut = c
+        .ids()
+        .into_iter()
+        .find(|i| *i != leader)
+        .expect("a follower");
+    let others: Vec<_> = c.ids().into_iter().filter(|i| *i != cut).collect();
+    let term = c.group(leader).metrics().term;
+    c.net.isolate(cut, &others);
+    propose_n(&c, 5, 10, &mut acked).await;
+    tokio::time::sleep(lease * 3).await;
+    assert_eq!(
+        c.group(cut).metrics().term,
+        term,
+        "the cut-off follower stood"
+    );
+    c.net.heal();
+    let healed = std::time::Instant::now();
+    let mut i = 10;
+    while healed.elapsed() < lease * 2 {
+        c.group(leader)
+            .propose(msg(i))
+            .await
+            .unwrap_or_else(|e| panic!("proposal {i} after the heal: {e}"));
+        acked.push(msg(i));
+        i += 1;
+    }
+    assert_eq!(c.group(leader).metrics().term, term);
+    c.wait_applied(&c.ids(), &acked, WAIT).await;
+    c.shutdown().await;
+}

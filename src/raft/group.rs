@@ -20,6 +20,7 @@ use super::network::{decode_request, encode_reply, NetFactory, RpcOp, Transport}
 use super::sm_store::{SinceSnapshot, SmStore};
 use super::{GroupMetrics, NodeId, ProposeError, ReplicaProgress, Role, StateMachine, TypeConfig};
 
+mod elect;
 mod handover;
 use handover::watch_leading;
 
@@ -118,6 +119,12 @@ struct Inner {
     muted: Arc<std::sync::atomic::AtomicU64>,
     /// When each peer last accepted an append or heartbeat from this member.
     heard: Arc<super::network::Heard>,
+    /// When this member last accepted an append or snapshot from a leader: milliseconds
+    /// after `epoch` (0: never). Its elections go by it (`elect.rs`).
+    heard_leader: std::sync::atomic::AtomicU64,
+    epoch: std::time::Instant,
+    /// The log (shared with openraft), for the last log id a pre-vote compares.
+    log: LogStore,
 }
 
 fn ms(d: Duration) -> u64 {
@@ -205,12 +212,13 @@ impl Group {
         let (muted, heard) = (net.muted.clone(), net.heard.clone());
         let since = sm.since.clone();
         let blank = log.is_blank();
+        let log_handle = log.clone();
         let raft = Raft::new(cfg.id, Arc::new(rcfg), net, log, sm)
             .await
             .map_err(|e| ctx(format!("start: {e}")))?;
         let led_since = Arc::new(std::sync::Mutex::new(None));
         watch_leading(&raft, cfg.id, led_since.clone());
-        Ok(Group {
+        let group = Group {
             inner: Arc::new(Inner {
                 raft,
                 cfg,
@@ -226,8 +234,19 @@ impl Group {
                 led_since,
                 muted,
                 heard,
+                heard_leader: Default::default(),
+                epoch: std::time::Instant::now(),
+                log: log_handle,
             }),
-        })
+        };
+        // openraft's own election timer stays off: elections go through a pre-vote.
+        group.inner.raft.runtime_config().elect(false);
+        elect::drive_elections(
+            Arc::downgrade(&group.inner),
+            group.inner.cfg.election_timeout_min,
+            group.inner.cfg.election_timeout_max,
+        );
+        Ok(group)
     }
 
     /// Whether the group opened without any state on this node (no vote ever saved, an
@@ -386,15 +405,12 @@ impl Group {
             }
             *h = Some(until);
         }
-        self.inner.raft.runtime_config().elect(false);
         let g = self.clone();
         tokio::spawn(async move {
             tokio::time::sleep_until(until).await;
             let mut h = g.inner.hold_until.lock().unwrap_or_else(|p| p.into_inner());
             if *h == Some(until) {
                 *h = None;
-                let observer = g.inner.observer.load(Relaxed);
-                g.inner.raft.runtime_config().elect(!observer);
             }
         });
     }
@@ -410,7 +426,6 @@ impl Group {
     /// did not lead (`None`).
     pub async fn observe(&self) -> Option<bool> {
         self.inner.observer.store(true, Relaxed);
-        self.inner.raft.runtime_config().elect(false);
         if !self.is_leader() {
             return None;
         }
@@ -493,7 +508,7 @@ impl Group {
             id: m.id,
             role,
             term: m.current_term,
-            leader: m.current_leader,
+            leader: self.known_leader(role, m.current_leader),
             last_log_index: m.last_log_index,
             applied: m.last_applied.map(|l| l.index),
             snapshot: m.snapshot.map(|l| l.index),
@@ -537,12 +552,16 @@ impl Group {
         match op {
             RpcOp::Append => {
                 let req: AppendEntriesRequest<TypeConfig> = decode_request(op, body_ref)?;
-                encode_reply(op, &raft.append_entries(req).await)
+                let res = raft.append_entries(req).await;
+                self.note_append(&res);
+                encode_reply(op, &res)
             }
             RpcOp::AppendBin => {
                 let req = super::codec::decode_append(body)
                     .map_err(|e| format!("bad {} request: {e}", op.as_str()))?;
-                encode_reply(op, &raft.append_entries(req).await)
+                let res = raft.append_entries(req).await;
+                self.note_append(&res);
+                encode_reply(op, &res)
             }
             RpcOp::Vote => {
                 let req: VoteRequest<NodeId> = decode_request(op, body_ref)?;
@@ -550,22 +569,21 @@ impl Group {
             }
             RpcOp::Snapshot => {
                 let req: InstallSnapshotRequest<TypeConfig> = decode_request(op, body_ref)?;
-                encode_reply(op, &raft.install_snapshot(req).await)
+                let res = raft.install_snapshot(req).await;
+                if res.is_ok() {
+                    self.heard_leader();
+                }
+                encode_reply(op, &res)
             }
             RpcOp::Elect => {
                 // A member on its way out (lame duck) or holding off does not stand.
-                let held = self
-                    .inner
-                    .hold_until
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .is_some();
-                if held || self.inner.observer.load(Relaxed) {
+                if self.held_off() {
                     return Err("not standing for election".into());
                 }
                 raft.trigger().elect().await.map_err(|e| e.to_string())?;
                 Ok(Vec::new())
             }
+            RpcOp::PreVote => self.prevote(body_ref).await,
             RpcOp::Hold => {
                 let millis: u64 = std::str::from_utf8(body_ref)
                     .ok()

@@ -71,6 +71,14 @@ pub(crate) struct LogStore {
     inner: Arc<Mutex<Inner>>,
 }
 
+impl LogStore {
+    /// The last entry's id (or the last purged one's): what a vote compares.
+    pub(crate) fn last_log_id(&self) -> Option<openraft::LogId<super::NodeId>> {
+        let inner = lock(&self.inner);
+        inner.index.last_log_id().or(inner.last_purged)
+    }
+}
+
 fn io_err(path: &Path, e: impl std::fmt::Display) -> io::Error {
     io::Error::other(format!("{}: {e}", path.display()))
 }

@@ -45,6 +45,9 @@ pub enum RpcOp {
     /// election for the milliseconds in the body (decimal), while the leader stops sending
     /// to this member so its lease runs out (see `Group::step_down`).
     Hold,
+    /// Would the receiver vote for the sender (its last log id in the body)? Asked before
+    /// a member stands for election (`group/elect.rs`).
+    PreVote,
 }
 
 impl RpcOp {
@@ -56,6 +59,7 @@ impl RpcOp {
             RpcOp::Snapshot => "SNAP",
             RpcOp::Elect => "ELECT",
             RpcOp::Hold => "HOLD",
+            RpcOp::PreVote => "PREVOTE",
         }
     }
 
@@ -67,6 +71,7 @@ impl RpcOp {
             "SNAP" => Some(RpcOp::Snapshot),
             "ELECT" => Some(RpcOp::Elect),
             "HOLD" => Some(RpcOp::Hold),
+            "PREVOTE" => Some(RpcOp::PreVote),
             _ => None,
         }
     }

@@ -77,7 +77,6 @@ impl Group {
         self.drain_proposals().await;
         let rc = self.inner.raft.runtime_config();
         rc.heartbeat(false);
-        rc.elect(false);
         let me = self.id();
         self.ask_to_campaign(started, prefer, quick).await;
         let wait = self.inner.cfg.election_timeout_max * 4;
@@ -87,7 +86,6 @@ impl Group {
         drop(lapsed);
         let rc = self.inner.raft.runtime_config();
         rc.heartbeat(true);
-        rc.elect(!self.inner.observer.load(Relaxed));
         self.inner.stepping_down.store(false, Relaxed);
         match res {
             Ok(m) => Ok(m.leader.unwrap_or(me)),
