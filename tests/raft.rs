@@ -378,13 +378,7 @@ fn long_lease(c: &mut GroupConfig) {
 /// step-down, and lame duck mode, pause writes for milliseconds, not `election_timeout_max`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_settled_leader_of_three_hands_over_without_waiting_out_the_lease() {
-    let c = Cluster::start_with("stepquick", 3, 11, long_lease).await;
-    let mut acked = Vec::new();
-    propose_n(&c, 0, 5, &mut acked).await;
-    let old = c.leader().await;
-    let lease = c.group(old).election_timeout_max();
-    // Led longer than its lease: what a stream's leader usually has.
-    tokio::time::sleep(lease + Duration::from_millis(100)).await;
+    let (c, old, lease, mut acked) = settled("stepquick", 3, 11).await;
     propose_n(&c, 5, 10, &mut acked).await;
     let asked = std::time::Instant::now();
     let new = c.group(old).step_down().await.expect("step down");
@@ -395,6 +389,36 @@ async fn a_settled_leader_of_three_hands_over_without_waiting_out_the_lease() {
         "the handover waited {took:?}, as long as the followers' lease ({lease:?})"
     );
     propose_n(&c, 10, 15, &mut acked).await;
+    c.wait_applied(&c.ids(), &acked, WAIT).await;
+    c.shutdown().await;
+}
+
+/// A group of `n` with long leases whose leader has led longer than its lease (what a
+/// stream's leader usually has), five proposals in: the group, its leader, the lease and
+/// what was acknowledged.
+async fn settled(name: &str, n: u64, seed: u64) -> (Cluster, NodeId, Duration, Vec<Vec<u8>>) {
+    let c = Cluster::start_with(name, n, seed, long_lease).await;
+    let mut acked = Vec::new();
+    propose_n(&c, 0, 5, &mut acked).await;
+    let leader = c.leader().await;
+    let lease = c.group(leader).election_timeout_max();
+    tokio::time::sleep(lease + Duration::from_millis(100)).await;
+    (c, leader, lease, acked)
+}
+
+/// `leader` steps down while taking every proposal until it can hand over
+/// ([`propose_while_stepping_down`]); another member leads, the group goes on, and every
+/// member has every acknowledged proposal.
+async fn hands_over_taking_proposals(
+    c: Cluster,
+    leader: NodeId,
+    lease: Duration,
+    mut acked: Vec<Vec<u8>>,
+) {
+    let (handover, i) = propose_while_stepping_down(&c, leader, 5, lease / 2, &mut acked).await;
+    let new = handover.await.expect("task").expect("step down");
+    assert_ne!(new, leader);
+    propose_n(&c, i, i + 5, &mut acked).await;
     c.wait_applied(&c.ids(), &acked, WAIT).await;
     c.shutdown().await;
 }
@@ -431,21 +455,11 @@ async fn propose_while_stepping_down(
 /// followers' leases (what gave a rolling restart its windows of `503` refusals).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_young_leader_of_three_takes_proposals_until_it_can_hand_over() {
-    let c = Cluster::start_with("stepyoung", 3, 13, long_lease).await;
-    let mut acked = Vec::new();
-    propose_n(&c, 0, 5, &mut acked).await;
-    let first = c.leader().await;
-    let lease = c.group(first).election_timeout_max();
-    tokio::time::sleep(lease + Duration::from_millis(100)).await;
+    let (c, first, lease, acked) = settled("stepyoung", 3, 13).await;
     // A settled leader hands over at once: the new leader was elected just now.
     let young = c.group(first).step_down().await.expect("first step down");
     assert_ne!(young, first);
-    let (handover, i) = propose_while_stepping_down(&c, young, 5, lease / 2, &mut acked).await;
-    let new = handover.await.expect("task").expect("second step down");
-    assert_ne!(new, young);
-    propose_n(&c, i, i + 5, &mut acked).await;
-    c.wait_applied(&c.ids(), &acked, WAIT).await;
-    c.shutdown().await;
+    hands_over_taking_proposals(c, young, lease, acked).await;
 }
 
 /// In a group of five the candidate needs a follower's vote besides the leader's, and
@@ -455,18 +469,8 @@ async fn a_young_leader_of_three_takes_proposals_until_it_can_hand_over() {
 /// followers' leases, about 2 s).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_settled_leader_of_five_takes_proposals_until_it_can_hand_over() {
-    let c = Cluster::start_with("stepfive2", 5, 14, long_lease).await;
-    let mut acked = Vec::new();
-    propose_n(&c, 0, 5, &mut acked).await;
-    let old = c.leader().await;
-    let lease = c.group(old).election_timeout_max();
-    tokio::time::sleep(lease + Duration::from_millis(100)).await;
-    let (handover, i) = propose_while_stepping_down(&c, old, 5, lease / 2, &mut acked).await;
-    let new = handover.await.expect("task").expect("step down");
-    assert_ne!(new, old);
-    propose_n(&c, i, i + 5, &mut acked).await;
-    c.wait_applied(&c.ids(), &acked, WAIT).await;
-    c.shutdown().await;
+    let (c, old, lease, acked) = settled("stepfive2", 5, 14).await;
+    hands_over_taking_proposals(c, old, lease, acked).await;
 }
 
 /// In a group of five, a leader elected moments ago still hands over.

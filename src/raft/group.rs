@@ -119,12 +119,16 @@ struct Inner {
     muted: Arc<std::sync::atomic::AtomicU64>,
     /// When each peer last accepted an append or heartbeat from this member.
     heard: Arc<super::network::Heard>,
-    /// When this member last accepted an append or snapshot from a leader: milliseconds
-    /// after `epoch` (0: never). Its elections go by it (`elect.rs`).
+    /// When this member last accepted an append or snapshot from a leader, on `heard`'s
+    /// clock (0: never). Its elections go by it (`elect.rs`).
     heard_leader: std::sync::atomic::AtomicU64,
-    epoch: std::time::Instant,
     /// The log (shared with openraft), for the last log id a pre-vote compares.
     log: LogStore,
+}
+
+/// How many of `voters` make a majority.
+fn majority(voters: usize) -> usize {
+    voters / 2 + 1
 }
 
 fn ms(d: Duration) -> u64 {
@@ -235,7 +239,6 @@ impl Group {
                 muted,
                 heard,
                 heard_leader: Default::default(),
-                epoch: std::time::Instant::now(),
                 log: log_handle,
             }),
         };

@@ -161,10 +161,20 @@ impl Heard {
         (self.epoch.elapsed().as_millis() as u64).max(1)
     }
 
+    /// Stamps `slot` with now (on this clock: any stamp, not only a peer's).
+    pub(crate) fn mark(&self, slot: &AtomicU64) {
+        slot.store(self.now(), Relaxed);
+    }
+
+    /// How long ago `slot` was stamped; `None`: never.
+    pub(crate) fn age(&self, slot: &AtomicU64) -> Option<Duration> {
+        let at = slot.load(Relaxed);
+        (at > 0).then(|| Duration::from_millis(self.now().saturating_sub(at)))
+    }
+
     /// How long ago `peer` last accepted something; `None`: never.
     pub(crate) fn since(&self, peer: NodeId) -> Option<Duration> {
-        let at = self.slot(peer).load(Relaxed);
-        (at > 0).then(|| Duration::from_millis(self.now().saturating_sub(at)))
+        self.age(&self.slot(peer))
     }
 }
 
@@ -353,7 +363,7 @@ impl RaftNetwork<TypeConfig> for NetClient {
         let res = self.link.append(&rpc, option.hard_ttl()).await;
         lock(&self.deferred).last_ok = match &res {
             Ok(AppendEntriesResponse::Success) => {
-                self.heard.1.store(self.heard.0.now(), Relaxed);
+                self.heard.0.mark(&self.heard.1);
                 Some((Instant::now(), vote))
             }
             _ => None,

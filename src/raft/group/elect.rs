@@ -39,8 +39,7 @@ fn decode(body: &[u8]) -> Option<(u64, u64)> {
 impl Group {
     /// Notes an append (or snapshot) accepted from a leader: it is alive.
     pub(super) fn heard_leader(&self) {
-        let now = self.inner.epoch.elapsed().as_millis() as u64;
-        self.inner.heard_leader.store(now.max(1), Relaxed);
+        self.inner.heard.mark(&self.inner.heard_leader);
     }
 
     /// The leader openraft names, unless this member (not leading) has accepted nothing
@@ -70,9 +69,8 @@ impl Group {
 
     /// Whether an append was accepted from a leader within `d`.
     fn heard_within(&self, d: Duration) -> bool {
-        let at = self.inner.heard_leader.load(Relaxed);
-        let now = self.inner.epoch.elapsed().as_millis() as u64;
-        at > 0 && now.saturating_sub(at) < d.as_millis() as u64
+        let age = self.inner.heard.age(&self.inner.heard_leader);
+        age.is_some_and(|a| a < d)
     }
 
     /// The answer to a `PREVOTE`: `"1"` would vote for the asker, `"0"` would not.
@@ -124,7 +122,7 @@ impl Group {
         while let Some(r) = asks.join_next().await {
             yes += usize::from(r.unwrap_or(false));
         }
-        if yes + 1 < m.voters.len() / 2 + 1 {
+        if yes + 1 < super::majority(m.voters.len()) {
             tracing::debug!(group = %self.name(), "pre-vote: {yes} of {} would vote: not standing", m.voters.len() - 1);
             return;
         }
@@ -143,17 +141,20 @@ pub(super) fn drive_elections(inner: Weak<Inner>, min: Duration, max: Duration) 
         let start = tokio::time::Instant::now();
         loop {
             let timeout = rand::rng().random_range(min..=max.max(min));
-            let due = {
+            let left = {
                 let Some(inner) = inner.upgrade() else {
                     return;
                 };
-                let at = inner.heard_leader.load(Relaxed);
-                let heard = tokio::time::Instant::from_std(inner.epoch + Duration::from_millis(at));
-                let last = if at == 0 { start } else { heard.max(start) };
-                last + timeout
+                // Quiet since the last append accepted from a leader, or since the start.
+                let up = start.elapsed();
+                let quiet = inner
+                    .heard
+                    .age(&inner.heard_leader)
+                    .map_or(up, |a| a.min(up));
+                timeout.saturating_sub(quiet)
             };
-            if due > tokio::time::Instant::now() {
-                tokio::time::sleep_until(due).await;
+            if !left.is_zero() {
+                tokio::time::sleep(left).await;
                 continue;
             }
             let Some(inner) = inner.upgrade() else {

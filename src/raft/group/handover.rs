@@ -106,22 +106,14 @@ impl Group {
             return None;
         }
         let me = self.id();
-        let live_within = self.inner.cfg.heartbeat * 2 + Duration::from_millis(100);
         let mut live: Vec<(u64, NodeId)> = m
             .replicas
             .iter()
-            .filter(|r| r.id != me && m.voters.contains(&r.id))
-            .filter(|r| {
-                self.inner
-                    .heard
-                    .since(r.id)
-                    .is_some_and(|t| t < live_within)
-            })
+            .filter(|r| r.id != me && m.voters.contains(&r.id) && self.is_live(r.id))
             .map(|r| (r.lag, r.id))
             .collect();
-        let majority = m.voters.len() / 2 + 1;
         // Without the muted one: this member and the live others must be a majority.
-        if live.len() < majority {
+        if live.len() < super::majority(m.voters.len()) {
             return None;
         }
         live.sort_unstable();
@@ -144,6 +136,13 @@ impl Group {
             muted: self.inner.muted.clone(),
             since: tokio::time::Instant::now(),
         })
+    }
+
+    /// Whether `peer` accepted an append or heartbeat from this leader within two
+    /// heartbeats (and a little): it follows.
+    fn is_live(&self, peer: NodeId) -> bool {
+        let within = self.inner.cfg.heartbeat * 2 + Duration::from_millis(100);
+        self.inner.heard.since(peer).is_some_and(|t| t < within)
     }
 
     /// Leads on until the candidate's vote can be granted at once: this leader's own lease
@@ -171,8 +170,7 @@ impl Group {
             return Settle::Ready;
         }
         tracing::debug!(group = %self.name(), "step down: leading {left:?} more, until the leases are over");
-        let majority = m.voters.len() / 2 + 1;
-        let live_within = self.inner.cfg.heartbeat * 2 + Duration::from_millis(100);
+        let majority = super::majority(m.voters.len());
         let deadline = tokio::time::Instant::now() + left;
         let gone = |m: &GroupMetrics| m.role != Role::Leader;
         loop {
@@ -189,8 +187,7 @@ impl Group {
                 let live = m
                     .voters
                     .iter()
-                    .filter(|v| **v != me && **v != muted)
-                    .filter(|v| self.inner.heard.since(**v).is_some_and(|t| t < live_within))
+                    .filter(|v| **v != me && **v != muted && self.is_live(**v))
                     .count();
                 if live + 1 < majority {
                     return Settle::QuorumLost;
