@@ -759,6 +759,31 @@ async fn a_stepdown_under_steady_publishing_hands_over() {
     js.stop().await;
 }
 
+/// STREAM.LEADER.STEPDOWN is answered as soon as the leader has begun to step down, as
+/// nats-server answers it, not once the handover is over: a leader elected moments ago
+/// keeps leading until its lease is over (about 2 s), and before, the answer waited for
+/// that. A second request meanwhile is answered the same and starts no second handover.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stepdown_is_answered_before_the_handover_ends() {
+    let js = cluster("jsc-stepdown-answer", 3).await;
+    let nc = connect(&js.servers[0]).await;
+    let created = create_stream(&nc, r#"{"name":"Y","subjects":["y.>"],"num_replicas":3}"#).await;
+    let old = created["cluster"]["leader"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no leader: {created}"))
+        .to_string();
+    let r = once(&nc, "$JS.API.STREAM.LEADER.STEPDOWN.Y").await;
+    assert_eq!(r["success"], true, "{r}");
+    // Still the young leader's lease: the old leader answers, and names itself.
+    let info = once(&nc, "$JS.API.STREAM.INFO.Y").await;
+    assert_eq!(info["cluster"]["leader"], old.as_str(), "{info}");
+    let again = once(&nc, "$JS.API.STREAM.LEADER.STEPDOWN.Y").await;
+    assert_eq!(again["success"], true, "{again}");
+    let new = new_leader(&nc, "Y", &old).await;
+    assert_ne!(new, old);
+    js.stop().await;
+}
+
 /// Each new R3 stream elects one leader and keeps it: exactly one leader-elected advisory
 /// per stream, for the leader its creation's answer names. (With every member campaigning
 /// at once, a leader could give way to a later candidate moments after its election, and

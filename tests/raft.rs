@@ -949,3 +949,65 @@ async fn a_follower_back_from_a_partition_does_not_depose_the_leader() {
     c.wait_applied(&c.ids(), &acked, WAIT).await;
     c.shutdown().await;
 }
+
+/// A step-down already under way is not begun again (a second `STEPDOWN` request, answered
+/// at once, must not hand the next leader over too): the second is refused with
+/// `HandingOver` until the first has run, and the first still hands over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_step_down_is_not_begun_while_one_is_under_way() {
+    let (c, first, _, mut acked) = settled("steptwice", 3, 15).await;
+    // Elected just now: its step-down takes the rest of its lease.
+    let young = c.group(first).step_down().await.expect("first step down");
+    let step = c.group(young).begin_step_down(None).expect("begun");
+    let again = c.group(young).begin_step_down(None).err();
+    assert!(
+        matches!(again, Some(ProposeError::HandingOver)),
+        "a second step-down began: {again:?}"
+    );
+    let new = step.run().await.expect("step down");
+    assert_ne!(new, young);
+    propose_n(&c, 5, 10, &mut acked).await;
+    c.wait_applied(&c.ids(), &acked, WAIT).await;
+    c.shutdown().await;
+}
+
+/// RPC bodies that do not decode (a damaged or foreign peer's) are error answers, never a
+/// panic; the group goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_rpc_bodies_are_error_answers() {
+    use natsd::raft::RpcOp;
+    let c = Cluster::start("badrpc", 3, 16).await;
+    let mut acked = Vec::new();
+    propose_n(&c, 0, 3, &mut acked).await;
+    let leader = c.leader().await;
+    let follower = c
+        .ids()
+        .into_iter()
+        .find(|i| *i != leader)
+        .expect("a follower");
+    let bad: [(RpcOp, &[u8]); 11] = [
+        (RpcOp::Hold, b""),
+        (RpcOp::Hold, b"-1"),
+        (RpcOp::Hold, b"99999999999999999999999"),
+        (RpcOp::Hold, b"\xff\xfe"),
+        (RpcOp::PreVote, b""),
+        (RpcOp::PreVote, b"1"),
+        (RpcOp::PreVote, b"x y"),
+        (RpcOp::Append, b"{"),
+        (RpcOp::AppendBin, b"\x01\x02"),
+        (RpcOp::Vote, b"[]"),
+        (RpcOp::Snapshot, b"null"),
+    ];
+    for id in [leader, follower] {
+        for (op, body) in bad {
+            let r = c
+                .group(id)
+                .handle_rpc(op, bytes::Bytes::from_static(body))
+                .await;
+            assert!(r.is_err(), "{op:?} {body:?} on {id}: {r:?}");
+        }
+    }
+    propose_n(&c, 3, 6, &mut acked).await;
+    c.wait_applied(&c.ids(), &acked, WAIT).await;
+    c.shutdown().await;
+}

@@ -23,6 +23,7 @@ use super::{GroupMetrics, NodeId, ProposeError, ReplicaProgress, Role, StateMach
 mod elect;
 mod handover;
 use handover::watch_leading;
+pub use handover::StepDown;
 
 /// How long a snapshot's last chunk may take to be answered: the member installs the whole
 /// snapshot first.

@@ -27,7 +27,7 @@ mod sm_store;
 use std::fmt;
 use std::io::{self, Read, Write};
 
-pub use group::{Group, GroupConfig};
+pub use group::{Group, GroupConfig, StepDown};
 pub use nats::NatsTransport;
 pub use network::{RpcOp, Transport, TransportError, TransportFuture};
 
@@ -136,6 +136,8 @@ pub enum ProposeError {
     Stopped(String),
     /// A step-down ended with no other member leading.
     NoHandover,
+    /// A step-down is already under way (a second one is not begun).
+    HandingOver,
 }
 
 impl fmt::Display for ProposeError {
@@ -148,6 +150,7 @@ impl fmt::Display for ProposeError {
             ProposeError::Membership(why) => write!(f, "membership change refused: {why}"),
             ProposeError::Stopped(why) => write!(f, "group stopped: {why}"),
             ProposeError::NoHandover => write!(f, "no other member took over in time"),
+            ProposeError::HandingOver => write!(f, "a step-down is already under way"),
         }
     }
 }

@@ -612,7 +612,10 @@ impl JsCluster {
         }
     }
 
-    /// Steps `group`'s leader down and answers with response type `ty` once it has.
+    /// Steps `group`'s leader down, answering with response type `ty` as soon as the
+    /// step-down has begun (nats-server answers once its leader has stepped down, before
+    /// the next one is elected; natsd's handover goes on in the background). A request
+    /// while one is under way is answered the same: the leader is on its way out.
     fn stepdown(
         &self,
         srv: &Arc<ServerShared>,
@@ -621,22 +624,25 @@ impl JsCluster {
         ty: &'static str,
         prefer: Option<crate::raft::NodeId>,
     ) {
-        let Some(reply) = ev.reply.clone() else {
-            return;
+        let begun = group.begin_step_down(prefer);
+        let out = match &begun {
+            Ok(_) | Err(crate::raft::ProposeError::HandingOver) => {
+                let mut o = Obj::typed(ty);
+                o.field("success", &true);
+                o.done()
+            }
+            Err(e) => err_json(ty, &ApiError::new(400, 10009, e.to_string()), ""),
         };
-        let acc = ev.acc.to_string();
-        let srv2 = srv.clone();
-        srv.tasks.spawn(async move {
-            let out = match group.step_down_to(prefer).await {
-                Ok(_) => {
-                    let mut o = Obj::typed(ty);
-                    o.field("success", &true);
-                    o.done()
+        if let Some(reply) = &ev.reply {
+            send(srv, &ev.acc, reply, &out);
+        }
+        if let Ok(step) = begun {
+            srv.tasks.spawn(async move {
+                if let Err(e) = step.run().await {
+                    tracing::warn!(group = %group.name(), "leader stepdown: {e}");
                 }
-                Err(e) => err_json(ty, &ApiError::new(400, 10009, e.to_string()), ""),
-            };
-            send(&srv2, &acc, &reply, &out);
-        });
+            });
+        }
     }
 }
 

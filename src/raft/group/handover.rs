@@ -35,21 +35,26 @@ impl Group {
     /// [`Group::step_down`] to `prefer` if given: only that member is asked to campaign
     /// (the others were told to hold their elections, and a hold may arrive after an ask).
     pub async fn step_down_to(&self, prefer: Option<NodeId>) -> Result<NodeId, ProposeError> {
-        self.check_leader()?;
+        self.begin_step_down(prefer)?.run().await
+    }
+
+    /// Starts a step-down to `prefer` (see [`Group::step_down_to`]) and gives it back to be
+    /// driven: a `STEPDOWN` request is answered at once, as nats-server answers it, while
+    /// the handover goes on. Refused when this member does not lead, or with
+    /// [`ProposeError::HandingOver`] when a step-down is already under way.
+    pub fn begin_step_down(&self, prefer: Option<NodeId>) -> Result<StepDown, ProposeError> {
         let flag = &self.inner.handing_over;
         if flag.compare_exchange(false, true, SeqCst, SeqCst).is_err() {
-            // Another step-down is under way.
-            return Err(ProposeError::NotLeader { leader: None });
+            // Checked first: once proposals are refused, this member no longer passes
+            // for a leader, though it is still handing over.
+            return Err(ProposeError::HandingOver);
         }
-        // Cleared however this ends (a dropped future included).
-        struct Clear<'a>(&'a std::sync::atomic::AtomicBool);
-        impl Drop for Clear<'_> {
-            fn drop(&mut self) {
-                self.0.store(false, SeqCst);
-            }
-        }
-        let _clear = Clear(flag);
-        self.hand_over(prefer).await
+        let step = StepDown {
+            group: self.clone(),
+            prefer,
+        };
+        self.check_leader()?;
+        Ok(step)
     }
 
     async fn hand_over(&self, prefer: Option<NodeId>) -> Result<NodeId, ProposeError> {
@@ -283,6 +288,26 @@ impl Group {
                 }
             }
         }
+    }
+}
+
+/// A step-down begun by [`Group::begin_step_down`]; another may begin once it has run or
+/// been dropped.
+pub struct StepDown {
+    group: Group,
+    prefer: Option<NodeId>,
+}
+
+impl StepDown {
+    /// Hands over: the member now leading (not this one), or why none took over.
+    pub async fn run(self) -> Result<NodeId, ProposeError> {
+        self.group.hand_over(self.prefer).await
+    }
+}
+
+impl Drop for StepDown {
+    fn drop(&mut self) {
+        self.group.inner.handing_over.store(false, SeqCst);
     }
 }
 
