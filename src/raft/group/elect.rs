@@ -77,10 +77,12 @@ impl Group {
     pub(super) async fn prevote(&self, body: &[u8]) -> Result<Vec<u8>, String> {
         let (term, index) = decode(body).ok_or("bad PREVOTE request: want `term index`")?;
         let m = self.metrics();
-        // Half the shortest timeout: the asker waited at least that, and a voter's last
-        // append may have come a little after the asker's.
-        let lost_leader =
-            m.role != Role::Leader && !self.heard_within(self.inner.cfg.election_timeout_min / 2);
+        // Half the shortest timeout (the asker waited at least the whole, and a voter's
+        // last append may have come a little after the asker's), but more than a
+        // heartbeat and a half: a live leader's follower has heard from it within that.
+        let cfg = &self.inner.cfg;
+        let quiet = (cfg.election_timeout_min / 2).max(cfg.heartbeat * 3 / 2);
+        let lost_leader = m.role != Role::Leader && !self.heard_within(quiet);
         let mine = self
             .inner
             .log
