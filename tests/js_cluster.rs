@@ -762,7 +762,8 @@ async fn a_stepdown_under_steady_publishing_hands_over() {
 /// STREAM.LEADER.STEPDOWN is answered as soon as the leader has begun to step down, as
 /// nats-server answers it, not once the handover is over: a leader elected moments ago
 /// keeps leading until its lease is over (about 2 s), and before, the answer waited for
-/// that. A second request meanwhile is answered the same and starts no second handover.
+/// that. A second request meanwhile is answered the same and starts no second handover;
+/// one naming a preferred member is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_stepdown_is_answered_before_the_handover_ends() {
     let js = cluster("jsc-stepdown-answer", 3).await;
@@ -779,6 +780,13 @@ async fn a_stepdown_is_answered_before_the_handover_ends() {
     assert_eq!(info["cluster"]["leader"], old.as_str(), "{info}");
     let again = once(&nc, "$JS.API.STREAM.LEADER.STEPDOWN.Y").await;
     assert_eq!(again["success"], true, "{again}");
+    // One naming a preferred member would not be honoured: refused.
+    let other = info["cluster"]["replicas"][0]["name"]
+        .as_str()
+        .expect("a replica");
+    let body = format!(r#"{{"placement":{{"preferred":"{other}"}}}}"#);
+    let placed = once_with(&nc, "$JS.API.STREAM.LEADER.STEPDOWN.Y", &body).await;
+    assert_eq!(placed["error"]["err_code"], 10009, "{placed}");
     let new = new_leader(&nc, "Y", &old).await;
     assert_ne!(new, old);
     js.stop().await;

@@ -204,9 +204,7 @@ impl JsCluster {
                     if ids.len() <= 1 {
                         // An R1 consumer: nats-server 2.15.1 says success; nothing moves.
                         if let Some(reply) = &ev.reply {
-                            let mut o = Obj::typed(ty);
-                            o.field("success", &true);
-                            send(srv, acc, reply, &o.done());
+                            send(srv, acc, reply, &success(ty));
                         }
                         return true;
                     }
@@ -549,11 +547,7 @@ impl JsCluster {
         srv.tasks.spawn(async move {
             let entry = serde_json::to_vec(&entry).unwrap_or_default();
             let out = match meta.propose(entry).await {
-                Ok(_) => {
-                    let mut o = Obj::typed(T);
-                    o.field("success", &true);
-                    o.done()
-                }
+                Ok(_) => success(T),
                 Err(e) => {
                     tracing::debug!("JetStream: stream delete proposal: {e}");
                     err_json(T, &unavailable(), "")
@@ -604,18 +598,16 @@ impl JsCluster {
                     send(srv, &ev.acc, reply, &err_json(ty, &e, ""));
                 }
             }
-            Ok(Some(to)) => {
-                self.hold_elections(srv, &group, to);
-                self.stepdown(srv, ev, group, ty, Some(to));
-            }
-            Ok(None) => self.stepdown(srv, ev, group, ty, None),
+            Ok(to) => self.stepdown(srv, ev, group, ty, to),
         }
     }
 
     /// Steps `group`'s leader down, answering with response type `ty` as soon as the
     /// step-down has begun (nats-server answers once its leader has stepped down, before
     /// the next one is elected; natsd's handover goes on in the background). A request
-    /// while one is under way is answered the same: the leader is on its way out.
+    /// while one is under way is answered the same, the leader being on its way out, unless
+    /// it names a preferred member: that one is not honoured, so it is refused. With
+    /// `prefer`, the other members are told to hold their elections first.
     fn stepdown(
         &self,
         srv: &Arc<ServerShared>,
@@ -625,13 +617,13 @@ impl JsCluster {
         prefer: Option<crate::raft::NodeId>,
     ) {
         let begun = group.begin_step_down(prefer);
-        let out = match &begun {
-            Ok(_) | Err(crate::raft::ProposeError::HandingOver) => {
-                let mut o = Obj::typed(ty);
-                o.field("success", &true);
-                o.done()
+        let out = match (&begun, prefer) {
+            (Ok(_), Some(to)) => {
+                self.hold_elections(srv, &group, to);
+                success(ty)
             }
-            Err(e) => err_json(ty, &ApiError::new(400, 10009, e.to_string()), ""),
+            (Ok(_) | Err(crate::raft::ProposeError::HandingOver), None) => success(ty),
+            (Err(e), _) => err_json(ty, &ApiError::new(400, 10009, e.to_string()), ""),
         };
         if let Some(reply) = &ev.reply {
             send(srv, &ev.acc, reply, &out);
@@ -644,6 +636,13 @@ impl JsCluster {
             });
         }
     }
+}
+
+/// `{"type": ty, "success": true}`.
+fn success(ty: &str) -> String {
+    let mut o = Obj::typed(ty);
+    o.field("success", &true);
+    o.done()
 }
 
 /// A stream group's name: the stream's, cut to a subject token, with its replica count and
