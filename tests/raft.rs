@@ -1011,3 +1011,20 @@ async fn malformed_rpc_bodies_are_error_answers() {
     c.wait_applied(&c.ids(), &acked, WAIT).await;
     c.shutdown().await;
 }
+
+/// Lame duck mode while a `STEPDOWN` request's handover is under way waits for that one
+/// (before, it gave up at once: "not handed over").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lame_duck_during_a_step_down_waits_for_its_handover() {
+    let (c, first, _, mut acked) = settled("stepobserve", 3, 17).await;
+    // Elected just now: its step-down takes the rest of its lease.
+    let young = c.group(first).step_down().await.expect("first step down");
+    let step = c.group(young).begin_step_down(None).expect("begun");
+    let handover = tokio::spawn(step.run());
+    assert_eq!(c.group(young).observe().await, Some(true));
+    let new = handover.await.expect("task").expect("step down");
+    assert_ne!(new, young);
+    propose_n(&c, 5, 10, &mut acked).await;
+    c.wait_applied(&c.ids(), &acked, WAIT).await;
+    c.shutdown().await;
+}
