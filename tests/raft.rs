@@ -955,18 +955,34 @@ async fn a_follower_back_from_a_partition_does_not_depose_the_leader() {
 /// `HandingOver` until the first has run, and the first still hands over.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_step_down_is_not_begun_while_one_is_under_way() {
-    let (c, first, _, mut acked) = settled("steptwice", 3, 15).await;
-    // Elected just now: its step-down takes the rest of its lease.
-    let young = c.group(first).step_down().await.expect("first step down");
-    let step = c.group(young).begin_step_down(None).expect("begun");
+    let (c, young, step, acked) = young_leader_stepping_down("steptwice", 15).await;
     let again = c.group(young).begin_step_down(None).err();
     assert!(
         matches!(again, Some(ProposeError::HandingOver)),
         "a second step-down began: {again:?}"
     );
     let new = step.run().await.expect("step down");
-    assert_ne!(new, young);
-    propose_n(&c, 5, 10, &mut acked).await;
+    goes_on_after(c, young, new, acked).await;
+}
+
+/// A settled group of three whose leader has just been stepped down, and its successor
+/// (elected moments ago: its own step-down takes the rest of its lease) beginning to step
+/// down too: the group, that leader, its step-down and what was acknowledged.
+async fn young_leader_stepping_down(
+    name: &str,
+    seed: u64,
+) -> (Cluster, NodeId, natsd::raft::StepDown, Vec<Vec<u8>>) {
+    let (c, first, _, acked) = settled(name, 3, seed).await;
+    let young = c.group(first).step_down().await.expect("first step down");
+    let step = c.group(young).begin_step_down(None).expect("begun");
+    (c, young, step, acked)
+}
+
+/// `new` leads instead of `old`, and the group goes on: every member has every proposal.
+async fn goes_on_after(c: Cluster, old: NodeId, new: NodeId, mut acked: Vec<Vec<u8>>) {
+    assert_ne!(new, old);
+    let i = acked.len();
+    propose_n(&c, i, i + 5, &mut acked).await;
     c.wait_applied(&c.ids(), &acked, WAIT).await;
     c.shutdown().await;
 }
@@ -1016,15 +1032,9 @@ async fn malformed_rpc_bodies_are_error_answers() {
 /// (before, it gave up at once: "not handed over").
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lame_duck_during_a_step_down_waits_for_its_handover() {
-    let (c, first, _, mut acked) = settled("stepobserve", 3, 17).await;
-    // Elected just now: its step-down takes the rest of its lease.
-    let young = c.group(first).step_down().await.expect("first step down");
-    let step = c.group(young).begin_step_down(None).expect("begun");
+    let (c, young, step, acked) = young_leader_stepping_down("stepobserve", 17).await;
     let handover = tokio::spawn(step.run());
     assert_eq!(c.group(young).observe().await, Some(true));
     let new = handover.await.expect("task").expect("step down");
-    assert_ne!(new, young);
-    propose_n(&c, 5, 10, &mut acked).await;
-    c.wait_applied(&c.ids(), &acked, WAIT).await;
-    c.shutdown().await;
+    goes_on_after(c, young, new, acked).await;
 }

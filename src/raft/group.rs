@@ -441,12 +441,7 @@ impl Group {
         match self.step_down().await {
             Ok(_) => Some(true),
             // A `STEPDOWN` request's handover is under way: its outcome is this one's.
-            Err(ProposeError::HandingOver) => {
-                let wait = self.inner.cfg.election_timeout_max * 4;
-                let me = self.id();
-                let other = |m: &GroupMetrics| m.leader.is_some_and(|l| l != me);
-                Some(self.wait_for(wait, other).await.is_ok())
-            }
+            Err(ProposeError::HandingOver) => Some(self.another_leads().await.is_ok()),
             Err(e) => {
                 tracing::warn!(group = %self.inner.cfg.name, "lame duck: leadership not handed over: {e}");
                 Some(false)

@@ -84,18 +84,22 @@ impl Group {
         rc.heartbeat(false);
         let me = self.id();
         self.ask_to_campaign(started, prefer, quick).await;
-        let wait = self.inner.cfg.election_timeout_max * 4;
-        let res = self
-            .wait_for(wait, |m| m.leader.is_some_and(|l| l != me))
-            .await;
+        let res = self.another_leads().await;
         drop(lapsed);
         let rc = self.inner.raft.runtime_config();
         rc.heartbeat(true);
         self.inner.stepping_down.store(false, Relaxed);
-        match res {
-            Ok(m) => Ok(m.leader.unwrap_or(me)),
-            Err(_) => Err(ProposeError::NoHandover),
-        }
+        res.map(|m| m.leader.unwrap_or(me))
+    }
+
+    /// Waits (up to four election timeouts) for a member other than this one to lead: a
+    /// handover's end, this one's or one already under way.
+    pub(super) async fn another_leads(&self) -> Result<GroupMetrics, ProposeError> {
+        let me = self.id();
+        let wait = self.inner.cfg.election_timeout_max * 4;
+        self.wait_for(wait, |m| m.leader.is_some_and(|l| l != me))
+            .await
+            .map_err(|_| ProposeError::NoHandover)
     }
 
     /// In a group of more than three, the candidate needs a follower's vote besides this
